@@ -1,0 +1,1 @@
+"""fleetctl: the command line of fleet (validate, render, diff, apply, sandbox, ...)."""

@@ -1,0 +1,1 @@
+"""One module per ``fleetctl`` sub-command; each defines ``register(subparsers)``."""
