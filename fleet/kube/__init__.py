@@ -1,0 +1,66 @@
+"""fleet's only door to Kubernetes: one client over kr8s, typed errors, SSA, watches.
+
+Everything else in fleet talks to a cluster through this package, so timeouts,
+retries, error types and request accounting are decided once, here.
+
+    client = await kube.connect(kubeconfig=None, context=None, timeout=30)   # like kubectl
+    k = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
+    slices = (await client.list(k)).items                  # paginated; apiVersion/kind filled in
+    obj = await client.get(kube.Ref(api_version="v1", kind="Namespace", namespace="", name="team-a"))
+    live = await client.apply(desired, field_manager="fleet", force=False, dry_run=True)
+    await client.delete(ref, propagation="Background", uid=..., resource_version=...)
+    kinds = await client.discover()                        # every kind served: plural + scope
+    client.counts.writes, client.counts.snapshot()         # requests sent, by verb
+    async for event in kube.watch(client=client, kind=k):  # list, then watch; 410 -> relist
+        ...
+    await client.close()
+
+- ``Client.request`` is the single request path: a timeout on every call, retries with
+  backoff on 429/5xx/connection loss honouring ``Retry-After`` (``RetryPolicy``).
+- Server-side apply sends ``application/apply-patch+yaml`` with ``fieldManager``,
+  ``force`` and ``dryRun=All`` (kr8s has no apply).
+- Errors are ``KubeError`` subclasses (``NotFound``, ``Conflict`` with ``.managers``,
+  ``Forbidden``, ``Invalid`` with ``.causes``, ``TooManyRequests``, ``ServerError``,
+  ``Unreachable``); see ``fleet.kube.errors`` for the tree.
+- ``Kind`` names a resource type (group, version, plural, scope); ``Ref`` names one
+  object and its inventory ``key``.
+"""
+
+from __future__ import annotations
+
+from fleet.kube.clients import Client, ListResult, RequestCounts, connect
+from fleet.kube.errors import (
+    Cause,
+    Conflict,
+    Forbidden,
+    Invalid,
+    KubeError,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    Unreachable,
+)
+from fleet.kube.kinds import Kind, Ref
+from fleet.kube.retries import RetryPolicy
+from fleet.kube.watches import Event, watch
+
+__all__ = [
+    "Cause",
+    "Client",
+    "Conflict",
+    "Event",
+    "Forbidden",
+    "Invalid",
+    "Kind",
+    "KubeError",
+    "ListResult",
+    "NotFound",
+    "Ref",
+    "RequestCounts",
+    "RetryPolicy",
+    "ServerError",
+    "TooManyRequests",
+    "Unreachable",
+    "connect",
+    "watch",
+]

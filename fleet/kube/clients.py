@@ -1,0 +1,355 @@
+"""The one Kubernetes client fleet uses: kr8s for credentials, our own verbs on top.
+
+kr8s reads kubeconfigs well (contexts, exec plugins, client certificates, tokens)
+but has no server-side apply, no dry-run, no timeouts by default and retries 401/403
+by re-authenticating three times (which would quadruple every Forbidden). So kr8s
+owns the authenticated ``httpx`` session and nothing else: every request goes
+through ``Client.request`` which
+
+- sets an explicit timeout on every call (``timeout`` seconds per attempt);
+- retries 429/5xx/connection loss with capped, jittered exponential backoff,
+  waiting at least what ``Retry-After`` asked for (``retries.RetryPolicy``);
+- turns every failure into a typed ``errors.KubeError`` with the original chained;
+- counts requests by verb, so "a no-op reconcile writes nothing" is checkable from
+  the client side too (the server-side proof reads ``apiserver_request_total``).
+
+The verbs (get, list, apply, delete, discover) are thin functions over ``request``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+import kr8s
+import kr8s.asyncio
+
+from fleet.kube import errors, kinds, retries
+
+logger = logging.getLogger(__name__)
+
+WRITE_VERBS = frozenset({"apply", "create", "update", "patch", "delete"})
+APPLY_PATCH = "application/apply-patch+yaml"
+DISCOVERY_ACCEPT = (
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+)
+
+
+@dataclass
+class RequestCounts:
+    """Requests sent, by verb; dry-runs are counted as ``<verb>-dry-run`` and are not writes."""
+
+    by_verb: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_verb.values())
+
+    @property
+    def writes(self) -> int:
+        return sum(n for verb, n in self.by_verb.items() if verb in WRITE_VERBS)
+
+    def snapshot(self) -> dict[str, int]:
+        return dict(sorted(self.by_verb.items()))
+
+
+@dataclass(frozen=True)
+class ListResult:
+    """All items of a (paginated) list, with ``apiVersion``/``kind`` filled in, and its resourceVersion."""
+
+    items: list[dict[str, Any]]
+    resource_version: str
+
+
+class Client:
+    """One authenticated connection to one cluster; create it with ``connect``."""
+
+    def __init__(
+        self, *, api: Any, context: str, timeout: float, retry: retries.RetryPolicy
+    ) -> None:
+        self._api = api
+        self.context = context
+        self.timeout = timeout
+        self.retry = retry
+        self.counts = RequestCounts()
+        self._kinds: dict[tuple[str, str], kinds.Kind] = kinds.builtin()
+        self._discovered = False
+
+    @property
+    def server(self) -> str:
+        return str(self._api.auth.server)
+
+    async def close(self) -> None:
+        session = getattr(self._api, "_session", None)
+        if session is not None:
+            await session.aclose()
+
+    # -- the one request path -------------------------------------------------------------
+
+    async def _session(self, *, renew: bool = False) -> httpx.AsyncClient:
+        """kr8s' authenticated httpx session (``call_api`` cannot express paths like ``/metrics``)."""
+        if renew:
+            await self._api.reauthenticate()
+            await self._api._create_session()
+        session = self._api._session
+        if session is None or session.is_closed:
+            await self._api._create_session()
+            session = self._api._session
+        assert isinstance(session, httpx.AsyncClient)
+        return session
+
+    @asynccontextmanager
+    async def stream(
+        self, method: str, path: str, *, verb: str, params: dict[str, str] | None = None,
+        read_timeout: float | None = None, where: str = "",
+    ) -> AsyncIterator[httpx.Response]:
+        """A streaming request (watch) with status mapped to typed errors; no retry here."""
+        session = await self._session()
+        timeout = httpx.Timeout(self.timeout, read=read_timeout)
+        self.counts.by_verb[verb] += 1
+        try:
+            async with session.stream(method, path, params=params or {}, timeout=timeout) as response:
+                if response.is_error:
+                    await response.aread()
+                    raise _error(response, where=where or path)
+                yield response
+        except httpx.TransportError as exc:
+            raise errors.Unreachable(
+                f"lost the connection to {self.server}: {exc}", where=where or path,
+                hint="check that the API server is running and reachable",
+            ) from exc
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        verb: str,
+        params: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        accept: str = "application/json",
+        where: str = "",
+        raw: bool = False,
+    ) -> Any:
+        """Send one request with timeouts and retries; the decoded JSON (or text if ``raw``)."""
+        content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        headers = {"Content-Type": content_type, "Accept": accept}
+        where = where or f"{method} {path}"
+        attempt = 0
+        renewed = False
+        while True:
+            attempt += 1
+            self.counts.by_verb[verb] += 1
+            failure: errors.KubeError
+            retry_after: float | None = None
+            try:
+                session = await self._session()
+                with anyio.fail_after(self.timeout):
+                    response = await session.request(
+                        method, path, params=params or {}, headers=headers, content=content
+                    )
+                if not response.is_error:
+                    return response.text if raw else (response.json() if response.content else {})
+                if response.status_code == 401 and not renewed:
+                    renewed = True  # an expired exec/OIDC token: renew once, like kubectl
+                    await self._session(renew=True)
+                    continue
+                retry_after = retries.retry_after_seconds(response.headers.get("Retry-After"))
+                failure = _error(response, where=where, retry_after=retry_after or 0.0)
+                if response.status_code not in retries.RETRIABLE_STATUS:
+                    raise failure
+            except (TimeoutError, httpx.TransportError) as exc:
+                failure = errors.Unreachable(
+                    f"no answer from {self.server} within {self.timeout:g}s ({type(exc).__name__}: {exc})",
+                    where=where, hint="check that the API server is running, or raise --timeout",
+                )
+                failure.__cause__ = exc
+            if attempt >= self.retry.attempts:
+                raise failure
+            delay = self.retry.delay(attempt=attempt, retry_after=retry_after)
+            logger.info("retrying %s in %.2fs after: %s", where, delay, failure.what)
+            await anyio.sleep(delay)
+
+    # -- verbs ------------------------------------------------------------------------------
+
+    async def kind(self, *, api_version: str, kind: str) -> kinds.Kind:
+        """The ``Kind`` for an apiVersion/kind; asks discovery once for kinds fleet does not know."""
+        found = self._kinds.get((api_version, kind))
+        if found is None and not self._discovered:
+            await self.discover()
+            found = self._kinds.get((api_version, kind))
+        if found is None:
+            raise errors.NotFound(
+                f"the server has no kind {kind} in {api_version}", where=self.context,
+                hint="install the CRD or operator that provides it, or fix apiVersion/kind",
+            )
+        return found
+
+    async def discover(self) -> list[kinds.Kind]:
+        """Every kind the server serves (two aggregated-discovery requests: /api and /apis)."""
+        found: list[kinds.Kind] = []
+        for root in ("/api", "/apis"):
+            document = await self.request("GET", root, verb="discovery", accept=DISCOVERY_ACCEPT)
+            found.extend(kinds.from_discovery(document))
+        for k in found:
+            self._kinds.setdefault((k.api_version, k.kind), k)
+        self._discovered = True
+        return found
+
+    async def get(self, ref: kinds.Ref) -> dict[str, Any]:
+        k = await self.kind(api_version=ref.api_version, kind=ref.kind)
+        path = k.path(namespace=ref.namespace, name=ref.name)
+        result: dict[str, Any] = await self.request("GET", path, verb="get", where=str(ref))
+        return result
+
+    async def list(
+        self,
+        kind: kinds.Kind,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+    ) -> ListResult:
+        """Every object of ``kind`` (in ``namespace``, or all), following ``continue`` tokens."""
+        params: dict[str, str] = {"limit": str(page_size)}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        items: list[dict[str, Any]] = []
+        path = kind.path(namespace=namespace)
+        while True:
+            page = await self.request(
+                "GET", path, verb="list", params=params, where=f"list {kind.group_kind}"
+            )
+            for item in page.get("items") or ():
+                item.setdefault("apiVersion", kind.api_version)
+                item.setdefault("kind", kind.kind)
+                items.append(item)
+            meta = page.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                return ListResult(items=items, resource_version=str(meta.get("resourceVersion", "")))
+            params["continue"] = token
+
+    async def apply(
+        self,
+        obj: dict[str, Any],
+        *,
+        field_manager: str = "fleet",
+        force: bool = False,
+        dry_run: bool = False,
+        subresource: str = "",
+    ) -> dict[str, Any]:
+        """Server-side apply ``obj`` as ``field_manager``; the object as stored (or as it would be)."""
+        ref = kinds.Ref.of(obj)
+        k = await self.kind(api_version=ref.api_version, kind=ref.kind)
+        path = k.path(namespace=ref.namespace, name=ref.name) + (f"/{subresource}" if subresource else "")
+        params = {"fieldManager": field_manager, "fieldValidation": "Strict"}
+        if force:
+            params["force"] = "true"
+        if dry_run:
+            params["dryRun"] = "All"
+        result: dict[str, Any] = await self.request(
+            "PATCH", path, verb="apply-dry-run" if dry_run else "apply", params=params, body=obj,
+            content_type=APPLY_PATCH, where=str(ref),
+        )
+        return result
+
+    async def delete(
+        self,
+        ref: kinds.Ref,
+        *,
+        propagation: str = "Background",
+        uid: str | None = None,
+        resource_version: str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Delete ``ref``; ``uid``/``resource_version`` are preconditions (409 Conflict when stale)."""
+        k = await self.kind(api_version=ref.api_version, kind=ref.kind)
+        body: dict[str, Any] = {
+            "apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation,
+        }
+        preconditions = {
+            key: value for key, value in (("uid", uid), ("resourceVersion", resource_version)) if value
+        }
+        if preconditions:
+            body["preconditions"] = preconditions
+        if dry_run:
+            body["dryRun"] = ["All"]
+        result: dict[str, Any] = await self.request(
+            "DELETE", k.path(namespace=ref.namespace, name=ref.name),
+            verb="delete-dry-run" if dry_run else "delete", body=body, where=str(ref),
+        )
+        return result
+
+    async def metrics(self) -> str:
+        """The server's Prometheus text (``/metrics``), where ``apiserver_request_total`` lives."""
+        text: str = await self.request("GET", "/metrics", verb="get", accept="text/plain", raw=True)
+        return text
+
+    async def version(self) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("GET", "/version", verb="get")
+        return result
+
+
+def _error(response: httpx.Response, *, where: str, retry_after: float = 0.0) -> errors.KubeError:
+    body: object
+    try:
+        body = response.json()
+    except ValueError:
+        body = response.text.strip()
+    return errors.from_status(status=response.status_code, body=body, where=where, retry_after=retry_after)
+
+
+async def connect(
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    timeout: float = 30.0,  # noqa: ASYNC109 - the per-request timeout the client keeps, not a wait
+    retry: retries.RetryPolicy | None = None,
+) -> Client:
+    """Open a client like kubectl: ``kubeconfig`` (else ``$KUBECONFIG``, else ~/.kube/config), ``context``.
+
+    Checks the server answers (``/version``) within ``timeout`` seconds; every later
+    request gets the same timeout per attempt.
+    """
+    where = f"context {context}" if context else (kubeconfig or "kubeconfig")
+    try:
+        with anyio.fail_after(timeout):
+            api = await kr8s.asyncio.api(kubeconfig=kubeconfig, context=context)
+    except TimeoutError as exc:
+        raise errors.Unreachable(
+            f"the API server did not answer within {timeout:g}s", where=where,
+            hint="check the server address in the kubeconfig and that the cluster is running",
+        ) from exc
+    except (httpx.TransportError, kr8s.APITimeoutError, OSError) as exc:
+        raise errors.Unreachable(
+            f"cannot reach the API server: {exc}", where=where,
+            hint="check the server address in the kubeconfig and that the cluster is running",
+        ) from exc
+    except ValueError as exc:
+        raise errors.KubeError(
+            f"cannot use the kubeconfig: {exc}", where=where,
+            hint="pass --kubeconfig FILE or set KUBECONFIG, and a --context that exists in it",
+        ) from exc
+    except kr8s.ServerError as exc:
+        status = exc.response.status_code if exc.response is not None else 0
+        raise errors.from_status(status=status, body=str(exc), where=where) from exc
+    api.timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
+    return Client(
+        api=api, context=str(api.auth.active_context or context or ""), timeout=timeout,
+        retry=retry or retries.RetryPolicy(),
+    )
+
+
+__all__ = ["APPLY_PATCH", "WRITE_VERBS", "Client", "ListResult", "RequestCounts", "connect"]
