@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -325,7 +326,9 @@ async def connect(
     """
     where = f"context {context}" if context else (kubeconfig or "kubeconfig")
     try:
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(timeout), warnings.catch_warnings():
+            # kr8s warns on any Kubernetes newer than it was tested with; we only use its session.
+            warnings.simplefilter("ignore", UserWarning)
             api = await kr8s.asyncio.api(kubeconfig=kubeconfig, context=context)
     except TimeoutError as exc:
         raise errors.Unreachable(
