@@ -1,0 +1,210 @@
+"""The fleet's own kinds (``fleet.gpufleet.dev/v1alpha1``): what the platform declares.
+
+Shapes follow Kubernetes habits (``apiVersion``/``kind``/``metadata``/``spec``)
+so the files read like the rest of a GitOps repository and editors validate
+them through the generated JSON Schemas. Fields were chosen from what the DRA
+guide makes an operator do by hand: install the GPU Operator on the GPUCluster
+path at a pinned chart version, label and taint GPU nodes, give each team
+namespaces, a group, the device classes it may use and a device quota.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from fleet.manifests.bases import ClusterSelector, Model, ObjectMeta
+
+API_VERSION = "fleet.gpufleet.dev/v1alpha1"
+
+DriftPolicy = Literal["enforce", "warn", "ignore"]
+"""``enforce`` re-applies drifted objects, ``warn`` reports them, ``ignore`` neither."""
+
+
+class FleetDefaults(Model):
+    drift_policy: DriftPolicy = "enforce"
+    prune: bool = True
+    """Delete objects fleet applied earlier that the repository no longer declares."""
+
+
+class FleetSpec(Model):
+    defaults: FleetDefaults = Field(default_factory=FleetDefaults)
+    clusters: list[str] = Field(min_length=1)
+    """Names of the Cluster objects (``clusters/<name>.yaml``) this fleet manages."""
+
+
+class Fleet(Model):
+    """The repository root (``fleet.yaml``): defaults and the managed clusters."""
+
+    api_version: Literal["fleet.gpufleet.dev/v1alpha1"]
+    kind: Literal["Fleet"]
+    metadata: ObjectMeta
+    spec: FleetSpec
+
+
+class ClusterSpec(Model):
+    kubernetes_version: str = Field(pattern=r"^1\.[0-9]+$")
+    """Expected Kubernetes minor version, e.g. "1.36" (quoted: 1.30 is a float)."""
+    context: str | None = None
+    """kubeconfig context fleetctl uses for this cluster when none is given."""
+
+
+class Cluster(Model):
+    """One Kubernetes cluster; overlays and selectors match its metadata.labels."""
+
+    api_version: Literal["fleet.gpufleet.dev/v1alpha1"]
+    kind: Literal["Cluster"]
+    metadata: ObjectMeta
+    spec: ClusterSpec
+
+
+class Chart(Model):
+    repository: str = "https://helm.ngc.nvidia.com/nvidia"
+    name: str = "gpu-operator"
+    version: str = Field(pattern=r"^v?[0-9]+\.[0-9]+\.[0-9]+.*$")
+
+
+class GPUOperatorSpec(Model):
+    chart: Chart
+    namespace: str = "gpu-operator"
+    install_path: Literal["gpuCluster", "preinstalledDriver"] = "gpuCluster"
+    """``gpuCluster``: operator-managed driver (NVIDIADriver CR); ``preinstalledDriver``: host driver ≥580."""
+    values: dict[str, Any] = Field(default_factory=dict)
+    """Helm values, as ``--set`` would give them (checked against the install path)."""
+
+
+class GPUOperator(Model):
+    """The NVIDIA GPU Operator release, on the DRA (GPUCluster) path."""
+
+    api_version: Literal["fleet.gpufleet.dev/v1alpha1"]
+    kind: Literal["GPUOperator"]
+    metadata: ObjectMeta
+    spec: GPUOperatorSpec
+
+
+class Taint(Model):
+    key: str = Field(min_length=1)
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class GPUs(Model):
+    product_name: str = Field(min_length=1)
+    """The driver's ``productName`` attribute, e.g. "NVIDIA H100 80GB HBM3"."""
+    count: int = Field(ge=1, le=64)
+    """GPUs per node."""
+    memory: str | None = None
+    """Expected ``memory`` capacity per GPU as the driver publishes it, e.g. "81559Mi"."""
+
+
+class MIG(Model):
+    profiles: dict[str, int] = Field(min_length=1)
+    """MIG devices per GPU by profile, e.g. {"1g.10gb": 7} (static MIG)."""
+
+
+class GPUNodePoolSpec(Model):
+    clusters: ClusterSelector = Field(default_factory=ClusterSelector)
+    node_selector: dict[str, str] = Field(min_length=1)
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Labels fleet keeps on every selected node."""
+    taints: list[Taint] = Field(default_factory=list)
+    """Taints fleet keeps on every selected node."""
+    gpu: GPUs
+    nodes: int = Field(ge=0)
+    """Expected number of nodes."""
+    mig: MIG | None = None
+
+
+class GPUNodePool(Model):
+    """A group of identical GPU nodes: how to find them and what they must carry."""
+
+    api_version: Literal["fleet.gpufleet.dev/v1alpha1"]
+    kind: Literal["GPUNodePool"]
+    metadata: ObjectMeta
+    spec: GPUNodePoolSpec
+
+
+class Owner(Model):
+    kind: Literal["Group", "User", "ServiceAccount"] = "Group"
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+    """Only for ServiceAccount."""
+
+
+class TeamSpec(Model):
+    clusters: ClusterSelector = Field(default_factory=ClusterSelector)
+    namespaces: list[str] = Field(min_length=1)
+    owners: list[Owner] = Field(min_length=1)
+    """Who gets the team's Role (claims and templates only) in its namespaces."""
+    device_classes: list[str] = Field(min_length=1)
+    """DeviceClasses the team's requests may name."""
+    quota: dict[str, int] = Field(default_factory=dict)
+    """Maximum devices per device class, over all the team's claims (ResourceQuota)."""
+    drift_policy: DriftPolicy | None = None
+    """Overrides the fleet default for the team's objects."""
+
+    @model_validator(mode="after")
+    def _quota_non_negative(self) -> TeamSpec:
+        for name, value in self.quota.items():
+            if value < 0:
+                raise ValueError(f"quota for {name} must be ≥ 0, got {value}")
+        return self
+
+
+class Team(Model):
+    """A workload team (``teams/<team>/team.yaml``) and what it may claim."""
+
+    api_version: Literal["fleet.gpufleet.dev/v1alpha1"]
+    kind: Literal["Team"]
+    metadata: ObjectMeta
+    spec: TeamSpec
+
+
+class PatchTarget(Model):
+    api_version: str = Field(min_length=1)
+    kind: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+
+
+class Patch(Model):
+    target: PatchTarget
+    patch: dict[str, Any]
+    """A JSON merge patch (RFC 7386): null deletes, mappings merge, the rest replaces."""
+
+
+class OverlaySpec(Model):
+    clusters: ClusterSelector
+    patches: list[Patch] = Field(default_factory=list)
+    values: dict[str, Any] | None = None
+    """A merge patch for the GPUOperator's Helm values."""
+
+    @model_validator(mode="after")
+    def _selects_something(self) -> OverlaySpec:
+        if not self.clusters.names and not self.clusters.match_labels:
+            raise ValueError("clusters needs names or matchLabels (an overlay for every cluster is the base)")
+        return self
+
+
+class Overlay(Model):
+    """Per-cluster changes, applied after the base in overlay name order."""
+
+    api_version: Literal["fleet.gpufleet.dev/v1alpha1"]
+    kind: Literal["Overlay"]
+    metadata: ObjectMeta
+    spec: OverlaySpec
+
+
+__all__ = [
+    "API_VERSION",
+    "Cluster",
+    "DriftPolicy",
+    "Fleet",
+    "GPUNodePool",
+    "GPUOperator",
+    "Overlay",
+    "Patch",
+    "PatchTarget",
+    "Team",
+]

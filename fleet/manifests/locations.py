@@ -1,0 +1,103 @@
+"""Where a piece of a fleet repository was written: file, line and column.
+
+Every object and every field keeps the place it came from, so that any
+finding — from the loader, the models, the policy, CEL or the inventory check —
+points at the line a person has to edit. Lines and columns are 1-based, as
+editors and GitHub annotations count them. A path is the tuple of mapping keys
+and sequence indexes from the document root (``("spec", "devices", "requests",
+0, "exactly")``), the same tuple pydantic puts in an error's ``loc``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, order=True)
+class Location:
+    """A position in a repository file (1-based line and column)."""
+
+    file: str
+    line: int = 0
+    col: int = 0
+
+    def __str__(self) -> str:
+        if not self.line:
+            return self.file
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True)
+class Positions:
+    """The location of every node of one YAML document, by path.
+
+    A mapping entry is located at its key (``count: 3`` → the ``count``
+    token, and ``exactly:`` → its own line rather than the first nested
+    field), a sequence item at the item. ``scalars`` keeps, for string
+    scalars, the value's own start and its style so that a CEL error inside a
+    block scalar can be mapped to the file line.
+    """
+
+    root: Location
+    nodes: Mapping[Path, Location] = field(default_factory=dict)
+    scalars: Mapping[Path, Scalar] = field(default_factory=dict)
+
+    def at(self, path: Path) -> Location:
+        """The location of ``path`` or of its nearest located ancestor."""
+        for end in range(len(path), 0, -1):
+            found = self.nodes.get(path[:end])
+            if found is not None:
+                return found
+        return self.root
+
+    def under(self, prefix: Path) -> Positions:
+        """The positions of the subtree at ``prefix``, re-rooted there."""
+        size = len(prefix)
+        return Positions(
+            root=self.at(prefix),
+            nodes={p[size:]: loc for p, loc in self.nodes.items() if p[:size] == prefix},
+            scalars={p[size:]: s for p, s in self.scalars.items() if p[:size] == prefix},
+        )
+
+    def replaced(self, *, prefix: Path, other: Positions) -> Positions:
+        """These positions with the subtree at ``prefix`` taken from ``other``.
+
+        ``other`` is rooted at ``prefix`` (as :meth:`under` returns it). Used by
+        overlays: a merge patch replaces a subtree, and so do its locations.
+        """
+        size = len(prefix)
+        nodes = {p: loc for p, loc in self.nodes.items() if p[:size] != prefix}
+        scalars = {p: s for p, s in self.scalars.items() if p[:size] != prefix}
+        nodes.update({prefix + p: loc for p, loc in other.nodes.items()})
+        nodes[prefix] = other.root
+        scalars.update({prefix + p: s for p, s in other.scalars.items()})
+        return Positions(root=self.root, nodes=nodes, scalars=scalars)
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """Where a string scalar's text starts, and how it is written.
+
+    ``style`` is ``""`` for plain, ``"'"`` / ``'"'`` for quoted, ``"|"`` /
+    ``">"`` for block scalars; ``indent`` is the column (1-based) where a block
+    scalar's content lines start.
+    """
+
+    start: Location
+    style: str = ""
+    indent: int = 0
+
+    def locate(self, *, line: int, col: int) -> Location:
+        """Map a 1-based line/column inside the string to the file."""
+        if self.style in ("|", ">"):
+            return Location(self.start.file, self.start.line + line, self.indent + col - 1)
+        if line <= 1:
+            quote = 1 if self.style in ("'", '"') else 0
+            return Location(self.start.file, self.start.line, self.start.col + quote + col - 1)
+        return Location(self.start.file, self.start.line + line - 1, col)
+
+
+__all__ = ["Location", "Path", "Positions", "Scalar"]

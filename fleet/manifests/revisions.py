@@ -1,0 +1,166 @@
+"""A Revision: every object of a repository, validated, with where it was written.
+
+``load_revision`` is a pure function from file contents to a Revision, so
+the controller (files from a git object store), ``fleetctl`` (a checkout, via
+:func:`fleet.manifests.trees.read_tree`) and the tests (dicts) share it.
+Nothing stops at the first problem: each file, document and object that
+fails becomes a finding and the rest is still loaded, so one run of
+``fleetctl validate`` reports everything.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from pydantic import ValidationError
+
+from fleet.manifests import registry
+from fleet.manifests.bases import Model
+from fleet.manifests.deprecations import deprecated_api
+from fleet.manifests.findings import Finding
+from fleet.manifests.kinds import API_VERSION as FLEET_API_VERSION
+from fleet.manifests.limits import Limits
+from fleet.manifests.locations import Location, Positions
+from fleet.manifests.validations import findings_from
+from fleet.manifests.yamls import Document, parse
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One object as written in the repository (or as an overlay left it).
+
+    ``model`` is the validated pydantic object for fleet and DRA kinds, and
+    ``None`` for any other Kubernetes kind (kept so that policy can say why it
+    does not belong). ``data`` is the plain mapping, ``positions`` locates
+    each of its fields.
+    """
+
+    file: str
+    api_version: str
+    kind: str
+    name: str
+    namespace: str | None
+    data: dict[str, Any]
+    positions: Positions
+    model: Model | None = None
+
+    @property
+    def location(self) -> Location:
+        return self.positions.root
+
+    @property
+    def ref(self) -> str:
+        """``Kind/namespace/name`` or ``Kind/name``: how findings and logs name it."""
+        return "/".join(p for p in (self.kind, self.namespace, self.name) if p)
+
+    @property
+    def identity(self) -> tuple[str, str, str, str]:
+        """(group, kind, namespace, name): two manifests with it equal clash."""
+        return (registry.group_of(self.api_version), self.kind, self.namespace or "", self.name)
+
+    @property
+    def team(self) -> str | None:
+        """The folder name for files under ``teams/<team>/``, else None."""
+        parts = PurePosixPath(self.file).parts
+        return parts[1] if len(parts) >= 3 and parts[0] == "teams" else None
+
+
+@dataclass(frozen=True)
+class Revision:
+    """All manifests of a repository and what was wrong loading it."""
+
+    manifests: tuple[Manifest, ...]
+    findings: tuple[Finding, ...] = ()
+
+    def of_kind(self, kind: str) -> list[Manifest]:
+        return [m for m in self.manifests if m.kind == kind and m.model is not None]
+
+
+def load_revision(files: Mapping[str, bytes], *, limits: Limits | None = None,
+                  findings: tuple[Finding, ...] = ()) -> Revision:
+    """Parse and validate every file (path relative to the repo root → bytes).
+
+    ``findings`` are carried into the Revision (those of reading the tree).
+    """
+    limits = limits or Limits()
+    manifests: list[Manifest] = []
+    found: list[Finding] = list(findings)
+    for file in sorted(files):
+        problem = check_path(file)
+        if problem is not None:
+            found.append(problem)
+            continue
+        documents, problems = parse(file=file, content=files[file], limits=limits)
+        found.extend(problems)
+        for document in documents:
+            manifest, problems = _manifest(document)
+            found.extend(problems)
+            if manifest is not None:
+                manifests.append(manifest)
+    return Revision(manifests=tuple(manifests), findings=tuple(found))
+
+
+def check_path(file: str) -> Finding | None:
+    """Refuse absolute paths and ``..``: a revision never reads outside itself."""
+    path = PurePosixPath(file)
+    if path.is_absolute() or ".." in path.parts or "\\" in file:
+        return Finding(Location(file), "path-escape", f"path {file!r} leaves the repository",
+                       hint="use paths relative to the repository root, without '..'")
+    return None
+
+
+def _manifest(document: Document) -> tuple[Manifest | None, list[Finding]]:
+    data = document.data
+    where = document.location
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str) \
+            or not isinstance(data.get("apiVersion"), str):
+        return None, [Finding(where, "schema", "document is not a Kubernetes object (apiVersion and kind)",
+                              hint="start the document with apiVersion: and kind:")]
+    api_version, kind = data["apiVersion"], data["kind"]
+    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    name = str(metadata.get("name") or "")
+    namespace = metadata.get("namespace")
+    ref = "/".join(p for p in (kind, str(namespace or ""), name) if p)
+    if api_version in registry.DEPRECATED_VERSIONS:
+        return None, [deprecated_api(document=document, api_version=api_version, kind=kind, obj=ref)]
+    unknown = _unknown_kind(document=document, api_version=api_version, kind=kind, obj=ref)
+    if unknown is not None:
+        return None, [unknown]
+    model_class = registry.MODELS.get((api_version, kind))
+    model: Model | None = None
+    if model_class is not None:
+        try:
+            model = model_class.model_validate(data)
+        except ValidationError as err:
+            return None, findings_from(err, model=model_class, positions=document.positions, obj=ref)
+    elif not name:
+        return None, [Finding(where, "schema", f"{kind} has no metadata.name", hint="add metadata.name",
+                              object=ref)]
+    manifest = Manifest(file=document.file, api_version=api_version, kind=kind, name=name,
+                        namespace=str(namespace) if namespace else None, data=data,
+                        positions=document.positions, model=model)
+    return manifest, []
+
+
+def _unknown_kind(*, document: Document, api_version: str, kind: str, obj: str) -> Finding | None:
+    group = registry.group_of(api_version)
+    if group not in (registry.group_of(FLEET_API_VERSION), "resource.k8s.io"):
+        return None
+    served = sorted({v for v, _ in registry.MODELS if registry.group_of(v) == group})
+    known = sorted(k for v, k in registry.MODELS if v == served[0])
+    if api_version not in served:
+        return Finding(document.positions.at(("apiVersion",)), "unknown-kind",
+                       f"apiVersion {api_version} is not known", hint=f"use {served[0]}", object=obj)
+    if kind in known:
+        return None
+    close = difflib.get_close_matches(kind, known, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}?" if close else f"known kinds: {', '.join(known)}"
+    return Finding(document.positions.at(("kind",)), "unknown-kind",
+                   f"unknown kind {kind!r} in {api_version}", hint=hint, object=obj)
+
+
+__all__ = ["Manifest", "Revision", "check_path", "load_revision"]

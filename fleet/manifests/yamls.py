@@ -1,0 +1,266 @@
+"""YAML files → plain data plus the location of every node, refusing bad input.
+
+Why not ``YAML().load``: fleet needs plain dicts for pydantic *and* a
+position for every key, and it must refuse hostile input before it costs
+memory. So a file is composed to ruamel's node graph (aliases stay shared
+references there, nothing is expanded yet), the graph is checked — expanded
+size and alias count (alias bombs), nesting depth, duplicate keys, merge keys
+— and only then turned into plain data while recording each node's mark.
+
+Kubernetes reads manifests as YAML 1.1 (sigs.k8s.io/yaml), ruamel as 1.2: a
+plain ``yes`` is ``true`` for kubectl and the string ``"yes"`` here, ``0644``
+is 420 for kubectl and 644 here. Such scalars are flagged (rule
+``yaml-ambiguous``) so both readings agree once they are quoted or rewritten.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from fleet.manifests.findings import Finding
+from fleet.manifests.limits import Limits
+from fleet.manifests.locations import Location, Path, Positions, Scalar
+
+_AMBIGUOUS_WORDS = frozenset({"y", "n", "yes", "no", "on", "off"})
+_LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")
+_SEXAGESIMAL = re.compile(r"^[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?$")
+_STR = "tag:yaml.org,2002:str"
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+
+
+@dataclass(frozen=True)
+class Document:
+    """One YAML document of a file: its plain data and where each node is."""
+
+    file: str
+    index: int
+    data: Any
+    positions: Positions
+
+    @property
+    def location(self) -> Location:
+        return self.positions.root
+
+
+class _Refused(Exception):
+    def __init__(self, finding: Finding) -> None:
+        super().__init__(finding.message)
+        self.finding = finding
+
+
+def parse(*, file: str, content: bytes, limits: Limits) -> tuple[list[Document], list[Finding]]:
+    """Parse every document of one file; problems come back as findings.
+
+    A file with a syntax error yields the documents before the error and one
+    ``yaml-syntax`` finding; a refused document (too big, too deep,
+    duplicate keys...) yields a finding and is skipped.
+    """
+    if len(content) > limits.max_file_bytes:
+        return [], [_too_large(file=file, size=len(content), limits=limits)]
+    try:
+        text = content.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        return [], [_not_utf8(file=file, content=content, err=err)]
+    yaml = YAML(typ="safe", pure=True)
+    documents: list[Document] = []
+    findings: list[Finding] = []
+    lines = text.splitlines()
+    try:
+        for index, node in enumerate(yaml.compose_all(io.StringIO(text))):
+            if node is None:
+                continue
+            try:
+                _check_graph(file=file, root=node, limits=limits)
+                builder = _Builder(file=file, yaml=yaml, lines=lines)
+                data = builder.build(node, path=())
+            except _Refused as refused:
+                findings.append(refused.finding)
+                continue
+            findings.extend(builder.findings)
+            positions = Positions(root=_loc(file, node), nodes=builder.nodes, scalars=builder.scalars)
+            documents.append(Document(file=file, index=index, data=data, positions=positions))
+    except MarkedYAMLError as err:
+        findings.append(_syntax(file=file, err=err))
+    except YAMLError as err:
+        findings.append(Finding(Location(file), "yaml-syntax", f"invalid YAML: {err}",
+                                hint="fix the YAML syntax"))
+    except RecursionError:
+        findings.append(Finding(Location(file), "yaml-limit", "YAML nesting is too deep to parse",
+                                hint=f"keep nesting under {limits.max_depth} levels"))
+    return documents, findings
+
+
+def _loc(file: str, node: Node) -> Location:
+    return Location(file, node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def _too_large(*, file: str, size: int, limits: Limits) -> Finding:
+    return Finding(
+        Location(file), "file-too-large",
+        f"file is {size} bytes, over the {limits.max_file_bytes}-byte cap",
+        hint="split it into smaller files; fleet manifests are small")
+
+
+def _not_utf8(*, file: str, content: bytes, err: UnicodeDecodeError) -> Finding:
+    line = content[: err.start].count(b"\n") + 1
+    col = err.start - (content.rfind(b"\n", 0, err.start) + 1) + 1
+    return Finding(
+        Location(file, line, col), "yaml-encoding",
+        f"file is not valid UTF-8 (byte 0x{content[err.start]:02x})",
+        hint="save the file as UTF-8")
+
+
+def _syntax(*, file: str, err: MarkedYAMLError) -> Finding:
+    mark = err.problem_mark or err.context_mark
+    where = Location(file, mark.line + 1, mark.column + 1) if mark else Location(file)
+    problem = err.problem or err.context or "invalid YAML"
+    duplicate = "duplicate" in str(problem)
+    return Finding(
+        where, "yaml-duplicate-key" if duplicate else "yaml-syntax", f"invalid YAML: {problem}",
+        hint="fix the YAML syntax (check indentation, quotes and colons)")
+
+
+def _check_graph(*, file: str, root: Node, limits: Limits) -> None:
+    """Refuse alias bombs and deep nesting without expanding anything.
+
+    The expanded size of a node is 1 plus the expanded sizes of its children,
+    memoised by node identity, so a 10-line billion-laughs document costs a
+    few dozen steps to measure and is refused.
+    """
+    sizes: dict[int, int] = {}
+    aliases = 0
+    # iterative post-order walk over (node, depth, children already pushed)
+    stack: list[tuple[Node, int, bool]] = [(root, 1, False)]
+    on_path: set[int] = set()
+    while stack:
+        node, depth, done = stack.pop()
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            sizes[key] = min(1 + sum(sizes[id(c)] for c in _children(node)), limits.max_nodes + 1)
+            continue
+        if key in sizes:
+            aliases += 1
+            if aliases > limits.max_aliases:
+                raise _Refused(Finding(
+                    _loc(file, node), "yaml-limit",
+                    f"document uses more than {limits.max_aliases} YAML aliases",
+                    hint="write the values out instead of repeating anchors (*alias)"))
+            continue
+        if key in on_path:
+            raise _Refused(Finding(_loc(file, node), "yaml-limit", "recursive YAML alias",
+                                   hint="an anchor cannot contain an alias to itself"))
+        if depth > limits.max_depth:
+            raise _Refused(Finding(_loc(file, node), "yaml-limit",
+                                   f"nesting deeper than {limits.max_depth} levels",
+                                   hint="flatten the document"))
+        on_path.add(key)
+        stack.append((node, depth, True))
+        stack.extend((child, depth + 1, False) for child in _children(node))
+    if sizes[id(root)] > limits.max_nodes:
+        raise _Refused(Finding(
+            _loc(file, root), "yaml-limit",
+            f"document expands to more than {limits.max_nodes} YAML nodes (alias bomb?)",
+            hint="write the document out without nested anchors and aliases"))
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, SequenceNode):
+        return list(node.value)
+    return []
+
+
+class _Builder:
+    """Turns a checked node graph into plain data, recording positions."""
+
+    def __init__(self, *, file: str, yaml: YAML, lines: list[str]) -> None:
+        self.file = file
+        self.yaml = yaml
+        self.lines = lines
+        self.nodes: dict[Path, Location] = {}
+        self.scalars: dict[Path, Scalar] = {}
+        self.findings: list[Finding] = []
+
+    def build(self, node: Node, *, path: Path) -> Any:
+        if isinstance(node, MappingNode):
+            return self._mapping(node, path=path)
+        if isinstance(node, SequenceNode):
+            items = []
+            for index, item in enumerate(node.value):
+                self.nodes[(*path, index)] = _loc(self.file, item)
+                items.append(self.build(item, path=(*path, index)))
+            return items
+        return self._scalar(node, path=path)
+
+    def _mapping(self, node: MappingNode, *, path: Path) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        seen: dict[str, Location] = {}
+        for key_node, value_node in node.value:
+            where = _loc(self.file, key_node)
+            if not isinstance(key_node, ScalarNode):
+                raise _Refused(Finding(where, "yaml-syntax", "mapping keys must be plain strings",
+                                       hint="use a string key"))
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise _Refused(Finding(where, "yaml-syntax", "YAML merge keys (<<) are not supported",
+                                       hint="write the merged fields out; Kubernetes tools disagree on <<"))
+            self._lint(key_node, where=where)
+            key = str(key_node.value)
+            if key in seen:
+                raise _Refused(Finding(
+                    where, "yaml-duplicate-key",
+                    f"duplicate key {key!r} (first at line {seen[key].line})",
+                    hint="keep one of them; Kubernetes would silently use the last"))
+            seen[key] = where
+            self.nodes[(*path, key)] = where
+            result[key] = self.build(value_node, path=(*path, key))
+        return result
+
+    def _scalar(self, node: ScalarNode, *, path: Path) -> Any:
+        where = _loc(self.file, node)
+        self._lint(node, where=where)
+        if node.tag == _TIMESTAMP:
+            value: Any = str(node.value)
+        else:
+            value = self.yaml.constructor.construct_object(node, deep=True)
+        if isinstance(value, str):
+            style = node.style or ""
+            indent = self._block_indent(node) if style in ("|", ">") else 0
+            self.scalars[path] = Scalar(start=where, style=style, indent=indent)
+        return value
+
+    def _block_indent(self, node: ScalarNode) -> int:
+        for text in self.lines[node.start_mark.line + 1:]:
+            if text.strip():
+                return len(text) - len(text.lstrip(" ")) + 1
+        return node.start_mark.column + 1
+
+    def _lint(self, node: ScalarNode, *, where: Location) -> None:
+        if node.style:
+            return
+        text = str(node.value)
+        if text.lower() in _AMBIGUOUS_WORDS:
+            self.findings.append(Finding(
+                where, "yaml-ambiguous",
+                f"{text!r} is a string in YAML 1.2 but a boolean for kubectl (YAML 1.1)",
+                hint=f"write true/false, or quote it: \"{text}\""))
+        elif node.tag != _STR and (_LEADING_ZERO.match(text) or _SEXAGESIMAL.match(text)):
+            self.findings.append(Finding(
+                where, "yaml-ambiguous",
+                f"{text!r} is read as a different number by kubectl (YAML 1.1 octal/base 60)",
+                hint=f"quote it (\"{text}\") or write the number without a leading zero"))
+        elif node.tag == _TIMESTAMP:
+            self.findings.append(Finding(
+                where, "yaml-ambiguous", f"{text!r} is read as a timestamp, not a string",
+                hint=f"quote it: \"{text}\""))
+
+
+__all__ = ["Document", "parse"]
