@@ -2,13 +2,15 @@
 package main
 
 import (
-	"os"
-
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	"k8s.io/component-base/cli"
 	"k8s.io/kubectl/pkg/cmd"
+	"k8s.io/kubectl/pkg/cmd/util"
 )
 
 func main() {
-	os.Exit(cli.RunNoErrOutput(cmd.NewDefaultKubectlCommand()))
+	if err := cli.RunNoErrOutput(cmd.NewDefaultKubectlCommand()); err != nil {
+		// Print the error the way upstream kubectl does and exit non-zero.
+		util.CheckErr(err)
+	}
 }

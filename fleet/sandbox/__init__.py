@@ -1,0 +1,17 @@
+"""The local sandbox: a real Kubernetes control plane on loopback with simulated NVIDIA GPU nodes.
+
+Used by every cluster test, every benchmark and the demo. Modules:
+
+- ``versions``    the pinned versions (Kubernetes, KWOK, Helm)
+- ``binaries``    build once per version from Go modules, cache outside the tree
+- ``profiles``    which GPU node pools to simulate (YAML, checked before start)
+- ``gpus``        Nodes, ResourceSlices and DeviceClasses as the NVIDIA driver publishes them
+- ``credentials`` service-account key, static tokens (admin, alice, bob), kubeconfig
+- ``processes``   start/probe/stop component process groups
+- ``clusters``    up / down / status
+"""
+
+from fleet.sandbox.clusters import Sandbox, default_dir, down, status, up
+from fleet.sandbox.errors import BuildError, ProfileError, SandboxError, StartError
+
+__all__ = ["BuildError", "ProfileError", "Sandbox", "SandboxError", "StartError", "default_dir", "down", "status", "up"]

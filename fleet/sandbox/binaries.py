@@ -1,0 +1,199 @@
+"""The sandbox's binaries: built once per version from published Go modules, cached outside the tree.
+
+Kubernetes publishes no server binaries to any registry this project can reach,
+so the control plane is built from its Go modules: ``tools/ktestenv`` holds five
+tiny ``main`` packages (etcd, kube-apiserver, kube-scheduler,
+kube-controller-manager, kubectl) over one dependency graph, version-stamped so
+``/version`` reports the real release. KWOK and Helm are ``go install``-ed at
+pinned versions, and KWOK's own default Stages are printed by
+``tools/kwokstages`` at the same version (KWOK >= 0.8 has no built-in stages).
+
+Everything lands in ``$FLEET_CACHE_DIR`` (default ``~/.cache/fleet``) under a
+directory named after the versions and a hash of the Go module files, with a
+``.complete`` marker written last: a build interrupted half way is redone, an
+unchanged version is never rebuilt. ``FLEET_KUBE_BIN`` points at a directory of
+official release binaries to use instead of building them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet.sandbox import versions
+from fleet.sandbox.errors import BuildError
+
+CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl")
+ALL = (*CONTROL_PLANE, "kwok", "helm")
+_TOOLS = Path(__file__).resolve().parents[2] / "tools"
+
+Progress = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Where each binary and the KWOK stage file are."""
+
+    paths: dict[str, Path]
+    kwok_stages: Path
+
+    def __getitem__(self, name: str) -> Path:
+        return self.paths[name]
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("FLEET_CACHE_DIR") or Path.home() / ".cache" / "fleet")
+
+
+def _module_hash(*dirs: Path) -> str:
+    h = hashlib.sha256()
+    for d in dirs:
+        for name in ("go.mod", "go.sum"):
+            f = d / name
+            if f.exists():
+                h.update(f.read_bytes())
+    return h.hexdigest()[:10]
+
+
+def _kube_dir() -> Path:
+    return cache_root() / f"kube-{versions.KUBERNETES}-{_module_hash(_TOOLS / 'ktestenv')}"
+
+
+def _tools_dir() -> Path:
+    tag = f"kwok-{versions.KWOK}-helm-{versions.HELM}-{_module_hash(_TOOLS / 'kwokstages')}"
+    return cache_root() / tag
+
+
+def _official() -> dict[str, Path]:
+    root = os.environ.get("FLEET_KUBE_BIN")
+    if not root:
+        return {}
+    return {n: Path(root) / n for n in ALL if (Path(root) / n).is_file() and os.access(Path(root) / n, os.X_OK)}
+
+
+def locate() -> Binaries | None:
+    """The binaries if all are built (or provided by FLEET_KUBE_BIN), else None."""
+    official = _official()
+    kube, tools = _kube_dir(), _tools_dir()
+    paths: dict[str, Path] = {}
+    for name in ALL:
+        if name in official:
+            paths[name] = official[name]
+            continue
+        base = tools if name in ("kwok", "helm") else kube
+        if not (base / ".complete").exists():
+            return None
+        paths[name] = base / "bin" / name
+    stages = tools / "kwok-stages.yaml"
+    if not stages.exists():
+        return None
+    return Binaries(paths=paths, kwok_stages=stages)
+
+
+def _run(step: str, argv: list[str], *, cwd: Path, env: dict[str, str], progress: Progress,
+         stdout_to: Path | None = None) -> float:
+    """Run one build step, reporting that it is still running every 30 s, and return its duration."""
+    progress(f"==> {step}")
+    started = time.monotonic()
+    done = threading.Event()
+
+    def heartbeat() -> None:
+        while not done.wait(30):
+            progress(f"    ... {step}: {time.monotonic() - started:.0f} s")
+
+    threading.Thread(target=heartbeat, daemon=True).start()
+    try:
+        out = stdout_to.open("w") if stdout_to else subprocess.PIPE
+        try:
+            proc = subprocess.run(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.PIPE, text=True, check=False)
+        finally:
+            if stdout_to and not isinstance(out, int):
+                out.close()
+    except FileNotFoundError as exc:
+        raise BuildError(f"{argv[0]} not found", where=step,
+                         hint="install Go 1.26 (https://go.dev/dl) and put `go` on PATH") from exc
+    finally:
+        done.set()
+    elapsed = time.monotonic() - started
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-25:])
+        raise BuildError(f"{step} failed (exit {proc.returncode}):\n{tail}", where=str(cwd),
+                         hint="check Go 1.26 and access to the Go module proxy (GOPROXY)")
+    progress(f"    {step}: done in {elapsed:.1f} s")
+    return elapsed
+
+
+def _go_env(gobin: Path | None = None) -> dict[str, str]:
+    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=readonly")
+    if gobin is not None:
+        env["GOBIN"] = str(gobin)
+    return env
+
+
+def build(*, progress: Progress = _stderr, force: bool = False) -> tuple[Binaries, dict[str, float]]:
+    """Build whatever is missing for the pinned versions and return the binaries and step timings."""
+    found = None if force else locate()
+    if found is not None:
+        return found, {}
+    official = _official()
+    timings: dict[str, float] = {}
+    kube = _kube_dir()
+    if not set(CONTROL_PLANE) <= set(official) and (force or not (kube / ".complete").exists()):
+        ver = versions.KUBERNETES
+        major, minor = ver.removeprefix("v").split(".")[:2]
+        ldflags = ["-s", "-w"]
+        for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+            ldflags += [f"-X {pkg}.gitVersion={ver}", f"-X {pkg}.gitMajor={major}", f"-X {pkg}.gitMinor={minor}",
+                        f"-X {pkg}.gitTreeState=clean"]
+        staging = kube.with_name(kube.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        (staging / "bin").mkdir(parents=True)
+        timings["control-plane"] = _run(
+            f"go build control plane {ver} (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl)",
+            ["go", "build", "-trimpath", "-ldflags", " ".join(ldflags), "-o", str(staging / "bin") + "/", "./cmd/..."],
+            cwd=_TOOLS / "ktestenv", env=_go_env(), progress=progress,
+        )
+        (staging / ".complete").write_text(ver)
+        shutil.rmtree(kube, ignore_errors=True)
+        staging.rename(kube)
+    tools = _tools_dir()
+    if force or not (tools / ".complete").exists():
+        staging = tools.with_name(tools.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        (staging / "bin").mkdir(parents=True)
+        if "kwok" not in official:
+            timings["kwok"] = _run(f"go install kwok {versions.KWOK}",
+                                   ["go", "install", f"sigs.k8s.io/kwok/cmd/kwok@{versions.KWOK}"],
+                                   cwd=_TOOLS, env=_go_env(staging / "bin"), progress=progress)
+        if "helm" not in official:
+            timings["helm"] = _run(
+                f"go install helm {versions.HELM}",
+                ["go", "install", "-ldflags", f"-s -w -X helm.sh/helm/v3/internal/version.version={versions.HELM}",
+                 f"helm.sh/helm/v3/cmd/helm@{versions.HELM}"],
+                cwd=_TOOLS, env=_go_env(staging / "bin"), progress=progress,
+            )
+        timings["kwok-stages"] = _run("KWOK default stages", ["go", "run", "."], cwd=_TOOLS / "kwokstages",
+                                      env=_go_env(), progress=progress, stdout_to=staging / "kwok-stages.yaml")
+        (staging / ".complete").write_text(versions.KWOK)
+        shutil.rmtree(tools, ignore_errors=True)
+        staging.rename(tools)
+    found = locate()
+    if found is None:
+        raise BuildError("binaries missing after the build", where=str(cache_root()),
+                         hint="remove the cache directory and run `fleetctl sandbox build` again")
+    return found, timings
+
+
+__all__ = ["ALL", "CONTROL_PLANE", "Binaries", "build", "cache_root", "locate"]

@@ -1,0 +1,344 @@
+"""The sandbox cluster: a real control plane on 127.0.0.1 with simulated NVIDIA GPU nodes.
+
+``up`` starts etcd, kube-apiserver (RBAC on, static tokens, self-signed serving
+certificate), kube-controller-manager (with the resourceclaim controller),
+kube-scheduler and KWOK, each in its own process group on free loopback ports,
+with the same DRA feature gates on all three Kubernetes components. It then
+installs the NVIDIA driver's DeviceClasses, creates a KWOK Node per simulated GPU
+node and publishes each node's ResourceSlice as the driver would
+(``fleet.sandbox.gpus``). The real scheduler allocates claims from those slices
+and the real resourceclaim controller turns templates into claims, so what
+passes here passes on a real cluster.
+
+State lives in one directory (``$FLEET_SANDBOX_DIR``, default
+``~/.local/state/fleet/sandbox``): ``state.json`` (pids, ports), ``kubeconfig``,
+``pki/``, ``etcd/`` and ``logs/``. ``up`` on a healthy sandbox is a no-op,
+``up`` over a dead one cleans it first, ``down`` stops every process group it
+started and removes the directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from fleet.sandbox import binaries, credentials, gpus, processes, profiles
+from fleet.sandbox.errors import SandboxError, StartError
+
+FEATURE_GATES = ",".join(
+    f"{gate}=true"
+    for gate in ("DRAConsumableCapacity", "DRADeviceTaints", "DRAPartitionableDevices", "DRAResourceClaimDeviceStatus")
+)
+FIELD_MANAGER = "fleet-sandbox"
+Progress = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    import sys
+
+    print(message, file=sys.stderr, flush=True)
+
+
+def default_dir() -> Path:
+    env = os.environ.get("FLEET_SANDBOX_DIR")
+    if env:
+        return Path(env)
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "fleet" / "sandbox"
+
+
+@dataclass
+class Sandbox:
+    """What ``up`` started; saved as ``state.json`` so another process can inspect or stop it."""
+
+    directory: Path
+    ports: dict[str, int]
+    components: list[processes.Running] = field(default_factory=list)
+    bin_dir: dict[str, str] = field(default_factory=dict)
+    pools: dict[str, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "kubeconfig"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.directory / "pki" / "apiserver.crt"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    def binary(self, name: str) -> Path:
+        return Path(self.bin_dir[name])
+
+    def kubectl(self, *args: str, context: str | None = None, stdin: str | None = None,
+                check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        argv = [str(self.binary("kubectl")), "--kubeconfig", str(self.kubeconfig)]
+        if context:
+            argv += ["--context", context]
+        proc = subprocess.run([*argv, *args], input=stdin, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+        if check and proc.returncode != 0:
+            raise SandboxError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}", where=self.server,
+                               hint=f"inspect the logs in {self.directory / 'logs'}")
+        return proc
+
+    def save(self) -> None:
+        data = asdict(self)
+        data["directory"] = str(self.directory)
+        data["components"] = [dict(asdict(c), log=str(c.log)) for c in self.components]
+        tmp = self.directory / "state.json.tmp"
+        tmp.write_text(json.dumps(data, indent=2))
+        tmp.replace(self.directory / "state.json")
+
+    @classmethod
+    def load(cls, directory: Path) -> Sandbox | None:
+        try:
+            data = json.loads((directory / "state.json").read_text())
+        except (OSError, ValueError):
+            return None
+        comps = [processes.Running(name=c["name"], pid=c["pid"], binary=c["binary"], log=Path(c["log"]))
+                 for c in data.get("components", [])]
+        return cls(directory=directory, ports=data["ports"], components=comps, bin_dir=data.get("bin_dir", {}),
+                   pools=data.get("pools", {}), timings=data.get("timings", {}))
+
+    def healthy(self) -> bool:
+        return bool(self.components) and all(processes.alive(c) for c in self.components) and processes.probe(
+            f"{self.server}/readyz", ca_file=self.ca_file)
+
+
+def _timed(sandbox: Sandbox, step: str, progress: Progress, started: float) -> None:
+    sandbox.timings[step] = round(time.monotonic() - started, 2)
+    progress(f"    {step}: {sandbox.timings[step]:.1f} s")
+
+
+def _start_etcd(sb: Sandbox, b: binaries.Binaries) -> processes.Running:
+    client, peer = f"http://127.0.0.1:{sb.ports['etcd']}", f"http://127.0.0.1:{sb.ports['etcd-peer']}"
+    return processes.start("etcd", [
+        str(b["etcd"]), "--name=fleet-sandbox", f"--data-dir={sb.directory / 'etcd'}",
+        f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=fleet-sandbox={peer}", "--unsafe-no-fsync=true", "--log-level=warn",
+        "--quota-backend-bytes=8589934592",
+    ], logs=sb.directory / "logs")
+
+
+def _start_apiserver(sb: Sandbox, b: binaries.Binaries) -> processes.Running:
+    d = sb.directory
+    return processes.start("kube-apiserver", [
+        str(b["kube-apiserver"]), f"--etcd-servers=http://127.0.0.1:{sb.ports['etcd']}",
+        "--bind-address=127.0.0.1", f"--secure-port={sb.ports['apiserver']}", "--advertise-address=127.0.0.1",
+        "--endpoint-reconciler-type=none", f"--cert-dir={d / 'pki'}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-account-key-file={d / 'sa.pub'}", f"--service-account-signing-key-file={d / 'sa.key'}",
+        f"--token-auth-file={d / 'tokens.csv'}", "--authorization-mode=Node,RBAC",
+        "--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",
+        "--disable-admission-plugins=ServiceAccount", "--profiling=false", f"--feature-gates={FEATURE_GATES}",
+    ], logs=d / "logs")
+
+
+def _start_workers(sb: Sandbox, b: binaries.Binaries) -> list[tuple[processes.Running, str]]:
+    kc = str(sb.kubeconfig)
+    common = [f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+              "--bind-address=127.0.0.1", "--leader-elect=false", f"--feature-gates={FEATURE_GATES}"]
+    kcm = processes.start("kube-controller-manager", [
+        str(b["kube-controller-manager"]), *common, f"--secure-port={sb.ports['controller-manager']}",
+        f"--service-account-private-key-file={sb.directory / 'sa.key'}", f"--root-ca-file={sb.ca_file}",
+        "--node-monitor-period=1s", "--controllers=*",
+    ], logs=sb.directory / "logs")
+    sched = processes.start("kube-scheduler", [
+        str(b["kube-scheduler"]), *common, f"--secure-port={sb.ports['scheduler']}",
+    ], logs=sb.directory / "logs")
+    kwok = processes.start("kwok", [
+        str(b["kwok"]), f"--kubeconfig={kc}", f"--config={b.kwok_stages}", "--manage-all-nodes=false",
+        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", "--node-ip=127.0.0.1",
+        "--cidr=10.0.0.0/16", "--node-lease-duration-seconds=40",
+        f"--server-address=127.0.0.1:{sb.ports['kwok']}",
+    ], logs=sb.directory / "logs")
+    return [
+        (kcm, f"https://127.0.0.1:{sb.ports['controller-manager']}/healthz"),
+        (sched, f"https://127.0.0.1:{sb.ports['scheduler']}/readyz"),
+        (kwok, f"http://127.0.0.1:{sb.ports['kwok']}/healthz"),
+    ]
+
+
+def _dump(objs: list[dict[str, Any]]) -> str:
+    yaml = YAML(typ="safe", pure=True)
+    with tempfile.SpooledTemporaryFile(mode="w+") as fh:
+        yaml.dump_all(objs, fh)
+        fh.seek(0)
+        return str(fh.read())
+
+
+def apply(sb: Sandbox, objs: list[dict[str, Any]]) -> None:
+    """Server-side apply objects with the sandbox's own field manager (via the real kubectl)."""
+    sb.kubectl("apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}", "-f", "-",
+               stdin=_dump(objs), timeout=300)
+
+
+def publish_gpus(sb: Sandbox, profile: profiles.Profile) -> int:
+    """Create the GPU nodes of a profile and publish their ResourceSlices; returns the number of devices."""
+    nodes = profile.nodes()
+    apply(sb, [*gpus.device_classes(), *(gpus.node_manifest(n) for n in nodes)])
+    listed = json.loads(sb.kubectl("get", "nodes", "-o", "json").stdout)
+    uids = {item["metadata"]["name"]: item["metadata"]["uid"] for item in listed["items"]}
+    slices = [gpus.slice_manifest(n, node_uid=uids[n.name]) for n in nodes]
+    for i in range(0, len(slices), 200):
+        apply(sb, slices[i : i + 200])
+    return sum(len(s["spec"]["devices"]) for s in slices)
+
+
+def wait_nodes_ready(sb: Sandbox, names: set[str], *, timeout: float = 120) -> None:
+    """Wait until KWOK reports every node Ready and node-lifecycle has removed the not-ready taint."""
+    deadline = time.monotonic() + timeout
+    pending = set(names)
+    while True:
+        listed = json.loads(sb.kubectl("get", "nodes", "-o", "json").stdout)
+        pending = set(names)
+        for item in listed["items"]:
+            ready = any(c["type"] == "Ready" and c["status"] == "True"
+                        for c in item.get("status", {}).get("conditions", []))
+            tainted = any(t["key"].startswith("node.kubernetes.io/") for t in item["spec"].get("taints", []))
+            if ready and not tainted:
+                pending.discard(item["metadata"]["name"])
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise StartError(f"nodes not Ready after {timeout:.0f} s: {', '.join(sorted(pending))}",
+                             where=sb.server, hint=f"see {sb.directory / 'logs' / 'kwok.log'}")
+        time.sleep(0.5)
+
+
+def _allocate_ports(apiserver_port: int | None) -> dict[str, int]:
+    if apiserver_port is not None and processes.port_in_use(apiserver_port):
+        raise SandboxError(f"port {apiserver_port} on 127.0.0.1 is already in use", where="--apiserver-port",
+                           hint="choose another port, or omit --apiserver-port to use a free one")
+    ports = {n: processes.free_port() for n in ("etcd", "etcd-peer", "controller-manager", "scheduler", "kwok")}
+    ports["apiserver"] = apiserver_port or processes.free_port()
+    return ports
+
+
+def _port_clash(err: StartError) -> bool:
+    return "address already in use" in (err.hint or "")
+
+
+def up(*, directory: Path | None = None, profile: profiles.Profile | None = None, apiserver_port: int | None = None,
+       progress: Progress = _stderr, attempts: int = 3) -> Sandbox:
+    """Start the sandbox (or confirm the running one) and return it."""
+    directory = directory or default_dir()
+    profile = profile or profiles.load(None)
+    existing = Sandbox.load(directory)
+    if existing is not None:
+        if existing.healthy():
+            if existing.pools != profile.pools:
+                raise SandboxError(f"a sandbox with pools {existing.pools} is already running", where=str(directory),
+                                   hint="run `fleetctl sandbox down` first to change the profile")
+            progress(f"sandbox already up at {existing.server} ({directory})")
+            return existing
+        progress("found a stopped or broken sandbox; cleaning it up")
+        down(directory=directory, progress=progress)
+    found = binaries.locate()
+    bins = found if found is not None else binaries.build(progress=progress)[0]
+    for attempt in range(attempts):
+        try:
+            return _up_once(directory, profile, bins, _allocate_ports(apiserver_port), progress)
+        except StartError as err:
+            down(directory=directory, progress=lambda _m: None)
+            if not _port_clash(err) or apiserver_port is not None or attempt == attempts - 1:
+                raise
+            progress("a port was taken while starting; retrying on other ports")
+    raise AssertionError("unreachable")
+
+
+def _up_once(directory: Path, profile: profiles.Profile, bins: binaries.Binaries, ports: dict[str, int],
+             progress: Progress) -> Sandbox:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "pki").mkdir(exist_ok=True)
+    sb = Sandbox(directory=directory, ports=ports, bin_dir={k: str(v) for k, v in bins.paths.items()},
+                 pools=dict(profile.pools))
+    total = time.monotonic()
+    credentials.write_service_account_key(directory)
+    tokens = credentials.write_tokens(directory)
+    progress(f"==> starting sandbox in {directory}")
+    t = time.monotonic()
+    etcd = _start_etcd(sb, bins)
+    sb.components.append(etcd)
+    sb.save()
+    processes.wait_ready(etcd, f"http://127.0.0.1:{ports['etcd']}/health", timeout=60)
+    _timed(sb, "etcd", progress, t)
+    t = time.monotonic()
+    api = _start_apiserver(sb, bins)
+    sb.components.append(api)
+    sb.save()
+    processes.wait_ready(api, f"{sb.server}/readyz", ca_file=sb.ca_file, timeout=180)
+    credentials.write_kubeconfig(sb.kubeconfig, server=sb.server, ca_file=sb.ca_file, tokens=tokens)
+    _timed(sb, "kube-apiserver", progress, t)
+    t = time.monotonic()
+    workers = _start_workers(sb, bins)
+    sb.components += [w for w, _ in workers]
+    sb.save()
+    for worker, url in workers:
+        processes.wait_ready(worker, url, insecure=True, timeout=120)
+    _timed(sb, "controller-manager, scheduler, kwok", progress, t)
+    t = time.monotonic()
+    devices = publish_gpus(sb, profile)
+    wait_nodes_ready(sb, {n.name for n in profile.nodes()})
+    _timed(sb, f"{len(profile.nodes())} GPU nodes, {devices} devices published", progress, t)
+    sb.timings["total"] = round(time.monotonic() - total, 2)
+    sb.save()
+    progress(f"sandbox up in {sb.timings['total']:.1f} s: {sb.server}\n  export KUBECONFIG={sb.kubeconfig}")
+    return sb
+
+
+def down(*, directory: Path | None = None, progress: Progress = _stderr) -> bool:
+    """Stop every process the sandbox started and remove its directory; False if there was none."""
+    directory = directory or default_dir()
+    sb = Sandbox.load(directory)
+    if sb is None:
+        if directory.exists() and (directory / "kubeconfig").exists():
+            shutil.rmtree(directory, ignore_errors=True)
+        progress(f"no sandbox at {directory}")
+        return False
+    for comp in reversed(sb.components):
+        processes.stop(comp)
+    leftovers = [(c.name, p) for c in sb.components for p in processes.group_members(c.pid)]
+    if leftovers:
+        raise SandboxError(f"processes still running after stop: {leftovers}", where=str(directory),
+                           hint="kill them by hand (kill -9 PID) and run `fleetctl sandbox down` again")
+    shutil.rmtree(directory, ignore_errors=True)
+    progress(f"sandbox at {directory} stopped and removed")
+    return True
+
+
+def status(*, directory: Path | None = None) -> dict[str, Any]:
+    """What runs, whether each component answers, and what the cluster holds."""
+    directory = directory or default_dir()
+    sb = Sandbox.load(directory)
+    if sb is None:
+        return {"directory": str(directory), "up": False}
+    comps = [{"name": c.name, "pid": c.pid, "running": processes.alive(c), "log": str(c.log)} for c in sb.components]
+    out: dict[str, Any] = {"directory": str(directory), "up": sb.healthy(), "server": sb.server,
+                           "kubeconfig": str(sb.kubeconfig), "components": comps, "pools": sb.pools,
+                           "timings": sb.timings}
+    if out["up"]:
+        nodes = json.loads(sb.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+        slices = json.loads(sb.kubectl("get", "resourceslices", "-o", "json").stdout)["items"]
+        out["nodes"] = len(nodes)
+        out["devices"] = sum(len(s["spec"].get("devices", [])) for s in slices)
+    return out
+
+
+__all__ = ["FEATURE_GATES", "FIELD_MANAGER", "Sandbox", "apply", "default_dir", "down", "publish_gpus", "status",
+           "up", "wait_nodes_ready"]

@@ -1,0 +1,136 @@
+"""Sandbox profiles: which simulated GPU node pools to create.
+
+A profile is a small YAML file::
+
+    pools:
+      h100x8: 2      # two nodes with 8 whole H100 GPUs each
+      a100x8: 1
+      a100-mig: 1    # 8 A100 GPUs, the first two in static MIG mode
+      h200x8: 1
+
+A pool key is ``<model>x<gpus>`` (model h100, a100 or h200; gpus 1, 2, 4 or 8)
+or ``<model>-mig`` (8 GPUs of a MIG-capable model, 2 of them in MIG mode).
+Profiles are checked completely before anything starts, and every error names
+the field and the values that are allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from fleet.sandbox import gpus
+from fleet.sandbox.errors import ProfileError
+
+GPU_COUNTS = (1, 2, 4, 8)
+MAX_NODES = 2000
+_POOL = re.compile(r"^(?P<model>[a-z0-9]+)(?:x(?P<count>\d+)|(?P<mig>-mig))$")
+
+DEFAULT: dict[str, int] = {"h100x8": 2, "a100x8": 1, "a100-mig": 1, "h200x8": 1}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Validated pools, in the order written: pool key → node count."""
+
+    pools: dict[str, int]
+
+    def nodes(self) -> list[gpus.NodeSpec]:
+        """Every node of every pool, with a stable name and ordinal."""
+        out: list[gpus.NodeSpec] = []
+        for key, count in self.pools.items():
+            m = _POOL.match(key)
+            assert m is not None  # checked in parse()
+            model = gpus.MODELS[m["model"]]
+            per_node = 8 if m["mig"] else int(m["count"])
+            mig = 2 if m["mig"] else 0
+            for i in range(count):
+                out.append(
+                    gpus.NodeSpec(
+                        name=f"{key}-{i + 1:02d}", ordinal=len(out) + 1, pool=key, model=model, gpus=per_node, mig_gpus=mig
+                    )
+                )
+        return out
+
+
+def allowed_pools() -> list[str]:
+    keys = [f"{m}x{n}" for m in gpus.MODELS for n in GPU_COUNTS]
+    keys += [f"{m}-mig" for m, model in gpus.MODELS.items() if model.mig_profiles]
+    return keys
+
+
+def _line(mapping: Any, key: Any, source: str) -> str:
+    """``file:line`` of a key when the document was loaded round-trip (ruamel keeps positions)."""
+    lc = getattr(mapping, "lc", None)
+    try:
+        line, col = lc.key(key) if lc is not None else (None, None)
+    except (KeyError, TypeError):
+        line = None
+    return f"{source}:{line + 1}:{col + 1}" if line is not None else source
+
+
+def parse(data: Any, *, source: str = "<profile>") -> Profile:
+    """Check a loaded profile document and return it; raise ProfileError naming the field."""
+    if not isinstance(data, dict):
+        raise ProfileError("a profile must be a mapping with a 'pools' key", where=source,
+                           hint="write e.g. 'pools: {h100x8: 2, a100x8: 1}'")
+    unknown = sorted(set(data) - {"pools"})
+    if unknown:
+        raise ProfileError(f"unknown field {unknown[0]!r}", where=source, hint="the only field is 'pools'")
+    pools = data.get("pools")
+    if not isinstance(pools, dict) or not pools:
+        raise ProfileError("'pools' must be a non-empty mapping of pool → node count", where=f"{source}: pools",
+                           hint="write e.g. 'pools: {h100x8: 2}'")
+    allowed = allowed_pools()
+    total = 0
+    for key, count in pools.items():
+        where = f"{_line(pools, key, source)}: pools.{key}"
+        m = _POOL.match(str(key))
+        if m is None or m["model"] not in gpus.MODELS:
+            raise ProfileError(f"unknown GPU pool {key!r}", where=where,
+                               hint=f"allowed pools: {', '.join(allowed)}")
+        if m["count"] is not None and int(m["count"]) not in GPU_COUNTS:
+            raise ProfileError(f"{m['count']} GPUs per node is not offered", where=where,
+                               hint=f"GPUs per node must be one of {GPU_COUNTS}; allowed pools: {', '.join(allowed)}")
+        if m["mig"] and not gpus.MODELS[m["model"]].mig_profiles:
+            raise ProfileError(f"{m['model']} has no MIG profiles in the sandbox", where=where,
+                               hint=f"allowed pools: {', '.join(allowed)}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ProfileError(f"node count must be a whole number ≥ 0, got {count!r}", where=where,
+                               hint="write e.g. 'h100x8: 2'")
+        total += count
+    if total == 0:
+        raise ProfileError("the profile creates no nodes", where=f"{source}: pools", hint="give a pool a count ≥ 1")
+    if total > MAX_NODES:
+        raise ProfileError(f"{total} nodes is more than the sandbox's limit of {MAX_NODES}",
+                           where=f"{source}: pools", hint="lower the counts")
+    return Profile(pools={str(k): int(v) for k, v in pools.items()})
+
+
+def load(path: Path | None) -> Profile:
+    """Read a profile file (or the built-in default when ``path`` is None)."""
+    if path is None:
+        return Profile(pools=dict(DEFAULT))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"cannot read profile: {exc}", where=str(path),
+                           hint="pass a readable UTF-8 YAML file") from exc
+    try:
+        yaml = YAML(typ="rt")
+        yaml.allow_duplicate_keys = False
+        data = yaml.load(text)
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ProfileError(f"invalid YAML: {problem}", where=where, hint="fix the YAML syntax") from exc
+    return parse(data, source=str(path))
+
+
+__all__ = ["DEFAULT", "Profile", "allowed_pools", "load", "parse"]
