@@ -1,0 +1,141 @@
+"""The ``device`` a selector sees, built from a ResourceSlice device exactly as Kubernetes does.
+
+``DeviceMatches`` in k8s.io/dynamic-resource-allocation/cel/compile.go builds
+``device.attributes`` / ``device.capacity`` by splitting every qualified name at
+its first ``/`` (``parseQualifiedName``): ``productName`` in a slice of driver
+``gpu.nvidia.com`` becomes ``device.attributes['gpu.nvidia.com'].productName``,
+``resource.kubernetes.io/pciBusID`` becomes
+``device.attributes['resource.kubernetes.io'].pciBusID``. Version attributes
+are parsed strictly as semver, capacities are Quantities (the ``value`` only:
+``requestPolicy`` is invisible to CEL).
+
+A :class:`Device` is plain Python data; :func:`projection` cuts it down to what
+one selector reads (see :mod:`fleet.cel.references`), which is both the grouping
+key and, through :func:`activation`, the input handed to cel-cpp.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from fleet.cel import quantities, semvers
+from fleet.cel.environments import Types
+from fleet.cel.references import KINDS, References
+
+Value = int | bool | str | semvers.Semver | quantities.Quantity | tuple[Any, ...]
+Domains = dict[str, dict[str, Value]]
+# (driver, allowMultipleAllocations, ((kind, domain, ((name, value), ...)), ...))
+Projection = tuple[str, bool, tuple[tuple[str, str, tuple[tuple[str, Value], ...]], ...]]
+
+
+class DeviceError(ValueError):
+    """A slice device whose attribute or capacity Kubernetes could not convert."""
+
+
+def parse_qualified_name(name: str, *, default_domain: str) -> tuple[str, str]:
+    """``parseQualifiedName``: split at the first ``/``; no ``/`` means the driver's domain."""
+    domain, sep, ident = name.partition("/")
+    return (domain, ident) if sep else (default_domain, name)
+
+
+def _attribute_value(name: str, raw: Mapping[str, Any]) -> Value:
+    try:
+        if "version" in raw:
+            return semvers.parse_semver(str(raw["version"]))
+        if "versions" in raw:
+            return tuple(semvers.parse_semver(str(v)) for v in raw["versions"])
+    except semvers.SemverError as err:
+        raise DeviceError(f"attribute {name}: parse semantic version: {err}") from err
+    for key, kind in (("int", int), ("bool", bool), ("string", str)):
+        if key in raw:
+            return kind(raw[key])
+        if key + "s" in raw:
+            return tuple(kind(v) for v in raw[key + "s"])
+    raise DeviceError(f"attribute {name}: no value (expected one of int, bool, string, version)")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Device:
+    """``device`` as CEL sees it: driver, attributes and capacity by domain."""
+
+    driver: str
+    attributes: Domains
+    capacity: Domains
+    allow_multiple_allocations: bool = False
+
+    @classmethod
+    def from_slice(cls, *, driver: str, device: Mapping[str, Any]) -> Device:
+        """From one entry of ``ResourceSlice.spec.devices`` of a slice with ``spec.driver``."""
+        attributes: Domains = {}
+        for name, raw in (device.get("attributes") or {}).items():
+            domain, ident = parse_qualified_name(name, default_domain=driver)
+            attributes.setdefault(domain, {})[ident] = _attribute_value(name, raw or {})
+        capacity: Domains = {}
+        for name, raw in (device.get("capacity") or {}).items():
+            domain, ident = parse_qualified_name(name, default_domain=driver)
+            text = str((raw or {}).get("value", ""))
+            try:
+                capacity.setdefault(domain, {})[ident] = quantities.parse_quantity(text)
+            except quantities.QuantityError as err:
+                raise DeviceError(f"capacity {name}: {err}") from err
+        return cls(driver, attributes, capacity, bool(device.get("allowMultipleAllocations", False)))
+
+    def kind(self, kind: str) -> Domains:
+        return self.attributes if kind == "attributes" else self.capacity
+
+    def get(self, kind: str, domain: str, name: str) -> Value | None:
+        return self.kind(kind).get(domain, {}).get(name)
+
+
+def projection(device: Device, references: References) -> Projection:
+    """The part of ``device`` that ``references`` can observe, as a hashable key."""
+    parts: list[tuple[str, str, tuple[tuple[str, Value], ...]]] = []
+    for kind in KINDS:
+        values = device.kind(kind)
+        if references.whole_device or kind in references.whole_kinds:
+            domains = set(values) | references.domains(kind)
+            for domain in sorted(domains):
+                parts.append((kind, domain, tuple(sorted(values.get(domain, {}).items()))))
+            continue
+        whole = {domain for k, domain in references.whole_domains if k == kind}
+        wanted: dict[str, set[str]] = {}
+        for use in references.names:
+            if use.kind == kind and use.domain not in whole:
+                wanted.setdefault(use.domain, set()).add(use.name)
+        for domain in sorted(whole | set(wanted)):
+            present = values.get(domain, {})
+            if domain in whole:
+                items = tuple(sorted(present.items()))
+            else:
+                items = tuple(sorted((n, present[n]) for n in wanted[domain] if n in present))
+            parts.append((kind, domain, items))
+    return (device.driver, device.allow_multiple_allocations, tuple(parts))
+
+
+def _cel_value(types: Types, value: Value) -> Any:
+    if isinstance(value, quantities.Quantity):
+        return types.quantity_message(value)
+    if isinstance(value, semvers.Semver):
+        return types.semver_message(value)
+    if isinstance(value, tuple):
+        return [_cel_value(types, item) for item in value]
+    return value
+
+
+def activation(types: Types, key: Projection) -> dict[str, Any]:
+    """The ``device`` variable for cel-cpp, from a :func:`projection`."""
+    driver, multi, parts = key
+    data: dict[str, Any] = {
+        "driver": driver,
+        "allowMultipleAllocations": multi,
+        "attributes": {},
+        "capacity": {},
+    }
+    for kind, domain, items in parts:
+        data[kind][domain] = {name: _cel_value(types, value) for name, value in items}
+    return data
+
+
+__all__ = ["Device", "DeviceError", "Projection", "activation", "parse_qualified_name", "projection"]

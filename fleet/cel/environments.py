@@ -1,0 +1,268 @@
+"""The DRA CEL environment on cel-expr-python (Google's cel-cpp binding).
+
+Why cel-cpp: it is the only Python CEL runtime with a type checker, so
+``productName.lowerAsci()``, ``quantity(40)`` or ``dev.attributes`` fail at
+compile time with line and column, as they fail in the API server — the other
+two runtimes accept them and fail later, if at all (docs/cel.md has the
+measurements).
+
+What Kubernetes declares and how it is mirrored here:
+
+* ``device``: ``kubernetes.DRADevice`` in Go. cel-cpp can only type objects
+  through protobuf messages, and the attribute values are heterogeneous, so
+  ``device`` is declared ``map(string, dyn)``; :mod:`fleet.cel.references`
+  rejects unknown ``device.<field>`` names at compile time instead.
+* ``kubernetes.Quantity`` / ``kubernetes.Semver``: cel-cpp cannot carry opaque
+  Python objects, so both are protobuf messages built at run time (one string
+  field for the canonical quantity, so message equality is numeric equality;
+  major/minor/patch/prerelease for semver, no build metadata, matching
+  ``Version.EQ``). The checker sees two distinct types, so
+  ``quantity('1').isGreaterThan(semver('1.0.0'))`` is a compile error as in
+  Kubernetes.
+* cel-cpp's runtime registry dispatches on the value *kind* (both types are
+  "message"), so an overloaded member such as ``isGreaterThan`` gets one
+  implementation that dispatches on the message type; the other overloads are
+  declarations for the checker only.
+* Library functions follow k8s.io/apiserver v0.36.3 exactly, including that
+  ``sign`` is declared as a global function (``sign(q)``), not a member.
+* ``ext_strings`` (``lowerAscii``, ``split``, ...), ``ext_optional``
+  (``.?x``, ``orValue``) and ``ext_bindings`` (``cel.bind``) come with
+  cel-expr-python.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
+from google.protobuf import (  # type: ignore[import-untyped]
+    descriptor_pb2,
+    descriptor_pool,
+    message_factory,
+)
+
+from fleet.cel import quantities, semvers
+
+QUANTITY_TYPE = "kubernetes.Quantity"
+SEMVER_TYPE = "kubernetes.Semver"
+
+
+class Types:
+    """The protobuf classes of the two Kubernetes value types and converters to/from Python."""
+
+    def __init__(self) -> None:
+        file = descriptor_pb2.FileDescriptorProto(
+            name="fleet_kubernetes_cel.proto", package="kubernetes", syntax="proto3"
+        )
+        string_field = descriptor_pb2.FieldDescriptorProto.TYPE_STRING
+        uint_field = descriptor_pb2.FieldDescriptorProto.TYPE_UINT64
+        optional = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
+        quantity = file.message_type.add(name="Quantity")
+        quantity.field.add(name="value", number=1, type=string_field, label=optional)
+        semver = file.message_type.add(name="Semver")
+        for number, name in enumerate(("major", "minor", "patch"), start=1):
+            semver.field.add(name=name, number=number, type=uint_field, label=optional)
+        semver.field.add(name="pre", number=4, type=string_field, label=optional)
+        self.pool = descriptor_pool.DescriptorPool()
+        self.pool.Add(file)
+        self.quantity_class = message_factory.GetMessageClass(self.pool.FindMessageTypeByName(QUANTITY_TYPE))
+        self.semver_class = message_factory.GetMessageClass(self.pool.FindMessageTypeByName(SEMVER_TYPE))
+
+    def quantity_message(self, value: quantities.Quantity) -> Any:
+        return self.quantity_class(value=value.canonical())
+
+    def semver_message(self, value: semvers.Semver) -> Any:
+        return self.semver_class(
+            major=value.major, minor=value.minor, patch=value.patch, pre=value.prerelease()
+        )
+
+    def is_quantity(self, message: Any) -> bool:
+        return isinstance(message, self.quantity_class)
+
+    def is_semver(self, message: Any) -> bool:
+        return isinstance(message, self.semver_class)
+
+    @staticmethod
+    def quantity(message: Any) -> quantities.Quantity:
+        return quantities.Quantity.from_canonical(message.value or "0")
+
+    @staticmethod
+    def semver(message: Any) -> semvers.Semver:
+        pre: tuple[int | str, ...] = ()
+        if message.pre:
+            pre = tuple(int(part) if part.isdigit() else part for part in message.pre.split("."))
+        return semvers.Semver(message.major, message.minor, message.patch, pre)
+
+
+class NoSuchOverload(TypeError):
+    """Raised by an implementation given a value of the wrong dynamic type (``dyn`` operands)."""
+
+    def __init__(self, function: str) -> None:
+        super().__init__(f"no such overload: {function}")
+
+
+def _as_int64(number: int) -> int:
+    return ((number + (1 << 63)) % (1 << 64)) - (1 << 63)
+
+
+def _functions(types: Types) -> list[Any]:
+    T = cel.Type
+    q, s = T(QUANTITY_TYPE), T(SEMVER_TYPE)
+
+    def compare(name: str) -> Callable[[Any, Any], int]:
+        def run(left: Any, right: Any) -> int:
+            if types.is_quantity(left) and types.is_quantity(right):
+                return types.quantity(left).compare(types.quantity(right))
+            if types.is_semver(left) and types.is_semver(right):
+                return types.semver(left).compare(types.semver(right))
+            raise NoSuchOverload(name)
+
+        return run
+
+    order = compare("compareTo")
+
+    def quantity_of(name: str, value: Any) -> quantities.Quantity:
+        if not types.is_quantity(value):
+            raise NoSuchOverload(name)
+        return types.quantity(value)
+
+    def semver_of(name: str, value: Any) -> semvers.Semver:
+        if not types.is_semver(value):
+            raise NoSuchOverload(name)
+        return types.semver(value)
+
+    def arithmetic(name: str) -> Callable[[Any, Any], Any]:
+        def run(left: Any, right: Any) -> Any:
+            base = quantity_of(name, left)
+            other = (
+                quantities.Quantity.from_int(right) if isinstance(right, int) else quantity_of(name, right)
+            )
+            result = base.add(other) if name == "add" else base.sub(other)
+            return types.quantity_message(result)
+
+        return run
+
+    def make_semver(text: str, normalize: bool = False) -> Any:
+        parse = semvers.normalize_and_parse if normalize else semvers.parse_semver
+        return types.semver_message(parse(text))
+
+    def member(name: str, result: Any, *overloads: tuple[str, list[Any]], impl: Callable[..., Any]) -> Any:
+        decls = [
+            cel.Overload(overload_id, result, params, is_member=True, impl=impl if index == 0 else None)
+            for index, (overload_id, params) in enumerate(overloads)
+        ]
+        return cel.FunctionDecl(name, decls)
+
+    def global_(name: str, result: Any, overload_id: str, params: list[Any], impl: Callable[..., Any]) -> Any:
+        return cel.FunctionDecl(name, [cel.Overload(overload_id, result, params, impl=impl)])
+
+    return [
+        global_(
+            "quantity",
+            q,
+            "string_to_quantity",
+            [T.STRING],
+            lambda text: types.quantity_message(quantities.parse_quantity(text)),
+        ),
+        global_("isQuantity", T.BOOL, "is_quantity_string", [T.STRING], quantities.is_quantity),
+        global_("sign", T.INT, "quantity_sign", [q], lambda v: quantity_of("sign", v).sign()),
+        member(
+            "isGreaterThan",
+            T.BOOL,
+            ("quantity_is_greater_than", [q, q]),
+            ("semver_is_greater_than", [s, s]),
+            impl=lambda a, b: order(a, b) == 1,
+        ),
+        member(
+            "isLessThan",
+            T.BOOL,
+            ("quantity_is_less_than", [q, q]),
+            ("semver_is_less_than", [s, s]),
+            impl=lambda a, b: order(a, b) == -1,
+        ),
+        member(
+            "compareTo", T.INT, ("quantity_compare_to", [q, q]), ("semver_compare_to", [s, s]), impl=order
+        ),
+        member(
+            "asApproximateFloat",
+            T.DOUBLE,
+            ("quantity_get_float", [q]),
+            impl=lambda v: quantity_of("asApproximateFloat", v).as_float(),
+        ),
+        member(
+            "asInteger",
+            T.INT,
+            ("quantity_get_int", [q]),
+            impl=lambda v: quantity_of("asInteger", v).as_integer(),
+        ),
+        member(
+            "isInteger",
+            T.BOOL,
+            ("quantity_is_integer", [q]),
+            impl=lambda v: quantity_of("isInteger", v).is_integer(),
+        ),
+        cel.FunctionDecl(
+            "add",
+            [
+                cel.Overload("quantity_add", q, [q, q], is_member=True, impl=arithmetic("add")),
+                cel.Overload("quantity_add_int", q, [q, T.INT], is_member=True, impl=arithmetic("add")),
+            ],
+        ),
+        cel.FunctionDecl(
+            "sub",
+            [
+                cel.Overload("quantity_sub", q, [q, q], is_member=True, impl=arithmetic("sub")),
+                cel.Overload("quantity_sub_int", q, [q, T.INT], is_member=True, impl=arithmetic("sub")),
+            ],
+        ),
+        cel.FunctionDecl(
+            "semver",
+            [
+                cel.Overload("string_to_semver", s, [T.STRING], impl=make_semver),
+                cel.Overload("string_bool_to_semver", s, [T.STRING, T.BOOL], impl=make_semver),
+            ],
+        ),
+        cel.FunctionDecl(
+            "isSemver",
+            [
+                cel.Overload(
+                    "is_semver_string", T.BOOL, [T.STRING], impl=lambda text: semvers.is_semver(text)
+                ),
+                cel.Overload(
+                    "is_semver_string_bool",
+                    T.BOOL,
+                    [T.STRING, T.BOOL],
+                    impl=lambda text, normalize: semvers.is_semver(text, normalize=normalize),
+                ),
+            ],
+        ),
+        member("major", T.INT, ("semver_major", [s]), impl=lambda v: _as_int64(semver_of("major", v).major)),
+        member("minor", T.INT, ("semver_minor", [s]), impl=lambda v: _as_int64(semver_of("minor", v).minor)),
+        member("patch", T.INT, ("semver_patch", [s]), impl=lambda v: _as_int64(semver_of("patch", v).patch)),
+    ]
+
+
+class Environment:
+    """A compiled-once DRA environment: the cel-cpp ``Env`` plus the value types it knows."""
+
+    def __init__(self) -> None:
+        self.types = Types()
+        T = cel.Type
+        self.env = cel.NewEnv(
+            descriptor_pool=self.types.pool,
+            variables={"device": T.Map(T.STRING, T.DYN)},
+            functions=_functions(self.types),
+            extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings()],
+        )
+
+
+@functools.cache
+def dra_environment() -> Environment:
+    """The process-wide environment: immutable once built, and building it costs milliseconds."""
+    return Environment()
+
+
+__all__ = ["QUANTITY_TYPE", "SEMVER_TYPE", "Environment", "NoSuchOverload", "Types", "dra_environment"]

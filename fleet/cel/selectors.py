@@ -1,0 +1,198 @@
+"""Compile and evaluate DRA device selectors with Kubernetes' rules.
+
+Compile (``compile_selector``), as the API server does in
+``validateCELSelector``: at most 10 KiB, type-checked in the DRA environment,
+result type ``bool`` (or the attribute "unknown" type), plus fleet's own
+rejection of unknown ``device.<field>`` names that the checker cannot see (see
+:mod:`fleet.cel.environments`). Every problem carries line, column and offset
+inside the expression so ``fleetctl validate`` can point at the YAML file.
+
+Evaluate (``Selector.evaluate``), as the scheduler does in ``DeviceMatches``:
+an unknown attribute name in a known domain is an *error* (``no such key``),
+never false; an unknown domain is an empty map; a non-bool result is an error.
+Errors are raised as :class:`SelectorRuntimeError`; the allocator treats them
+as "this claim cannot be allocated", like the scheduler.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from typing import Any
+
+from cel_expr_python import cel
+
+from fleet.cel.devices import Device, Projection, activation, projection
+from fleet.cel.environments import Environment, dra_environment
+from fleet.cel.references import Clause, References, find_references, split_clauses
+from fleet.errors import FleetError
+
+MAX_EXPRESSION_LENGTH = 10 * 1024  # resourceapi.CELSelectorExpressionMaxLength, in bytes
+_ISSUE = re.compile(r"ERROR: <input>:(\d+):(\d+): (.*?)(?:\n \|.*?)*(?=\nERROR: |\Z)", re.DOTALL)
+_STATUS = re.compile(r"^[A-Z_]+: ")
+_NO_SUCH_KEY = re.compile(r'Key not found in map\s*:\s*"?(.*?)"?\s*$')
+_TYPE_NAMES = {
+    "BOOL": "bool",
+    "INT": "int",
+    "UINT": "uint",
+    "DOUBLE": "double",
+    "STRING": "string",
+    "BYTES": "bytes",
+    "DYN": "dyn",
+    "NULL": "null_type",
+    "LIST": "list",
+    "MAP": "map",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Issue:
+    """One compile problem: 1-based line and column, 0-based character offset."""
+
+    message: str
+    line: int
+    column: int
+    offset: int
+
+
+class SelectorCompileError(FleetError):
+    """The selector does not compile; ``issues`` has the positions (first one in ``what``)."""
+
+    def __init__(self, expression: str, issues: list[Issue], *, hint: str = "") -> None:
+        first = issues[0]
+        super().__init__(
+            f"CEL selector does not compile: {first.message}",
+            where=f"expression line {first.line}, column {first.column}",
+            hint=hint or "fix the expression; the DRA CEL environment is described in docs/cel.md",
+        )
+        self.expression = expression
+        self.issues = issues
+
+
+class SelectorRuntimeError(FleetError):
+    """The selector failed on a device, as the scheduler would: the claim cannot be allocated."""
+
+
+def position(expression: str, offset: int) -> tuple[int, int]:
+    """1-based (line, column) of a character offset."""
+    before = expression[:offset]
+    line = before.count("\n") + 1
+    return line, offset - (before.rfind("\n") + 1) + 1
+
+
+def offset_of(expression: str, line: int, column: int) -> int:
+    lines = expression.split("\n")
+    return sum(len(text) + 1 for text in lines[: line - 1]) + column - 1
+
+
+def _issues_from(expression: str, text: str) -> list[Issue]:
+    issues = []
+    for match in _ISSUE.finditer(_STATUS.sub("", text, count=1)):
+        line, column = int(match.group(1)), int(match.group(2))
+        message = match.group(3).strip()
+        issues.append(Issue(message, line, column, offset_of(expression, line, column)))
+    return issues or [Issue(_STATUS.sub("", text).strip(), 1, 1, 0)]
+
+
+def runtime_message(text: str) -> str:
+    """cel-cpp's status text in Kubernetes' words (``no such key: minor``)."""
+    text = _STATUS.sub("", str(text)).strip()
+    match = _NO_SUCH_KEY.search(text)
+    if match:
+        return f"no such key: {match.group(1)}"
+    return text
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Selector:
+    """A compiled selector; evaluate it on a :class:`Device` or on a projection of one."""
+
+    expression: str
+    references: References
+    clauses: tuple[Clause, ...]
+    _program: Any = dataclasses.field(repr=False)
+    _environment: Environment = dataclasses.field(repr=False)
+
+    def evaluate(self, device: Device) -> bool:
+        return self.evaluate_projection(projection(device, self.references))
+
+    def evaluate_projection(self, key: Projection) -> bool:
+        """Evaluate on a projection built with references covering this selector's."""
+        result = self._program.eval(data={"device": activation(self._environment.types, key)})
+        kind = result.type()
+        if kind == cel.Type.BOOL:
+            return bool(result.value())
+        if kind == cel.Type.ERROR:
+            raise SelectorRuntimeError(
+                f"CEL runtime error: {runtime_message(result.value())}",
+                hint="guard optional attributes with has(...) or use optional chaining "
+                "(.? followed by orValue())",
+            )
+        raise SelectorRuntimeError(
+            f"CEL result of type {_TYPE_NAMES.get(kind.name(), kind.name())} could not be converted to bool",
+            hint="a selector must evaluate to true or false",
+        )
+
+
+def _check_length(expression: str) -> None:
+    size = len(expression.encode())
+    if size > MAX_EXPRESSION_LENGTH:
+        raise SelectorCompileError(
+            expression,
+            [
+                Issue(
+                    f"expression is {size} bytes, longer than the limit of {MAX_EXPRESSION_LENGTH} bytes",
+                    *position(expression, 0),
+                    0,
+                )
+            ],
+            hint="split the selector or move the common part into the DeviceClass",
+        )
+
+
+def _compile(expression: str, environment: Environment) -> Selector:
+    _check_length(expression)
+    references = find_references(expression)
+    try:
+        program = environment.env.compile(expression)
+    except RuntimeError as err:
+        raise SelectorCompileError(expression, _issues_from(expression, str(err))) from None
+    if references.unknown_fields:
+        name, offset = references.unknown_fields[0]
+        raise SelectorCompileError(
+            expression,
+            [Issue(f"undefined field '{name}'", *position(expression, offset), offset)],
+            hint="device has the fields driver, attributes, capacity and allowMultipleAllocations",
+        )
+    returned = program.return_type()
+    if returned not in (cel.Type.BOOL, cel.Type.DYN):
+        name = _TYPE_NAMES.get(returned.name(), returned.name())
+        raise SelectorCompileError(
+            expression,
+            [Issue(f"must evaluate to bool or the unknown type, not {name}", 1, 1, 0)],
+            hint="end the expression with a comparison, e.g. ... == 'value'",
+        )
+    return Selector(expression, references, tuple(split_clauses(expression)), program, environment)
+
+
+@functools.lru_cache(maxsize=8192)
+def compile_selector(expression: str) -> Selector:
+    """Compile ``expression`` in the DRA environment (cached by expression text).
+
+    Raises :class:`SelectorCompileError` with positions.
+    """
+    return _compile(expression, dra_environment())
+
+
+__all__ = [
+    "MAX_EXPRESSION_LENGTH",
+    "Issue",
+    "Selector",
+    "SelectorCompileError",
+    "SelectorRuntimeError",
+    "compile_selector",
+    "offset_of",
+    "position",
+    "runtime_message",
+]
