@@ -1,0 +1,56 @@
+"""All checks over a revision, as one sorted list of findings.
+
+Structural rules run once on the revision as written; tenancy, operator and
+CEL rules run on each cluster's view (after its overlays), because quotas,
+values and even selectors may differ per cluster. A finding that appears in
+every checked cluster is reported once without a cluster; one that appears
+only for some clusters names them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
+
+from fleet.manifests import Finding, Manifest, Revision, cluster_names, kinds, resolve
+from fleet.policy import operators, selectors, structures, tenancy
+
+
+def check(revision: Revision, *, clusters: Sequence[str] = (),
+          compiler: selectors.Compiler | None = None) -> list[Finding]:
+    """Every finding of ``revision``, for ``clusters`` (default: all clusters)."""
+    found: list[Finding] = [*revision.findings, *structures.check(revision)]
+    names = list(clusters) or cluster_names(revision)
+    per_cluster: list[tuple[str, list[Finding]]] = []
+    if not names:
+        base = [m for m in revision.manifests if m.model is not None]
+        found.extend(view_findings(base, compiler=compiler))
+    for name in names:
+        view = resolve(revision, cluster=name)
+        per_cluster.append((name, [*view.findings, *view_findings(view.manifests, compiler=compiler)]))
+    found.extend(_merge(per_cluster))
+    return sorted(set(found))
+
+
+def view_findings(manifests: Sequence[Manifest], *, compiler: selectors.Compiler | None) -> Iterator[Finding]:
+    """The rules that depend on what one cluster gets."""
+    yield from tenancy.check(manifests)
+    for manifest in manifests:
+        if isinstance(manifest.model, kinds.GPUOperator):
+            yield from operators.check(manifest)
+        if manifest.kind in ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim"):
+            yield from selectors.check(manifest, compiler=compiler)
+
+
+def _merge(per_cluster: Iterable[tuple[str, list[Finding]]]) -> list[Finding]:
+    clusters: dict[Finding, list[str]] = {}
+    names: list[str] = []
+    for name, findings in per_cluster:
+        names.append(name)
+        for finding in findings:
+            clusters.setdefault(replace(finding, cluster=""), []).append(name)
+    return [f if sorted(set(c)) == sorted(names) else replace(f, cluster=",".join(sorted(set(c))))
+            for f, c in clusters.items()]
+
+
+__all__ = ["check", "view_findings"]

@@ -1,0 +1,136 @@
+"""Rules about what a team may claim, checked on what a cluster actually gets.
+
+Quotas and allowed classes can differ per cluster (overlays), so these run
+on each cluster's resolved view: a claim's namespace must be one of its
+team's namespaces (and not another team's), every request names a
+DeviceClass the repository declares and the team may use, and the devices
+requested — one request's ``count``, and the sum over all the team's
+templates and claims — stay within the team's quota per class. ``All``
+requests every matching device, which no quota can bound, so it is refused
+for a class with a quota. For ``firstAvailable`` the largest alternative per
+class counts (any of them may be chosen).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+
+from fleet.manifests import Finding, Manifest, kinds
+from fleet.policy import walks
+
+
+def check(manifests: Sequence[Manifest]) -> Iterator[Finding]:
+    teams = {m.team: m for m in manifests if isinstance(m.model, kinds.Team) and m.team is not None}
+    classes = {m.name for m in manifests if m.kind == "DeviceClass"}
+    owners = _namespace_owners(teams)
+    yield from _shared_namespaces(teams)
+    for team in teams.values():
+        yield from _team_classes(team, classes=classes)
+    by_team: dict[str, list[Manifest]] = defaultdict(list)
+    for manifest in manifests:
+        if manifest.kind in ("ResourceClaimTemplate", "ResourceClaim") and manifest.team in teams:
+            by_team[manifest.team].append(manifest)
+            team = teams[manifest.team]
+            yield from _namespace(manifest, team=team, owners=owners)
+            yield from _classes(manifest, team=team, classes=classes)
+    for name, claims in sorted(by_team.items()):
+        yield from _quota(teams[name], claims=claims)
+
+
+def _spec(team: Manifest) -> kinds.TeamSpec:
+    assert isinstance(team.model, kinds.Team)
+    return team.model.spec
+
+
+def _namespace_owners(teams: dict[str | None, Manifest]) -> dict[str, str]:
+    owners: dict[str, str] = {}
+    for team in teams.values():
+        for namespace in _spec(team).namespaces:
+            owners.setdefault(namespace, team.name)
+    return owners
+
+
+def _shared_namespaces(teams: dict[str | None, Manifest]) -> Iterator[Finding]:
+    seen: dict[str, Manifest] = {}
+    for team in sorted(teams.values(), key=lambda m: m.name):
+        for index, namespace in enumerate(_spec(team).namespaces):
+            other = seen.setdefault(namespace, team)
+            if other is not team:
+                yield Finding(team.positions.at(("spec", "namespaces", index)), "team-namespace",
+                              f"namespace {namespace!r} already belongs to team {other.name!r}",
+                              hint="each namespace belongs to one team", object=team.ref)
+
+
+def _team_classes(team: Manifest, *, classes: set[str]) -> Iterator[Finding]:
+    for index, name in enumerate(_spec(team).device_classes):
+        if name not in classes:
+            yield Finding(team.positions.at(("spec", "deviceClasses", index)), "unknown-device-class",
+                          f"Team allows DeviceClass {name!r}, which the repository does not declare",
+                          hint=f"declared classes: {', '.join(sorted(classes)) or 'none'}", object=team.ref)
+
+
+def _namespace(claim: Manifest, *, team: Manifest, owners: dict[str, str]) -> Iterator[Finding]:
+    allowed = _spec(team).namespaces
+    if claim.namespace is None:
+        yield Finding(claim.positions.at(("metadata",)), "team-namespace", f"{claim.kind} has no namespace",
+                      hint=f"set metadata.namespace to one of: {', '.join(allowed)}", object=claim.ref)
+    elif claim.namespace not in allowed:
+        other = owners.get(claim.namespace)
+        owner = f" (it belongs to team {other!r})" if other else ""
+        yield Finding(claim.positions.at(("metadata", "namespace")), "team-namespace",
+                      f"team {team.name!r} cannot write into namespace {claim.namespace!r}{owner}",
+                      hint=f"use one of the team's namespaces: {', '.join(allowed)}", object=claim.ref)
+
+
+def _classes(claim: Manifest, *, team: Manifest, classes: set[str]) -> Iterator[Finding]:
+    allowed = _spec(team).device_classes
+    for request in walks.requests(claim):
+        name = request.body.device_class_name
+        where = claim.positions.at((*request.path, "deviceClassName"))
+        if name not in classes:
+            yield Finding(where, "unknown-device-class", f"request {request.name!r}: no DeviceClass {name!r}",
+                          hint=f"declared classes: {', '.join(sorted(classes)) or 'none'}", object=claim.ref)
+        elif name not in allowed:
+            yield Finding(where, "team-device-class",
+                          f"request {request.name!r}: team {team.name!r} may not use DeviceClass {name!r}",
+                          hint=f"allowed: {', '.join(allowed)}; ask the platform team to add it to "
+                          f"{team.file}", object=claim.ref)
+
+
+def _quota(team: Manifest, *, claims: list[Manifest]) -> Iterator[Finding]:
+    quota = _spec(team).quota
+    totals: dict[str, int] = defaultdict(int)
+    users: dict[str, list[str]] = defaultdict(list)
+    for claim in claims:
+        per_request: dict[tuple[int, str], int] = {}
+        for request in walks.requests(claim):
+            name = request.body.device_class_name
+            if name not in quota:
+                continue
+            count = request.body.devices
+            if count is None:
+                yield Finding(claim.positions.at((*request.path, "allocationMode")), "team-quota",
+                              f"request {request.name!r}: allocationMode All takes every matching device, "
+                              f"which the quota of {quota[name]} {name} cannot bound",
+                              hint="request an exact count instead", object=claim.ref)
+                continue
+            if count > quota[name]:
+                yield Finding(claim.positions.at((*request.path, "count")), "team-quota",
+                              f"request {request.name!r} asks for {count} {name} devices, over team "
+                              f"{team.name!r}'s quota of {quota[name]}",
+                              hint=f"lower count, or raise quota[{name!r}] in {team.file}", object=claim.ref)
+            key = (request.group, name)
+            per_request[key] = max(per_request.get(key, 0), count)
+        for (_, name), count in per_request.items():
+            totals[name] += count
+            users[name].append(f"{claim.name}={count}")
+    for name, total in sorted(totals.items()):
+        if total > quota[name]:
+            yield Finding(team.positions.at(("spec", "quota", name)), "team-quota",
+                          f"team {team.name!r} templates and claims request {total} {name} devices together, "
+                          f"over the quota of {quota[name]} ({', '.join(users[name])})",
+                          hint="raise the quota or remove templates", object=team.ref)
+
+
+__all__ = ["check"]

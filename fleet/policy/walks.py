@@ -1,0 +1,68 @@
+"""Where the device requests and CEL selectors of a DRA object sit.
+
+Rules about requests (class allowed, quota, CEL) all need the same walk over
+``spec.devices.requests`` (or ``spec.spec.devices...`` for a template), with
+the path of each field so findings point at its line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from fleet.manifests import Manifest, Path, resources
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request alternative: the request itself, or one firstAvailable entry."""
+
+    name: str
+    body: resources.BaseDeviceRequest
+    path: Path
+    """Path of the ``exactly`` / ``firstAvailable[i]`` mapping."""
+    group: int
+    """Index of the request (alternatives of one request share it)."""
+
+
+@dataclass(frozen=True)
+class Selector:
+    expression: str
+    path: Path
+    """Path of the ``expression`` string."""
+
+
+def devices_path(manifest: Manifest) -> Path:
+    return ("spec", "spec", "devices") if manifest.kind == "ResourceClaimTemplate" else ("spec", "devices")
+
+
+def requests(manifest: Manifest) -> Iterator[Request]:
+    model = manifest.model
+    if isinstance(model, resources.ResourceClaimTemplate):
+        claim = model.spec.spec
+    elif isinstance(model, resources.ResourceClaim):
+        claim = model.spec
+    else:
+        return
+    base = (*devices_path(manifest), "requests")
+    for index, request in enumerate(claim.devices.requests):
+        if request.exactly is not None:
+            yield Request(request.name, request.exactly, (*base, index, "exactly"), index)
+        for sub, alternative in enumerate(request.first_available or []):
+            yield Request(f"{request.name}/{alternative.name}", alternative,
+                          (*base, index, "firstAvailable", sub), index)
+
+
+def selectors(manifest: Manifest) -> Iterator[Selector]:
+    """Every CEL expression of a DeviceClass or claim, with its path."""
+    model = manifest.model
+    if isinstance(model, resources.DeviceClass):
+        for index, selector in enumerate(model.spec.selectors):
+            yield Selector(selector.cel.expression, ("spec", "selectors", index, "cel", "expression"))
+        return
+    for request in requests(manifest):
+        for index, selector in enumerate(request.body.selectors):
+            yield Selector(selector.cel.expression, (*request.path, "selectors", index, "cel", "expression"))
+
+
+__all__ = ["Request", "Selector", "devices_path", "requests", "selectors"]
