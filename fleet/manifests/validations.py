@@ -24,7 +24,10 @@ def findings_from(error: ValidationError, *, model: type[BaseModel], positions: 
                   obj: str) -> list[Finding]:
     """One finding per pydantic error, located and hinted."""
     found = []
-    for item in error.errors(include_url=False):
+    errors = error.errors(include_url=False)
+    suggested = {(tuple(e["loc"][:-1]), s) for e in errors if e["type"] == "extra_forbidden"
+                 for s in _close(str(e["loc"][-1]), allowed_fields(model, tuple(e["loc"][:-1])))}
+    for item in errors:
         loc: Path = tuple(item["loc"])
         where = positions.at(loc)
         dotted = _dotted(loc)
@@ -32,10 +35,12 @@ def findings_from(error: ValidationError, *, model: type[BaseModel], positions: 
         if kind == "extra_forbidden":
             field = str(loc[-1])
             allowed = allowed_fields(model, loc[:-1])
-            close = difflib.get_close_matches(field, allowed, n=1, cutoff=0.6)
+            close = _close(field, allowed)
             hint = f"did you mean {close[0]!r}?" if close else (
                 f"allowed here: {', '.join(allowed)}" if allowed else "remove it")
             found.append(Finding(where, "schema", f"unknown field {dotted!r}", hint=hint, object=obj))
+        elif kind == "missing" and (loc[:-1], loc[-1]) in suggested:
+            continue  # the misspelt field's finding already says it
         elif kind == "missing":
             found.append(Finding(where, "schema", f"missing required field {dotted!r}",
                                  hint=f"add {str(loc[-1])!r}", object=obj))
@@ -44,6 +49,10 @@ def findings_from(error: ValidationError, *, model: type[BaseModel], positions: 
             found.append(Finding(where, "schema", f"{dotted}: {message}" if dotted else message,
                                  hint=_hint_for(kind, item.get("input")), object=obj))
     return found
+
+
+def _close(field: str, allowed: list[str]) -> list[str]:
+    return difflib.get_close_matches(field, allowed, n=1, cutoff=0.6)
 
 
 def _dotted(loc: Path) -> str:

@@ -1,0 +1,36 @@
+"""Test helpers: the example repository as a dict of files, and quick loaders."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from fleet.manifests import Finding, Limits, Revision, load_revision, read_tree
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "fleet"
+SEED = Path("/work/shared/seed/manifests")
+
+
+def example_files() -> dict[str, bytes]:
+    files, findings = read_tree(EXAMPLE, limits=Limits())
+    assert not findings
+    return files
+
+
+def yaml(text: str) -> bytes:
+    return textwrap.dedent(text).lstrip("\n").encode()
+
+
+def load(files: dict[str, bytes]) -> Revision:
+    return load_revision(files)
+
+
+def rules(findings: list[Finding] | tuple[Finding, ...]) -> list[str]:
+    return [f.rule for f in findings]
+
+
+def only(findings: list[Finding] | tuple[Finding, ...], rule: str) -> Finding:
+    matching = [f for f in findings if f.rule == rule]
+    assert len(matching) == 1, [str(f) for f in findings]
+    return matching[0]
