@@ -110,6 +110,19 @@ MODELS: dict[str, GpuModel] = {
             )
         },
     ),
+    # A small inference GPU, so that memory selectors have something to exclude: nvidia-smi
+    # reports 23034 MiB total on an L4 (PCIe, Ada Lovelace, compute capability 8.9).
+    "l4": GpuModel(
+        key="l4",
+        product_name="NVIDIA L4",
+        architecture="Ada Lovelace",
+        cuda_compute_capability="8.9.0",
+        driver_version="580.95.5",
+        cuda_driver_version="13.0.0",
+        memory="23034Mi",
+        buses=(0x01, 0x02, 0x41, 0x42, 0x81, 0x82, 0xC1, 0xC2),
+        node_memory="256Gi",
+    ),
     # Model-level values from an NVML reading of a real H200, driver 580.159.04
     # (shared/fixtures/nvml/h200.json); tests/sandbox checks them with model_from_nvml.
     "h200": GpuModel(

@@ -58,7 +58,13 @@ def start(name: str, argv: list[str], *, logs: Path) -> Running:
     with log.open("ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, close_fds=True)
-    return Running(name=name, pid=proc.pid, binary=argv[0], log=log)
+    running = Running(name=name, pid=proc.pid, binary=argv[0], log=log)
+    # Until the child has exec'd, /proc shows our own command line; wait for the exec so
+    # that ``alive`` (which checks the binary to guard against pid reuse) is meaningful.
+    deadline = time.monotonic() + 5
+    while not alive(running) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return running
 
 
 def alive(running: Running) -> bool:

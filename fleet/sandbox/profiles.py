@@ -7,8 +7,9 @@ A profile is a small YAML file::
       a100x8: 1
       a100-mig: 1    # 8 A100 GPUs, the first two in static MIG mode
       h200x8: 1
+      l4x4: 1
 
-A pool key is ``<model>x<gpus>`` (model h100, a100 or h200; gpus 1, 2, 4 or 8)
+A pool key is ``<model>x<gpus>`` (model h100, a100, h200 or l4; gpus 1, 2, 4 or 8)
 or ``<model>-mig`` (8 GPUs of a MIG-capable model, 2 of them in MIG mode).
 Profiles are checked completely before anything starts, and every error names
 the field and the values that are allowed.
@@ -31,7 +32,7 @@ GPU_COUNTS = (1, 2, 4, 8)
 MAX_NODES = 2000
 _POOL = re.compile(r"^(?P<model>[a-z0-9]+)(?:x(?P<count>\d+)|(?P<mig>-mig))$")
 
-DEFAULT: dict[str, int] = {"h100x8": 2, "a100x8": 1, "a100-mig": 1, "h200x8": 1}
+DEFAULT: dict[str, int] = {"h100x8": 2, "a100x8": 1, "a100-mig": 1, "h200x8": 1, "l4x4": 1}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,57 @@
+"""Session-wide fixtures: the sandbox control plane, brought up once and shared by every test.
+
+Tests that claim cluster behaviour use ``sandbox`` (a real etcd, kube-apiserver,
+kube-scheduler, kube-controller-manager and KWOK with simulated GPU nodes) and
+isolate themselves in their own ``namespace``. The sandbox starts in a temporary
+directory and is stopped at the end of the session; set
+``FLEET_TEST_SANDBOX_DIR`` to keep one running between local runs (it is reused
+when healthy, never stopped by the tests).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from fleet.sandbox import Sandbox, clusters
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    keep = os.environ.get("FLEET_TEST_SANDBOX_DIR")
+    directory = Path(keep) if keep else tmp_path_factory.mktemp("sandbox")
+    sb = clusters.up(directory=directory)
+    try:
+        yield sb
+    finally:
+        if not keep:
+            clusters.down(directory=directory)
+
+
+@pytest.fixture(scope="session")
+def kubectl(sandbox: Sandbox) -> Kubectl:
+    """Run the sandbox's real kubectl as admin (``context=`` for alice@/bob@fleet-sandbox)."""
+
+    def run(*args: str, context: str | None = None, stdin: str | None = None,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
+        return sandbox.kubectl(*args, context=context, stdin=stdin, check=check)
+
+    return run
+
+
+@pytest.fixture()
+def namespace(kubectl: Kubectl) -> Iterator[str]:
+    """A fresh namespace for one test, deleted afterwards (waiting, so the devices its pods held are free again)."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    kubectl("create", "namespace", name)
+    try:
+        yield name
+    finally:
+        kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False)
