@@ -9,7 +9,7 @@ only for some clusters names them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from fleet.manifests import Finding, Manifest, Revision, cluster_names, kinds, resolve
@@ -22,19 +22,22 @@ def check(revision: Revision, *, clusters: Sequence[str] = (),
     found: list[Finding] = [*revision.findings, *structures.check(revision)]
     names = list(clusters) or cluster_names(revision)
     per_cluster: list[tuple[str, list[Finding]]] = []
+    base = [m for m in revision.manifests if m.model is not None]
+    owners = tenancy.namespace_owners(base)
     if not names:
-        base = [m for m in revision.manifests if m.model is not None]
-        found.extend(view_findings(base, compiler=compiler))
+        found.extend(view_findings(base, owners=owners, compiler=compiler))
     for name in names:
         view = resolve(revision, cluster=name)
-        per_cluster.append((name, [*view.findings, *view_findings(view.manifests, compiler=compiler)]))
+        per_cluster.append((name, [*view.findings,
+                                   *view_findings(view.manifests, owners=owners, compiler=compiler)]))
     found.extend(_merge(per_cluster))
     return sorted(set(found))
 
 
-def view_findings(manifests: Sequence[Manifest], *, compiler: selectors.Compiler | None) -> Iterator[Finding]:
+def view_findings(manifests: Sequence[Manifest], *, owners: Mapping[str, str],
+                  compiler: selectors.Compiler | None) -> Iterator[Finding]:
     """The rules that depend on what one cluster gets."""
-    yield from tenancy.check(manifests)
+    yield from tenancy.check(manifests, owners=owners)
     for manifest in manifests:
         if isinstance(manifest.model, kinds.GPUOperator):
             yield from operators.check(manifest)

@@ -14,16 +14,21 @@ class counts (any of them may be chosen).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from fleet.manifests import Finding, Manifest, kinds
 from fleet.policy import walks
 
 
-def check(manifests: Sequence[Manifest]) -> Iterator[Finding]:
-    teams = {m.team: m for m in manifests if isinstance(m.model, kinds.Team) and m.team is not None}
+def check(manifests: Sequence[Manifest], *, owners: Mapping[str, str]) -> Iterator[Finding]:
+    """Tenancy findings for one cluster's manifests.
+
+    ``owners`` maps every namespace to its team over the whole revision (see
+    :func:`namespace_owners`), so a finding names the owner even when that
+    team does not run on this cluster.
+    """
+    teams = _teams(manifests)
     classes = {m.name for m in manifests if m.kind == "DeviceClass"}
-    owners = _namespace_owners(teams)
     yield from _shared_namespaces(teams)
     for team in teams.values():
         yield from _team_classes(team, classes=classes)
@@ -43,9 +48,14 @@ def _spec(team: Manifest) -> kinds.TeamSpec:
     return team.model.spec
 
 
-def _namespace_owners(teams: dict[str | None, Manifest]) -> dict[str, str]:
+def _teams(manifests: Sequence[Manifest]) -> dict[str | None, Manifest]:
+    return {m.team: m for m in manifests if isinstance(m.model, kinds.Team) and m.team is not None}
+
+
+def namespace_owners(manifests: Sequence[Manifest]) -> dict[str, str]:
+    """Namespace → name of the team that declares it (first in name order)."""
     owners: dict[str, str] = {}
-    for team in teams.values():
+    for team in sorted(_teams(manifests).values(), key=lambda m: m.name):
         for namespace in _spec(team).namespaces:
             owners.setdefault(namespace, team.name)
     return owners
@@ -70,7 +80,7 @@ def _team_classes(team: Manifest, *, classes: set[str]) -> Iterator[Finding]:
                           hint=f"declared classes: {', '.join(sorted(classes)) or 'none'}", object=team.ref)
 
 
-def _namespace(claim: Manifest, *, team: Manifest, owners: dict[str, str]) -> Iterator[Finding]:
+def _namespace(claim: Manifest, *, team: Manifest, owners: Mapping[str, str]) -> Iterator[Finding]:
     allowed = _spec(team).namespaces
     if claim.namespace is None:
         yield Finding(claim.positions.at(("metadata",)), "team-namespace", f"{claim.kind} has no namespace",
@@ -133,4 +143,4 @@ def _quota(team: Manifest, *, claims: list[Manifest]) -> Iterator[Finding]:
                           hint="raise the quota or remove templates", object=team.ref)
 
 
-__all__ = ["check"]
+__all__ = ["check", "namespace_owners"]
