@@ -1,0 +1,58 @@
+"""The reconcile engine: plan, diff, apply (staged, health-gated, resumable), prune.
+
+Cut like gitops-engine and Flux's ssa package, one concept per module:
+
+- ``plans``          pure: a resolved ClusterView → the desired objects (``Plan``)
+- ``stages``         the stage table (kinds, health gate, prune order)
+- ``ownership``      labels/annotations that mark what fleet owns and what to keep
+- ``normalizations`` pure: comparable objects, and when no dry-run is needed
+- ``diffs``          server-side-apply dry-run diff against listed live objects
+- ``healths``        the gates between stages
+- ``inventories``    what fleet applied, recorded in the cluster
+- ``applies``        ``Sync``: the step-wise run (one stage per step), prune, record
+- ``changesets``     the result of every run
+
+    plan = plans.plan(view, revision=sha)
+    changes = await reconcile(client=client, plan=plan, options=Options(prune=True))
+"""
+
+from __future__ import annotations
+
+from fleet.engine.applies import Options, Sync
+from fleet.engine.changesets import Action, Change, ChangeSet
+from fleet.engine.healths import HealthTimeout
+from fleet.engine.plans import Desired, Plan, PoolRule, plan
+from fleet.engine.stages import STAGES, Gate, Stage
+from fleet.kube import Client
+
+
+async def reconcile(*, client: Client, plan: Plan, options: Options) -> ChangeSet:
+    """Run a whole Sync (every step) and return its ChangeSet."""
+    return await Sync(client=client, plan=plan, options=options).run()
+
+
+async def diff(*, client: Client, plan: Plan, options: Options | None = None) -> ChangeSet:
+    """What ``reconcile`` would do, without writing: every stage dry-run, deletions included."""
+    base = options or Options()
+    dry = Options(prune=True, dry_run=True, force_conflicts=base.force_conflicts, allow_empty=True,
+                  concurrency=base.concurrency, ignore_managers=base.ignore_managers)
+    return await Sync(client=client, plan=plan, options=dry).run()
+
+
+__all__ = [
+    "STAGES",
+    "Action",
+    "Change",
+    "ChangeSet",
+    "Desired",
+    "Gate",
+    "HealthTimeout",
+    "Options",
+    "Plan",
+    "PoolRule",
+    "Stage",
+    "Sync",
+    "diff",
+    "plan",
+    "reconcile",
+]

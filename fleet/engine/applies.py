@@ -1,0 +1,276 @@
+"""Applying a Plan: stage by stage, only what drifted, health-gated, resumable, pruned last.
+
+``Sync`` is a step-wise state machine in the manner of gitops-engine's
+``SyncContext``: ``start`` reads the inventory and the live cluster once, then every
+``step`` does exactly one thing (one stage, then prune, then record) and returns,
+so a caller can observe, trace or stop between steps. Progress is recorded in the
+cluster's inventory (``inventories.Progress``) as soon as a step writes; a run
+killed at any point and started again for the same revision skips the stages
+already done, and re-diffs the rest (objects applied before the kill are now
+unchanged, so they are not written again).
+
+Within a stage, objects are diffed (``diffs.diff_objects``) and only created or
+configured ones are applied, with bounded concurrency. A no-op run therefore makes
+no write request at all, not even to the inventory. A failed object stops the run
+after its stage: later stages depend on earlier ones.
+
+Pruning deletes inventory objects the plan no longer declares, in reverse stage
+order, with the live ``uid`` as precondition (a recreated object of the same name
+is never deleted by mistake); pool Nodes are released (fleet-pools gives back its
+labels and taints), never deleted. An empty plan is refused unless allowed, and a
+namespace whose pods run with allocated claims is not deleted: the run fails and
+lists the pods.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from fleet.engine import diffs, healths, inventories, ownership, plans, stages
+from fleet.engine.changesets import Action, Change, ChangeSet
+from fleet.errors import FleetError
+from fleet.kube import Client, KubeError, NotFound, Ref
+from fleet.telemetry import tracing
+
+
+@dataclass(frozen=True)
+class Options:
+    prune: bool = False
+    dry_run: bool = False
+    force_conflicts: bool = False
+    allow_empty: bool = False
+    concurrency: int = 16
+    health_timeout: float = 120.0
+    ignore_managers: tuple[str, ...] = ()
+
+
+@dataclass
+class Sync:
+    client: Client
+    plan: plans.Plan
+    options: Options = field(default_factory=Options)
+    changes: ChangeSet = field(init=False)
+    inventory: inventories.Inventory = field(init=False)
+    live: diffs.LiveIndex = field(init=False, default_factory=dict)
+    steps: list[str] = field(init=False, default_factory=list)
+    _saved: dict[str, Any] | None = field(init=False, default=None)
+    _skip: set[str] = field(init=False, default_factory=set)
+    _stopped: bool = field(init=False, default=False)
+    _resumed: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        self.changes = ChangeSet(cluster=self.plan.cluster, revision=self.plan.revision)
+
+    async def start(self) -> None:
+        """Read the inventory and the live objects; refuse an empty plan unless allowed."""
+        if not self.plan.objects and not self.plan.pools and not self.options.allow_empty:
+            raise FleetError(
+                "the revision declares no object for this cluster; applying it would prune everything",
+                where=f"cluster {self.plan.cluster}", hint="pass --allow-empty if that is really intended",
+            )
+        self.inventory = await inventories.load(client=self.client, cluster=self.plan.cluster)
+        self._saved = self.inventory.encode() if self.inventory.exists else None
+        progress = self.inventory.progress
+        self._resumed = not progress.complete
+        if progress.revision == self.plan.revision and not progress.complete:
+            self._skip = set(progress.done)
+        kinds = {(d.obj["apiVersion"], d.obj["kind"]) for d in self.plan.objects}
+        kinds |= {(v, Ref.from_key(k, version=v.rpartition("/")[2]).kind) for k, v in self.inventory.entries.items()}
+        if self.plan.pools:
+            kinds.add(("v1", "Node"))
+        with tracing.tracer().start_as_current_span("read live"):
+            self.live = await diffs.live_index(client=self.client, kinds=kinds)
+        self.steps = [s.name for s in stages.STAGES] + ["prune", "record"]
+
+    @property
+    def done(self) -> bool:
+        return self._stopped or not self.steps
+
+    async def step(self) -> None:
+        """Do the next step: one stage, prune, or record."""
+        name = self.steps.pop(0)
+        if name == "prune":
+            await self._prune()
+        elif name == "record":
+            await self._record()
+        else:
+            await self._stage(stages.by_name(name))
+
+    async def run(self) -> ChangeSet:
+        await self.start()
+        while not self.done:
+            await self.step()
+        return self.changes
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def desired(self, stage: stages.Stage) -> list[plans.Desired]:
+        if stage.name == "pools":
+            nodes = [o for k, o in self.live.items() if k.startswith("/Node/")]
+            return plans.pool_objects(self.plan.pools, nodes=nodes)
+        return self.plan.in_stage(stage)
+
+    async def _stage(self, stage: stages.Stage) -> None:
+        tracer = tracing.tracer()
+        with tracer.start_as_current_span("apply stage", attributes={tracing.STAGE: stage.name}) as span:
+            desired = self.desired(stage)
+            if stage.name in self._skip:
+                span.set_attribute("fleet.skipped", "done before the restart")
+                return
+            with tracer.start_as_current_span("diff", attributes={tracing.STAGE: stage.name}):
+                found = await diffs.diff_objects(client=self.client, desired=desired, live=self.live,
+                                                 concurrency=self.options.concurrency,
+                                                 ignore_managers=self.options.ignore_managers)
+            self.changes.entries.extend(found)
+            todo = [(c, d) for c, d in zip(found, desired, strict=True)
+                    if c.action in (Action.CREATED, Action.CONFIGURED) and not c.failed]
+            span.set_attribute("fleet.writes", len(todo))
+            if any(c.failed for c in found):
+                self._stopped = True
+                return
+            if self.options.dry_run or not (todo or stage.gate in _ALWAYS_CHECKED):
+                return
+            new = {d.ref.key: d.obj["apiVersion"] for c, d in todo if d.ref.key not in self.inventory.entries}
+            if new:
+                self.inventory.entries.update(new)
+                await self._save_progress()
+            await self._apply_all(todo)
+            if any(c.failed for c, _ in todo):
+                self._stopped = True
+                return
+            try:
+                with tracer.start_as_current_span("wait health", attributes={tracing.STAGE: stage.name}):
+                    await healths.wait(client=self.client, stage=stage, written=[d.ref for _, d in todo],
+                                       plan=self.plan, timeout=self.options.health_timeout)
+            except healths.HealthTimeout:
+                self._stopped = True
+                raise
+            if todo:
+                self.inventory.progress.done.append(stage.name)
+                await self._save_progress()
+
+    async def _apply_all(self, todo: list[tuple[Change, plans.Desired]]) -> None:
+        limiter = anyio.CapacityLimiter(self.options.concurrency)
+        tracer = tracing.tracer()
+
+        async def one(change: Change, d: plans.Desired) -> None:
+            async with limiter:
+                attrs = _attrs(d.ref, change.action)
+                attrs[tracing.FIELD_MANAGER] = d.field_manager
+                with tracer.start_as_current_span("apply object", attributes=attrs) as span:
+                    started = time.monotonic()
+                    try:
+                        await self.client.apply(d.obj, field_manager=d.field_manager,
+                                                force=self.options.force_conflicts)
+                    except KubeError as err:
+                        change.error = str(err)
+                        span.set_attribute("error.type", type(err).__name__)
+                    change.duration = time.monotonic() - started
+
+        async with anyio.create_task_group() as tg:
+            for change, d in todo:
+                tg.start_soon(one, change, d)
+
+    async def _prune(self) -> None:
+        desired_keys = {d.ref.key for d in self.plan.objects}
+        desired_keys |= {d.ref.key for d in self.desired(stages.by_name("pools"))}
+        stage_of = {kind: s.name for s in stages.STAGES for kind in s.kinds}
+        found = diffs.deletions(inventory=self.inventory.entries, desired_keys=desired_keys, live=self.live,
+                                stage_of=stage_of)
+        order = {s.name: i for i, s in enumerate(stages.prune_order())}
+        found.sort(key=lambda c: (order.get(c.stage, 0), c.ref))
+        gone = [k for k in self.inventory.entries if k not in desired_keys and k not in self.live]
+        for key in gone:
+            self.inventory.entries.pop(key)  # deleted outside fleet: only the record was left
+        if not self.options.prune or self.options.dry_run:
+            self.changes.entries.extend(found)
+            return
+        with tracing.tracer().start_as_current_span("prune") as span:
+            blocked = await self._running_claim_pods([c.ref.name for c in found
+                                                      if c.ref.kind == "Namespace" and c.action == Action.DELETED])
+            span.set_attribute("fleet.deletions", sum(c.action == Action.DELETED for c in found))
+            for change in found:
+                self.changes.entries.append(change)
+                if change.action != Action.DELETED:
+                    continue
+                ns = change.ref.name if change.ref.kind == "Namespace" else change.ref.namespace
+                if ns in blocked:
+                    change.action = Action.SKIPPED
+                    change.error = (f"namespace {ns} has running pods with allocated claims: "
+                                    f"{', '.join(blocked[ns])}; stop them first (the guide's clean-up order)")
+                    continue
+                await self._delete(change)
+
+    async def _delete(self, change: Change) -> None:
+        started = time.monotonic()
+        with tracing.tracer().start_as_current_span("apply object", attributes=_attrs(change.ref, change.action)):
+            try:
+                if change.ref.kind == "Node":
+                    await self.client.apply(plans.release(change.ref), field_manager=ownership.POOL_MANAGER)
+                else:
+                    uid = (self.live.get(change.ref.key, {}).get("metadata") or {}).get("uid")
+                    await self.client.delete(change.ref, uid=uid)
+                self.inventory.entries.pop(change.ref.key, None)
+            except NotFound:
+                self.inventory.entries.pop(change.ref.key, None)
+            except KubeError as err:
+                change.error = str(err)
+        change.duration = time.monotonic() - started
+
+    async def _running_claim_pods(self, namespaces: list[str]) -> dict[str, list[str]]:
+        blocked: dict[str, list[str]] = {}
+        if not namespaces:
+            return blocked
+        pod_kind = await self.client.kind(api_version="v1", kind="Pod")
+        for ns in namespaces:
+            pods = (await self.client.list(pod_kind, namespace=ns)).items
+            running = [p["metadata"]["name"] for p in pods
+                       if (p.get("spec") or {}).get("resourceClaims")
+                       and (p.get("status") or {}).get("phase") in ("Running", "Pending")]
+            if running:
+                blocked[ns] = sorted(running)
+        return blocked
+
+    async def _record(self) -> None:
+        if self.options.dry_run:
+            return
+        kept = {d.ref.key: d.obj["apiVersion"] for d in self.plan.objects}
+        kept |= {d.ref.key: d.obj["apiVersion"] for d in self.desired(stages.by_name("pools"))}
+        for key, version in self.inventory.entries.items():
+            kept.setdefault(key, version)  # not pruned (prune off, kept, failed): still ours to prune later
+        self.inventory.entries = kept
+        self.inventory.progress = inventories.Progress(revision=self.plan.revision,
+                                                       done=[s.name for s in stages.STAGES], complete=True)
+        if not self.inventory.exists and not self.inventory.entries:
+            return
+        await self._save(force_progress=self._saved is None or self._resumed or bool(self.changes.changed))
+
+    async def _save_progress(self) -> None:
+        self.inventory.progress.revision = self.plan.revision
+        self.inventory.progress.complete = False
+        await self._save(force_progress=True)
+
+    async def _save(self, *, force_progress: bool) -> None:
+        if not force_progress and self._saved is not None:
+            # Only the progress record would change (a new revision with nothing to do):
+            # keep the old record rather than write for nothing.
+            body = self.inventory.encode()
+            if body["data"]["entries"] == self._saved["data"]["entries"]:
+                return
+        self._saved = await inventories.save(client=self.client, inventory=self.inventory, saved=self._saved)
+
+
+_ALWAYS_CHECKED = (stages.Gate.CLASSES_PUBLISHED, stages.Gate.POOLS_APPLIED)
+"""Gates about live state fleet does not write (nodes, slices): checked even when nothing changed."""
+
+
+def _attrs(ref: Ref, action: Action) -> dict[str, Any]:
+    return {tracing.KIND: ref.kind, tracing.NAMESPACE: ref.namespace, tracing.NAME: ref.name,
+            tracing.ACTION: str(action)}
+
+
+__all__ = ["Options", "Sync"]

@@ -1,0 +1,80 @@
+"""The result of every diff and apply: a ChangeSet, one entry per object.
+
+As in Flux's ssa package, every verb returns the same shape, so the CLI prints one
+table, the controller records one status and the trace carries one set of
+attributes, whatever happened. ``action`` is one of created, configured, unchanged,
+deleted, skipped; ``before``/``after`` are the normalised objects (``None`` when
+absent or not worth keeping, e.g. for unchanged objects); ``error`` says why an entry
+failed or was skipped.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from fleet.kube import Ref
+
+
+class Action(StrEnum):
+    CREATED = "created"
+    CONFIGURED = "configured"
+    UNCHANGED = "unchanged"
+    DELETED = "deleted"
+    SKIPPED = "skipped"
+
+
+@dataclass
+class Change:
+    ref: Ref
+    stage: str
+    action: Action
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+    duration: float = 0.0
+    error: str = ""
+    reason: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "object": {"apiVersion": self.ref.api_version, "kind": self.ref.kind,
+                       "namespace": self.ref.namespace, "name": self.ref.name},
+            "stage": self.stage, "action": str(self.action), "duration": round(self.duration, 4),
+            "error": self.error, "reason": self.reason,
+        }
+
+
+@dataclass
+class ChangeSet:
+    cluster: str
+    revision: str
+    entries: list[Change] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Change]:
+        return [e for e in self.entries if e.failed]
+
+    @property
+    def changed(self) -> list[Change]:
+        return [e for e in self.entries
+                if e.action in (Action.CREATED, Action.CONFIGURED, Action.DELETED) and not e.failed]
+
+    def summary(self) -> dict[str, Counter[str]]:
+        """Per stage, how many entries of each action (stages in first-seen order)."""
+        table: dict[str, Counter[str]] = {}
+        for entry in self.entries:
+            table.setdefault(entry.stage, Counter())[str(entry.action)] += 1
+        return table
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "revision": self.revision,
+                "entries": [e.to_json() for e in self.entries]}
+
+
+__all__ = ["Action", "Change", "ChangeSet"]

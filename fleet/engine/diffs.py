@@ -1,0 +1,176 @@
+"""What applying would change: server-side-apply dry-runs compared with the live cluster.
+
+The API server is the only exact judge of an apply (defaulting, admission, CEL
+validation, field ownership), so a changed object is always previewed with a real
+``dryRun=All`` apply, as ``kubectl diff --server-side`` and ``flux diff`` do. What
+makes fleet fast is how few objects need one: live objects are *listed* (one
+paginated request per kind, not a GET per object) and
+``normalizations.unchanged_without_dry_run`` settles every object whose live state
+already is what fleet would apply. Only the rest get a dry-run, concurrently.
+
+Inventory entries the revision no longer declares come out as deletions (or as
+skipped, with the reason, when the object is annotated to be kept or no longer
+carries fleet's label).
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import anyio
+from ruamel.yaml import YAML
+
+from fleet.engine import normalizations, ownership
+from fleet.engine.changesets import Action, Change
+from fleet.engine.plans import Desired
+from fleet.kube import Client, KubeError, NotFound, Ref
+
+LiveIndex = dict[str, dict[str, Any]]
+"""Live objects by ``Ref.key``."""
+
+
+async def live_index(*, client: Client, kinds: Iterable[tuple[str, str]]) -> LiveIndex:
+    """Every live object of the given (apiVersion, kind)s, one paginated list per kind."""
+    index: LiveIndex = {}
+
+    async def fetch(api_version: str, kind: str) -> None:
+        try:
+            k = await client.kind(api_version=api_version, kind=kind)
+        except NotFound:
+            return  # a kind the server does not serve has no live objects
+        for item in (await client.list(k)).items:
+            index[Ref.of(item).key] = item
+
+    async with anyio.create_task_group() as tg:
+        for api_version, kind in sorted(set(kinds)):
+            tg.start_soon(fetch, api_version, kind)
+    return index
+
+
+async def diff_objects(
+    *,
+    client: Client,
+    desired: list[Desired],
+    live: LiveIndex,
+    concurrency: int = 16,
+    ignore_managers: Iterable[str] = (),
+) -> list[Change]:
+    """One Change per desired object: created, configured or unchanged (or skipped, with the error)."""
+    ignored = tuple(ignore_managers)
+    changes: list[Change | None] = [None] * len(desired)
+    limiter = anyio.CapacityLimiter(concurrency)
+
+    async def one(i: int, d: Desired) -> None:
+        async with limiter:
+            changes[i] = await _diff_one(client=client, d=d, live=live.get(d.ref.key), ignored=ignored)
+
+    async with anyio.create_task_group() as tg:
+        for i, d in enumerate(desired):
+            current = live.get(d.ref.key)
+            if current is not None and normalizations.unchanged_without_dry_run(
+                with_live_revision(d.obj, current), current, manager=d.field_manager
+            ):
+                changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.UNCHANGED)
+                continue
+            tg.start_soon(one, i, d)
+    return [c for c in changes if c is not None]
+
+
+async def _diff_one(*, client: Client, d: Desired, live: dict[str, Any] | None, ignored: tuple[str, ...]) -> Change:
+    started = time.monotonic()
+    stage = d.stage.name
+    try:
+        result = await client.apply(d.obj, field_manager=d.field_manager, dry_run=True)
+    except NotFound as err:
+        if live is None:  # its namespace is created by an earlier stage of the same apply
+            return Change(ref=d.ref, stage=stage, action=Action.CREATED, after=normalizations.normalise(d.obj),
+                          duration=time.monotonic() - started, reason=f"not dry-run: {err.what}")
+        return Change(ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err))
+    except KubeError as err:
+        return Change(ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err),
+                      duration=time.monotonic() - started)
+    after = normalizations.normalise(result, ignore_managers=ignored)
+    duration = time.monotonic() - started
+    if live is None:
+        return Change(ref=d.ref, stage=stage, action=Action.CREATED, after=after, duration=duration)
+    before = normalizations.normalise(live, ignore_managers=ignored)
+    if _without_revision(before) == _without_revision(after):
+        return Change(ref=d.ref, stage=stage, action=Action.UNCHANGED, duration=duration)
+    return Change(ref=d.ref, stage=stage, action=Action.CONFIGURED, before=before, after=after, duration=duration)
+
+
+def deletions(*, inventory: dict[str, str], desired_keys: set[str], live: LiveIndex,
+              stage_of: dict[str, str]) -> list[Change]:
+    """Inventory entries (key → apiVersion) no longer desired: deleted, or skipped with the reason."""
+    out: list[Change] = []
+    for key, api_version in sorted(inventory.items()):
+        if key in desired_keys:
+            continue
+        ref = Ref.from_key(key, version=api_version.rpartition("/")[2])
+        current = live.get(key)
+        stage = stage_of.get(ref.kind, "")
+        if current is None:
+            continue  # already gone: only the inventory record remains
+        if ref.kind == "Node":
+            out.append(Change(ref=ref, stage=stage, action=Action.DELETED, before=normalizations.normalise(current),
+                              reason="pool labels and taints released (the Node stays)"))
+        elif ownership.kept(current):
+            out.append(Change(ref=ref, stage=stage, action=Action.SKIPPED,
+                              reason=f"annotated {ownership.KEEP}={ownership.KEEP_VALUE}"))
+        elif not ownership.managed(current):
+            out.append(Change(ref=ref, stage=stage, action=Action.SKIPPED,
+                              reason=f"no longer labelled {ownership.MANAGED_BY}={ownership.MANAGER}"))
+        else:
+            out.append(Change(ref=ref, stage=stage, action=Action.DELETED, before=normalizations.normalise(current)))
+    return out
+
+
+def with_live_revision(obj: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` carrying the live revision annotation, so a revision-only change is no change."""
+    live_rev = ((live.get("metadata") or {}).get("annotations") or {}).get(ownership.REVISION)
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    if not live_rev or ownership.REVISION not in annotations or annotations[ownership.REVISION] == live_rev:
+        return obj
+    meta = dict(obj["metadata"])
+    meta["annotations"] = {**annotations, ownership.REVISION: live_rev}
+    return {**obj, "metadata": meta}
+
+
+def _without_revision(obj: dict[str, Any] | None) -> dict[str, Any] | None:
+    if obj is None:
+        return None
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    annotations.pop(ownership.REVISION, None)
+    if not annotations:
+        meta.pop("annotations", None)
+    return obj
+
+
+def unified(change: Change) -> str:
+    """A unified diff of the change as YAML (``---``/``+++`` name the object)."""
+    name = f"{change.ref.api_version}/{change.ref.kind} {change.ref.namespace + '/' if change.ref.namespace else ''}"
+    name += change.ref.name
+    before = _yaml(change.before).splitlines(keepends=True)
+    after = _yaml(change.after).splitlines(keepends=True)
+    if change.action == Action.DELETED:
+        after = []
+    lines = difflib.unified_diff(before, after, fromfile=f"live {name}", tofile=f"merged {name}", n=3)
+    return "".join(lines)
+
+
+def _yaml(obj: dict[str, Any] | None) -> str:
+    if obj is None:
+        return ""
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    stream = io.StringIO()
+    yaml.dump(obj, stream)
+    return stream.getvalue()
+
+
+__all__ = ["LiveIndex", "deletions", "diff_objects", "live_index", "unified", "with_live_revision"]

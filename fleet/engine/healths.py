@@ -1,0 +1,126 @@
+"""Health gates: the proof a stage must give before the next one starts.
+
+Each ``stages.Gate`` is one check returning the list of problems (empty = healthy),
+each naming the object and the condition that fails, e.g. ``Node gpu-3: no
+ResourceSlice from driver gpu.nvidia.com (pool h100 expects 8 GPUs)``. ``wait``
+polls until the list is empty or the timeout passes, then raises ``HealthTimeout``
+with the last problems: an operator reading it knows which object to look at and why.
+
+Gates only read. Objects that a stage did not write were already live, so the
+``exist`` gate checks only what was just written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from fleet.engine.plans import Plan
+from fleet.engine.stages import Gate, Stage
+from fleet.errors import FleetError
+from fleet.kube import Client, NotFound, Ref
+
+DRIVER = "gpu.nvidia.com"
+
+
+class HealthTimeout(FleetError):
+    """A stage did not become healthy in time; ``problems`` says what and why."""
+
+    def __init__(self, *, stage: Stage, timeout: float, problems: list[str], cluster: str) -> None:
+        shown = "\n    ".join(problems[:20]) + (f"\n    ... and {len(problems) - 20} more" if len(problems) > 20 else "")
+        super().__init__(
+            f"stage {stage.name} not healthy after {timeout:g}s (gate: {stage.gate}):\n    {shown}",
+            where=f"cluster {cluster}",
+            hint="fix the objects named above (kubectl describe them), or raise --health-timeout",
+        )
+        self.stage = stage
+        self.problems = problems
+
+
+async def check(*, client: Client, stage: Stage, written: list[Ref], plan: Plan) -> list[str]:
+    """The problems keeping ``stage`` from being healthy (empty when healthy)."""
+    problems = await _exist(client=client, refs=written)
+    if stage.gate == Gate.CLASSES_PUBLISHED:
+        problems += await _slices(client=client, plan=plan)
+    elif stage.gate == Gate.POOLS_APPLIED:
+        problems += await _pools(client=client, plan=plan)
+    return problems
+
+
+async def wait(*, client: Client, stage: Stage, written: list[Ref], plan: Plan, timeout: float,
+               interval: float = 0.5) -> None:
+    """Poll ``check`` until healthy; ``HealthTimeout`` with the last problems after ``timeout`` seconds."""
+    problems: list[str] = []
+    with anyio.move_on_after(timeout):
+        while True:
+            problems = await check(client=client, stage=stage, written=written, plan=plan)
+            if not problems:
+                return
+            await anyio.sleep(interval)
+    raise HealthTimeout(stage=stage, timeout=timeout, problems=problems, cluster=plan.cluster)
+
+
+async def _exist(*, client: Client, refs: list[Ref]) -> list[str]:
+    problems: list[str] = []
+    for ref in refs:
+        try:
+            obj = await client.get(ref)
+        except NotFound:
+            problems.append(f"{ref}: does not exist")
+            continue
+        phase = (obj.get("status") or {}).get("phase")
+        if ref.kind == "Namespace" and phase != "Active":
+            problems.append(f"{ref}: phase is {phase or 'unset'}, not Active")
+    return problems
+
+
+async def _nodes(client: Client) -> list[dict[str, Any]]:
+    return (await client.list(await client.kind(api_version="v1", kind="Node"))).items
+
+
+async def _slices(*, client: Client, plan: Plan) -> list[str]:
+    if not plan.pools:
+        return []
+    nodes = await _nodes(client)
+    kind = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
+    devices: dict[str, int] = {}
+    for s in (await client.list(kind)).items:
+        spec = s.get("spec") or {}
+        if spec.get("driver") == DRIVER and spec.get("nodeName"):
+            devices[spec["nodeName"]] = devices.get(spec["nodeName"], 0) + len(spec.get("devices") or ())
+    problems: list[str] = []
+    for pool in plan.pools:
+        for node in (n for n in nodes if pool.matches(n)):
+            name = node["metadata"]["name"]
+            found = devices.get(name, 0)
+            if found == 0:
+                problems.append(f"Node {name}: no ResourceSlice from driver {DRIVER} "
+                                f"(pool {pool.name} expects {pool.gpus_per_node} GPUs)")
+            elif found < pool.gpus_per_node:
+                problems.append(f"Node {name}: driver {DRIVER} publishes {found} devices, "
+                                f"pool {pool.name} expects {pool.gpus_per_node}")
+    return problems
+
+
+async def _pools(*, client: Client, plan: Plan) -> list[str]:
+    if not plan.pools:
+        return []
+    nodes = await _nodes(client)
+    problems: list[str] = []
+    for pool in plan.pools:
+        matching = [n for n in nodes if pool.matches(n)]
+        if len(matching) < pool.nodes:
+            selector = ",".join(f"{k}={v}" for k, v in sorted(pool.selector.items()))
+            problems.append(f"GPUNodePool {pool.name}: {len(matching)} of {pool.nodes} expected nodes "
+                            f"match {selector}")
+        for node in matching:
+            labels = node["metadata"].get("labels") or {}
+            missing = sorted(k for k, v in pool.labels.items() if labels.get(k) != v)
+            if missing:
+                problems.append(f"Node {node['metadata']['name']}: pool {pool.name} labels missing: "
+                                f"{', '.join(missing)}")
+    return problems
+
+
+__all__ = ["HealthTimeout", "check", "wait"]

@@ -1,0 +1,106 @@
+"""The inventory: what fleet applied to a cluster, recorded in that cluster.
+
+Pruning must know what fleet created earlier, also when the controller restarted
+or another machine runs ``fleetctl apply``. So the record lives in the cluster, in
+one ConfigMap per cluster (``fleet-system/fleet-inventory-<cluster>``), written by
+server-side apply as ``fleet-inventory``:
+
+- ``entries``: one line per object, ``<group>/<Kind>/<namespace>/<name> <apiVersion>``;
+- ``progress``: JSON ``{"revision", "done": [stages], "complete"}``; a run killed
+  half-way leaves ``complete: false`` and the next run for the same revision skips
+  the stages already done, so nothing finished is written twice.
+
+The record is only written when its content changes, so a no-op reconcile makes no
+write at all. Before a stage creates objects their entries are added (a crash after
+the create cannot leak an untracked object); after pruning, the entries shrink to
+what is desired.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet.engine import ownership
+from fleet.kube import Client, NotFound, Ref
+
+NAMESPACE = "fleet-system"
+
+
+@dataclass
+class Progress:
+    revision: str = ""
+    done: list[str] = field(default_factory=list)
+    complete: bool = True
+
+    def to_json(self) -> str:
+        return json.dumps({"revision": self.revision, "done": self.done, "complete": self.complete},
+                          sort_keys=True)
+
+
+@dataclass
+class Inventory:
+    cluster: str
+    entries: dict[str, str] = field(default_factory=dict)
+    """Ref.key → apiVersion."""
+    progress: Progress = field(default_factory=Progress)
+    exists: bool = False
+
+    @property
+    def ref(self) -> Ref:
+        return Ref(api_version="v1", kind="ConfigMap", namespace=NAMESPACE, name=config_map_name(self.cluster))
+
+    def encode(self) -> dict[str, Any]:
+        """The ConfigMap to apply."""
+        lines = "".join(f"{key} {version}\n" for key, version in sorted(self.entries.items()))
+        return {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": self.ref.name, "namespace": NAMESPACE,
+                         "labels": {ownership.MANAGED_BY: ownership.MANAGER, ownership.CLUSTER_LABEL: self.cluster}},
+            "data": {"entries": lines, "progress": self.progress.to_json()},
+        }
+
+
+def config_map_name(cluster: str) -> str:
+    return f"fleet-inventory-{cluster}"
+
+
+def decode(cluster: str, config_map: dict[str, Any] | None) -> Inventory:
+    if config_map is None:
+        return Inventory(cluster=cluster)
+    data = config_map.get("data") or {}
+    entries: dict[str, str] = {}
+    for line in (data.get("entries") or "").splitlines():
+        key, _, version = line.strip().rpartition(" ")
+        if key:
+            entries[key] = version
+    raw = json.loads(data.get("progress") or "{}")
+    progress = Progress(revision=str(raw.get("revision", "")), done=list(raw.get("done", [])),
+                        complete=bool(raw.get("complete", True)))
+    return Inventory(cluster=cluster, entries=entries, progress=progress, exists=True)
+
+
+async def load(*, client: Client, cluster: str) -> Inventory:
+    inv = Inventory(cluster=cluster)
+    try:
+        return decode(cluster, await client.get(inv.ref))
+    except NotFound:
+        return inv
+
+
+async def save(*, client: Client, inventory: Inventory, saved: dict[str, Any] | None) -> dict[str, Any]:
+    """Write ``inventory`` if it differs from ``saved`` (the last written body); returns the body."""
+    body = inventory.encode()
+    if saved is not None and saved == body:
+        return body
+    if not inventory.exists:
+        namespace = {"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": NAMESPACE, "labels": {ownership.MANAGED_BY: ownership.MANAGER}}}
+        await client.apply(namespace, field_manager=ownership.INVENTORY_MANAGER)
+    await client.apply(body, field_manager=ownership.INVENTORY_MANAGER, force=True)
+    inventory.exists = True
+    return body
+
+
+__all__ = ["NAMESPACE", "Inventory", "Progress", "config_map_name", "decode", "load", "save"]

@@ -1,0 +1,159 @@
+"""Making two versions of an object comparable, and knowing when no dry-run is needed.
+
+The server adds bookkeeping to every object (``managedFields``, ``resourceVersion``,
+``uid``, timestamps, ``status``...). Comparing a server-side-apply dry-run with the
+live object only means something once both lose those fields: what remains is
+what fleet's apply would change. Fields owned by other managers can be dropped too
+(``ignore_managers``), for fields a controller legitimately owns. Secret values are
+replaced by a short hash, so a diff shows *that* a value changed, never the value.
+
+``unchanged_without_dry_run`` is the shortcut that makes a no-op reconcile cheap.
+A server-side apply of ``desired`` by manager M changes nothing when (1) every
+field of ``desired`` already has that value live and (2) M owns exactly the fields
+``desired`` sets: SSA sets the applied fields (already equal) and removes fields M
+owned but no longer applies (there are none). Both are checked on the listed live
+object, so the common case costs no request at all. Server-side defaults inside
+lists (a ResourceClaimTemplate's ``allocationMode``) defeat (1); for those the
+``applied`` hash fleet stamps on every object stands in: if the live object carries
+the hash of exactly this desired content and fleet still owns exactly the desired
+fields, nobody changed them since (a change by another writer moves ownership). Anything this test cannot
+prove (server-side defaulting or normalisation such as ``"1000m"`` → ``"1"``, list
+merges) falls back to the dry-run; the shortcut may only ever say "unchanged"
+when it is certain.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Iterable
+from typing import Any
+
+from fleet.engine import ownership
+
+Path = tuple[str, ...]
+
+VOLATILE_METADATA = (
+    "managedFields", "resourceVersion", "generation", "uid", "creationTimestamp", "selfLink",
+    "deletionTimestamp", "deletionGracePeriodSeconds",
+)
+VOLATILE_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration", "deployment.kubernetes.io/revision")
+IDENTITY: frozenset[Path] = frozenset({("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")})
+
+
+def normalise(obj: dict[str, Any] | None, *, ignore_managers: Iterable[str] = ()) -> dict[str, Any] | None:
+    """A copy without server bookkeeping, status, Secret values or fields of ``ignore_managers``."""
+    if obj is None:
+        return None
+    out = copy.deepcopy(obj)
+    ignored = owned_leaves(obj, managers=set(ignore_managers)) if ignore_managers else set()
+    meta = out.get("metadata") or {}
+    for key in VOLATILE_METADATA:
+        meta.pop(key, None)
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict):
+        for key in VOLATILE_ANNOTATIONS:
+            annotations.pop(key, None)
+        if not annotations:
+            meta.pop("annotations")
+    out.pop("status", None)
+    for path in ignored:
+        _drop(out, path)
+    if out.get("kind") == "Secret" and out.get("apiVersion") == "v1":
+        for section in ("data", "stringData"):
+            if isinstance(out.get(section), dict):
+                out[section] = {k: _mask(v) for k, v in out[section].items()}
+    return out
+
+
+def unchanged_without_dry_run(desired: dict[str, Any], live: dict[str, Any], *, manager: str) -> bool:
+    """True only if applying ``desired`` as ``manager`` certainly leaves ``live`` as it is."""
+    wanted = desired_leaves(desired)
+    owned = owned_leaves(live, managers={manager}, operation="Apply")
+    # Every desired leaf lies in a field the manager owns, and every owned field is desired
+    # (an atomic struct or list such as RoleBinding.roleRef is one owned leaf over several).
+    if not all(any(w[: len(o)] == o for o in owned) for w in wanted):
+        return False
+    if not all(any(w[: len(o)] == o for w in wanted) for o in owned):
+        return False
+    if _annotation(desired, ownership.APPLIED) and \
+            _annotation(desired, ownership.APPLIED) == _annotation(live, ownership.APPLIED):
+        # Same content as the last apply, and nobody else changed a field we own
+        # (changing it would have moved its ownership): live is that apply's result.
+        return True
+    if not subset(desired, live):
+        return False
+    return all(_at(desired, o) == _at(live, o) for o in owned - wanted)
+
+
+def _annotation(obj: dict[str, Any], key: str) -> str:
+    return str(((obj.get("metadata") or {}).get("annotations") or {}).get(key) or "")
+
+
+def _at(obj: Any, path: Path) -> Any:
+    for key in path:
+        if not isinstance(obj, dict) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def subset(desired: Any, live: Any) -> bool:
+    """Every field of ``desired`` has the same value in ``live`` (lists compared whole)."""
+    if isinstance(desired, dict):
+        return isinstance(live, dict) and all(k in live and subset(v, live[k]) for k, v in desired.items())
+    return bool(desired == live)
+
+
+def desired_leaves(obj: dict[str, Any]) -> set[Path]:
+    """The field paths an apply of ``obj`` sets: scalars, lists and empty maps, identity excluded."""
+    leaves: set[Path] = set()
+
+    def walk(node: Any, path: Path) -> None:
+        if isinstance(node, dict) and node:
+            for key, value in node.items():
+                walk(value, (*path, key))
+        elif path not in IDENTITY:
+            leaves.add(path)
+
+    walk(obj, ())
+    return leaves
+
+
+def owned_leaves(live: dict[str, Any], *, managers: set[str], operation: str | None = None) -> set[Path]:
+    """Leaf field paths ``managers`` own in ``live.metadata.managedFields`` (lists as one leaf)."""
+    leaves: set[Path] = set()
+    for entry in (live.get("metadata") or {}).get("managedFields") or ():
+        if entry.get("manager") not in managers or (operation and entry.get("operation") != operation):
+            continue
+        if entry.get("subresource"):
+            continue
+        _fields(entry.get("fieldsV1") or {}, (), leaves)
+    return leaves
+
+
+def _fields(node: dict[str, Any], path: Path, leaves: set[Path]) -> None:
+    children = {k: v for k, v in node.items() if k.startswith("f:")}
+    if path and (not children or any(k[:2] in ("k:", "v:", "i:") for k in node)):
+        leaves.add(path)  # a scalar, an empty map, or a list (its items count as the list)
+        return
+    for key, value in children.items():
+        _fields(value if isinstance(value, dict) else {}, (*path, key[2:]), leaves)
+
+
+def _drop(obj: dict[str, Any], path: Path) -> None:
+    node: Any = obj
+    for key in path[:-1]:
+        if not isinstance(node, dict) or key not in node:
+            return
+        node = node[key]
+    if isinstance(node, dict):
+        node.pop(path[-1], None)
+
+
+def _mask(value: Any) -> str:
+    digest = hashlib.sha256(str(value).encode()).hexdigest()[:12]
+    return f"*** (sha256 {digest})"
+
+
+__all__ = ["desired_leaves", "normalise", "owned_leaves", "subset", "unchanged_without_dry_run"]

@@ -1,0 +1,212 @@
+"""Desired state of one cluster: what fleet should apply, computed from the repository alone.
+
+``plan(view, revision=...)`` is a pure function from a resolved ``ClusterView`` to a
+``Plan``. It turns the platform's and teams' declarations into Kubernetes objects,
+the work the DRA guide otherwise asks an operator to do by hand:
+
+- Team → a Namespace per team namespace; in each, a Role granting only
+  create/get/list/watch/update/delete on ``resourceclaims`` and
+  ``resourceclaimtemplates`` (nothing on DeviceClasses or ResourceSlices: those are
+  cluster-scoped and the platform's), a RoleBinding to the team's owners, and a
+  ResourceQuota capping devices per class (``<class>.deviceclass.resource.k8s.io/devices``).
+- DeviceClass, ResourceClaimTemplate, ResourceClaim → as written (a claim without
+  a namespace goes to the team's first namespace).
+- GPUNodePool → a ``PoolRule``: which Nodes (selector), what labels and taints to
+  keep on them, how many nodes and GPUs to expect. Nodes are live objects, so the
+  rule is expanded into per-Node metadata applies by ``pool_objects`` once the
+  engine has listed them.
+
+Every object is stamped with ownership labels and source/revision annotations.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet.engine import ownership, stages
+from fleet.kube import Ref
+from fleet.manifests import kinds
+from fleet.manifests.views import ClusterView
+
+CLAIM_RESOURCES = ("resourceclaims", "resourceclaimtemplates")
+CLAIM_VERBS = ("create", "get", "list", "watch", "update", "delete")
+TEAM_ROLE = "fleet-team-claims"
+QUOTA_NAME = "fleet-devices"
+
+
+@dataclass(frozen=True)
+class Desired:
+    """One object to apply: the body, its stage, where it was declared, and as which manager."""
+
+    obj: dict[str, Any]
+    stage: stages.Stage
+    source: str
+    field_manager: str = ownership.MANAGER
+
+    @property
+    def ref(self) -> Ref:
+        return Ref.of(self.obj)
+
+
+@dataclass(frozen=True)
+class PoolRule:
+    """What a GPUNodePool asks of the nodes its selector matches."""
+
+    name: str
+    selector: dict[str, str]
+    labels: dict[str, str]
+    taints: tuple[dict[str, str], ...]
+    nodes: int
+    gpu_product: str
+    gpus_per_node: int
+    source: str
+
+    def matches(self, node: dict[str, Any]) -> bool:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        return all(labels.get(k) == v for k, v in self.selector.items())
+
+
+@dataclass(frozen=True)
+class Plan:
+    cluster: str
+    revision: str
+    objects: tuple[Desired, ...]
+    pools: tuple[PoolRule, ...] = ()
+    teams: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Team name → its namespaces (for the running-pods guard on removal)."""
+
+    def in_stage(self, stage: stages.Stage) -> list[Desired]:
+        return [d for d in self.objects if d.stage == stage]
+
+
+def plan(view: ClusterView, *, revision: str) -> Plan:
+    """The desired objects of ``view``'s cluster, in stage order."""
+    cluster = view.name
+    out: list[Desired] = []
+    teams: dict[str, tuple[str, ...]] = {}
+
+    def add(obj: dict[str, Any], source: str) -> None:
+        stamped = ownership.stamp(obj, cluster=cluster, revision=revision, source=source)
+        out.append(Desired(obj=stamped, stage=stages.stage_of(obj["kind"]), source=source))
+
+    for team in view.teams:
+        model = team.model
+        assert isinstance(model, kinds.Team)
+        teams[team.name] = tuple(model.spec.namespaces)
+        for obj in team_objects(model):
+            add(obj, str(team.location))
+    for manifest in view.device_classes:
+        add(_clean(manifest.data), str(manifest.location))
+    default_ns = {name: namespaces[0] for name, namespaces in teams.items()}
+    folder_to_team = {t.team: t.name for t in view.teams if t.team}
+    for manifest in view.claims:
+        obj = _clean(manifest.data)
+        team_name = folder_to_team.get(manifest.team or "", manifest.team or "")
+        if not obj["metadata"].get("namespace") and team_name in default_ns:
+            obj["metadata"]["namespace"] = default_ns[team_name]
+        if team_name:
+            obj["metadata"].setdefault("labels", {})[ownership.TEAM_LABEL] = team_name
+        add(obj, str(manifest.location))
+    pools = tuple(_pool_rule(p.model, str(p.location)) for p in view.pools if isinstance(p.model, kinds.GPUNodePool))
+    ordered = sorted(out, key=lambda d: (stages.index(d.stage), d.ref))
+    return Plan(cluster=cluster, revision=revision, objects=tuple(ordered), pools=pools, teams=teams)
+
+
+def team_objects(team: kinds.Team) -> list[dict[str, Any]]:
+    """Namespace, Role, RoleBinding and ResourceQuota for every namespace of ``team``."""
+    name = team.metadata.name
+    subjects = [_subject(o.kind, o.name, o.namespace) for o in team.spec.owners]
+    objs: list[dict[str, Any]] = []
+    for ns in team.spec.namespaces:
+        team_label = {ownership.TEAM_LABEL: name}
+        objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": team_label}})
+        objs.append({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": TEAM_ROLE, "namespace": ns, "labels": dict(team_label)},
+            "rules": [{"apiGroups": ["resource.k8s.io"], "resources": list(CLAIM_RESOURCES),
+                       "verbs": list(CLAIM_VERBS)}],
+        })
+        objs.append({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": TEAM_ROLE, "namespace": ns, "labels": dict(team_label)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": TEAM_ROLE},
+            "subjects": subjects,
+        })
+        if team.spec.quota:
+            hard = {f"{cls}.deviceclass.resource.k8s.io/devices": str(n) for cls, n in sorted(team.spec.quota.items())}
+            objs.append({
+                "apiVersion": "v1", "kind": "ResourceQuota",
+                "metadata": {"name": QUOTA_NAME, "namespace": ns, "labels": dict(team_label)},
+                "spec": {"hard": hard},
+            })
+    return objs
+
+
+def pool_objects(pools: tuple[PoolRule, ...], *, nodes: list[dict[str, Any]]) -> list[Desired]:
+    """Per-Node metadata applies (manager ``fleet-pools``) for the live ``nodes`` the pools match.
+
+    Node taints are an atomic list in the API, so applying ours alone would drop
+    taints others put there. fleet applies the live taints it does not own plus the
+    pool's, and records the keys it owns in an annotation to tell them apart later.
+    """
+    stage = stages.by_name("pools")
+    out: list[Desired] = []
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        rules = [p for p in pools if p.matches(node)]
+        if not rules:
+            continue
+        meta = node.get("metadata") or {}
+        labels: dict[str, str] = {}
+        taints: list[dict[str, str]] = []
+        for rule in rules:
+            labels.update(rule.labels)
+            labels[ownership.POOL_LABEL] = rule.name
+            taints.extend(rule.taints)
+        ours = {t["key"] for t in taints}
+        previously = set(filter(None, ((meta.get("annotations") or {}).get(ownership.POOL_TAINTS) or "").split(",")))
+        others = [t for t in (node.get("spec") or {}).get("taints") or ()
+                  if t.get("key") not in ours | previously]
+        obj: dict[str, Any] = {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": meta["name"], "labels": labels,
+                         "annotations": {ownership.POOL_TAINTS: ",".join(sorted(ours)),
+                                         ownership.SOURCE: rules[-1].source}},
+        }
+        if taints or previously:
+            obj["spec"] = {"taints": [*others, *taints]}
+        ownership.fingerprinted(obj)
+        out.append(Desired(obj=obj, stage=stage, source=rules[-1].source, field_manager=ownership.POOL_MANAGER))
+    return out
+
+
+def release(ref: Ref) -> dict[str, Any]:
+    """The apply that gives back every field fleet-pools owned on a Node (its "prune")."""
+    return {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": {"name": ref.name}}
+
+
+def _pool_rule(model: kinds.GPUNodePool, source: str) -> PoolRule:
+    spec = model.spec
+    return PoolRule(
+        name=model.metadata.name, selector=dict(spec.node_selector), labels=dict(spec.labels),
+        taints=tuple({"key": t.key, "value": t.value, "effect": t.effect} if t.value
+                     else {"key": t.key, "effect": t.effect} for t in spec.taints),
+        nodes=spec.nodes, gpu_product=spec.gpu.product_name, gpus_per_node=spec.gpu.count, source=source,
+    )
+
+
+def _subject(kind: str, name: str, namespace: str | None) -> dict[str, str]:
+    if kind == "ServiceAccount":
+        return {"kind": kind, "name": name, "namespace": namespace or ""}
+    return {"kind": kind, "apiGroup": "rbac.authorization.k8s.io", "name": name}
+
+
+def _clean(data: dict[str, Any]) -> dict[str, Any]:
+    """A JSON-plain copy of a manifest as written (ruamel types and dates become JSON values)."""
+    obj: dict[str, Any] = json.loads(json.dumps(data, default=str))
+    obj.setdefault("metadata", {})
+    return obj
+
+
+__all__ = ["Desired", "Plan", "PoolRule", "plan", "pool_objects", "release", "team_objects"]

@@ -1,0 +1,76 @@
+"""The stage table: the one place that says what is applied in which order.
+
+DESIGN.md fixes six stages. Each is one ``Stage`` entry: its name, the kinds it
+holds, the health gate that must pass before the next stage starts, and its
+position in pruning (pruning walks the table backwards: claims go before the
+classes they name, namespaces last). Adding the GPU Operator later means filling
+the ``operator`` entry's kinds and gate, nothing else.
+
+Kinds not listed here are refused by ``stage_of``: fleet never applies an object
+it cannot order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Gate(StrEnum):
+    """What "healthy" means before the next stage may start."""
+
+    EXIST = "exist"
+    """Every object of the stage exists (Namespaces: phase Active)."""
+    OPERATOR_READY = "operator-ready"
+    """``GPUCluster gpu-cluster`` Ready (the operator stage, not built yet)."""
+    CLASSES_PUBLISHED = "classes-published"
+    """DeviceClasses exist and the driver published ResourceSlices for every pool node."""
+    POOLS_APPLIED = "pools-applied"
+    """Every pool finds the nodes it expects, each carrying the pool's labels and taints."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    kinds: tuple[str, ...]
+    gate: Gate
+
+    def __str__(self) -> str:
+        return self.name
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("namespaces", ("Namespace",), Gate.EXIST),
+    Stage("operator", (), Gate.OPERATOR_READY),
+    Stage("classes", ("DeviceClass",), Gate.CLASSES_PUBLISHED),
+    Stage("tenancy", ("Role", "RoleBinding", "ResourceQuota"), Gate.EXIST),
+    Stage("pools", ("Node",), Gate.POOLS_APPLIED),
+    Stage("claims", ("ResourceClaimTemplate", "ResourceClaim"), Gate.EXIST),
+)
+
+
+def by_name(name: str) -> Stage:
+    for stage in STAGES:
+        if stage.name == name:
+            return stage
+    raise KeyError(name)
+
+
+def stage_of(kind: str) -> Stage:
+    """The stage that applies ``kind``; KeyError for a kind fleet does not order."""
+    for stage in STAGES:
+        if kind in stage.kinds:
+            return stage
+    raise KeyError(kind)
+
+
+def index(stage: Stage) -> int:
+    return STAGES.index(stage)
+
+
+def prune_order() -> tuple[Stage, ...]:
+    """Stages in the order pruning visits them: the apply order reversed."""
+    return tuple(reversed(STAGES))
+
+
+__all__ = ["STAGES", "Gate", "Stage", "by_name", "index", "prune_order", "stage_of"]

@@ -1,0 +1,92 @@
+"""``fleetctl apply``: apply the repository to a cluster, stage by stage, with health gates.
+
+Only objects that differ are written (a run with nothing to do writes nothing).
+Each stage must pass its health gate before the next starts; progress is printed
+to stderr as stages finish, and the run ends with the per-stage summary table.
+``--prune`` deletes what fleet applied earlier and the revision no longer declares.
+Exit 0 all applied, 1 something failed (an object, a conflict, a health gate), 2 error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import anyio
+
+from fleet import engine, kube
+from fleet.telemetry import tracing
+from fleetctl import reports
+from fleetctl.commands.diff import add_cluster_args
+from fleetctl.pipelines import load_plan
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "apply", help="apply the repository to a cluster (staged, health-gated)",
+        description="Apply what differs on --cluster, stage by stage, waiting for each stage's health gate. "
+                    "Exit 0 applied, 1 failed, 2 error.")
+    add_cluster_args(parser)
+    parser.add_argument("--prune", action="store_true", help="delete objects fleet applied that are no longer declared")
+    parser.add_argument("--dry-run", action="store_true", help="diff every stage, write nothing")
+    parser.add_argument("--force-conflicts", action="store_true",
+                        help="take ownership of fields another field manager owns")
+    parser.add_argument("--allow-empty", action="store_true", help="allow a revision that declares no object")
+    parser.add_argument("--health-timeout", type=float, default=120.0, metavar="SECONDS",
+                        help="how long each stage's health gate may take (default 120)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    tracing.setup(exporter="console" if args.trace else None)
+    return anyio.run(_apply, args)
+
+
+async def _apply(args: argparse.Namespace) -> int:
+    options = engine.Options(prune=args.prune, dry_run=args.dry_run, force_conflicts=args.force_conflicts,
+                             allow_empty=args.allow_empty, concurrency=args.concurrency,
+                             health_timeout=args.health_timeout)
+    failure: engine.HealthTimeout | None = None
+    tracer = tracing.tracer()
+    with tracer.start_as_current_span("apply run", attributes={tracing.CLUSTER: args.cluster}) as span:
+        plan = load_plan(args.repo, cluster=args.cluster)
+        span.set_attribute(tracing.REVISION, plan.revision)
+        client = await kube.connect(kubeconfig=args.kubeconfig, context=args.context, timeout=args.timeout)
+        sync = engine.Sync(client=client, plan=plan, options=options)
+        try:
+            await sync.start()
+            while not sync.done:
+                step = sync.steps[0]
+                before = len(sync.changes.entries)
+                try:
+                    await sync.step()
+                except engine.HealthTimeout as err:
+                    failure = err
+                    break
+                _progress(step, sync.changes.entries[before:])
+        finally:
+            await client.close()
+        span.set_attribute("fleet.writes", client.counts.writes)
+    changes = sync.changes
+    if args.output == "json":
+        doc = changes.to_json()
+        doc["requests"] = client.counts.snapshot()
+        doc["error"] = str(failure) if failure else ""
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        use_colour = reports.colour(sys.stdout)
+        sys.stdout.write(reports.problems(changes, use_colour=use_colour))
+        sys.stdout.write(reports.summary_table(changes))
+        if failure is not None:
+            sys.stdout.write(f"error: {failure}\n")
+    return 1 if (changes.failed or failure is not None) else 0
+
+
+def _progress(step: str, entries: list[engine.Change]) -> None:
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[str(e.action)] = counts.get(str(e.action), 0) + 1
+    text = ", ".join(f"{n} {a}" for a, n in sorted(counts.items())) or "nothing to do"
+    print(f"{step}: {text}", file=sys.stderr, flush=True)
