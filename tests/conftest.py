@@ -2,7 +2,8 @@
 
 Tests that claim cluster behaviour use ``sandbox`` (a real etcd, kube-apiserver,
 kube-scheduler, kube-controller-manager and KWOK with simulated GPU nodes) and
-isolate themselves in their own ``namespace``. The sandbox starts in a temporary
+isolate themselves in their own ``namespace``. ``admin_client`` and
+``restricted_client`` are fleet's own Kubernetes clients as admin and as alice. The sandbox starts in a temporary
 directory and is stopped at the end of the session; set
 ``FLEET_TEST_SANDBOX_DIR`` to keep one running between local runs (it is reused
 when healthy, never stopped by the tests).
@@ -13,12 +14,13 @@ from __future__ import annotations
 import os
 import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from fleet.sandbox import Sandbox, clusters
+from fleet import kube
+from fleet.sandbox import Sandbox, clusters, credentials
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -55,3 +57,28 @@ def namespace(kubectl: Kubectl) -> Iterator[str]:
         yield name
     finally:
         kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False)
+
+
+@pytest.fixture()
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture()
+async def admin_client(sandbox: Sandbox, anyio_backend: str) -> AsyncIterator[kube.Client]:
+    """fleet's Kubernetes client as the sandbox admin (system:masters)."""
+    client = await kube.connect(kubeconfig=str(sandbox.kubeconfig), context=credentials.CLUSTER)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture()
+async def restricted_client(sandbox: Sandbox, anyio_backend: str) -> AsyncIterator[kube.Client]:
+    """fleet's Kubernetes client as alice (groups ml-research, sandbox:users; no rights until bound)."""
+    client = await kube.connect(kubeconfig=str(sandbox.kubeconfig), context=f"alice@{credentials.CLUSTER}")
+    try:
+        yield client
+    finally:
+        await client.close()

@@ -53,7 +53,12 @@ class Profile:
             for i in range(count):
                 out.append(
                     gpus.NodeSpec(
-                        name=f"{key}-{i + 1:02d}", ordinal=len(out) + 1, pool=key, model=model, gpus=per_node, mig_gpus=mig
+                        name=f"{key}-{i + 1:02d}",
+                        ordinal=len(out) + 1,
+                        pool=key,
+                        model=model,
+                        gpus=per_node,
+                        mig_gpus=mig,
                     )
                 )
         return out
@@ -69,10 +74,10 @@ def _line(mapping: Any, key: Any, source: str) -> str:
     """``file:line`` of a key when the document was loaded round-trip (ruamel keeps positions)."""
     lc = getattr(mapping, "lc", None)
     try:
-        line, col = lc.key(key) if lc is not None else (None, None)
-    except (KeyError, TypeError):
-        line = None
-    return f"{source}:{line + 1}:{col + 1}" if line is not None else source
+        line, col = lc.key(key)
+    except (AttributeError, KeyError, TypeError):
+        return source
+    return f"{source}:{int(line) + 1}:{int(col) + 1}"
 
 
 def parse(data: Any, *, source: str = "<profile>") -> Profile:

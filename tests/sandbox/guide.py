@@ -80,7 +80,8 @@ def all_allocated(kubectl: Callable[..., Any]) -> set[tuple[str, str]]:
 
 
 def pod_phases(kubectl: Callable[..., Any], namespace: str) -> dict[str, str]:
-    return {p["metadata"]["name"]: p["status"].get("phase", "") for p in get_json(kubectl, "pods", "-n", namespace)["items"]}
+    pods = get_json(kubectl, "pods", "-n", namespace)["items"]
+    return {p["metadata"]["name"]: p["status"].get("phase", "") for p in pods}
 
 
 def attr(device: dict[str, Any], name: str) -> Any:

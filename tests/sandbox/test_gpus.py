@@ -1,0 +1,115 @@
+"""Simulated GPUs publish exactly what the NVIDIA DRA driver publishes (pure, no cluster)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from fleet.sandbox import gpus, profiles
+
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+
+
+def fixture_slice(name: str) -> dict[str, Any]:
+    return dict(YAML(typ="safe").load((FIXTURES / "resourceslices" / name).read_text()))
+
+
+def shape(device: dict[str, Any]) -> dict[str, Any]:
+    """Attribute names with their value type, capacity names: what a selector can rely on."""
+    return {
+        "attributes": {k: next(iter(v)) for k, v in device["attributes"].items()},
+        "capacity": sorted(device["capacity"]),
+    }
+
+
+def node(pool: str) -> gpus.NodeSpec:
+    return next(n for n in profiles.load(None).nodes() if n.pool == pool)
+
+
+@pytest.mark.parametrize(("pool", "fixture"), [("h100x8", "h100-node.yaml"), ("a100x8", "a100-node.yaml"),
+                                               ("h200x8", "h200-node.yaml")])
+def test_whole_gpus_match_the_driver_fixture(pool: str, fixture: str) -> None:
+    ours = gpus.slice_manifest(node(pool), node_uid="uid")
+    theirs = fixture_slice(fixture)
+    assert ours["spec"]["driver"] == theirs["spec"]["driver"] == "gpu.nvidia.com"
+    assert ours["spec"]["pool"] == {"name": ours["spec"]["nodeName"], "generation": 1, "resourceSliceCount": 1}
+    assert [d["name"] for d in ours["spec"]["devices"]] == [d["name"] for d in theirs["spec"]["devices"]]
+    for a, b in zip(ours["spec"]["devices"], theirs["spec"]["devices"], strict=True):
+        assert shape(a) == shape(b)
+        for model_attr in ("productName", "architecture", "brand", "cudaComputeCapability", "driverVersion",
+                           "cudaDriverVersion", "addressingMode", "type"):
+            assert a["attributes"][model_attr] == b["attributes"][model_attr], model_attr
+        assert a["capacity"] == b["capacity"]
+    assert ours["metadata"]["generateName"] == f"00-gpu.nvidia.com-{ours['spec']['nodeName']}-"
+
+
+def test_mig_devices_match_the_driver_fixture_shape() -> None:
+    theirs = {d["name"]: d for d in fixture_slice("mig-node.yaml")["spec"]["devices"]}
+    mig = gpus.NodeSpec(name="h100-mig-01", ordinal=1, pool="h100-mig", model=gpus.MODELS["h100"], gpus=2, mig_gpus=1)
+    ours = {d["name"]: d for d in gpus.devices(mig)}
+    assert set(ours) == set(theirs)  # gpu-0-mig-1g10gb-19-0 ... gpu-1
+    for name, device in ours.items():
+        assert shape(device) == shape(theirs[name]), name
+        assert device["capacity"] == theirs[name]["capacity"], name
+        assert device["attributes"]["profile" if "mig" in name else "type"] == theirs[name]["attributes"][
+            "profile" if "mig" in name else "type"]
+    parent = {d["attributes"]["parentUUID"]["string"] for n, d in ours.items() if "mig" in n}
+    assert len(parent) == 1 and parent.pop().startswith("GPU-")
+
+
+def test_h200_values_come_from_the_nvml_reading() -> None:
+    reading = json.loads((FIXTURES / "nvml" / "h200.json").read_text())
+    derived = gpus.model_from_nvml(reading)
+    m = gpus.MODELS["h200"]
+    assert derived == {
+        "productName": m.product_name, "architecture": m.architecture, "brand": m.brand,
+        "cudaComputeCapability": m.cuda_compute_capability, "driverVersion": m.driver_version,
+        "cudaDriverVersion": m.cuda_driver_version, "memory": m.memory,
+    }
+
+
+def test_device_identity_differs_per_device_and_node() -> None:
+    nodes = profiles.load(None).nodes()
+    seen_uuid: set[str] = set()
+    seen_bus: set[str] = set()
+    for n in nodes:
+        for d in gpus.devices(n):
+            uuid = d["attributes"]["uuid"]["string"]
+            assert re.fullmatch(r"(GPU|MIG)-[0-9a-f-]{36}", uuid)
+            assert uuid not in seen_uuid
+            seen_uuid.add(uuid)
+            if d["attributes"]["type"]["string"] == "gpu":
+                bus = d["attributes"]["resource.kubernetes.io/pciBusID"]["string"]
+                assert re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:00\.0", bus)
+                assert bus not in seen_bus
+                seen_bus.add(bus)
+
+
+def test_nodes_carry_gpu_labels_and_taint() -> None:
+    m = gpus.node_manifest(node("h100x8"))
+    assert m["metadata"]["labels"]["feature.node.kubernetes.io/pci-10de.present"] == "true"
+    assert m["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert m["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    assert m["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
+    assert m["status"]["capacity"]["pods"] == "110"
+
+
+def test_device_classes_are_the_drivers() -> None:
+    classes = {c["metadata"]["name"]: c["spec"]["selectors"][0]["cel"]["expression"] for c in gpus.device_classes()}
+    assert classes == {
+        "gpu.nvidia.com": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+        "mig.nvidia.com": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
+        "vfio.gpu.nvidia.com":
+            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'vfio'",
+    }
+
+
+def test_default_profile_has_the_pools_the_guide_mixes() -> None:
+    models = {n.model.key for n in profiles.load(None).nodes()}
+    assert {"h100", "a100", "h200"} <= models
+    assert any(n.mig_gpus for n in profiles.load(None).nodes() if n.model.key == "a100")
