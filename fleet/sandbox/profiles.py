@@ -72,7 +72,7 @@ def allowed_pools() -> list[str]:
 
 def _line(mapping: Any, key: Any, source: str) -> str:
     """``file:line`` of a key when the document was loaded round-trip (ruamel keeps positions)."""
-    lc = getattr(mapping, "lc", None)
+    lc: Any = getattr(mapping, "lc", None)
     try:
         line, col = lc.key(key)
     except (AttributeError, KeyError, TypeError):
