@@ -16,8 +16,15 @@ from fleet.manifests.findings import Finding
 from fleet.manifests.yamls import Document
 
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
-_EXACT_FIELDS = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess",
-                 "tolerations", "capacity")
+_EXACT_FIELDS = (
+    "deviceClassName",
+    "selectors",
+    "allocationMode",
+    "count",
+    "adminAccess",
+    "tolerations",
+    "capacity",
+)
 
 
 def deprecated_api(*, document: Document, api_version: str, kind: str, obj: str) -> Finding:
@@ -38,9 +45,13 @@ def deprecated_api(*, document: Document, api_version: str, kind: str, obj: str)
         hint += "; move deviceClassName/selectors/allocationMode/count/adminAccess under `exactly:`: "
         hint += "; ".join(moved)
     where = document.positions.at(("apiVersion",))
-    return Finding(where, "deprecated-api",
-                   f"{api_version} {kind} is deprecated; fleet manages resource.k8s.io/v1 only",
-                   hint=hint, object=obj)
+    return Finding(
+        where,
+        "deprecated-api",
+        f"{api_version} {kind} is deprecated; fleet manages resource.k8s.io/v1 only",
+        hint=hint,
+        object=obj,
+    )
 
 
 def _devices(data: dict[str, Any], *, kind: str) -> Any:

@@ -15,8 +15,9 @@ from typing import Any
 from fleet.manifests.locations import Path, Positions
 
 
-def merge(*, target: Any, patch: Any, positions: Positions, patch_positions: Positions,
-          prefix: Path = ()) -> tuple[Any, Positions]:
+def merge(
+    *, target: Any, patch: Any, positions: Positions, patch_positions: Positions, prefix: Path = ()
+) -> tuple[Any, Positions]:
     """Apply ``patch`` (located by ``patch_positions``, rooted at the patch) at ``prefix``.
 
     ``target`` is the value at ``prefix`` of the object ``positions`` locates.

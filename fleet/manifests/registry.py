@@ -31,13 +31,33 @@ MODELS: dict[tuple[str, str], type[Model]] = {
 
 DEPRECATED_VERSIONS = ("resource.k8s.io/v1alpha3", "resource.k8s.io/v1beta1", "resource.k8s.io/v1beta2")
 
-CLUSTER_SCOPED = frozenset({
-    "Namespace", "Node", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
-    "DeviceClass", "ResourceSlice", "PriorityClass", "StorageClass", "PersistentVolume",
-    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingWebhookConfiguration",
-    "ValidatingWebhookConfiguration", "APIService", "RuntimeClass", "IngressClass", "VolumeAttachment",
-    "CSIDriver", "CSINode", "ClusterPolicy", "GPUCluster", "NVIDIADriver",
-})
+CLUSTER_SCOPED = frozenset(
+    {
+        "Namespace",
+        "Node",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "DeviceClass",
+        "ResourceSlice",
+        "PriorityClass",
+        "StorageClass",
+        "PersistentVolume",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "APIService",
+        "RuntimeClass",
+        "IngressClass",
+        "VolumeAttachment",
+        "CSIDriver",
+        "CSINode",
+        "ClusterPolicy",
+        "GPUCluster",
+        "NVIDIADriver",
+    }
+)
 """Kinds that are not namespaced (forbidden in team folders)."""
 
 

@@ -80,8 +80,9 @@ class Revision:
         return [m for m in self.manifests if m.kind == kind and m.model is not None]
 
 
-def load_revision(files: Mapping[str, bytes], *, limits: Limits | None = None,
-                  findings: tuple[Finding, ...] = ()) -> Revision:
+def load_revision(
+    files: Mapping[str, bytes], *, limits: Limits | None = None, findings: tuple[Finding, ...] = ()
+) -> Revision:
     """Parse and validate every file (path relative to the repo root → bytes).
 
     ``findings`` are carried into the Revision (those of reading the tree).
@@ -108,20 +109,34 @@ def check_path(file: str) -> Finding | None:
     """Refuse absolute paths and ``..``: a revision never reads outside itself."""
     path = PurePosixPath(file)
     if path.is_absolute() or ".." in path.parts or "\\" in file:
-        return Finding(Location(file), "path-escape", f"path {file!r} leaves the repository",
-                       hint="use paths relative to the repository root, without '..'")
+        return Finding(
+            Location(file),
+            "path-escape",
+            f"path {file!r} leaves the repository",
+            hint="use paths relative to the repository root, without '..'",
+        )
     return None
 
 
 def _manifest(document: Document) -> tuple[Manifest | None, list[Finding]]:
     data = document.data
     where = document.location
-    if not isinstance(data, dict) or not isinstance(data.get("kind"), str) \
-            or not isinstance(data.get("apiVersion"), str):
-        return None, [Finding(where, "schema", "document is not a Kubernetes object (apiVersion and kind)",
-                              hint="start the document with apiVersion: and kind:")]
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("kind"), str)
+        or not isinstance(data.get("apiVersion"), str)
+    ):
+        return None, [
+            Finding(
+                where,
+                "schema",
+                "document is not a Kubernetes object (apiVersion and kind)",
+                hint="start the document with apiVersion: and kind:",
+            )
+        ]
     api_version, kind = data["apiVersion"], data["kind"]
-    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    raw = data.get("metadata")
+    metadata: dict[str, Any] = raw if isinstance(raw, dict) else {}
     name = str(metadata.get("name") or "")
     namespace = metadata.get("namespace")
     ref = "/".join(p for p in (kind, str(namespace or ""), name) if p)
@@ -138,11 +153,17 @@ def _manifest(document: Document) -> tuple[Manifest | None, list[Finding]]:
         except ValidationError as err:
             return None, findings_from(err, model=model_class, positions=document.positions, obj=ref)
     elif not name:
-        return None, [Finding(where, "schema", f"{kind} has no metadata.name", hint="add metadata.name",
-                              object=ref)]
-    manifest = Manifest(file=document.file, api_version=api_version, kind=kind, name=name,
-                        namespace=str(namespace) if namespace else None, data=data,
-                        positions=document.positions, model=model)
+        return None, [Finding(where, "schema", f"{kind} has no metadata.name", hint="add metadata.name", object=ref)]
+    manifest = Manifest(
+        file=document.file,
+        api_version=api_version,
+        kind=kind,
+        name=name,
+        namespace=str(namespace) if namespace else None,
+        data=data,
+        positions=document.positions,
+        model=model,
+    )
     return manifest, []
 
 
@@ -153,14 +174,24 @@ def _unknown_kind(*, document: Document, api_version: str, kind: str, obj: str) 
     served = sorted({v for v, _ in registry.MODELS if registry.group_of(v) == group})
     known = sorted(k for v, k in registry.MODELS if v == served[0])
     if api_version not in served:
-        return Finding(document.positions.at(("apiVersion",)), "unknown-kind",
-                       f"apiVersion {api_version} is not known", hint=f"use {served[0]}", object=obj)
+        return Finding(
+            document.positions.at(("apiVersion",)),
+            "unknown-kind",
+            f"apiVersion {api_version} is not known",
+            hint=f"use {served[0]}",
+            object=obj,
+        )
     if kind in known:
         return None
     close = difflib.get_close_matches(kind, known, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}?" if close else f"known kinds: {', '.join(known)}"
-    return Finding(document.positions.at(("kind",)), "unknown-kind",
-                   f"unknown kind {kind!r} in {api_version}", hint=hint, object=obj)
+    return Finding(
+        document.positions.at(("kind",)),
+        "unknown-kind",
+        f"unknown kind {kind!r} in {api_version}",
+        hint=hint,
+        object=obj,
+    )
 
 
 __all__ = ["Manifest", "Revision", "check_path", "load_revision"]

@@ -33,9 +33,14 @@ def read_tree(root: Path, *, limits: Limits) -> tuple[dict[str, bytes], list[Fin
             path = here / name
             rel = path.relative_to(root).as_posix()
             if path.is_symlink() and not _inside(path.resolve(), root):
-                findings.append(Finding(Location(rel), "path-escape",
-                                        f"symlink {rel} points outside the repository",
-                                        hint="replace the symlink by the file it points to"))
+                findings.append(
+                    Finding(
+                        Location(rel),
+                        "path-escape",
+                        f"symlink {rel} points outside the repository",
+                        hint="replace the symlink by the file it points to",
+                    )
+                )
                 if name in dirnames:
                     dirnames.remove(name)
         for name in sorted(filenames):
@@ -44,15 +49,25 @@ def read_tree(root: Path, *, limits: Limits) -> tuple[dict[str, bytes], list[Fin
             if not name.endswith(SUFFIXES) or (path.is_symlink() and not _inside(path.resolve(), root)):
                 continue
             if len(files) >= limits.max_files:
-                findings.append(Finding(Location(rel), "file-too-large",
-                                        f"more than {limits.max_files} YAML files",
-                                        hint="split the repository"))
+                findings.append(
+                    Finding(
+                        Location(rel),
+                        "file-too-large",
+                        f"more than {limits.max_files} YAML files",
+                        hint="split the repository",
+                    )
+                )
                 return files, findings
             size = path.stat().st_size
             if size > limits.max_file_bytes:
-                findings.append(Finding(Location(rel), "file-too-large",
-                                        f"file is {size} bytes, over the {limits.max_file_bytes}-byte cap",
-                                        hint="split it into smaller files; fleet manifests are small"))
+                findings.append(
+                    Finding(
+                        Location(rel),
+                        "file-too-large",
+                        f"file is {size} bytes, over the {limits.max_file_bytes}-byte cap",
+                        hint="split it into smaller files; fleet manifests are small",
+                    )
+                )
                 continue
             with path.open("rb") as handle:
                 files[rel] = handle.read(limits.max_file_bytes + 1)

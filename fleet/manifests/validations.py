@@ -20,13 +20,16 @@ from fleet.manifests.findings import Finding
 from fleet.manifests.locations import Path, Positions
 
 
-def findings_from(error: ValidationError, *, model: type[BaseModel], positions: Positions,
-                  obj: str) -> list[Finding]:
+def findings_from(error: ValidationError, *, model: type[BaseModel], positions: Positions, obj: str) -> list[Finding]:
     """One finding per pydantic error, located and hinted."""
     found = []
     errors = error.errors(include_url=False)
-    suggested = {(tuple(e["loc"][:-1]), s) for e in errors if e["type"] == "extra_forbidden"
-                 for s in _close(str(e["loc"][-1]), allowed_fields(model, tuple(e["loc"][:-1])))}
+    suggested = {
+        (tuple(e["loc"][:-1]), s)
+        for e in errors
+        if e["type"] == "extra_forbidden"
+        for s in _close(str(e["loc"][-1]), allowed_fields(model, tuple(e["loc"][:-1])))
+    }
     for item in errors:
         loc: Path = tuple(item["loc"])
         where = positions.at(loc)
@@ -36,18 +39,35 @@ def findings_from(error: ValidationError, *, model: type[BaseModel], positions: 
             field = str(loc[-1])
             allowed = allowed_fields(model, loc[:-1])
             close = _close(field, allowed)
-            hint = f"did you mean {close[0]!r}?" if close else (
-                f"allowed here: {', '.join(allowed)}" if allowed else "remove it")
+            hint = (
+                f"did you mean {close[0]!r}?"
+                if close
+                else (f"allowed here: {', '.join(allowed)}" if allowed else "remove it")
+            )
             found.append(Finding(where, "schema", f"unknown field {dotted!r}", hint=hint, object=obj))
         elif kind == "missing" and (loc[:-1], loc[-1]) in suggested:
             continue  # the misspelt field's finding already says it
         elif kind == "missing":
-            found.append(Finding(where, "schema", f"missing required field {dotted!r}",
-                                 hint=f"add {str(loc[-1])!r}", object=obj))
+            found.append(
+                Finding(
+                    where,
+                    "schema",
+                    f"missing required field {dotted!r}",
+                    hint=f"add {str(loc[-1])!r}",
+                    object=obj,
+                )
+            )
         else:
             message = item["msg"].removeprefix("Value error, ")
-            found.append(Finding(where, "schema", f"{dotted}: {message}" if dotted else message,
-                                 hint=_hint_for(kind, item.get("input")), object=obj))
+            found.append(
+                Finding(
+                    where,
+                    "schema",
+                    f"{dotted}: {message}" if dotted else message,
+                    hint=_hint_for(kind, item.get("input"), item.get("ctx") or {}),
+                    object=obj,
+                )
+            )
     return found
 
 
@@ -62,7 +82,20 @@ def _dotted(loc: Path) -> str:
     return text
 
 
-def _hint_for(kind: str, value: Any) -> str:
+def _hint_for(kind: str, value: Any, ctx: dict[str, Any]) -> str:
+    bounds = {
+        "greater_than_equal": "use a value ≥ {ge}",
+        "less_than_equal": "use a value ≤ {le}",
+        "too_long": "at most {max_length} entries",
+        "too_short": "at least {min_length} entries",
+        "string_pattern_mismatch": "the value must match {pattern}",
+        "string_too_short": "the value must not be empty",
+    }
+    if kind in bounds:
+        try:
+            return bounds[kind].format(**ctx)
+        except KeyError:
+            pass
     if kind in ("int_type", "bool_type", "float_type") and isinstance(value, str):
         return "write the value without quotes"
     if kind == "string_type" and value is not None:

@@ -85,8 +85,11 @@ def resolve(revision: Revision, *, cluster: str) -> ClusterView:
     target = clusters[cluster]
     labels = target.model.metadata.labels if isinstance(target.model, kinds.Cluster) else {}
     overlays = sorted(
-        (m for m in revision.of_kind("Overlay")
-         if isinstance(m.model, kinds.Overlay) and m.model.spec.clusters.matches(name=cluster, labels=labels)),
+        (
+            m
+            for m in revision.of_kind("Overlay")
+            if isinstance(m.model, kinds.Overlay) and m.model.spec.clusters.matches(name=cluster, labels=labels)
+        ),
         key=lambda m: m.name,
     )
     base = [m for m in revision.manifests if m.model is not None and m.kind not in ("Overlay", "Cluster")]
@@ -106,8 +109,13 @@ def resolve(revision: Revision, *, cluster: str) -> ClusterView:
                 chosen.append(manifest)
         elif manifest.kind != "Fleet":
             chosen.append(manifest)
-    return ClusterView(cluster=target, fleet=fleets[0] if fleets else None, manifests=tuple(chosen),
-                       overlays=tuple(m.name for m in overlays), findings=tuple(findings))
+    return ClusterView(
+        cluster=target,
+        fleet=fleets[0] if fleets else None,
+        manifests=tuple(chosen),
+        overlays=tuple(m.name for m in overlays),
+        findings=tuple(findings),
+    )
 
 
 def _selects(manifest: Manifest, cluster: str, labels: dict[str, str]) -> bool:
@@ -117,73 +125,119 @@ def _selects(manifest: Manifest, cluster: str, labels: dict[str, str]) -> bool:
     return True
 
 
-def _apply(overlay: Manifest, *, manifests: list[Manifest], cluster: str,
-           findings: list[Finding]) -> list[Manifest]:
+def _apply(overlay: Manifest, *, manifests: list[Manifest], cluster: str, findings: list[Finding]) -> list[Manifest]:
     assert isinstance(overlay.model, kinds.Overlay)
     spec = overlay.model.spec
     result = list(manifests)
     for index, patch in enumerate(spec.patches):
         path = ("spec", "patches", index)
         t = patch.target
-        matches = [i for i, m in enumerate(result)
-                   if (m.api_version, m.kind, m.name, m.namespace) == (t.api_version, t.kind, t.name, t.namespace)]
+        matches = [
+            i
+            for i, m in enumerate(result)
+            if (m.api_version, m.kind, m.name, m.namespace) == (t.api_version, t.kind, t.name, t.namespace)
+        ]
         where = overlay.positions.at((*path, "target"))
         if not matches:
             ref = "/".join(p for p in (t.kind, t.namespace or "", t.name) if p)
-            findings.append(Finding(where, "overlay-target", f"patch target {t.api_version} {ref} does not exist",
-                                    hint="check apiVersion, kind, namespace and name of the target",
-                                    object=f"Overlay/{overlay.name}", cluster=cluster))
+            findings.append(
+                Finding(
+                    where,
+                    "overlay-target",
+                    f"patch target {t.api_version} {ref} does not exist",
+                    hint="check apiVersion, kind, namespace and name of the target",
+                    object=f"Overlay/{overlay.name}",
+                    cluster=cluster,
+                )
+            )
             continue
         if any(k in patch.patch for k in _IDENTITY_FIELDS) or (
-                isinstance(patch.patch.get("metadata"), dict)
-                and ({"name", "namespace"} & set(patch.patch["metadata"]))):
-            findings.append(Finding(overlay.positions.at((*path, "patch")), "overlay-patch",
-                                    "a patch cannot change apiVersion, kind, name or namespace",
-                                    hint="declare a different object in the base instead",
-                                    object=f"Overlay/{overlay.name}", cluster=cluster))
+            isinstance(patch.patch.get("metadata"), dict) and ({"name", "namespace"} & set(patch.patch["metadata"]))
+        ):
+            findings.append(
+                Finding(
+                    overlay.positions.at((*path, "patch")),
+                    "overlay-patch",
+                    "a patch cannot change apiVersion, kind, name or namespace",
+                    hint="declare a different object in the base instead",
+                    object=f"Overlay/{overlay.name}",
+                    cluster=cluster,
+                )
+            )
             continue
         i = matches[0]
-        result[i] = _patched(result[i], prefix=(), body=patch.patch, overlay=overlay,
-                             body_path=(*path, "patch"), cluster=cluster, findings=findings)
+        result[i] = _patched(
+            result[i],
+            prefix=(),
+            body=patch.patch,
+            overlay=overlay,
+            body_path=(*path, "patch"),
+            cluster=cluster,
+            findings=findings,
+        )
     if spec.values is not None:
         operators = [i for i, m in enumerate(result) if m.kind == "GPUOperator"]
         if not operators:
-            findings.append(Finding(overlay.positions.at(("spec", "values")), "overlay-target",
-                                    "values patch but the repository has no GPUOperator",
-                                    hint="add operator/gpu-operator.yaml or remove values",
-                                    object=f"Overlay/{overlay.name}", cluster=cluster))
+            findings.append(
+                Finding(
+                    overlay.positions.at(("spec", "values")),
+                    "overlay-target",
+                    "values patch but the repository has no GPUOperator",
+                    hint="add operator/gpu-operator.yaml or remove values",
+                    object=f"Overlay/{overlay.name}",
+                    cluster=cluster,
+                )
+            )
         for i in operators:
-            result[i] = _patched(result[i], prefix=("spec", "values"), body=spec.values, overlay=overlay,
-                                 body_path=("spec", "values"), cluster=cluster, findings=findings)
+            result[i] = _patched(
+                result[i],
+                prefix=("spec", "values"),
+                body=spec.values,
+                overlay=overlay,
+                body_path=("spec", "values"),
+                cluster=cluster,
+                findings=findings,
+            )
     return result
 
 
-def _patched(manifest: Manifest, *, prefix: tuple[str, ...], body: dict[str, Any], overlay: Manifest,
-             body_path: tuple[str | int, ...], cluster: str, findings: list[Finding]) -> Manifest:
+def _patched(
+    manifest: Manifest,
+    *,
+    prefix: tuple[str, ...],
+    body: dict[str, Any],
+    overlay: Manifest,
+    body_path: tuple[str | int, ...],
+    cluster: str,
+    findings: list[Finding],
+) -> Manifest:
     target: Any = manifest.data
     for key in prefix:
         target = target.get(key, {}) if isinstance(target, dict) else {}
-    patched, positions = merge(target=target, patch=body, positions=manifest.positions,
-                               patch_positions=overlay.positions.under(body_path), prefix=prefix)
-    data = dict(manifest.data)
-    if prefix:
-        data = _set(data, prefix, patched)
-    else:
-        data = patched
+    patched, positions = merge(
+        target=target,
+        patch=body,
+        positions=manifest.positions,
+        patch_positions=overlay.positions.under(body_path),
+        prefix=prefix,
+    )
+    data = _set(dict(manifest.data), prefix, patched) if prefix else patched
     model_class = registry.MODELS[(manifest.api_version, manifest.kind)]
     try:
         model = model_class.model_validate(data)
     except ValidationError as err:
         for finding in findings_from(err, model=model_class, positions=positions, obj=manifest.ref):
-            findings.append(replace(finding, cluster=cluster,
-                                    message=f"{finding.message} (after overlay {overlay.name})"))
+            findings.append(
+                replace(finding, cluster=cluster, message=f"{finding.message} (after overlay {overlay.name})")
+            )
         return manifest
     return replace(manifest, data=data, positions=positions, model=model)
 
 
 def _set(data: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
     head, rest = path[0], path[1:]
-    inner = data.get(head) if isinstance(data.get(head), dict) else {}
+    found = data.get(head)
+    inner: dict[str, Any] = found if isinstance(found, dict) else {}
     return {**data, head: _set(inner, rest, value) if rest else value}
 
 

@@ -89,11 +89,16 @@ def parse(*, file: str, content: bytes, limits: Limits) -> tuple[list[Document],
     except MarkedYAMLError as err:
         findings.append(_syntax(file=file, err=err))
     except YAMLError as err:
-        findings.append(Finding(Location(file), "yaml-syntax", f"invalid YAML: {err}",
-                                hint="fix the YAML syntax"))
+        findings.append(Finding(Location(file), "yaml-syntax", f"invalid YAML: {err}", hint="fix the YAML syntax"))
     except RecursionError:
-        findings.append(Finding(Location(file), "yaml-limit", "YAML nesting is too deep to parse",
-                                hint=f"keep nesting under {limits.max_depth} levels"))
+        findings.append(
+            Finding(
+                Location(file),
+                "yaml-limit",
+                "YAML nesting is too deep to parse",
+                hint=f"keep nesting under {limits.max_depth} levels",
+            )
+        )
     return documents, findings
 
 
@@ -103,18 +108,22 @@ def _loc(file: str, node: Node) -> Location:
 
 def _too_large(*, file: str, size: int, limits: Limits) -> Finding:
     return Finding(
-        Location(file), "file-too-large",
+        Location(file),
+        "file-too-large",
         f"file is {size} bytes, over the {limits.max_file_bytes}-byte cap",
-        hint="split it into smaller files; fleet manifests are small")
+        hint="split it into smaller files; fleet manifests are small",
+    )
 
 
 def _not_utf8(*, file: str, content: bytes, err: UnicodeDecodeError) -> Finding:
     line = content[: err.start].count(b"\n") + 1
     col = err.start - (content.rfind(b"\n", 0, err.start) + 1) + 1
     return Finding(
-        Location(file, line, col), "yaml-encoding",
+        Location(file, line, col),
+        "yaml-encoding",
         f"file is not valid UTF-8 (byte 0x{content[err.start]:02x})",
-        hint="save the file as UTF-8")
+        hint="save the file as UTF-8",
+    )
 
 
 def _syntax(*, file: str, err: MarkedYAMLError) -> Finding:
@@ -123,8 +132,11 @@ def _syntax(*, file: str, err: MarkedYAMLError) -> Finding:
     problem = err.problem or err.context or "invalid YAML"
     duplicate = "duplicate" in str(problem)
     return Finding(
-        where, "yaml-duplicate-key" if duplicate else "yaml-syntax", f"invalid YAML: {problem}",
-        hint="fix the YAML syntax (check indentation, quotes and colons)")
+        where,
+        "yaml-duplicate-key" if duplicate else "yaml-syntax",
+        f"invalid YAML: {problem}",
+        hint="fix the YAML syntax (check indentation, quotes and colons)",
+    )
 
 
 def _check_graph(*, file: str, root: Node, limits: Limits) -> None:
@@ -149,26 +161,45 @@ def _check_graph(*, file: str, root: Node, limits: Limits) -> None:
         if key in sizes:
             aliases += 1
             if aliases > limits.max_aliases:
-                raise _Refused(Finding(
-                    _loc(file, node), "yaml-limit",
-                    f"document uses more than {limits.max_aliases} YAML aliases",
-                    hint="write the values out instead of repeating anchors (*alias)"))
+                raise _Refused(
+                    Finding(
+                        _loc(file, node),
+                        "yaml-limit",
+                        f"document uses more than {limits.max_aliases} YAML aliases",
+                        hint="write the values out instead of repeating anchors (*alias)",
+                    )
+                )
             continue
         if key in on_path:
-            raise _Refused(Finding(_loc(file, node), "yaml-limit", "recursive YAML alias",
-                                   hint="an anchor cannot contain an alias to itself"))
+            raise _Refused(
+                Finding(
+                    _loc(file, node),
+                    "yaml-limit",
+                    "recursive YAML alias",
+                    hint="an anchor cannot contain an alias to itself",
+                )
+            )
         if depth > limits.max_depth:
-            raise _Refused(Finding(_loc(file, node), "yaml-limit",
-                                   f"nesting deeper than {limits.max_depth} levels",
-                                   hint="flatten the document"))
+            raise _Refused(
+                Finding(
+                    _loc(file, node),
+                    "yaml-limit",
+                    f"nesting deeper than {limits.max_depth} levels",
+                    hint="flatten the document",
+                )
+            )
         on_path.add(key)
         stack.append((node, depth, True))
         stack.extend((child, depth + 1, False) for child in _children(node))
     if sizes[id(root)] > limits.max_nodes:
-        raise _Refused(Finding(
-            _loc(file, root), "yaml-limit",
-            f"document expands to more than {limits.max_nodes} YAML nodes (alias bomb?)",
-            hint="write the document out without nested anchors and aliases"))
+        raise _Refused(
+            Finding(
+                _loc(file, root),
+                "yaml-limit",
+                f"document expands to more than {limits.max_nodes} YAML nodes (alias bomb?)",
+                hint="write the document out without nested anchors and aliases",
+            )
+        )
 
 
 def _children(node: Node) -> list[Node]:
@@ -199,6 +230,7 @@ class _Builder:
                 self.nodes[(*path, index)] = _loc(self.file, item)
                 items.append(self.build(item, path=(*path, index)))
             return items
+        assert isinstance(node, ScalarNode)
         return self._scalar(node, path=path)
 
     def _mapping(self, node: MappingNode, *, path: Path) -> dict[str, Any]:
@@ -207,18 +239,29 @@ class _Builder:
         for key_node, value_node in node.value:
             where = _loc(self.file, key_node)
             if not isinstance(key_node, ScalarNode):
-                raise _Refused(Finding(where, "yaml-syntax", "mapping keys must be plain strings",
-                                       hint="use a string key"))
+                raise _Refused(
+                    Finding(where, "yaml-syntax", "mapping keys must be plain strings", hint="use a string key")
+                )
             if key_node.tag == "tag:yaml.org,2002:merge":
-                raise _Refused(Finding(where, "yaml-syntax", "YAML merge keys (<<) are not supported",
-                                       hint="write the merged fields out; Kubernetes tools disagree on <<"))
+                raise _Refused(
+                    Finding(
+                        where,
+                        "yaml-syntax",
+                        "YAML merge keys (<<) are not supported",
+                        hint="write the merged fields out; Kubernetes tools disagree on <<",
+                    )
+                )
             self._lint(key_node, where=where)
             key = str(key_node.value)
             if key in seen:
-                raise _Refused(Finding(
-                    where, "yaml-duplicate-key",
-                    f"duplicate key {key!r} (first at line {seen[key].line})",
-                    hint="keep one of them; Kubernetes would silently use the last"))
+                raise _Refused(
+                    Finding(
+                        where,
+                        "yaml-duplicate-key",
+                        f"duplicate key {key!r} (first at line {seen[key].line})",
+                        hint="keep one of them; Kubernetes would silently use the last",
+                    )
+                )
             seen[key] = where
             self.nodes[(*path, key)] = where
             result[key] = self.build(value_node, path=(*path, key))
@@ -238,29 +281,43 @@ class _Builder:
         return value
 
     def _block_indent(self, node: ScalarNode) -> int:
-        for text in self.lines[node.start_mark.line + 1:]:
+        start: int = node.start_mark.line
+        for text in self.lines[start + 1 :]:
             if text.strip():
                 return len(text) - len(text.lstrip(" ")) + 1
-        return node.start_mark.column + 1
+        return int(node.start_mark.column) + 1
 
     def _lint(self, node: ScalarNode, *, where: Location) -> None:
         if node.style:
             return
         text = str(node.value)
         if text.lower() in _AMBIGUOUS_WORDS:
-            self.findings.append(Finding(
-                where, "yaml-ambiguous",
-                f"{text!r} is a string in YAML 1.2 but a boolean for kubectl (YAML 1.1)",
-                hint=f"write true/false, or quote it: \"{text}\""))
+            self.findings.append(
+                Finding(
+                    where,
+                    "yaml-ambiguous",
+                    f"{text!r} is a string in YAML 1.2 but a boolean for kubectl (YAML 1.1)",
+                    hint=f'write true/false, or quote it: "{text}"',
+                )
+            )
         elif node.tag != _STR and (_LEADING_ZERO.match(text) or _SEXAGESIMAL.match(text)):
-            self.findings.append(Finding(
-                where, "yaml-ambiguous",
-                f"{text!r} is read as a different number by kubectl (YAML 1.1 octal/base 60)",
-                hint=f"quote it (\"{text}\") or write the number without a leading zero"))
+            self.findings.append(
+                Finding(
+                    where,
+                    "yaml-ambiguous",
+                    f"{text!r} is read as a different number by kubectl (YAML 1.1 octal/base 60)",
+                    hint=f'quote it ("{text}") or write the number without a leading zero',
+                )
+            )
         elif node.tag == _TIMESTAMP:
-            self.findings.append(Finding(
-                where, "yaml-ambiguous", f"{text!r} is read as a timestamp, not a string",
-                hint=f"quote it: \"{text}\""))
+            self.findings.append(
+                Finding(
+                    where,
+                    "yaml-ambiguous",
+                    f"{text!r} is read as a timestamp, not a string",
+                    hint=f'quote it: "{text}"',
+                )
+            )
 
 
 __all__ = ["Document", "parse"]

@@ -16,8 +16,9 @@ from fleet.manifests import Finding, Manifest, Revision, cluster_names, kinds, r
 from fleet.policy import operators, selectors, structures, tenancy
 
 
-def check(revision: Revision, *, clusters: Sequence[str] = (),
-          compiler: selectors.Compiler | None = None) -> list[Finding]:
+def check(
+    revision: Revision, *, clusters: Sequence[str] = (), compiler: selectors.Compiler | None = None
+) -> list[Finding]:
     """Every finding of ``revision``, for ``clusters`` (default: all clusters)."""
     found: list[Finding] = [*revision.findings, *structures.check(revision)]
     names = list(clusters) or cluster_names(revision)
@@ -28,14 +29,14 @@ def check(revision: Revision, *, clusters: Sequence[str] = (),
         found.extend(view_findings(base, owners=owners, compiler=compiler))
     for name in names:
         view = resolve(revision, cluster=name)
-        per_cluster.append((name, [*view.findings,
-                                   *view_findings(view.manifests, owners=owners, compiler=compiler)]))
+        per_cluster.append((name, [*view.findings, *view_findings(view.manifests, owners=owners, compiler=compiler)]))
     found.extend(_merge(per_cluster))
     return sorted(set(found))
 
 
-def view_findings(manifests: Sequence[Manifest], *, owners: Mapping[str, str],
-                  compiler: selectors.Compiler | None) -> Iterator[Finding]:
+def view_findings(
+    manifests: Sequence[Manifest], *, owners: Mapping[str, str], compiler: selectors.Compiler | None
+) -> Iterator[Finding]:
     """The rules that depend on what one cluster gets."""
     yield from tenancy.check(manifests, owners=owners)
     for manifest in manifests:
@@ -52,8 +53,10 @@ def _merge(per_cluster: Iterable[tuple[str, list[Finding]]]) -> list[Finding]:
         names.append(name)
         for finding in findings:
             clusters.setdefault(replace(finding, cluster=""), []).append(name)
-    return [f if sorted(set(c)) == sorted(names) else replace(f, cluster=",".join(sorted(set(c))))
-            for f, c in clusters.items()]
+    return [
+        f if sorted(set(c)) == sorted(names) else replace(f, cluster=",".join(sorted(set(c))))
+        for f, c in clusters.items()
+    ]
 
 
 __all__ = ["check", "view_findings"]

@@ -21,10 +21,16 @@ from fleet.manifests import Finding, Manifest, kinds
 _FIRST_GPUCLUSTER = (26, 7, 0)
 
 _REQUIRED: dict[str, tuple[tuple[str, Any], ...]] = {
-    "gpuCluster": (("clusterPolicy.deployCR", False), ("gpuCluster.deployCR", True),
-                   ("driver.nvidiaDriverCRD.enabled", True)),
-    "preinstalledDriver": (("clusterPolicy.deployCR", False), ("gpuCluster.deployCR", True),
-                           ("driver.enabled", False)),
+    "gpuCluster": (
+        ("clusterPolicy.deployCR", False),
+        ("gpuCluster.deployCR", True),
+        ("driver.nvidiaDriverCRD.enabled", True),
+    ),
+    "preinstalledDriver": (
+        ("clusterPolicy.deployCR", False),
+        ("gpuCluster.deployCR", True),
+        ("driver.enabled", False),
+    ),
 }
 
 
@@ -33,9 +39,13 @@ def check(operator: Manifest) -> Iterator[Finding]:
     spec = operator.model.spec
     version = re.match(r"^v?([0-9]+)\.([0-9]+)\.([0-9]+)", spec.chart.version)
     if version and tuple(int(x) for x in version.groups()) < _FIRST_GPUCLUSTER:
-        yield Finding(operator.positions.at(("spec", "chart", "version")), "operator-values",
-                      f"GPU Operator {spec.chart.version} has no GPUCluster (DRA) install path",
-                      hint="use v26.7.0 or later", object=operator.ref)
+        yield Finding(
+            operator.positions.at(("spec", "chart", "version")),
+            "operator-values",
+            f"GPU Operator {spec.chart.version} has no GPUCluster (DRA) install path",
+            hint="use v26.7.0 or later",
+            object=operator.ref,
+        )
     for dotted, wanted in _REQUIRED[spec.install_path]:
         present, value = _lookup(spec.values, dotted)
         if present and value == wanted and type(value) is type(wanted):
@@ -43,10 +53,13 @@ def check(operator: Manifest) -> Iterator[Finding]:
         path = ("spec", "values", *dotted.split("."))
         shown = "true" if wanted else "false"
         found = f"is {value!r}" if present else "is not set"
-        yield Finding(operator.positions.at(path), "operator-values",
-                      f"installPath {spec.install_path} needs {dotted}={shown}, but it {found}",
-                      hint=f"set values.{dotted}: {shown} (helm --set {dotted}={shown}, as in the DRA guide)",
-                      object=operator.ref)
+        yield Finding(
+            operator.positions.at(path),
+            "operator-values",
+            f"installPath {spec.install_path} needs {dotted}={shown}, but it {found}",
+            hint=f"set values.{dotted}: {shown} (helm --set {dotted}={shown}, as in the DRA guide)",
+            object=operator.ref,
+        )
 
 
 def _lookup(values: dict[str, Any], dotted: str) -> tuple[bool, Any]:

@@ -38,15 +38,24 @@ def check(manifest: Manifest, *, compiler: Compiler | None) -> Iterator[Finding]
     for selector in walks.selectors(manifest):
         size = len(selector.expression.encode())
         if size > MAX_EXPRESSION_BYTES:
-            yield Finding(manifest.positions.at(selector.path), "cel-too-long",
-                          f"CEL expression is {size} bytes, over the API limit of {MAX_EXPRESSION_BYTES}",
-                          hint="split the condition or select with a DeviceClass", object=manifest.ref)
+            yield Finding(
+                manifest.positions.at(selector.path),
+                "cel-too-long",
+                f"CEL expression is {size} bytes, over the API limit of {MAX_EXPRESSION_BYTES}",
+                hint="split the condition or select with a DeviceClass",
+                object=manifest.ref,
+            )
             continue
         if compiler is None:
             continue
         for problem in compiler(selector.expression):
-            yield Finding(locate(manifest, selector.path, line=problem.line, col=problem.col), problem.rule,
-                          problem.message, hint=problem.hint, object=manifest.ref)
+            yield Finding(
+                locate(manifest, selector.path, line=problem.line, col=problem.col),
+                problem.rule,
+                problem.message,
+                hint=problem.hint,
+                object=manifest.ref,
+            )
 
 
 def locate(manifest: Manifest, path: tuple[str | int, ...], *, line: int, col: int) -> Location:

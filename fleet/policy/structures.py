@@ -33,10 +33,13 @@ def duplicates(revision: Revision) -> Iterator[Finding]:
     for manifest in revision.manifests:
         seen = first.setdefault(manifest.identity, manifest)
         if seen is not manifest:
-            yield Finding(manifest.location, "duplicate-object",
-                          f"{manifest.ref} is already defined at {seen.location}",
-                          hint="keep one definition; use an overlay to vary it per cluster",
-                          object=manifest.ref)
+            yield Finding(
+                manifest.location,
+                "duplicate-object",
+                f"{manifest.ref} is already defined at {seen.location}",
+                hint="keep one definition; use an overlay to vary it per cluster",
+                object=manifest.ref,
+            )
 
 
 def names(manifest: Manifest) -> Iterator[Finding]:
@@ -53,15 +56,24 @@ def names(manifest: Manifest) -> Iterator[Finding]:
                 yield _bad_name(manifest, ("spec", "namespaces", index), namespace, subdomain=False)
     for request in walks.requests(manifest):
         if not _DNS_LABEL.match(request.name.rpartition("/")[2]):
-            yield _bad_name(manifest, request.path[:-1] if request.path[-1] == "exactly" else request.path,
-                            request.name, subdomain=False)
+            yield _bad_name(
+                manifest,
+                request.path[:-1] if request.path[-1] == "exactly" else request.path,
+                request.name,
+                subdomain=False,
+            )
 
 
 def _bad_name(manifest: Manifest, path: tuple[str | int, ...], value: str, *, subdomain: bool) -> Finding:
     what = "DNS subdomain (RFC 1123)" if subdomain else "DNS label (RFC 1123)"
-    return Finding(manifest.positions.at(path), "dns-label", f"{value!r} is not a valid {what}",
-                   hint="use lower-case letters, digits and '-', starting and ending with a letter or digit"
-                   + ("" if subdomain else ", at most 63 characters"), object=manifest.ref)
+    return Finding(
+        manifest.positions.at(path),
+        "dns-label",
+        f"{value!r} is not a valid {what}",
+        hint="use lower-case letters, digits and '-', starting and ending with a letter or digit"
+        + ("" if subdomain else ", at most 63 characters"),
+        object=manifest.ref,
+    )
 
 
 def placement(manifest: Manifest, *, revision: Revision) -> Iterator[Finding]:
@@ -71,35 +83,73 @@ def placement(manifest: Manifest, *, revision: Revision) -> Iterator[Finding]:
     if team is not None:
         if manifest.kind == "Team":
             if parts[2:] != ("team.yaml",) or manifest.name != team:
-                yield Finding(where, "team-folder", f"Team {manifest.name!r} must be teams/{manifest.name}/team.yaml",
-                              hint=f"name it {team!r} or move it to teams/{manifest.name}/team.yaml", object=ref)
+                yield Finding(
+                    where,
+                    "team-folder",
+                    f"Team {manifest.name!r} must be teams/{manifest.name}/team.yaml",
+                    hint=f"name it {team!r} or move it to teams/{manifest.name}/team.yaml",
+                    object=ref,
+                )
         elif manifest.kind in CLUSTER_SCOPED:
-            yield Finding(where, "team-cluster-scoped",
-                          f"{manifest.kind} is cluster-scoped and cannot be in a team folder",
-                          hint="team folders hold ResourceClaimTemplates and ResourceClaims only; "
-                          "the platform team owns cluster-scoped objects" + (
-                              " (DeviceClasses go in deviceclasses/)" if manifest.kind == "DeviceClass" else ""),
-                          object=ref)
+            yield Finding(
+                where,
+                "team-cluster-scoped",
+                f"{manifest.kind} is cluster-scoped and cannot be in a team folder",
+                hint="team folders hold ResourceClaimTemplates and ResourceClaims only; "
+                "the platform team owns cluster-scoped objects"
+                + (" (DeviceClasses go in deviceclasses/)" if manifest.kind == "DeviceClass" else ""),
+                object=ref,
+            )
         elif manifest.kind not in _CLAIMS:
-            yield Finding(where, "team-kind", f"{manifest.kind} is not allowed in a team folder",
-                          hint="team folders hold ResourceClaimTemplates and ResourceClaims only", object=ref)
+            yield Finding(
+                where,
+                "team-kind",
+                f"{manifest.kind} is not allowed in a team folder",
+                hint="team folders hold ResourceClaimTemplates and ResourceClaims only",
+                object=ref,
+            )
         elif not any(m.kind == "Team" and m.team == team for m in revision.manifests if m.model is not None):
-            yield Finding(where, "team-folder", f"teams/{team}/ has no team.yaml declaring Team {team!r}",
-                          hint=f"add teams/{team}/team.yaml (namespaces, owners, device classes)", object=ref)
+            yield Finding(
+                where,
+                "team-folder",
+                f"teams/{team}/ has no team.yaml declaring Team {team!r}",
+                hint=f"add teams/{team}/team.yaml (namespaces, owners, device classes)",
+                object=ref,
+            )
         return
     if manifest.kind == "DeviceClass" and parts[0] != "deviceclasses":
-        yield Finding(where, "deviceclass-location", "DeviceClasses must be in deviceclasses/",
-                      hint=f"move it to deviceclasses/{manifest.name}.yaml", object=ref)
+        yield Finding(
+            where,
+            "deviceclass-location",
+            "DeviceClasses must be in deviceclasses/",
+            hint=f"move it to deviceclasses/{manifest.name}.yaml",
+            object=ref,
+        )
     elif manifest.kind in _CLAIMS:
-        yield Finding(where, "claim-location", f"{manifest.kind} outside a team folder has no owner",
-                      hint="move it to teams/<team>/", object=ref)
+        yield Finding(
+            where,
+            "claim-location",
+            f"{manifest.kind} outside a team folder has no owner",
+            hint="move it to teams/<team>/",
+            object=ref,
+        )
     elif manifest.kind == "Team":
-        yield Finding(where, "team-folder", f"Team {manifest.name!r} must be teams/{manifest.name}/team.yaml",
-                      hint=f"move it to teams/{manifest.name}/team.yaml", object=ref)
+        yield Finding(
+            where,
+            "team-folder",
+            f"Team {manifest.name!r} must be teams/{manifest.name}/team.yaml",
+            hint=f"move it to teams/{manifest.name}/team.yaml",
+            object=ref,
+        )
     elif manifest.model is None:
-        yield Finding(where, "unsupported-kind", f"fleet does not manage {manifest.api_version} {manifest.kind}",
-                      hint="a fleet repository holds the fleet kinds, DeviceClasses and teams' claims; "
-                      "deploy workloads with your usual tooling", object=ref)
+        yield Finding(
+            where,
+            "unsupported-kind",
+            f"fleet does not manage {manifest.api_version} {manifest.kind}",
+            hint="a fleet repository holds the fleet kinds, DeviceClasses and teams' claims; "
+            "deploy workloads with your usual tooling",
+            object=ref,
+        )
 
 
 def fleet_root(revision: Revision) -> Iterator[Finding]:
@@ -107,25 +157,42 @@ def fleet_root(revision: Revision) -> Iterator[Finding]:
     clusters = {m.name: m for m in revision.of_kind("Cluster")}
     if not fleets:
         if clusters:
-            yield Finding(min(m.location for m in clusters.values()), "fleet-root",
-                          "Clusters are declared but there is no Fleet",
-                          hint="add fleet.yaml (kind: Fleet) listing the clusters")
+            yield Finding(
+                min(m.location for m in clusters.values()),
+                "fleet-root",
+                "Clusters are declared but there is no Fleet",
+                hint="add fleet.yaml (kind: Fleet) listing the clusters",
+            )
         return
     for extra in fleets[1:]:
-        yield Finding(extra.location, "fleet-root", f"a second Fleet (first at {fleets[0].location})",
-                      hint="a repository has one fleet.yaml", object=extra.ref)
+        yield Finding(
+            extra.location,
+            "fleet-root",
+            f"a second Fleet (first at {fleets[0].location})",
+            hint="a repository has one fleet.yaml",
+            object=extra.ref,
+        )
     fleet = fleets[0]
     assert isinstance(fleet.model, kinds.Fleet)
     listed = fleet.model.spec.clusters
     for index, name in enumerate(listed):
         if name not in clusters:
-            yield Finding(fleet.positions.at(("spec", "clusters", index)), "cluster-reference",
-                          f"Fleet lists cluster {name!r} but there is no clusters/{name}.yaml",
-                          hint=_known(clusters), object=fleet.ref)
+            yield Finding(
+                fleet.positions.at(("spec", "clusters", index)),
+                "cluster-reference",
+                f"Fleet lists cluster {name!r} but there is no clusters/{name}.yaml",
+                hint=_known(clusters),
+                object=fleet.ref,
+            )
     for name, cluster in sorted(clusters.items()):
         if name not in listed:
-            yield Finding(cluster.location, "cluster-reference", f"Cluster {name!r} is not listed in the Fleet",
-                          hint=f"add {name!r} to spec.clusters of {fleet.file}", object=cluster.ref)
+            yield Finding(
+                cluster.location,
+                "cluster-reference",
+                f"Cluster {name!r} is not listed in the Fleet",
+                hint=f"add {name!r} to spec.clusters of {fleet.file}",
+                object=cluster.ref,
+            )
     for manifest in revision.manifests:
         yield from _selector_names(manifest, clusters=set(clusters))
 
@@ -135,8 +202,13 @@ def _selector_names(manifest: Manifest, *, clusters: set[str]) -> Iterator[Findi
     if isinstance(model, kinds.Team | kinds.GPUNodePool | kinds.Overlay):
         for index, name in enumerate(model.spec.clusters.names):
             if name not in clusters:
-                yield Finding(manifest.positions.at(("spec", "clusters", "names", index)), "cluster-reference",
-                              f"no Cluster named {name!r}", hint=_known(clusters), object=manifest.ref)
+                yield Finding(
+                    manifest.positions.at(("spec", "clusters", "names", index)),
+                    "cluster-reference",
+                    f"no Cluster named {name!r}",
+                    hint=_known(clusters),
+                    object=manifest.ref,
+                )
 
 
 def _known(clusters: dict[str, Manifest] | set[str]) -> str:

@@ -34,7 +34,11 @@ def check(manifests: Sequence[Manifest], *, owners: Mapping[str, str]) -> Iterat
         yield from _team_classes(team, classes=classes)
     by_team: dict[str, list[Manifest]] = defaultdict(list)
     for manifest in manifests:
-        if manifest.kind in ("ResourceClaimTemplate", "ResourceClaim") and manifest.team in teams:
+        if (
+            manifest.kind in ("ResourceClaimTemplate", "ResourceClaim")
+            and manifest.team is not None
+            and manifest.team in teams
+        ):
             by_team[manifest.team].append(manifest)
             team = teams[manifest.team]
             yield from _namespace(manifest, team=team, owners=owners)
@@ -67,30 +71,47 @@ def _shared_namespaces(teams: dict[str | None, Manifest]) -> Iterator[Finding]:
         for index, namespace in enumerate(_spec(team).namespaces):
             other = seen.setdefault(namespace, team)
             if other is not team:
-                yield Finding(team.positions.at(("spec", "namespaces", index)), "team-namespace",
-                              f"namespace {namespace!r} already belongs to team {other.name!r}",
-                              hint="each namespace belongs to one team", object=team.ref)
+                yield Finding(
+                    team.positions.at(("spec", "namespaces", index)),
+                    "team-namespace",
+                    f"namespace {namespace!r} already belongs to team {other.name!r}",
+                    hint="each namespace belongs to one team",
+                    object=team.ref,
+                )
 
 
 def _team_classes(team: Manifest, *, classes: set[str]) -> Iterator[Finding]:
     for index, name in enumerate(_spec(team).device_classes):
         if name not in classes:
-            yield Finding(team.positions.at(("spec", "deviceClasses", index)), "unknown-device-class",
-                          f"Team allows DeviceClass {name!r}, which the repository does not declare",
-                          hint=f"declared classes: {', '.join(sorted(classes)) or 'none'}", object=team.ref)
+            yield Finding(
+                team.positions.at(("spec", "deviceClasses", index)),
+                "unknown-device-class",
+                f"Team allows DeviceClass {name!r}, which the repository does not declare",
+                hint=f"declared classes: {', '.join(sorted(classes)) or 'none'}",
+                object=team.ref,
+            )
 
 
 def _namespace(claim: Manifest, *, team: Manifest, owners: Mapping[str, str]) -> Iterator[Finding]:
     allowed = _spec(team).namespaces
     if claim.namespace is None:
-        yield Finding(claim.positions.at(("metadata",)), "team-namespace", f"{claim.kind} has no namespace",
-                      hint=f"set metadata.namespace to one of: {', '.join(allowed)}", object=claim.ref)
+        yield Finding(
+            claim.positions.at(("metadata",)),
+            "team-namespace",
+            f"{claim.kind} has no namespace",
+            hint=f"set metadata.namespace to one of: {', '.join(allowed)}",
+            object=claim.ref,
+        )
     elif claim.namespace not in allowed:
         other = owners.get(claim.namespace)
         owner = f" (it belongs to team {other!r})" if other else ""
-        yield Finding(claim.positions.at(("metadata", "namespace")), "team-namespace",
-                      f"team {team.name!r} cannot write into namespace {claim.namespace!r}{owner}",
-                      hint=f"use one of the team's namespaces: {', '.join(allowed)}", object=claim.ref)
+        yield Finding(
+            claim.positions.at(("metadata", "namespace")),
+            "team-namespace",
+            f"team {team.name!r} cannot write into namespace {claim.namespace!r}{owner}",
+            hint=f"use one of the team's namespaces: {', '.join(allowed)}",
+            object=claim.ref,
+        )
 
 
 def _classes(claim: Manifest, *, team: Manifest, classes: set[str]) -> Iterator[Finding]:
@@ -99,13 +120,21 @@ def _classes(claim: Manifest, *, team: Manifest, classes: set[str]) -> Iterator[
         name = request.body.device_class_name
         where = claim.positions.at((*request.path, "deviceClassName"))
         if name not in classes:
-            yield Finding(where, "unknown-device-class", f"request {request.name!r}: no DeviceClass {name!r}",
-                          hint=f"declared classes: {', '.join(sorted(classes)) or 'none'}", object=claim.ref)
+            yield Finding(
+                where,
+                "unknown-device-class",
+                f"request {request.name!r}: no DeviceClass {name!r}",
+                hint=f"declared classes: {', '.join(sorted(classes)) or 'none'}",
+                object=claim.ref,
+            )
         elif name not in allowed:
-            yield Finding(where, "team-device-class",
-                          f"request {request.name!r}: team {team.name!r} may not use DeviceClass {name!r}",
-                          hint=f"allowed: {', '.join(allowed)}; ask the platform team to add it to "
-                          f"{team.file}", object=claim.ref)
+            yield Finding(
+                where,
+                "team-device-class",
+                f"request {request.name!r}: team {team.name!r} may not use DeviceClass {name!r}",
+                hint=f"allowed: {', '.join(allowed)}; ask the platform team to add it to {team.file}",
+                object=claim.ref,
+            )
 
 
 def _quota(team: Manifest, *, claims: list[Manifest]) -> Iterator[Finding]:
@@ -120,16 +149,24 @@ def _quota(team: Manifest, *, claims: list[Manifest]) -> Iterator[Finding]:
                 continue
             count = request.body.devices
             if count is None:
-                yield Finding(claim.positions.at((*request.path, "allocationMode")), "team-quota",
-                              f"request {request.name!r}: allocationMode All takes every matching device, "
-                              f"which the quota of {quota[name]} {name} cannot bound",
-                              hint="request an exact count instead", object=claim.ref)
+                yield Finding(
+                    claim.positions.at((*request.path, "allocationMode")),
+                    "team-quota",
+                    f"request {request.name!r}: allocationMode All takes every matching device, "
+                    f"which the quota of {quota[name]} {name} cannot bound",
+                    hint="request an exact count instead",
+                    object=claim.ref,
+                )
                 continue
             if count > quota[name]:
-                yield Finding(claim.positions.at((*request.path, "count")), "team-quota",
-                              f"request {request.name!r} asks for {count} {name} devices, over team "
-                              f"{team.name!r}'s quota of {quota[name]}",
-                              hint=f"lower count, or raise quota[{name!r}] in {team.file}", object=claim.ref)
+                yield Finding(
+                    claim.positions.at((*request.path, "count")),
+                    "team-quota",
+                    f"request {request.name!r} asks for {count} {name} devices, over team "
+                    f"{team.name!r}'s quota of {quota[name]}",
+                    hint=f"lower count, or raise quota[{name!r}] in {team.file}",
+                    object=claim.ref,
+                )
             key = (request.group, name)
             per_request[key] = max(per_request.get(key, 0), count)
         for (_, name), count in per_request.items():
@@ -137,10 +174,14 @@ def _quota(team: Manifest, *, claims: list[Manifest]) -> Iterator[Finding]:
             users[name].append(f"{claim.name}={count}")
     for name, total in sorted(totals.items()):
         if total > quota[name]:
-            yield Finding(team.positions.at(("spec", "quota", name)), "team-quota",
-                          f"team {team.name!r} templates and claims request {total} {name} devices together, "
-                          f"over the quota of {quota[name]} ({', '.join(users[name])})",
-                          hint="raise the quota or remove templates", object=team.ref)
+            yield Finding(
+                team.positions.at(("spec", "quota", name)),
+                "team-quota",
+                f"team {team.name!r} templates and claims request {total} {name} devices together, "
+                f"over the quota of {quota[name]} ({', '.join(users[name])})",
+                hint="raise the quota or remove templates",
+                object=team.ref,
+            )
 
 
 __all__ = ["check", "namespace_owners"]

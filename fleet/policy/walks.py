@@ -49,8 +49,12 @@ def requests(manifest: Manifest) -> Iterator[Request]:
         if request.exactly is not None:
             yield Request(request.name, request.exactly, (*base, index, "exactly"), index)
         for sub, alternative in enumerate(request.first_available or []):
-            yield Request(f"{request.name}/{alternative.name}", alternative,
-                          (*base, index, "firstAvailable", sub), index)
+            yield Request(
+                f"{request.name}/{alternative.name}",
+                alternative,
+                (*base, index, "firstAvailable", sub),
+                index,
+            )
 
 
 def selectors(manifest: Manifest) -> Iterator[Selector]:

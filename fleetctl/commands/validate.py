@@ -28,16 +28,27 @@ _RED, _YELLOW, _DIM, _BOLD, _RESET = "\033[31m", "\033[33m", "\033[2m", "\033[1m
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
-        "validate", help="check a fleet repository (schema, policy, CEL, inventory)",
+        "validate",
+        help="check a fleet repository (schema, policy, CEL, inventory)",
         description="Check a fleet repository checkout: YAML, schemas, policy, CEL selectors and, with "
-                    "--inventory or --context, whether each template can be satisfied. "
-                    "Exit 0 clean, 1 findings, 2 usage or internal error.")
+        "--inventory or --context, whether each template can be satisfied. "
+        "Exit 0 clean, 1 findings, 2 usage or internal error.",
+    )
     parser.add_argument("repo", nargs="?", default=".", type=Path, help="repository checkout (default: .)")
-    parser.add_argument("--cluster", action="append", default=[], metavar="C",
-                        help="check only this cluster (repeatable; default: every cluster)")
+    parser.add_argument(
+        "--cluster",
+        action="append",
+        default=[],
+        metavar="C",
+        help="check only this cluster (repeatable; default: every cluster)",
+    )
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--inventory", type=Path, metavar="FILE",
-                        help="inventory snapshot (fleetctl inventory -o yaml) to check satisfiability against")
+    source.add_argument(
+        "--inventory",
+        type=Path,
+        metavar="FILE",
+        help="inventory snapshot (fleetctl inventory -o yaml) to check satisfiability against",
+    )
     source.add_argument("--context", metavar="CTX", help="kubeconfig context whose ResourceSlices to check against")
     parser.add_argument("-o", "--output", choices=("text", "json", "github"), default="text")
     parser.set_defaults(func=run)
@@ -59,8 +70,10 @@ def _validate(args: argparse.Namespace) -> int:
     if not repo.is_dir():
         raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
     if args.inventory is not None or args.context is not None:
-        raise FleetError("inventory satisfiability is not available yet (fleet.inventory has not landed)",
-                         hint="run without --inventory/--context for now")
+        raise FleetError(
+            "inventory satisfiability is not available yet (fleet.inventory has not landed)",
+            hint="run without --inventory/--context for now",
+        )
     revision = read_revision(repo)
     findings = check(revision, clusters=args.cluster)
     out = sys.stdout
@@ -104,11 +117,20 @@ def to_text(findings: Sequence[Finding], *, repo: Path, revision: Revision, colo
 
 
 def to_json(findings: Sequence[Finding], *, repo: Path, revision: Revision) -> str:
-    items = [{
-        "file": display_path(repo, f.location.file), "line": f.location.line, "col": f.location.col,
-        "rule": f.rule, "severity": f.severity, "message": f.message, "hint": f.hint,
-        "object": f.object, "cluster": f.cluster,
-    } for f in findings]
+    items = [
+        {
+            "file": display_path(repo, f.location.file),
+            "line": f.location.line,
+            "col": f.location.col,
+            "rule": f.rule,
+            "severity": f.severity,
+            "message": f.message,
+            "hint": f.hint,
+            "object": f.object,
+            "cluster": f.cluster,
+        }
+        for f in findings
+    ]
     errors = sum(f.severity == "error" for f in findings)
     summary = {"errors": errors, "warnings": len(findings) - errors, "objects": len(revision.manifests)}
     return json.dumps({"findings": items, "summary": summary}, indent=2)

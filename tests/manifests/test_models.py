@@ -48,11 +48,15 @@ def test_unknown_field_without_a_close_match_lists_allowed_fields() -> None:
 
 
 def test_unknown_kind_says_did_you_mean() -> None:
-    revision = load_revision({"t.yaml": yaml("""
+    revision = load_revision(
+        {
+            "t.yaml": yaml("""
         apiVersion: resource.k8s.io/v1
         kind: ResourceClaimTemplat
         metadata: {name: t}
-    """)})
+    """)
+        }
+    )
     finding = only(revision.findings, "unknown-kind")
     assert finding.hint == "did you mean 'ResourceClaimTemplate'?"
     assert finding.location.line == 2
@@ -64,7 +68,9 @@ def test_unknown_fleet_version_names_the_served_one() -> None:
 
 
 def test_v1beta1_template_is_refused_with_the_exact_v1_rewrite() -> None:
-    revision = load_revision({"t.yaml": yaml("""
+    revision = load_revision(
+        {
+            "t.yaml": yaml("""
         apiVersion: resource.k8s.io/v1beta1
         kind: ResourceClaimTemplate
         metadata: {name: two, namespace: ml}
@@ -75,7 +81,9 @@ def test_v1beta1_template_is_refused_with_the_exact_v1_rewrite() -> None:
               - name: gpus
                 deviceClassName: gpu.nvidia.com
                 count: 2
-    """)})
+    """)
+        }
+    )
     finding = only(revision.findings, "deprecated-api")
     assert finding.location.line == 1
     assert "change apiVersion to resource.k8s.io/v1" in finding.hint
@@ -89,7 +97,7 @@ def test_v1beta2_only_needs_the_version_changed() -> None:
 
 
 def test_quoted_numbers_and_yes_are_refused_as_the_api_server_would() -> None:
-    text = yaml(TEMPLATE.format(field="deviceClassName")) + b"          count: \"2\"\n          adminAccess: yes\n"
+    text = yaml(TEMPLATE.format(field="deviceClassName")) + b'          count: "2"\n          adminAccess: yes\n'
     revision = load_revision({"t.yaml": text})
     messages = sorted(f.message for f in revision.findings if f.rule == "schema")
     assert messages == [
@@ -100,7 +108,9 @@ def test_quoted_numbers_and_yes_are_refused_as_the_api_server_would() -> None:
 
 
 def test_exactly_and_first_available_are_mutually_exclusive() -> None:
-    revision = load_revision({"t.yaml": yaml("""
+    revision = load_revision(
+        {
+            "t.yaml": yaml("""
         apiVersion: resource.k8s.io/v1
         kind: ResourceClaim
         metadata: {name: c, namespace: ml}
@@ -108,14 +118,18 @@ def test_exactly_and_first_available_are_mutually_exclusive() -> None:
           devices:
             requests:
             - name: gpu
-    """)})
+    """)
+        }
+    )
     finding = only(revision.findings, "schema")
     assert "exactly one of exactly or firstAvailable" in finding.message
     assert finding.location.line == 7
 
 
 def test_v1_shape_features_validate() -> None:
-    revision = load_revision({"t.yaml": yaml("""
+    revision = load_revision(
+        {
+            "t.yaml": yaml("""
         apiVersion: resource.k8s.io/v1
         kind: ResourceClaimTemplate
         metadata: {name: mig-pair, namespace: ml}
@@ -141,12 +155,16 @@ def test_v1_shape_features_validate() -> None:
                   driver: gpu.nvidia.com
                   parameters: {apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig,
                                sharing: {strategy: TimeSlicing}}
-    """)})
+    """)
+        }
+    )
     assert revision.findings == ()
 
 
 def test_unqualified_match_attribute_and_count_with_all_are_refused() -> None:
-    revision = load_revision({"t.yaml": yaml("""
+    revision = load_revision(
+        {
+            "t.yaml": yaml("""
         apiVersion: resource.k8s.io/v1
         kind: ResourceClaim
         metadata: {name: c, namespace: ml}
@@ -156,7 +174,9 @@ def test_unqualified_match_attribute_and_count_with_all_are_refused() -> None:
             - {name: g, exactly: {deviceClassName: gpu.nvidia.com, allocationMode: All, count: 2}}
             constraints:
             - {matchAttribute: parentUUID}
-    """)})
+    """)
+        }
+    )
     messages = " ".join(f.message for f in revision.findings)
     assert "count must not be set when allocationMode is All" in messages
     assert "matchAttribute: String should match pattern" in messages

@@ -47,18 +47,26 @@ def test_patched_fields_point_at_the_overlay_and_the_rest_at_the_base() -> None:
 
 def test_overlays_apply_in_name_order() -> None:
     files = example_files()
-    files["overlays/b/overlay.yaml"] = overlay("b", "{names: [gpu-west]}", """
+    files["overlays/b/overlay.yaml"] = overlay(
+        "b",
+        "{names: [gpu-west]}",
+        """
         spec:
           patches:
           - target: {apiVersion: fleet.gpufleet.dev/v1alpha1, kind: GPUNodePool, name: h100}
             patch: {spec: {nodes: 7}}
-    """)
-    files["overlays/a/overlay.yaml"] = overlay("a", "{names: [gpu-west]}", """
+    """,
+    )
+    files["overlays/a/overlay.yaml"] = overlay(
+        "a",
+        "{names: [gpu-west]}",
+        """
         spec:
           patches:
           - target: {apiVersion: fleet.gpufleet.dev/v1alpha1, kind: GPUNodePool, name: h100}
             patch: {spec: {nodes: 5}}
-    """)
+    """,
+    )
     view = resolve(load_revision(files), cluster="gpu-west")
     assert view.overlays == ("a", "b", "gpu-west")
     h100 = next(p for p in view.pools if p.name == "h100")
@@ -67,14 +75,18 @@ def test_overlays_apply_in_name_order() -> None:
 
 def test_invalid_value_from_an_overlay_is_reported_at_the_overlay_line() -> None:
     files = example_files()
-    files["overlays/gpu-west/overlay.yaml"] = overlay("gpu-west", "{names: [gpu-west]}", """
+    files["overlays/gpu-west/overlay.yaml"] = overlay(
+        "gpu-west",
+        "{names: [gpu-west]}",
+        """
         spec:
           patches:
           - target: {apiVersion: fleet.gpufleet.dev/v1alpha1, kind: GPUNodePool, name: h100}
             patch:
               spec:
                 nodes: -1
-    """)
+    """,
+    )
     view = resolve(load_revision(files), cluster="gpu-west")
     [finding] = view.findings
     assert finding.rule == "schema"
@@ -87,16 +99,23 @@ def test_invalid_value_from_an_overlay_is_reported_at_the_overlay_line() -> None
 
 def test_missing_target_and_identity_changes_are_findings() -> None:
     files = example_files()
-    files["overlays/gpu-west/overlay.yaml"] = overlay("gpu-west", "{names: [gpu-west]}", """
+    files["overlays/gpu-west/overlay.yaml"] = overlay(
+        "gpu-west",
+        "{names: [gpu-west]}",
+        """
         spec:
           patches:
           - target: {apiVersion: fleet.gpufleet.dev/v1alpha1, kind: GPUNodePool, name: h1000}
             patch: {spec: {nodes: 1}}
           - target: {apiVersion: fleet.gpufleet.dev/v1alpha1, kind: GPUNodePool, name: h100}
             patch: {metadata: {name: other}}
-    """)
+    """,
+    )
     view = resolve(load_revision(files), cluster="gpu-west")
-    assert [(f.rule, f.location.line) for f in view.findings] == [("overlay-target", 7), ("overlay-patch", 10)]
+    assert [(f.rule, f.location.line) for f in view.findings] == [
+        ("overlay-target", 7),
+        ("overlay-patch", 10),
+    ]
 
 
 def test_unknown_cluster_is_an_error_listing_known_ones() -> None:

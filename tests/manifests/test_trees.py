@@ -56,5 +56,8 @@ def test_hidden_directories_and_other_files_are_skipped(tmp_path: Path) -> None:
 def test_paths_with_dotdot_or_absolute_are_refused() -> None:
     revision = load_revision({"../x.yaml": CLUSTER, "/etc/x.yaml": CLUSTER, "teams/a/../../b.yaml": CLUSTER})
     assert sorted(f.location.file for f in revision.findings if f.rule == "path-escape") == [
-        "../x.yaml", "/etc/x.yaml", "teams/a/../../b.yaml"]
+        "../x.yaml",
+        "/etc/x.yaml",
+        "teams/a/../../b.yaml",
+    ]
     assert revision.manifests == ()

@@ -25,11 +25,15 @@ def test_invalid_yaml_is_located_and_other_files_still_load() -> None:
 
 
 def test_duplicate_keys_are_refused_naming_both_lines() -> None:
-    revision = load_revision({"a.yaml": yaml("""
+    revision = load_revision(
+        {
+            "a.yaml": yaml("""
         apiVersion: fleet.gpufleet.dev/v1alpha1
         kind: Cluster
         kind: Fleet
-    """)})
+    """)
+        }
+    )
     finding = only(revision.findings, "yaml-duplicate-key")
     assert (finding.location.line, finding.location.col) == (3, 1)
     assert "first at line 2" in finding.message
@@ -94,10 +98,14 @@ def test_merge_keys_are_refused() -> None:
 
 
 def test_yaml11_ambiguous_scalars_are_flagged() -> None:
-    docs, findings = parse(file="f.yaml", content=b"a: yes\nb: Off\nc: 0644\nd: '0644'\ne: \"no\"\nf: 10\n",
-                           limits=Limits())
+    docs, findings = parse(
+        file="f.yaml", content=b"a: yes\nb: Off\nc: 0644\nd: '0644'\ne: \"no\"\nf: 10\n", limits=Limits()
+    )
     assert [(f.rule, f.location.line) for f in findings] == [
-        ("yaml-ambiguous", 1), ("yaml-ambiguous", 2), ("yaml-ambiguous", 3)]
+        ("yaml-ambiguous", 1),
+        ("yaml-ambiguous", 2),
+        ("yaml-ambiguous", 3),
+    ]
     assert docs[0].data["a"] == "yes"
 
 
@@ -108,14 +116,18 @@ def test_unquoted_dates_stay_strings_and_are_flagged() -> None:
 
 
 def test_every_field_has_its_line_and_column() -> None:
-    docs, _ = parse(file="f.yaml", content=yaml("""
+    docs, _ = parse(
+        file="f.yaml",
+        content=yaml("""
         spec:
           devices:
             requests:
             - name: gpu
               exactly:
                 count: 2
-    """), limits=Limits())
+    """),
+        limits=Limits(),
+    )
     positions = docs[0].positions
     assert str(positions.at(("spec", "devices", "requests", 0, "exactly", "count"))) == "f.yaml:6:9"
     assert str(positions.at(("spec", "devices", "requests", 0, "exactly"))) == "f.yaml:5:7"
@@ -123,15 +135,19 @@ def test_every_field_has_its_line_and_column() -> None:
 
 
 def test_block_scalar_positions_map_lines_inside_the_string() -> None:
-    docs, _ = parse(file="f.yaml", content=yaml("""
+    docs, _ = parse(
+        file="f.yaml",
+        content=yaml("""
         cel:
           expression: |
             device.driver == 'x'
             && device.foo
-    """), limits=Limits())
+    """),
+        limits=Limits(),
+    )
     scalar = docs[0].positions.scalars[("cel", "expression")]
     assert str(scalar.locate(line=2, col=4)) == "f.yaml:4:8"
-    docs, _ = parse(file="f.yaml", content=b"cel: {expression: \"device.foo\"}\n", limits=Limits())
+    docs, _ = parse(file="f.yaml", content=b'cel: {expression: "device.foo"}\n', limits=Limits())
     scalar = docs[0].positions.scalars[("cel", "expression")]
     assert str(scalar.locate(line=1, col=8)) == "f.yaml:1:27"
 

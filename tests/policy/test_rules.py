@@ -20,7 +20,8 @@ def findings_with(changes: dict[str, bytes | None]) -> list[Finding]:
 
 
 def template(*, namespace: str = "ml-research", name: str = "t", request: str = "") -> bytes:
-    return yaml(f"""
+    return (
+        yaml(f"""
         apiVersion: resource.k8s.io/v1
         kind: ResourceClaimTemplate
         metadata:
@@ -33,7 +34,10 @@ def template(*, namespace: str = "ml-research", name: str = "t", request: str = 
               - name: gpu
                 exactly:
                   deviceClassName: gpu.nvidia.com
-    """) + textwrap.indent(textwrap.dedent(request).strip("\n"), " " * 10).encode() + b"\n"
+    """)
+        + textwrap.indent(textwrap.dedent(request).strip("\n"), " " * 10).encode()
+        + b"\n"
+    )
 
 
 def test_example_repository_is_clean() -> None:
@@ -42,7 +46,9 @@ def test_example_repository_is_clean() -> None:
 
 def test_team_namespace_writing_into_another_teams_namespace() -> None:
     finding = only(findings_with({"teams/ml-research/t.yaml": template(namespace="inference")}), "team-namespace")
-    assert finding.message == "team 'ml-research' cannot write into namespace 'inference' (it belongs to team 'inference')"
+    assert (
+        finding.message == "team 'ml-research' cannot write into namespace 'inference' (it belongs to team 'inference')"
+    )
     assert (finding.location.file, finding.location.line) == ("teams/ml-research/t.yaml", 5)
     assert finding.hint == "use one of the team's namespaces: ml-research"
 
@@ -53,8 +59,9 @@ def test_team_namespace_missing() -> None:
 
 
 def test_namespace_shared_by_two_teams() -> None:
-    team = example_files()["teams/inference/team.yaml"].replace(b"[inference, inference-canary]",
-                                                                b"[inference, ml-research]")
+    team = example_files()["teams/inference/team.yaml"].replace(
+        b"[inference, inference-canary]", b"[inference, ml-research]"
+    )
     [finding] = [f for f in findings_with({"teams/inference/team.yaml": team}) if "already belongs" in f.message]
     assert finding.message == "namespace 'ml-research' already belongs to team 'inference'"
     assert str(finding.location) == "teams/ml-research/team.yaml:7:16"
@@ -79,7 +86,9 @@ def test_device_class_in_a_team_folder() -> None:
 
 def test_device_class_outside_deviceclasses() -> None:
     dc = example_files()["deviceclasses/gpu.nvidia.com.yaml"].replace(b"name: gpu.nvidia.com", b"name: mine")
-    assert only(findings_with({"pools/dc.yaml": dc}), "deviceclass-location").hint == "move it to deviceclasses/mine.yaml"
+    assert (
+        only(findings_with({"pools/dc.yaml": dc}), "deviceclass-location").hint == "move it to deviceclasses/mine.yaml"
+    )
 
 
 def test_other_kinds_in_a_team_folder_and_elsewhere() -> None:
@@ -101,8 +110,10 @@ def test_claim_outside_team_folder_and_team_folder_without_team() -> None:
 
 def test_team_name_must_match_folder() -> None:
     team = example_files()["teams/inference/team.yaml"].replace(b"name: inference\n", b"name: serving\n")
-    assert "must be teams/serving/team.yaml" in only(findings_with({"teams/inference/team.yaml": team}),
-                                                     "team-folder").message
+    assert (
+        "must be teams/serving/team.yaml"
+        in only(findings_with({"teams/inference/team.yaml": team}), "team-folder").message
+    )
 
 
 def test_team_device_class_not_allowed() -> None:
@@ -119,10 +130,15 @@ def test_unknown_device_class() -> None:
 
 
 def test_quota_single_request_over_quota() -> None:
-    found = findings_with({"teams/ml-research/t.yaml": template(request="""
+    found = findings_with(
+        {
+            "teams/ml-research/t.yaml": template(
+                request="""
                           count: 17
-    """)
-    })
+    """
+            )
+        }
+    )
     [finding] = [f for f in found if f.rule == "team-quota" and f.location.file == "teams/ml-research/t.yaml"]
     assert finding.message == "request 'gpu' asks for 17 gpu.nvidia.com devices, over team 'ml-research''s quota of 16"
     assert finding.location.line == 13
@@ -130,28 +146,50 @@ def test_quota_single_request_over_quota() -> None:
 
 def test_quota_sum_over_templates() -> None:
     # ml-research already requests 1+1+1+2 = 5 gpu.nvidia.com; 12 more is 17 > 16
-    finding = only(findings_with({"teams/ml-research/t.yaml": template(request="""
+    finding = only(
+        findings_with(
+            {
+                "teams/ml-research/t.yaml": template(
+                    request="""
                           count: 12
-    """)
-    }), "team-quota")
+    """
+                )
+            }
+        ),
+        "team-quota",
+    )
     assert "request 17 gpu.nvidia.com devices together, over the quota of 16" in finding.message
     assert (finding.location.file, finding.location.line) == ("teams/ml-research/team.yaml", 13)
 
 
 def test_quota_from_overlay_is_per_cluster() -> None:
     # inference: quota 8 in the base, 32 on gpu-east (its only cluster); 3 + 20 fits 32
-    found = findings_with({"teams/inference/t.yaml": template(namespace="inference", request="""
+    found = findings_with(
+        {
+            "teams/inference/t.yaml": template(
+                namespace="inference",
+                request="""
                           count: 20
-    """)
-    })
+    """,
+            )
+        }
+    )
     assert "team-quota" not in rules(found)
 
 
 def test_quota_refuses_allocation_mode_all() -> None:
-    finding = only(findings_with({"teams/ml-research/t.yaml": template(request="""
+    finding = only(
+        findings_with(
+            {
+                "teams/ml-research/t.yaml": template(
+                    request="""
                           allocationMode: All
-    """)
-    }), "team-quota")
+    """
+                )
+            }
+        ),
+        "team-quota",
+    )
     assert "allocationMode All" in finding.message
 
 
@@ -168,8 +206,10 @@ def test_first_available_counts_the_largest_alternative() -> None:
               - {name: many, deviceClassName: gpu.nvidia.com, count: 12}
               - {name: one, deviceClassName: gpu.nvidia.com}
     """)
-    assert "request 17 gpu.nvidia.com devices together" in only(
-        findings_with({"teams/ml-research/c.yaml": text}), "team-quota").message
+    assert (
+        "request 17 gpu.nvidia.com devices together"
+        in only(findings_with({"teams/ml-research/c.yaml": text}), "team-quota").message
+    )
 
 
 def test_dns_label_names() -> None:
@@ -187,11 +227,13 @@ def test_duplicate_object_in_two_files() -> None:
 
 def test_cel_expression_over_10_kib() -> None:
     long = "device.driver == 'gpu.nvidia.com' && " * (MAX_EXPRESSION_BYTES // 30) + "true"
-    text = template(request=f"""
+    text = template(
+        request=f"""
                           selectors:
                           - cel:
                               expression: "{long}"
-    """)
+    """
+    )
     finding = only(findings_with({"teams/ml-research/t.yaml": text}), "cel-too-long")
     assert finding.location.line == 15
     assert "over the API limit of 10240" in finding.message
@@ -199,7 +241,9 @@ def test_cel_expression_over_10_kib() -> None:
 
 def test_operator_values_must_follow_the_gpucluster_path() -> None:
     operator = example_files()["operator/gpu-operator.yaml"]
-    operator = operator.replace(b"deployCR: false", b"deployCR: true").replace(b"version: v26.7.0", b"version: v25.10.0")
+    operator = operator.replace(b"deployCR: false", b"deployCR: true").replace(
+        b"version: v26.7.0", b"version: v25.10.0"
+    )
     found = [f for f in findings_with({"operator/gpu-operator.yaml": operator}) if f.rule == "operator-values"]
     assert [f.message for f in found] == [
         "GPU Operator v25.10.0 has no GPUCluster (DRA) install path",
@@ -209,8 +253,9 @@ def test_operator_values_must_follow_the_gpucluster_path() -> None:
 
 
 def test_operator_values_preinstalled_driver() -> None:
-    operator = example_files()["operator/gpu-operator.yaml"].replace(b"installPath: gpuCluster",
-                                                                     b"installPath: preinstalledDriver")
+    operator = example_files()["operator/gpu-operator.yaml"].replace(
+        b"installPath: gpuCluster", b"installPath: preinstalledDriver"
+    )
     finding = only(findings_with({"operator/gpu-operator.yaml": operator}), "operator-values")
     assert finding.message == "installPath preinstalledDriver needs driver.enabled=false, but it is not set"
 
@@ -225,8 +270,10 @@ def test_operator_values_broken_by_one_overlay_names_that_cluster() -> None:
 def test_fleet_and_clusters_reference_each_other() -> None:
     fleet = example_files()["fleet.yaml"].replace(b"  - gpu-west\n", b"  - gpu-north\n")
     found = [f.message for f in findings_with({"fleet.yaml": fleet}) if f.rule == "cluster-reference"]
-    assert found == ["Cluster 'gpu-west' is not listed in the Fleet",
-                     "Fleet lists cluster 'gpu-north' but there is no clusters/gpu-north.yaml"]
+    assert found == [
+        "Cluster 'gpu-west' is not listed in the Fleet",
+        "Fleet lists cluster 'gpu-north' but there is no clusters/gpu-north.yaml",
+    ]
 
 
 def test_missing_fleet() -> None:
@@ -239,11 +286,14 @@ def test_selector_naming_an_unknown_cluster() -> None:
 
 
 def test_a_revision_with_errors_is_reported_whole() -> None:
-    found = findings_with({
-        "teams/ml-research/a.yaml": template(name="a", namespace="inference"),
-        "teams/ml-research/b.yaml": template(name="Bad_Name"),
-        "teams/ml-research/c.yaml": b"kind: [",
-        "clusters/gpu-west.yaml": example_files()["clusters/gpu-west.yaml"].replace(b"kubernetesVersion",
-                                                                                     b"kubernetesVersio")
-    })
+    found = findings_with(
+        {
+            "teams/ml-research/a.yaml": template(name="a", namespace="inference"),
+            "teams/ml-research/b.yaml": template(name="Bad_Name"),
+            "teams/ml-research/c.yaml": b"kind: [",
+            "clusters/gpu-west.yaml": example_files()["clusters/gpu-west.yaml"].replace(
+                b"kubernetesVersion", b"kubernetesVersio"
+            ),
+        }
+    )
     assert {"team-namespace", "dns-label", "yaml-syntax", "schema"} <= set(rules(found))
