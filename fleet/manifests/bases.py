@@ -25,6 +25,7 @@ class Model(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         use_attribute_docstrings=True,
+        field_title_generator=lambda name, _info: to_camel(name),
     )
 
 
