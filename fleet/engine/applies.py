@@ -24,6 +24,7 @@ lists the pods.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,7 +125,8 @@ class Sync:
             with tracer.start_as_current_span("diff", attributes={tracing.STAGE: stage.name}):
                 found = await diffs.diff_objects(client=self.client, desired=desired, live=self.live,
                                                  concurrency=self.options.concurrency,
-                                                 ignore_managers=self.options.ignore_managers)
+                                                 ignore_managers=self.options.ignore_managers,
+                                                 force=self.options.force_conflicts)
             self.changes.entries.extend(found)
             todo = [(c, d) for c, d in zip(found, desired, strict=True)
                     if c.action in (Action.CREATED, Action.CONFIGURED) and not c.failed]
@@ -164,6 +166,11 @@ class Sync:
                 with tracer.start_as_current_span("apply object", attributes=attrs) as span:
                     started = time.monotonic()
                     try:
+                        if change.replace:
+                            uid = (self.live.get(d.ref.key, {}).get("metadata") or {}).get("uid")
+                            with contextlib.suppress(NotFound):
+                                await self.client.delete(d.ref, uid=uid, propagation="Foreground")
+                            await self._gone(d.ref)
                         await self.client.apply(d.obj, field_manager=d.field_manager,
                                                 force=self.options.force_conflicts)
                     except KubeError as err:
@@ -174,6 +181,16 @@ class Sync:
         async with anyio.create_task_group() as tg:
             for change, d in todo:
                 tg.start_soon(one, change, d)
+
+    async def _gone(self, ref: Ref) -> None:
+        """Wait (bounded by the health timeout) until a replaced object is really deleted."""
+        with anyio.move_on_after(self.options.health_timeout):
+            while True:
+                try:
+                    await self.client.get(ref)
+                except NotFound:
+                    return
+                await anyio.sleep(0.2)
 
     async def _prune(self) -> None:
         desired_keys = {d.ref.key for d in self.plan.objects}
@@ -187,6 +204,10 @@ class Sync:
         for key in gone:
             self.inventory.entries.pop(key)  # deleted outside fleet: only the record was left
         if not self.options.prune or self.options.dry_run:
+            for change in found:
+                if not self.options.dry_run and change.action == Action.DELETED:
+                    change.action = Action.SKIPPED
+                    change.reason = "no longer declared; not pruned (--prune not given)"
             self.changes.entries.extend(found)
             return
         with tracing.tracer().start_as_current_span("prune") as span:

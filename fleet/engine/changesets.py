@@ -36,6 +36,8 @@ class Change:
     duration: float = 0.0
     error: str = ""
     reason: str = ""
+    replace: bool = False
+    """The change touches immutable fields: applied as delete + create."""
 
     @property
     def failed(self) -> bool:

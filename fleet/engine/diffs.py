@@ -27,7 +27,7 @@ from ruamel.yaml import YAML
 from fleet.engine import normalizations, ownership
 from fleet.engine.changesets import Action, Change
 from fleet.engine.plans import Desired
-from fleet.kube import Client, KubeError, NotFound, Ref
+from fleet.kube import Client, Invalid, KubeError, NotFound, Ref
 
 LiveIndex = dict[str, dict[str, Any]]
 """Live objects by ``Ref.key``."""
@@ -58,6 +58,7 @@ async def diff_objects(
     live: LiveIndex,
     concurrency: int = 16,
     ignore_managers: Iterable[str] = (),
+    force: bool = False,
 ) -> list[Change]:
     """One Change per desired object: created, configured or unchanged (or skipped, with the error)."""
     ignored = tuple(ignore_managers)
@@ -66,7 +67,8 @@ async def diff_objects(
 
     async def one(i: int, d: Desired) -> None:
         async with limiter:
-            changes[i] = await _diff_one(client=client, d=d, live=live.get(d.ref.key), ignored=ignored)
+            changes[i] = await _diff_one(client=client, d=d, live=live.get(d.ref.key), ignored=ignored,
+                                         force=force)
 
     async with anyio.create_task_group() as tg:
         for i, d in enumerate(desired):
@@ -80,16 +82,26 @@ async def diff_objects(
     return [c for c in changes if c is not None]
 
 
-async def _diff_one(*, client: Client, d: Desired, live: dict[str, Any] | None, ignored: tuple[str, ...]) -> Change:
+async def _diff_one(*, client: Client, d: Desired, live: dict[str, Any] | None, ignored: tuple[str, ...],
+                    force: bool) -> Change:
     started = time.monotonic()
     stage = d.stage.name
     try:
-        result = await client.apply(d.obj, field_manager=d.field_manager, dry_run=True)
+        result = await client.apply(d.obj, field_manager=d.field_manager, dry_run=True, force=force)
     except NotFound as err:
         if live is None:  # its namespace is created by an earlier stage of the same apply
             return Change(ref=d.ref, stage=stage, action=Action.CREATED, after=normalizations.normalise(d.obj),
                           duration=time.monotonic() - started, reason=f"not dry-run: {err.what}")
         return Change(ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err))
+    except Invalid as err:
+        if live is not None and "immutable" in str(err):
+            # e.g. a ResourceClaimTemplate's spec: replace it, as Flux's force does.
+            return Change(ref=d.ref, stage=stage, action=Action.CONFIGURED, replace=True,
+                          before=normalizations.normalise(live, ignore_managers=ignored),
+                          after=normalizations.normalise(d.obj), duration=time.monotonic() - started,
+                          reason="immutable fields change: replaced (delete, then create)")
+        return Change(ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err),
+                      duration=time.monotonic() - started)
     except KubeError as err:
         return Change(ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err),
                       duration=time.monotonic() - started)

@@ -1,0 +1,77 @@
+"""Helpers for apply tests: plan a test repository and run the engine against the sandbox."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import pytest
+
+from fleet import engine, kube
+from fleet.kube import metrics
+from fleet.sandbox import Sandbox, credentials
+from fleetctl.pipelines import load_plan
+from tests.apply.repos import Repo
+
+T = TypeVar("T")
+FLEET_RESOURCES = {
+    "namespaces", "roles", "rolebindings", "resourcequotas", "deviceclasses", "resourceclaimtemplates",
+    "resourceclaims", "configmaps", "nodes",
+}
+
+
+class Engine:
+    """Runs plan/diff/apply for a test repository against the sandbox as admin."""
+
+    def __init__(self, sandbox: Sandbox, repo: Repo) -> None:
+        self.sandbox = sandbox
+        self.repo = repo
+        self.last_client: kube.Client | None = None
+
+    def run(self, fn: Callable[[kube.Client], Awaitable[T]], *, context: str = credentials.CLUSTER) -> T:
+        async def main() -> T:
+            client = await kube.connect(kubeconfig=str(self.sandbox.kubeconfig), context=context)
+            self.last_client = client
+            try:
+                return await fn(client)
+            finally:
+                await client.close()
+
+        return anyio.run(main)
+
+    def plan(self) -> engine.Plan:
+        return load_plan(self.repo.write(), cluster=self.repo.cluster)
+
+    def apply(self, **options: Any) -> engine.ChangeSet:
+        plan = self.plan()
+        options.setdefault("health_timeout", 30.0)
+        return self.run(lambda c: engine.reconcile(client=c, plan=plan, options=engine.Options(**options)))
+
+    def diff(self, **options: Any) -> engine.ChangeSet:
+        plan = self.plan()
+        return self.run(lambda c: engine.diff(client=c, plan=plan, options=engine.Options(**options)))
+
+    def server_writes(self, action: Callable[[], object]) -> int:
+        """Writes the API server counted to fleet's resources while ``action`` ran."""
+        before = self.run(lambda c: c.metrics())
+        action()
+        after = self.run(lambda c: c.metrics())
+        return metrics.writes(metrics.request_totals(before), metrics.request_totals(after),
+                              resources=FLEET_RESOURCES)
+
+
+@pytest.fixture()
+def repo(tmp_path: Path) -> Repo:
+    return Repo(root=tmp_path / "repo")
+
+
+@pytest.fixture()
+def fleet(sandbox: Sandbox, repo: Repo) -> Engine:
+    return Engine(sandbox, repo)
+
+
+def actions(changes: engine.ChangeSet) -> dict[str, str]:
+    """``Kind namespace/name`` → action, for compact assertions."""
+    return {str(e.ref): str(e.action) for e in changes.entries}

@@ -1,0 +1,141 @@
+"""A small fleet repository per test, with names unique to the test.
+
+Each test gets its own cluster name (so its own inventory record), team
+namespaces and DeviceClass name, so tests sharing the one sandbox never see
+each other's objects.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Team:
+    namespaces: list[str]
+    group: str
+    quota: int | None
+
+
+@dataclass
+class Repo:
+    root: Path
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
+    teams: dict[str, Team] = field(default_factory=dict)
+    claims: dict[str, str] = field(default_factory=dict)
+    """team/file name → ResourceClaimTemplate YAML."""
+    pools: dict[str, str] = field(default_factory=dict)
+    device_class_expression: str = "device.driver == 'gpu.nvidia.com'"
+    device_class: bool = True
+
+    @property
+    def cluster(self) -> str:
+        return f"t-{self.id}"
+
+    @property
+    def device_class_name(self) -> str:
+        return f"t-{self.id}.gpu.example.com"
+
+    def ns(self, name: str) -> str:
+        return f"{name}-{self.id}"
+
+    def team(self, name: str, *, namespaces: list[str], group: str, quota: int | None = 4) -> None:
+        self.teams[name] = Team(namespaces=[self.ns(n) for n in namespaces], group=group, quota=quota)
+
+    def claim_template(self, team: str, name: str, *, count: int = 1, namespace: str | None = None) -> None:
+        ns = self.teams[team].namespaces[0] if namespace is None else namespace
+        self.claims[f"{team}/{name}"] = f"""\
+            apiVersion: resource.k8s.io/v1
+            kind: ResourceClaimTemplate
+            metadata:
+              name: {name}
+              namespace: {ns}
+            spec:
+              spec:
+                devices:
+                  requests:
+                  - name: gpu
+                    exactly:
+                      deviceClassName: {self.device_class_name}
+                      count: {count}
+            """
+
+    def pool(self, name: str, *, selector: dict[str, str], labels: dict[str, str], taints: str = "[]",
+             nodes: int = 1, gpus: int = 8, product: str = "NVIDIA H100 80GB HBM3") -> None:
+        sel = "".join(f"\n                {k}: {v}" for k, v in selector.items())
+        lab = "".join(f"\n                {k}: {v}" for k, v in labels.items())
+        self.pools[name] = f"""\
+            apiVersion: fleet.gpufleet.dev/v1alpha1
+            kind: GPUNodePool
+            metadata:
+              name: {name}
+            spec:
+              nodeSelector:{sel}
+              labels:{lab}
+              taints: {taints}
+              gpu:
+                productName: {product}
+                count: {gpus}
+              nodes: {nodes}
+            """
+
+    def write(self) -> Path:
+        if self.root.exists():
+            for path in sorted(self.root.rglob("*.yaml"), reverse=True):
+                path.unlink()
+        files = {
+            "fleet.yaml": f"""\
+                apiVersion: fleet.gpufleet.dev/v1alpha1
+                kind: Fleet
+                metadata:
+                  name: test
+                spec:
+                  clusters: [{self.cluster}]
+                """,
+            f"clusters/{self.cluster}.yaml": f"""\
+                apiVersion: fleet.gpufleet.dev/v1alpha1
+                kind: Cluster
+                metadata:
+                  name: {self.cluster}
+                spec:
+                  kubernetesVersion: "1.36"
+                """,
+        }
+        if self.device_class:
+            files[f"deviceclasses/{self.device_class_name}.yaml"] = f"""\
+                apiVersion: resource.k8s.io/v1
+                kind: DeviceClass
+                metadata:
+                  name: {self.device_class_name}
+                spec:
+                  selectors:
+                  - cel:
+                      expression: "{self.device_class_expression}"
+                """
+        for name, team in self.teams.items():
+            quota = f"\n                  quota:\n                    {self.device_class_name}: {team.quota}" \
+                if team.quota is not None else ""
+            files[f"teams/{name}/team.yaml"] = f"""\
+                apiVersion: fleet.gpufleet.dev/v1alpha1
+                kind: Team
+                metadata:
+                  name: {name}
+                spec:
+                  namespaces: [{", ".join(team.namespaces)}]
+                  owners:
+                  - kind: Group
+                    name: {team.group}
+                  deviceClasses: [{self.device_class_name}]{quota}
+                """
+        for key, text in self.claims.items():
+            files[f"teams/{key}.yaml"] = text
+        for name, text in self.pools.items():
+            files[f"pools/{name}.yaml"] = text
+        for rel, text in files.items():
+            path = self.root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(text))
+        return self.root
