@@ -14,6 +14,7 @@ structure                 duplicate-object, dns-label, team-folder,
 per cluster               team-namespace, team-device-class,
                           unknown-device-class, team-quota, operator-values,
                           cel-too-long, cel (compile, via ``compiler``),
+                          cel-removed-attribute,
                           overlay-target, overlay-patch
 loading (fleet.manifests) yaml-syntax, yaml-duplicate-key, yaml-encoding,
                           yaml-limit, yaml-ambiguous, file-too-large,
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 from fleet.manifests import Finding, Location, Severity, has_errors
 from fleet.policy.checks import check, view_findings
-from fleet.policy.selectors import MAX_EXPRESSION_BYTES, Compiler, Problem, locate
+from fleet.policy.selectors import MAX_EXPRESSION_BYTES, Compiler, Problem, dra_compiler, locate
 
 __all__ = [
     "MAX_EXPRESSION_BYTES",
@@ -38,6 +39,7 @@ __all__ = [
     "Problem",
     "Severity",
     "check",
+    "dra_compiler",
     "has_errors",
     "locate",
     "view_findings",

@@ -17,7 +17,10 @@ from fleet.policy import operators, selectors, structures, tenancy
 
 
 def check(
-    revision: Revision, *, clusters: Sequence[str] = (), compiler: selectors.Compiler | None = None
+    revision: Revision,
+    *,
+    clusters: Sequence[str] = (),
+    compiler: selectors.Compiler | None = selectors.dra_compiler,
 ) -> list[Finding]:
     """Every finding of ``revision``, for ``clusters`` (default: all clusters)."""
     found: list[Finding] = [*revision.findings, *structures.check(revision)]

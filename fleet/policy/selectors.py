@@ -1,11 +1,17 @@
-"""Rules for CEL selectors: the API server's length limit, and compile errors at their line.
+"""Rules for CEL selectors: length limit, compile errors and removed attributes, at their line.
 
 The API server refuses a selector over 10 KiB (``CELSelectorExpressionMaxLength``)
 before compiling it, so that is checked first and the expression is not
-compiled. Compile errors come from ``fleet.cel`` with a line and column
+compiled. Compile errors come from :func:`fleet.cel.compile_selector` (the
+API server's type check in the DRA environment) with a line and column
 inside the expression; :meth:`fleet.manifests.Scalar.locate` turns them into
 the file's line and column (block scalars ``|`` start on the next line, at
 their indentation; quoted scalars after the quote).
+
+Attributes the NVIDIA driver no longer publishes (``index``, ``minor``,
+``pcieBusID``) compile fine but fail at scheduling time with "no such key",
+leaving pods Pending — the top upgrade issue of the driver — so they are an
+error here (``cel-removed-attribute``) with the current name in the hint.
 """
 
 from __future__ import annotations
@@ -13,8 +19,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from fleet import cel
 from fleet.manifests import Finding, Location, Manifest
 from fleet.policy import walks
+
+_REMOVED = {
+    ("gpu.nvidia.com", "index"): "removed in driver v25.8; select by productName/uuid, or "
+    "device.attributes['resource.kubernetes.io'].pciBusID",
+    ("gpu.nvidia.com", "minor"): "removed in driver v25.8; the device name gpu-<minor> is not an attribute, "
+    "select by uuid or device.attributes['resource.kubernetes.io'].pciBusID",
+    ("gpu.nvidia.com", "pcieBusID"): "renamed in driver v25.12: use "
+    "device.attributes['resource.kubernetes.io'].pciBusID",
+    ("gpu.nvidia.com", "parentIndex"): "removed; use parentUUID",
+}
 
 MAX_EXPRESSION_BYTES = 10 * 1024
 
@@ -58,6 +75,33 @@ def check(manifest: Manifest, *, compiler: Compiler | None) -> Iterator[Finding]
             )
 
 
+def dra_compiler(expression: str) -> list[Problem]:
+    """Compile in Kubernetes' DRA CEL environment; problems with their positions."""
+    problems = []
+    try:
+        selector = cel.compile_selector(expression)
+    except cel.SelectorCompileError as err:
+        return [
+            Problem(i.line, i.column, f"CEL selector does not compile: {i.message}", hint=err.hint) for i in err.issues
+        ]
+    for use in selector.references.names:
+        why = _REMOVED.get((use.domain, use.name))
+        if why is not None and use.kind == "attributes":
+            line, col = cel.position(expression, use.offset)
+            problems.append(
+                Problem(
+                    line,
+                    col,
+                    f"attribute {use.domain}/{use.name} is no longer published by "
+                    "the NVIDIA DRA driver: the selector fails with 'no such key' and pods "
+                    "stay Pending",
+                    hint=why,
+                    rule="cel-removed-attribute",
+                )
+            )
+    return problems
+
+
 def locate(manifest: Manifest, path: tuple[str | int, ...], *, line: int, col: int) -> Location:
     """The file location of ``line``/``col`` inside the string at ``path``."""
     scalar = manifest.positions.scalars.get(path)
@@ -66,4 +110,4 @@ def locate(manifest: Manifest, path: tuple[str | int, ...], *, line: int, col: i
     return scalar.locate(line=line, col=col)
 
 
-__all__ = ["MAX_EXPRESSION_BYTES", "Compiler", "Problem", "check", "locate"]
+__all__ = ["MAX_EXPRESSION_BYTES", "Compiler", "Problem", "check", "dra_compiler", "locate"]
