@@ -1,0 +1,151 @@
+"""Conflicts, health gates, team RBAC, blocked team removal and resuming a killed run, on the sandbox."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fleet import engine, kube
+from fleet.engine import plans
+from fleet.sandbox import credentials
+from tests.apply.conftest import Engine, actions
+from tests.apply.repos import Repo
+from tests.conftest import Kubectl
+
+pytestmark = pytest.mark.sandbox
+
+
+def test_conflict_names_the_other_manager_and_force_takes_ownership(fleet: Engine, repo: Repo) -> None:
+    repo.team("ml", namespaces=["ml"], group="ml-research")
+    fleet.apply()
+    ns = repo.ns("ml")
+    fleet.run(lambda c: c.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": ns, "labels": {"fleet.gpufleet.dev/team": "someone-else"}}}, field_manager="ops-script", force=True))
+
+    failed = fleet.apply()
+    [entry] = failed.failed
+    assert str(entry.ref) == f"Namespace {ns}"
+    assert "ops-script" in entry.error and "--force-conflicts" in entry.error
+    assert "tenancy" not in failed.summary(), "a failed stage stops the run"
+
+    forced = fleet.apply(force_conflicts=True)
+    assert actions(forced)[f"Namespace {ns}"] == "configured" and not forced.failed
+    live = fleet.run(lambda c: c.get(kube.Ref("v1", "Namespace", "", ns)))
+    assert live["metadata"]["labels"]["fleet.gpufleet.dev/team"] == "ml"
+
+
+def test_health_gate_timeout_names_object_and_condition(fleet: Engine, repo: Repo) -> None:
+    label = f"t{repo.id}.example.com/pool"
+    repo.pool("h100", selector={"sandbox.fleet.gpufleet.dev/pool": "h100x8"}, labels={label: "h100"}, nodes=5)
+    with pytest.raises(engine.HealthTimeout) as err:
+        fleet.apply(health_timeout=2.0)
+    assert err.value.stage.name == "pools"
+    assert "GPUNodePool h100: 2 of 5 expected nodes match sandbox.fleet.gpufleet.dev/pool=h100x8" in str(err.value)
+
+    repo.pools.clear()
+    repo.team("ml", namespaces=["ml"], group="ml-research")
+    released = fleet.apply(prune=True)
+    assert {str(e.ref) for e in released.entries if e.action == engine.Action.DELETED} == {
+        "Node h100x8-01", "Node h100x8-02"}
+
+    async def labelled(c: kube.Client) -> list[str]:
+        nodes = (await c.list(await c.kind(api_version="v1", kind="Node"))).items
+        return [n["metadata"]["name"] for n in nodes if label in (n["metadata"].get("labels") or {})]
+
+    assert fleet.run(labelled) == []
+
+
+def test_pool_keeps_taints_it_does_not_own() -> None:
+    rule = plans.PoolRule(name="p", selector={"pool": "a"}, labels={"x": "1"},
+                          taints=({"key": "fleet", "effect": "PreferNoSchedule"},), nodes=1,
+                          gpu_product="NVIDIA H100", gpus_per_node=8, source="pools/p.yaml:1:1")
+    node = {"metadata": {"name": "n1", "labels": {"pool": "a"}},
+            "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}}
+    [desired] = plans.pool_objects((rule,), nodes=[node])
+    assert desired.field_manager == "fleet-pools"
+    assert desired.obj["spec"]["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        {"key": "fleet", "effect": "PreferNoSchedule"},
+    ]
+
+
+def test_team_user_can_claim_only_in_its_namespace(fleet: Engine, repo: Repo, namespace: str,
+                                                   kubectl: Kubectl) -> None:
+    repo.team("ml", namespaces=["ml"], group="ml-research")  # alice is in group ml-research
+    fleet.apply()
+    ns = repo.ns("ml")
+
+    def claim(in_ns: str) -> str:
+        return json.dumps({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                           "metadata": {"name": "mine", "namespace": in_ns},
+                           "spec": {"devices": {"requests": [{"name": "g", "exactly": {
+                               "deviceClassName": repo.device_class_name}}]}}})
+
+    alice = f"alice@{credentials.CLUSTER}"
+    assert kubectl("create", "-f", "-", stdin=claim(ns), context=alice).returncode == 0
+    assert kubectl("get", "resourceclaim", "mine", "-n", ns, context=alice).returncode == 0
+    elsewhere = kubectl("create", "-f", "-", stdin=claim(namespace), context=alice, check=False)
+    assert elsewhere.returncode != 0 and "forbidden" in elsewhere.stderr
+    classes = kubectl("get", "deviceclasses", context=alice, check=False)
+    assert classes.returncode != 0 and "forbidden" in classes.stderr
+    slices = kubectl("get", "resourceslices", context=alice, check=False)
+    assert slices.returncode != 0 and "forbidden" in slices.stderr
+    with pytest.raises(kube.Forbidden):
+        fleet.run(lambda c: c.get(kube.Ref("resource.k8s.io/v1", "DeviceClass", "", repo.device_class_name)),
+                  context=alice)
+
+
+def test_removing_a_team_with_running_claim_pods_is_blocked(fleet: Engine, repo: Repo, kubectl: Kubectl) -> None:
+    repo.team("ml", namespaces=["ml"], group="ml-research")
+    repo.claim_template("ml", "one-gpu")
+    fleet.apply()
+    ns = repo.ns("ml")
+    pod = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": ns},
+        "spec": {
+            "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+        },
+    }
+    kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+    kubectl("wait", "-n", ns, "pod/trainer", "--for=jsonpath={.status.phase}=Running", "--timeout=60s")
+
+    repo.teams.clear()
+    repo.claims.clear()
+    blocked = fleet.apply(prune=True)
+    [entry] = [e for e in blocked.failed if e.ref.kind == "Namespace"]
+    assert "trainer" in entry.error and ns in entry.error
+    assert fleet.run(lambda c: c.get(kube.Ref("v1", "Namespace", "", ns)))["status"]["phase"] == "Active"
+
+    kubectl("delete", "-n", ns, "pod/trainer", "--wait=true", "--timeout=60s")
+    pruned = fleet.apply(prune=True)
+    assert actions(pruned)[f"Namespace {ns}"] == "deleted" and not pruned.failed
+
+
+def test_killed_run_resumes_without_repeating_finished_writes(fleet: Engine, repo: Repo) -> None:
+    repo.team("ml", namespaces=["ml"], group="ml-research")
+    repo.claim_template("ml", "one-gpu")
+    plan = fleet.plan()
+
+    async def killed_after_tenancy(c: kube.Client) -> None:
+        sync = engine.Sync(client=c, plan=plan, options=engine.Options(health_timeout=30))
+        await sync.start()
+        while sync.steps[0] != "pools":
+            await sync.step()  # namespaces, operator, classes, tenancy; then the process "dies"
+
+    fleet.run(killed_after_tenancy)
+
+    async def resumed(c: kube.Client) -> tuple[engine.ChangeSet, dict[str, int]]:
+        changes = await engine.reconcile(client=c, plan=plan, options=engine.Options(health_timeout=30))
+        return changes, c.counts.snapshot()
+
+    changes, counts = fleet.run(resumed)
+    assert {e.stage for e in changes.entries} == {"claims"}, "finished stages are not re-done"
+    assert actions(changes) == {f"ResourceClaimTemplate {repo.ns('ml')}/one-gpu": "created"}
+    # One object write (the template) plus three writes of the inventory record: its new
+    # entry before the create, "claims done", and "run complete". Nothing of earlier stages.
+    assert counts["apply"] == 4
+    assert not fleet.diff().changed
+
