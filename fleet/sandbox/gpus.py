@@ -58,6 +58,7 @@ class GpuModel:
     cuda_driver_version: str
     memory: str
     buses: tuple[int, ...]
+    instance_type: str
     brand: str = "Nvidia"
     addressing_mode: str = "None"
     node_memory: str = "2Ti"
@@ -73,6 +74,7 @@ _DGX_BUSES = (0x1B, 0x43, 0x52, 0x61, 0x9D, 0xC3, 0xD1, 0xDF)
 MODELS: dict[str, GpuModel] = {
     "h100": GpuModel(
         key="h100",
+        instance_type="p5.48xlarge",
         product_name="NVIDIA H100 80GB HBM3",
         architecture="Hopper",
         cuda_compute_capability="9.0.0",
@@ -92,6 +94,7 @@ MODELS: dict[str, GpuModel] = {
     ),
     "a100": GpuModel(
         key="a100",
+        instance_type="p4de.24xlarge",
         product_name="NVIDIA A100-SXM4-80GB",
         architecture="Ampere",
         cuda_compute_capability="8.0.0",
@@ -114,6 +117,7 @@ MODELS: dict[str, GpuModel] = {
     # reports 23034 MiB total on an L4 (PCIe, Ada Lovelace, compute capability 8.9).
     "l4": GpuModel(
         key="l4",
+        instance_type="g6.12xlarge",
         product_name="NVIDIA L4",
         architecture="Ada Lovelace",
         cuda_compute_capability="8.9.0",
@@ -127,6 +131,7 @@ MODELS: dict[str, GpuModel] = {
     # (shared/fixtures/nvml/h200.json); tests/sandbox checks them with model_from_nvml.
     "h200": GpuModel(
         key="h200",
+        instance_type="p5en.48xlarge",
         product_name="NVIDIA H200",
         architecture="Hopper",
         cuda_compute_capability="9.0.0",
@@ -260,6 +265,7 @@ def node_manifest(node: NodeSpec) -> dict[str, Any]:
         "kubernetes.io/hostname": node.name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": m.instance_type,
         "type": "kwok",
         "feature.node.kubernetes.io/pci-10de.present": "true",
         "nvidia.com/gpu.present": "true",

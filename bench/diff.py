@@ -1,0 +1,185 @@
+"""fleetctl diff vs kubectl diff --server-side (2,000 objects, 1% changed); no-op reconcile of 10,000 objects.
+
+Part 1: a synthetic fleet of 2,000 objects (teams with namespaces, RBAC, quotas and
+ResourceClaimTemplates) is applied, then 1% of the templates get a new label. Both
+tools diff the same changed objects against the same sandbox in the same run:
+``fleetctl diff`` on the repository, ``kubectl diff --server-side`` on the objects
+fleet renders (with the live revision annotation, so kubectl sees the same 1%).
+
+Part 2: the fleet grows to 10,000 objects and is applied; then a second
+``fleetctl apply`` runs with nothing to do. Its writes are counted by the API server
+(``apiserver_request_total``), its requests by fleet's client, its peak memory by
+the kernel (ru_maxrss of the process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+from common import result, sandbox
+
+from fleet import engine, kube
+from fleet.engine import ownership
+from fleet.kube import metrics
+from fleet.sandbox import Sandbox, binaries
+from fleetctl.pipelines import load_plan
+
+ROOT = Path(__file__).resolve().parents[1]
+RESOURCES = {"namespaces", "roles", "rolebindings", "resourcequotas", "deviceclasses", "resourceclaimtemplates",
+             "configmaps", "nodes"}
+CLUSTER = "bench"
+RUSAGE = ("import resource, sys; from fleetctl import cli; rc = cli.run(sys.argv[1:]); "
+          "print('maxrss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+
+
+def write_repo(root: Path, *, objects: int, changed: int = 0) -> int:
+    """A fleet of about ``objects`` objects: 4 per team namespace, the rest templates. Returns the count."""
+    teams = max(1, objects // 200)
+    templates = objects - 1 - 4 * teams
+    files = {
+        "fleet.yaml": f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Fleet\nmetadata:\n  name: bench\n"
+                      f"spec:\n  clusters: [{CLUSTER}]\n",
+        f"clusters/{CLUSTER}.yaml": f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Cluster\nmetadata:\n"
+                                    f"  name: {CLUSTER}\nspec:\n  kubernetesVersion: \"1.36\"\n",
+        "deviceclasses/bench.gpu.example.com.yaml": (
+            "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata:\n  name: bench.gpu.example.com\n"
+            "spec:\n  selectors:\n  - cel:\n      expression: \"device.driver == 'gpu.nvidia.com'\"\n"),
+    }
+    for t in range(teams):
+        files[f"teams/team{t}/team.yaml"] = (
+            f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Team\nmetadata:\n  name: team{t}\nspec:\n"
+            f"  namespaces: [bench-team{t}]\n  owners:\n  - kind: Group\n    name: team{t}\n"
+            f"  deviceClasses: [bench.gpu.example.com]\n  quota:\n    bench.gpu.example.com: 1000000\n")
+    for i in range(templates):
+        t = i % teams
+        label = '\n  labels:\n    bench/changed: "yes"' if i < changed else ""
+        files[f"teams/team{t}/t{i}.yaml"] = (
+            f"apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata:\n  name: t{i}\n"
+            f"  namespace: bench-team{t}{label}\nspec:\n  spec:\n    devices:\n      requests:\n"
+            f"      - name: gpu\n        exactly:\n          deviceClassName: bench.gpu.example.com\n"
+            f"          count: {1 + i % 2}\n")
+    for path in root.rglob("*.yaml"):
+        path.unlink()
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return 1 + 4 * teams + templates
+
+
+async def apply_all(sb: Sandbox, repo: Path) -> engine.ChangeSet:
+    plan = load_plan(repo, cluster=CLUSTER)
+    client = await kube.connect(kubeconfig=str(sb.kubeconfig), timeout=60)
+    try:
+        return await engine.reconcile(client=client, plan=plan,
+                                      options=engine.Options(concurrency=32, prune=True, health_timeout=300))
+    finally:
+        await client.close()
+
+
+async def server_counts(sb: Sandbox) -> metrics.Counter[metrics.Key]:
+    client = await kube.connect(kubeconfig=str(sb.kubeconfig), timeout=60)
+    try:
+        return metrics.request_totals(await client.metrics())
+    finally:
+        await client.close()
+
+
+def fleetctl(sb: Sandbox, *args: str) -> tuple[subprocess.CompletedProcess[str], float, float]:
+    """Run fleetctl in its own process; (result, wall seconds, peak RSS MiB)."""
+    env = {**os.environ, "KUBECONFIG": str(sb.kubeconfig), "PYTHONPATH": str(ROOT)}
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", RUSAGE, *args], capture_output=True, text=True, env=env,
+                          check=False)
+    wall = time.monotonic() - started
+    rss = next((int(line.split()[1]) / 1024 for line in proc.stderr.splitlines() if line.startswith("maxrss_kb")),
+               0.0)
+    return proc, wall, rss
+
+
+def kubectl_input(repo: Path, *, live_revision: str, out: Path) -> int:
+    """The objects fleet renders, with the revision annotation live already has (as fleet's diff treats it)."""
+    plan = load_plan(repo, cluster=CLUSTER)
+    items = []
+    for d in plan.objects:
+        obj = json.loads(json.dumps(d.obj))
+        obj["metadata"]["annotations"][ownership.REVISION] = live_revision
+        items.append(obj)
+    out.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    return len(items)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--objects", type=int, default=2000)
+    parser.add_argument("--noop-objects", type=int, default=10000)
+    parser.add_argument("--runs", type=int, default=3, help="timed runs of each diff (median reported)")
+    args = parser.parse_args()
+    if binaries.locate() is None:
+        binaries.build()
+    with sandbox({"h100x8": 1}) as sb, tempfile.TemporaryDirectory(prefix="fleet-bench-repo-") as tmp:
+        repo = Path(tmp) / "repo"
+        n = write_repo(repo, objects=args.objects)
+        t = time.monotonic()
+        first = anyio.run(apply_all, sb, repo)
+        print(f"applied {n} objects in {time.monotonic() - t:.1f}s ({len(first.failed)} failed)")
+        live_revision = first.revision
+        changed = args.objects // 100
+        write_repo(repo, objects=args.objects, changed=changed)
+        listing = Path(tmp) / "rendered.json"
+        kubectl_input(repo, live_revision=live_revision, out=listing)
+
+        fleet_times, kubectl_times = [], []
+        fleet_changed = kubectl_changed = 0
+        for _ in range(args.runs):
+            proc, wall, _rss = fleetctl(sb, "diff", str(repo), "--cluster", CLUSTER)
+            assert proc.returncode == 1, proc.stderr[-2000:]
+            fleet_times.append(wall)
+            fleet_changed = proc.stdout.count("\n+++ merged ")
+            started = time.monotonic()
+            k = sb.kubectl("diff", "--server-side", "--field-manager=fleet", "--force-conflicts", "-f", str(listing),
+                           check=False)
+            kubectl_times.append(time.monotonic() - started)
+            assert k.returncode == 1, k.stderr[-2000:]
+            kubectl_changed = k.stdout.count("\n+++ ") + k.stdout.startswith("+++ ")
+        fleet_s = sorted(fleet_times)[len(fleet_times) // 2]
+        kubectl_s = sorted(kubectl_times)[len(kubectl_times) // 2]
+        print(f"\n{'diff of ' + str(n) + ' objects, ' + str(changed) + ' changed':44} wall s   objects shown")
+        print(f"{'fleetctl diff':44} {fleet_s:6.2f}   {fleet_changed}")
+        print(f"{'kubectl diff --server-side':44} {kubectl_s:6.2f}   {kubectl_changed}")
+        print(f"{'ratio (kubectl / fleetctl)':44} {kubectl_s / fleet_s:6.1f}x")
+
+        n_big = write_repo(repo, objects=args.noop_objects)
+        t = time.monotonic()
+        big = anyio.run(apply_all, sb, repo)
+        print(f"\napplied {n_big} objects in {time.monotonic() - t:.1f}s ({len(big.failed)} failed)")
+        before = anyio.run(server_counts, sb)
+        proc, noop_s, rss = fleetctl(sb, "apply", str(repo), "--cluster", CLUSTER, "-o", "json",
+                                     "--concurrency", "32")
+        after = anyio.run(server_counts, sb)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        doc = json.loads(proc.stdout)
+        client_requests = sum(doc["requests"].values())
+        unchanged = sum(e["action"] == "unchanged" for e in doc["entries"])
+        server_writes = metrics.writes(before, after, resources=RESOURCES)
+        server_total = metrics.total(before, after, resources=RESOURCES)
+        print(f"\nno-op fleetctl apply of {n_big} managed objects ({unchanged} unchanged)")
+        print(f"  write requests (API server count)   {server_writes}")
+        print(f"  API requests (client count)         {client_requests}  {doc['requests']}")
+        print(f"  API requests (server count)         {server_total}")
+        print(f"  wall time                           {noop_s:.2f}s")
+        print(f"  peak RSS                            {rss:.0f} MiB")
+        result(objects=n, changed=changed, fleetctl_diff_s=round(fleet_s, 2), kubectl_diff_s=round(kubectl_s, 2),
+               ratio=round(kubectl_s / fleet_s, 1), noop_objects=n_big, noop_writes=server_writes,
+               noop_requests=client_requests, noop_s=round(noop_s, 2), noop_peak_rss_mb=round(rss))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Benchmark: load and check a fleet repository with 10,000 ResourceClaimTemplates.
+
+The example repository plus 50 teams × 200 templates (selectors drawn from
+the guide's and a few more, so CEL compile caching is exercised as in real
+repositories where teams copy selectors). Prints load and check times
+separately (two clusters, so every per-cluster rule runs twice), peak memory,
+and a final ``RESULT`` line. Not a timed test: run it by hand,
+
+    .venv/bin/python bench/validate_repo.py [--teams 50] [--templates 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import peak_rss_mb  # noqa: E402
+from fleet.manifests import read_revision  # noqa: E402
+from fleet.policy import check  # noqa: E402
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fleet"
+SELECTORS = [
+    "device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('^.*h100.*$')",
+    "device.capacity['gpu.nvidia.com'].memory.isGreaterThan(quantity(\"40Gi\"))",
+    "device.attributes['gpu.nvidia.com'].architecture == 'Hopper' && "
+    "device.capacity['gpu.nvidia.com'].memory.isGreaterThan(quantity(\"80Gi\"))",
+    "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'",
+    "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver('580.0.0')) >= 0",
+    "device.attributes['gpu.nvidia.com'].cudaComputeCapability.isGreaterThan(semver('8.0.0'))",
+]
+
+
+def write_repo(root: Path, *, teams: int, templates: int) -> None:
+    shutil.copytree(EXAMPLE, root)
+    for t in range(teams):
+        folder = root / "teams" / f"team-{t}"
+        folder.mkdir()
+        (folder / "team.yaml").write_text(
+            "apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Team\n"
+            f"metadata: {{name: team-{t}}}\nspec:\n  namespaces: [team-{t}]\n"
+            f"  owners: [{{name: team-{t}-admins}}]\n  deviceClasses: [gpu.nvidia.com]\n"
+            f"  quota: {{gpu.nvidia.com: {templates * 2}}}\n"
+        )
+        for i in range(templates):
+            selector = SELECTORS[(t + i) % len(SELECTORS)]
+            (folder / f"t-{i}.yaml").write_text(
+                "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\n"
+                f"metadata:\n  name: t-{i}\n  namespace: team-{t}\nspec:\n  spec:\n    devices:\n"
+                "      requests:\n      - name: gpu\n        exactly:\n          deviceClassName: gpu.nvidia.com\n"
+                f"          count: {1 + i % 2}\n          selectors:\n          - cel:\n"
+                f"              expression: |\n                {selector}\n"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--teams", type=int, default=50)
+    parser.add_argument("--templates", type=int, default=200)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
+        root = Path(tmp) / "repo"
+        write_repo(root, teams=args.teams, templates=args.templates)
+        started = time.perf_counter()
+        revision = read_revision(root)
+        loaded = time.perf_counter()
+        findings = check(revision)
+        checked = time.perf_counter()
+    count = sum(m.kind == "ResourceClaimTemplate" for m in revision.manifests)
+    load_s, check_s = loaded - started, checked - loaded
+    print(f"templates: {count}  objects: {len(revision.manifests)}  findings: {len(findings)}")
+    print(f"load (read + parse + models): {load_s:.2f} s  ({count / load_s:.0f} templates/s)")
+    print(f"check (policy + CEL, 2 clusters): {check_s:.2f} s")
+    print(f"peak RSS: {peak_rss_mb():.0f} MiB")
+    print(f"RESULT templates={count} load_s={load_s:.2f} check_s={check_s:.2f} "
+          f"total_s={load_s + check_s:.2f} findings={len(findings)} peak_rss_mb={peak_rss_mb():.0f}")
+
+
+if __name__ == "__main__":
+    main()
