@@ -15,15 +15,15 @@ from pathlib import Path
 
 from fleet.engine import plans
 from fleet.errors import FleetError
-from fleet.manifests import read_revision, read_tree
+from fleet.manifests import load_revision, read_tree
 from fleet.manifests.limits import Limits
 from fleet.manifests.views import resolve
 from fleet.policy import check
 from fleet.telemetry import tracing
 
 
-def revision_id(repo: Path) -> str:
-    """The commit SHA of ``repo`` (``-dirty`` if modified), or ``content-<hash>`` outside git."""
+def revision_id(repo: Path, *, files: dict[str, bytes]) -> str:
+    """The commit SHA of ``repo`` (``-dirty`` if modified), or ``content-<hash>`` of ``files`` outside git."""
     try:
         sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=10, check=True).stdout.strip()
@@ -31,7 +31,6 @@ def revision_id(repo: Path) -> str:
                                text=True, timeout=10, check=True).stdout.strip()
         return f"{sha}-dirty" if dirty else sha
     except (OSError, subprocess.SubprocessError):
-        files, _ = read_tree(repo, limits=Limits())
         digest = hashlib.sha256()
         for name in sorted(files):
             digest.update(name.encode() + b"\0" + files[name] + b"\0")
@@ -44,7 +43,8 @@ def load_plan(repo: Path, *, cluster: str) -> plans.Plan:
         raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
     tracer = tracing.tracer()
     with tracer.start_as_current_span("validate", attributes={tracing.CLUSTER: cluster}) as span:
-        revision = read_revision(repo)
+        files, problems = read_tree(repo, limits=Limits())
+        revision = load_revision(files, findings=tuple(problems))
         findings = [f for f in check(revision, clusters=[cluster]) if f.severity == "error"]
         span.set_attribute("fleet.findings", len(findings))
     if findings:
@@ -53,7 +53,7 @@ def load_plan(repo: Path, *, cluster: str) -> plans.Plan:
         raise FleetError(f"the revision does not validate; nothing was done:\n  {shown}{more}",
                          where=str(repo), hint=f"run fleetctl validate {repo} --cluster {cluster}")
     view = resolve(revision, cluster=cluster)
-    sha = revision_id(repo)
+    sha = revision_id(repo, files=files)
     with tracer.start_as_current_span("render", attributes={tracing.CLUSTER: cluster, tracing.REVISION: sha}):
         return plans.plan(view, revision=sha)
 

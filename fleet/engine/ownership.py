@@ -16,7 +16,6 @@ time, so the diff ignores a revision-only change).
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from typing import Any
@@ -38,8 +37,8 @@ APPLIED = f"{DOMAIN}/applied"
 
 
 def stamp(obj: dict[str, Any], *, cluster: str, revision: str, source: str) -> dict[str, Any]:
-    """A copy of ``obj`` with fleet's ownership labels and source/revision annotations."""
-    out = copy.deepcopy(obj)
+    """``obj`` (changed in place) with fleet's ownership labels and source/revision annotations."""
+    out = obj
     meta = out.setdefault("metadata", {})
     meta.setdefault("labels", {}).update({MANAGED_BY: MANAGER, CLUSTER_LABEL: cluster})
     annotations = meta.setdefault("annotations", {})
