@@ -70,12 +70,13 @@ def start(name: str, argv: list[str], *, logs: Path) -> Running:
 def alive(running: Running) -> bool:
     """True when the pid exists, is not a zombie and still runs our binary."""
     try:
-        cmdline = Path(f"/proc/{running.pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+        argv = Path(f"/proc/{running.pid}/cmdline").read_bytes().split(b"\0")[:2]
         stat = Path(f"/proc/{running.pid}/stat").read_text()
     except (OSError, UnicodeDecodeError):
         return False
     state = stat.rsplit(")", 1)[1].split()[0]
-    return cmdline == running.binary and state != "Z"
+    # argv[1] too: an interpreted program (a script) shows its interpreter first.
+    return running.binary.encode() in argv and state != "Z"
 
 
 def log_tail(path: Path, lines: int = 20) -> str:
