@@ -1,0 +1,84 @@
+"""Normalising objects and deciding, without a dry-run, that an apply would change nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleet.engine import normalizations, ownership
+
+
+def _live(labels: dict[str, str], managed: dict[str, Any], manager: str = "fleet") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "x", "uid": "u", "resourceVersion": "7", "labels": labels,
+                         "managedFields": [{"manager": manager, "operation": "Apply", "fieldsType": "FieldsV1",
+                                            "fieldsV1": managed}]},
+            "status": {"phase": "Active"}}
+
+
+DESIRED = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labels": {"team": "a"}}}
+OWNED = {"f:metadata": {"f:labels": {"f:team": {}}}}
+
+
+def test_bookkeeping_and_status_are_dropped() -> None:
+    out = normalizations.normalise(_live({"team": "a"}, OWNED))
+    assert out == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labels": {"team": "a"}}}
+
+
+def test_secret_values_are_masked_but_changes_stay_visible() -> None:
+    a = normalizations.normalise({"apiVersion": "v1", "kind": "Secret", "data": {"k": "c2VjcmV0"}})
+    b = normalizations.normalise({"apiVersion": "v1", "kind": "Secret", "data": {"k": "b3RoZXI="}})
+    assert a is not None and b is not None
+    assert "c2VjcmV0" not in str(a) and a["data"]["k"].startswith("***")
+    assert a != b
+
+
+def test_fields_of_ignored_managers_are_dropped() -> None:
+    live = _live({"team": "a", "other": "z"}, {"f:metadata": {"f:labels": {"f:other": {}}}}, manager="hpa")
+    out = normalizations.normalise(live, ignore_managers=["hpa"])
+    assert out is not None and out["metadata"]["labels"] == {"team": "a"}
+
+
+def test_same_fields_same_owner_is_unchanged() -> None:
+    assert normalizations.unchanged_without_dry_run(DESIRED, _live({"team": "a", "extra": "b"}, OWNED),
+                                                    manager="fleet")
+
+
+def test_a_different_value_needs_a_dry_run() -> None:
+    assert not normalizations.unchanged_without_dry_run(DESIRED, _live({"team": "b"}, OWNED), manager="fleet")
+
+
+def test_a_field_fleet_owned_but_no_longer_wants_needs_a_dry_run() -> None:
+    owned = {"f:metadata": {"f:labels": {"f:team": {}, "f:old": {}}}}
+    assert not normalizations.unchanged_without_dry_run(DESIRED, _live({"team": "a", "old": "1"}, owned),
+                                                        manager="fleet")
+
+
+def test_a_field_another_manager_took_needs_a_dry_run() -> None:
+    live = _live({"team": "a"}, OWNED, manager="kubectl-edit")
+    assert not normalizations.unchanged_without_dry_run(DESIRED, live, manager="fleet")
+
+
+def test_atomic_struct_must_match_whole() -> None:
+    desired = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "b", "namespace": "n"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}}
+    owned = {"f:roleRef": {}}
+    live = {**desired, "metadata": {**desired["metadata"], "managedFields": [
+        {"manager": "fleet", "operation": "Apply", "fieldsV1": owned}]}}
+    assert normalizations.unchanged_without_dry_run(desired, live, manager="fleet")
+    changed = {**live, "roleRef": {**desired["roleRef"], "extra": "x"}}
+    assert not normalizations.unchanged_without_dry_run(desired, changed, manager="fleet")
+
+
+def test_defaulted_list_items_rely_on_the_applied_hash() -> None:
+    desired = ownership.fingerprinted({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                                       "metadata": {"name": "t", "namespace": "n"},
+                                       "spec": {"spec": {"devices": {"requests": [{"name": "g"}]}}}})
+    owned = {"f:metadata": {"f:annotations": {f"f:{ownership.APPLIED}": {}}},
+             "f:spec": {"f:spec": {"f:devices": {"f:requests": {}}}}}
+    live = {**desired, "metadata": {**desired["metadata"], "managedFields": [
+        {"manager": "fleet", "operation": "Apply", "fieldsV1": owned}]},
+        "spec": {"spec": {"devices": {"requests": [{"name": "g", "allocationMode": "ExactCount"}]}}}}
+    assert normalizations.unchanged_without_dry_run(desired, live, manager="fleet")
+    stale = {**live, "metadata": {**live["metadata"], "annotations": {ownership.APPLIED: "0" * 20}}}
+    assert not normalizations.unchanged_without_dry_run(desired, stale, manager="fleet")

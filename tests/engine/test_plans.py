@@ -1,0 +1,78 @@
+"""Desired state from the example repository: tenancy objects, ownership stamps, stage order."""
+
+from __future__ import annotations
+
+from fleet.engine import STAGES, ownership, plans, stages
+from fleet.manifests.views import resolve
+from tests.manifests.repos import example_files, load
+
+
+def _plan(cluster: str = "gpu-east") -> plans.Plan:
+    return plans.plan(resolve(load(example_files()), cluster=cluster), revision="abc123")
+
+
+def test_team_gets_namespaces_role_binding_and_quota() -> None:
+    objs = {(d.ref.kind, d.ref.namespace, d.ref.name): d.obj for d in _plan().objects}
+    role = objs[("Role", "inference", plans.TEAM_ROLE)]
+    assert role["rules"] == [{"apiGroups": ["resource.k8s.io"],
+                              "resources": ["resourceclaims", "resourceclaimtemplates"],
+                              "verbs": ["create", "get", "list", "watch", "update", "delete"]}]
+    binding = objs[("RoleBinding", "inference-canary", plans.TEAM_ROLE)]
+    assert binding["subjects"] == [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
+                                    "name": "inference-oncall"}]
+    assert binding["roleRef"]["name"] == plans.TEAM_ROLE
+    quota = objs[("ResourceQuota", "ml-research", plans.QUOTA_NAME)]
+    assert quota["spec"]["hard"] == {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "16",
+                                     "mig.nvidia.com.deviceclass.resource.k8s.io/devices": "4"}
+    assert ("Namespace", "", "inference-canary") in objs
+
+
+def test_team_selected_by_cluster_labels_only() -> None:
+    west = {d.ref.name for d in _plan("gpu-west").objects if d.ref.kind == "Namespace"}
+    assert west == {"ml-research"}  # inference selects env=prod clusters only
+
+
+def test_no_team_is_granted_anything_on_classes_or_slices() -> None:
+    for d in _plan().objects:
+        if d.ref.kind == "Role":
+            for rule in d.obj["rules"]:
+                assert not {"deviceclasses", "resourceslices"} & set(rule["resources"])
+
+
+def test_every_object_is_stamped_and_in_stage_order() -> None:
+    plan = _plan()
+    order = [stages.index(d.stage) for d in plan.objects]
+    assert order == sorted(order)
+    for d in plan.objects:
+        meta = d.obj["metadata"]
+        assert meta["labels"][ownership.MANAGED_BY] == "fleet"
+        assert meta["labels"][ownership.CLUSTER_LABEL] == "gpu-east"
+        assert meta["annotations"][ownership.REVISION] == "abc123"
+        assert ":" in meta["annotations"][ownership.SOURCE]
+        assert len(meta["annotations"][ownership.APPLIED]) == 20
+    assert {d.stage.name for d in plan.objects} == {"namespaces", "classes", "tenancy", "claims"}
+    assert [s.name for s in STAGES] == ["namespaces", "operator", "classes", "tenancy", "pools", "claims"]
+
+
+def test_fingerprint_ignores_the_revision_only() -> None:
+    a = ownership.stamp({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}},
+                        cluster="c", revision="r1", source="f:1:1")
+    b = ownership.stamp({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}},
+                        cluster="c", revision="r2", source="f:1:1")
+    c = ownership.stamp({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labels": {"a": "b"}}},
+                        cluster="c", revision="r1", source="f:1:1")
+    applied = ownership.APPLIED
+    assert a["metadata"]["annotations"][applied] == b["metadata"]["annotations"][applied]
+    assert a["metadata"]["annotations"][applied] != c["metadata"]["annotations"][applied]
+
+
+def test_pools_become_rules_and_node_applies() -> None:
+    plan = _plan()
+    h100 = next(p for p in plan.pools if p.name == "h100")
+    node = {"metadata": {"name": "n1", "labels": dict(h100.selector)}, "spec": {}}
+    other = {"metadata": {"name": "n2", "labels": {}}, "spec": {}}
+    [d] = plans.pool_objects(plan.pools, nodes=[node, other])
+    assert d.ref.name == "n1" and d.stage.name == "pools" and d.field_manager == ownership.POOL_MANAGER
+    assert d.obj["metadata"]["labels"][ownership.POOL_LABEL] == "h100"
+    assert set(h100.labels.items()) <= set(d.obj["metadata"]["labels"].items())
+    assert plans.release(d.ref) == {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}
