@@ -47,6 +47,8 @@ class Manifest:
     data: dict[str, Any]
     positions: Positions
     model: Model | None = None
+    team: str | None = None
+    """The folder name for files under ``teams/<team>/``, else None (see :func:`team_of`)."""
 
     @property
     def location(self) -> Location:
@@ -62,11 +64,11 @@ class Manifest:
         """(group, kind, namespace, name): two manifests with it equal clash."""
         return (registry.group_of(self.api_version), self.kind, self.namespace or "", self.name)
 
-    @property
-    def team(self) -> str | None:
-        """The folder name for files under ``teams/<team>/``, else None."""
-        parts = PurePosixPath(self.file).parts
-        return parts[1] if len(parts) >= 3 and parts[0] == "teams" else None
+
+def team_of(file: str) -> str | None:
+    """``teams/<team>/...`` → ``<team>``; None for files outside a team folder."""
+    parts = file.split("/")
+    return parts[1] if len(parts) >= 3 and parts[0] == "teams" else None
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,7 @@ def _manifest(document: Document) -> tuple[Manifest | None, list[Finding]]:
         data=data,
         positions=document.positions,
         model=model,
+        team=team_of(document.file),
     )
     return manifest, []
 
@@ -194,4 +197,4 @@ def _unknown_kind(*, document: Document, api_version: str, kind: str, obj: str) 
     )
 
 
-__all__ = ["Manifest", "Revision", "check_path", "load_revision"]
+__all__ = ["Manifest", "Revision", "check_path", "load_revision", "team_of"]

@@ -22,9 +22,10 @@ _CLAIMS = ("ResourceClaimTemplate", "ResourceClaim")
 
 def check(revision: Revision) -> Iterator[Finding]:
     yield from duplicates(revision)
+    teams = {m.team for m in revision.manifests if m.kind == "Team" and m.model is not None}
     for manifest in revision.manifests:
         yield from names(manifest)
-        yield from placement(manifest, revision=revision)
+        yield from placement(manifest, teams=teams)
     yield from fleet_root(revision)
 
 
@@ -76,7 +77,8 @@ def _bad_name(manifest: Manifest, path: tuple[str | int, ...], value: str, *, su
     )
 
 
-def placement(manifest: Manifest, *, revision: Revision) -> Iterator[Finding]:
+def placement(manifest: Manifest, *, teams: set[str | None]) -> Iterator[Finding]:
+    """Where ``manifest`` is written; ``teams`` are the folders that hold a Team."""
     parts = PurePosixPath(manifest.file).parts
     where, ref = manifest.location, manifest.ref
     team = manifest.team
@@ -108,7 +110,7 @@ def placement(manifest: Manifest, *, revision: Revision) -> Iterator[Finding]:
                 hint="team folders hold ResourceClaimTemplates and ResourceClaims only",
                 object=ref,
             )
-        elif not any(m.kind == "Team" and m.team == team for m in revision.manifests if m.model is not None):
+        elif team not in teams:
             yield Finding(
                 where,
                 "team-folder",
