@@ -116,6 +116,20 @@ class DeviceClaim(Model):
     constraints: list[DeviceConstraint] = Field(default_factory=list, max_length=32)
     config: list[DeviceClaimConfiguration] = Field(default_factory=list, max_length=32)
 
+    @model_validator(mode="after")
+    def _references_resolve(self) -> DeviceClaim:
+        names = [r.name for r in self.requests]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise ValueError(f"request names must be unique: {', '.join(duplicated)}")
+        known = set(names) | {f"{r.name}/{s.name}" for r in self.requests for s in r.first_available or []}
+        for field, entries in (("constraints", self.constraints), ("config", self.config)):
+            for entry in entries:
+                unknown = [n for n in entry.requests if n not in known]
+                if unknown:
+                    raise ValueError(f"{field} names unknown request {unknown[0]!r} (requests: {', '.join(names)})")
+        return self
+
 
 class ResourceClaimSpec(Model):
     devices: DeviceClaim = Field(default_factory=DeviceClaim)

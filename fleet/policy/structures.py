@@ -182,7 +182,7 @@ def fleet_root(revision: Revision) -> Iterator[Finding]:
             yield Finding(
                 fleet.positions.at(("spec", "clusters", index)),
                 "cluster-reference",
-                f"Fleet lists cluster {name!r} but there is no clusters/{name}.yaml",
+                f"Fleet lists cluster {name!r} but no valid Cluster {name!r} was loaded (clusters/{name}.yaml)",
                 hint=_known(clusters),
                 object=fleet.ref,
             )

@@ -190,3 +190,24 @@ def test_status_is_refused() -> None:
 def test_documents_that_are_not_objects_are_findings() -> None:
     revision = load_revision({"t.yaml": b"- just\n- a list\n"})
     assert "not a Kubernetes object" in only(revision.findings, "schema").message
+
+
+def test_constraints_and_config_must_name_existing_requests() -> None:
+    revision = load_revision(
+        {
+            "t.yaml": yaml("""
+        apiVersion: resource.k8s.io/v1
+        kind: ResourceClaim
+        metadata: {name: c, namespace: ml}
+        spec:
+          devices:
+            requests:
+            - {name: g, exactly: {deviceClassName: gpu.nvidia.com}}
+            constraints:
+            - {requests: [gpu], matchAttribute: gpu.nvidia.com/parentUUID}
+    """)
+        }
+    )
+    finding = only(revision.findings, "schema")
+    assert "constraints names unknown request 'gpu' (requests: g)" in finding.message
+    assert finding.location.line == 5

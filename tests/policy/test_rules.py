@@ -272,7 +272,7 @@ def test_fleet_and_clusters_reference_each_other() -> None:
     found = [f.message for f in findings_with({"fleet.yaml": fleet}) if f.rule == "cluster-reference"]
     assert found == [
         "Cluster 'gpu-west' is not listed in the Fleet",
-        "Fleet lists cluster 'gpu-north' but there is no clusters/gpu-north.yaml",
+        "Fleet lists cluster 'gpu-north' but no valid Cluster 'gpu-north' was loaded (clusters/gpu-north.yaml)",
     ]
 
 
