@@ -16,16 +16,12 @@ shared nodes), so scalar values are resolved here with the YAML 1.2 core
 schema, independent of the library's resolver. ruamel.yaml stays the tool for
 round-trip editing. Without libyaml, PyYAML's Python composer is used.
 
-Kubernetes reads manifests as YAML 1.1 (sigs.k8s.io/yaml), fleet as 1.2: a
-plain ``yes`` is ``true`` for kubectl and the string ``"yes"`` here, ``0644``
-is 420 for kubectl and 644 here. Such scalars are flagged (rule
-``yaml-ambiguous``) so both readings agree once they are quoted or rewritten.
+Scalars that YAML 1.1 (kubectl) reads differently are flagged, see
+:mod:`fleet.manifests.scalars`.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,20 +32,8 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from fleet.manifests.findings import Finding
 from fleet.manifests.limits import Limits
 from fleet.manifests.locations import Location, Path, Positions, Scalar
+from fleet.manifests.scalars import ambiguity, resolve_scalar
 
-_AMBIGUOUS_WORDS = frozenset({"y", "n", "yes", "no", "on", "off"})
-_LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")
-_SEXAGESIMAL = re.compile(r"^[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?$")
-_TIMESTAMP = re.compile(r"^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}([Tt ]|$)")
-_NULL = frozenset({"", "~", "null", "Null", "NULL"})
-_BOOL = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
-_INT = re.compile(r"^[-+]?[0-9]+$")
-_OCTAL = re.compile(r"^0o[0-7]+$")
-_HEX = re.compile(r"^0x[0-9a-fA-F]+$")
-_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
-_INF = re.compile(r"^[-+]?\.(inf|Inf|INF)$")
-_NAN = frozenset({".nan", ".NaN", ".NAN"})
-_LINT_START = frozenset("yYnNoO0123456789+-")
 _CORE = "tag:yaml.org,2002:"
 _PLAIN_TAGS = frozenset(_CORE + t for t in ("str", "int", "float", "bool", "null", "timestamp", "merge", "value"))
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -73,6 +57,10 @@ class _Refused(Exception):
     def __init__(self, finding: Finding) -> None:
         super().__init__(finding.message)
         self.finding = finding
+
+
+def _refused(where: Location, rule: str, message: str, *, hint: str) -> _Refused:
+    return _Refused(Finding(where, rule, message, hint=hint))
 
 
 def parse(*, file: str, content: bytes, limits: Limits) -> tuple[list[Document], list[Finding]]:
@@ -181,44 +169,36 @@ def _check_graph(*, file: str, root: Node, limits: Limits) -> None:
         if key in sizes:
             aliases += 1
             if aliases > limits.max_aliases:
-                raise _Refused(
-                    Finding(
-                        _loc(file, node),
-                        "yaml-limit",
-                        f"document uses more than {limits.max_aliases} YAML aliases",
-                        hint="write the values out instead of repeating anchors (*alias)",
-                    )
+                raise _refused(
+                    _loc(file, node),
+                    "yaml-limit",
+                    f"document uses more than {limits.max_aliases} YAML aliases",
+                    hint="write the values out instead of repeating anchors (*alias)",
                 )
             continue
         if key in on_path:
-            raise _Refused(
-                Finding(
-                    _loc(file, node),
-                    "yaml-limit",
-                    "recursive YAML alias",
-                    hint="an anchor cannot contain an alias to itself",
-                )
+            raise _refused(
+                _loc(file, node),
+                "yaml-limit",
+                "recursive YAML alias",
+                hint="an anchor cannot contain an alias to itself",
             )
         if depth > limits.max_depth:
-            raise _Refused(
-                Finding(
-                    _loc(file, node),
-                    "yaml-limit",
-                    f"nesting deeper than {limits.max_depth} levels",
-                    hint="flatten the document",
-                )
+            raise _refused(
+                _loc(file, node),
+                "yaml-limit",
+                f"nesting deeper than {limits.max_depth} levels",
+                hint="flatten the document",
             )
         on_path.add(key)
         stack.append((node, depth, True))
         stack.extend((child, depth + 1, False) for child in _children(node))
     if sizes[id(root)] > limits.max_nodes:
-        raise _Refused(
-            Finding(
-                _loc(file, root),
-                "yaml-limit",
-                f"document expands to more than {limits.max_nodes} YAML nodes (alias bomb?)",
-                hint="write the document out without nested anchors and aliases",
-            )
+        raise _refused(
+            _loc(file, root),
+            "yaml-limit",
+            f"document expands to more than {limits.max_nodes} YAML nodes (alias bomb?)",
+            hint="write the document out without nested anchors and aliases",
         )
 
 
@@ -243,25 +223,21 @@ class _Builder:
 
     def build(self, node: Node, *, path: Path) -> Any:
         if len(path) >= self.limits.max_depth:
-            raise _Refused(
-                Finding(
-                    _loc(self.file, node),
-                    "yaml-limit",
-                    f"nesting deeper than {self.limits.max_depth} levels",
-                    hint="flatten the document",
-                )
+            raise _refused(
+                _loc(self.file, node),
+                "yaml-limit",
+                f"nesting deeper than {self.limits.max_depth} levels",
+                hint="flatten the document",
             )
         if isinstance(node, MappingNode):
             return self._mapping(node, path=path)
         if isinstance(node, SequenceNode):
             if node.tag != _CORE + "seq":
-                raise _Refused(
-                    Finding(
-                        _loc(self.file, node),
-                        "yaml-syntax",
-                        f"YAML tag {node.tag!r} is not supported",
-                        hint="remove the tag",
-                    )
+                raise _refused(
+                    _loc(self.file, node),
+                    "yaml-syntax",
+                    f"YAML tag {node.tag!r} is not supported",
+                    hint="remove the tag",
                 )
             items = []
             for index, item in enumerate(node.value):
@@ -273,41 +249,33 @@ class _Builder:
 
     def _mapping(self, node: MappingNode, *, path: Path) -> dict[str, Any]:
         if node.tag != _CORE + "map":
-            raise _Refused(
-                Finding(
-                    _loc(self.file, node),
-                    "yaml-syntax",
-                    f"YAML tag {node.tag!r} is not supported",
-                    hint="remove the tag; write a plain mapping",
-                )
+            raise _refused(
+                _loc(self.file, node),
+                "yaml-syntax",
+                f"YAML tag {node.tag!r} is not supported",
+                hint="remove the tag; write a plain mapping",
             )
         result: dict[str, Any] = {}
         seen: dict[str, Location] = {}
         for key_node, value_node in node.value:
             where = _loc(self.file, key_node)
             if not isinstance(key_node, ScalarNode):
-                raise _Refused(
-                    Finding(where, "yaml-syntax", "mapping keys must be plain strings", hint="use a string key")
-                )
+                raise _refused(where, "yaml-syntax", "mapping keys must be plain strings", hint="use a string key")
             if key_node.tag == "tag:yaml.org,2002:merge":
-                raise _Refused(
-                    Finding(
-                        where,
-                        "yaml-syntax",
-                        "YAML merge keys (<<) are not supported",
-                        hint="write the merged fields out; Kubernetes tools disagree on <<",
-                    )
+                raise _refused(
+                    where,
+                    "yaml-syntax",
+                    "YAML merge keys (<<) are not supported",
+                    hint="write the merged fields out; Kubernetes tools disagree on <<",
                 )
             self._lint(key_node, where=where)
             key = str(key_node.value)
             if key in seen:
-                raise _Refused(
-                    Finding(
-                        where,
-                        "yaml-duplicate-key",
-                        f"duplicate key {key!r} (first at line {seen[key].line})",
-                        hint="keep one of them; Kubernetes would silently use the last",
-                    )
+                raise _refused(
+                    where,
+                    "yaml-duplicate-key",
+                    f"duplicate key {key!r} (first at line {seen[key].line})",
+                    hint="keep one of them; Kubernetes would silently use the last",
                 )
             seen[key] = where
             self.nodes[(*path, key)] = where
@@ -319,13 +287,11 @@ class _Builder:
         self._lint(node, where=where)
         style = node.style or ""
         if node.tag not in _PLAIN_TAGS:
-            raise _Refused(
-                Finding(
-                    where,
-                    "yaml-syntax",
-                    f"YAML tag {node.tag!r} is not supported",
-                    hint="remove the tag; write plain values",
-                )
+            raise _refused(
+                where,
+                "yaml-syntax",
+                f"YAML tag {node.tag!r} is not supported",
+                hint="remove the tag; write plain values",
             )
         value = resolve_scalar(str(node.value)) if not style else str(node.value)
         if isinstance(value, str):
@@ -341,57 +307,9 @@ class _Builder:
         return int(node.start_mark.column) + 1
 
     def _lint(self, node: ScalarNode, *, where: Location) -> None:
-        text = str(node.value)
-        if node.style or not text or text[0] not in _LINT_START:
-            return
-        if text.lower() in _AMBIGUOUS_WORDS:
-            self.findings.append(
-                Finding(
-                    where,
-                    "yaml-ambiguous",
-                    f"{text!r} is a string in YAML 1.2 but a boolean for kubectl (YAML 1.1)",
-                    hint=f'write true/false, or quote it: "{text}"',
-                )
-            )
-        elif _LEADING_ZERO.match(text) or _SEXAGESIMAL.match(text):
-            self.findings.append(
-                Finding(
-                    where,
-                    "yaml-ambiguous",
-                    f"{text!r} is read as a different number by kubectl (YAML 1.1 octal/base 60)",
-                    hint=f'quote it ("{text}") or write the number without a leading zero',
-                )
-            )
-        elif _TIMESTAMP.match(text):
-            self.findings.append(
-                Finding(
-                    where,
-                    "yaml-ambiguous",
-                    f"{text!r} is read as a timestamp by kubectl, not a string",
-                    hint=f'quote it: "{text}"',
-                )
-            )
+        found = None if node.style else ambiguity(str(node.value))
+        if found is not None:
+            self.findings.append(Finding(where, "yaml-ambiguous", found[0], hint=found[1]))
 
 
-def resolve_scalar(text: str) -> Any:
-    """A plain scalar's value by the YAML 1.2 core schema (dates stay strings)."""
-    if text in _NULL:
-        return None
-    if text in _BOOL:
-        return _BOOL[text]
-    if _INT.match(text):
-        return int(text)
-    if _OCTAL.match(text):
-        return int(text[2:], 8)
-    if _HEX.match(text):
-        return int(text[2:], 16)
-    if _FLOAT.match(text):
-        return float(text)
-    if _INF.match(text):
-        return -math.inf if text.startswith("-") else math.inf
-    if text in _NAN:
-        return math.nan
-    return text
-
-
-__all__ = ["Document", "parse", "resolve_scalar"]
+__all__ = ["Document", "parse"]

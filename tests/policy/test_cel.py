@@ -4,76 +4,61 @@ from __future__ import annotations
 
 from fleet.manifests import Finding, load_revision
 from fleet.policy import check
-from tests.manifests.repos import example_files, only, yaml
+from tests.manifests.repos import example_files, only, position_of, template
 
 
-def with_selector(expression_yaml: str) -> list[Finding]:
+def with_selector(expression: str) -> tuple[bytes, list[Finding]]:
+    """The template written with ``expression`` (YAML text after ``expression:``) and its findings."""
+    text = template(request=f"selectors:\n- cel:\n    expression: {expression}")
     files = example_files()
-    files["teams/ml-research/t.yaml"] = (
-        yaml("""
-        apiVersion: resource.k8s.io/v1
-        kind: ResourceClaimTemplate
-        metadata: {name: t, namespace: ml-research}
-        spec:
-          spec:
-            devices:
-              requests:
-              - name: gpu
-                exactly:
-                  deviceClassName: gpu.nvidia.com
-                  selectors:
-                  - cel:
-    """)
-        + expression_yaml.encode()
-    )
-    return check(load_revision(files))
+    files["teams/ml-research/t.yaml"] = text
+    return text, check(load_revision(files))
+
+
+def where(finding: Finding) -> tuple[int, int]:
+    assert finding.location.file == "teams/ml-research/t.yaml"
+    return finding.location.line, finding.location.col
 
 
 def test_compile_error_in_a_block_scalar_points_at_the_file_line_and_column() -> None:
-    found = with_selector(
-        "                expression: |\n"
-        "                  device.attributes['gpu.nvidia.com'].architecture == 'Hopper' &&\n"
-        "                  device.attributes['gpu.nvidia.com'].productName.lowerAsci() == 'x'\n"
+    text, found = with_selector(
+        "|\n"
+        "      device.attributes['gpu.nvidia.com'].architecture == 'Hopper' &&\n"
+        "      device.attributes['gpu.nvidia.com'].productName.lowerAsci() == 'x'"
     )
     finding = only(found, "cel")
     assert "undeclared reference to 'lowerAsci'" in finding.message
-    # line 2 of the expression is file line 15; the content starts in column 19
-    assert (finding.location.file, finding.location.line) == ("teams/ml-research/t.yaml", 15)
-    line = "                  device.attributes['gpu.nvidia.com'].productName.lowerAsci() == 'x'"
-    assert line[finding.location.col - 1] == "("  # cel-cpp points at the call
+    assert where(finding) == position_of(text, "() == 'x'")  # cel-cpp points at the call
     assert finding.cluster == ""  # ml-research runs on both clusters
 
 
 def test_compile_error_in_a_quoted_scalar() -> None:
-    found = with_selector("                expression: \"device.driver == 1 + 'a'\"\n")
+    text, found = with_selector("\"device.driver == 1 + 'a'\"")
     finding = only(found, "cel")
     assert "no matching overload" in finding.message
-    assert finding.location.line == 13
-    line = "                expression: \"device.driver == 1 + 'a'\""
-    assert line[finding.location.col - 1] == "+"
+    assert where(finding) == position_of(text, "+ 'a'")
 
 
 def test_unknown_device_field() -> None:
-    finding = only(with_selector("                expression: device.foo == 'x'\n"), "cel")
+    text, found = with_selector("device.foo == 'x'")
+    finding = only(found, "cel")
     assert "undefined field 'foo'" in finding.message
-    assert finding.location.col == 29 + 7
+    assert where(finding) == position_of(text, "foo")
 
 
 def test_removed_attributes_name_the_current_one() -> None:
-    found = with_selector(
-        "                expression: device.attributes['gpu.nvidia.com'].pcieBusID == '0000:1b:00.0'\n"
-    )
+    text, found = with_selector("device.attributes['gpu.nvidia.com'].pcieBusID == '0000:1b:00.0'")
     finding = only(found, "cel-removed-attribute")
     assert "pcieBusID is no longer published" in finding.message
     assert "device.attributes['resource.kubernetes.io'].pciBusID" in finding.hint
-    assert finding.location.col == 29 + 36
+    assert where(finding) == position_of(text, "pcieBusID")
 
 
 def test_guide_selectors_compile() -> None:
-    found = with_selector(
-        "                expression: |\n"
-        "                  device.attributes['gpu.nvidia.com'].architecture == 'Hopper'\n"
-        "                  &&\n"
-        "                  device.capacity['gpu.nvidia.com'].memory.isGreaterThan(quantity(\"80Gi\"))\n"
+    _, found = with_selector(
+        "|\n"
+        "      device.attributes['gpu.nvidia.com'].architecture == 'Hopper'\n"
+        "      &&\n"
+        "      device.capacity['gpu.nvidia.com'].memory.isGreaterThan(quantity(\"80Gi\"))"
     )
     assert found == []

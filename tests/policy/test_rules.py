@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import textwrap
-
 from fleet.manifests import Finding, load_revision
 from fleet.policy import MAX_EXPRESSION_BYTES, check
-from tests.manifests.repos import example_files, only, rules, yaml
+from tests.manifests.repos import example_files, only, rules, template, yaml
 
 
 def findings_with(changes: dict[str, bytes | None]) -> list[Finding]:
@@ -17,27 +15,6 @@ def findings_with(changes: dict[str, bytes | None]) -> list[Finding]:
         else:
             files[path] = content
     return check(load_revision(files))
-
-
-def template(*, namespace: str = "ml-research", name: str = "t", request: str = "") -> bytes:
-    return (
-        yaml(f"""
-        apiVersion: resource.k8s.io/v1
-        kind: ResourceClaimTemplate
-        metadata:
-          name: {name}
-          namespace: {namespace}
-        spec:
-          spec:
-            devices:
-              requests:
-              - name: gpu
-                exactly:
-                  deviceClassName: gpu.nvidia.com
-    """)
-        + textwrap.indent(textwrap.dedent(request).strip("\n"), " " * 10).encode()
-        + b"\n"
-    )
 
 
 def test_example_repository_is_clean() -> None:
