@@ -148,7 +148,7 @@ def _syntax(*, file: str, err: MarkedYAMLError) -> Finding:
 
 
 def _check_graph(*, file: str, root: Node, limits: Limits) -> None:
-    """Refuse alias bombs and deep nesting without expanding anything.
+    """Refuse alias bombs and recursive aliases without expanding anything.
 
     The expanded size of a node is 1 plus the expanded sizes of its children,
     memoised by node identity, so a 10-line billion-laughs document costs a
@@ -156,11 +156,11 @@ def _check_graph(*, file: str, root: Node, limits: Limits) -> None:
     """
     sizes: dict[int, int] = {}
     aliases = 0
-    # iterative post-order walk over (node, depth, children already pushed)
-    stack: list[tuple[Node, int, bool]] = [(root, 1, False)]
+    # iterative post-order walk over (node, children already pushed); depth is bounded by the builder
+    stack: list[tuple[Node, bool]] = [(root, False)]
     on_path: set[int] = set()
     while stack:
-        node, depth, done = stack.pop()
+        node, done = stack.pop()
         key = id(node)
         if done:
             on_path.discard(key)
@@ -183,16 +183,9 @@ def _check_graph(*, file: str, root: Node, limits: Limits) -> None:
                 "recursive YAML alias",
                 hint="an anchor cannot contain an alias to itself",
             )
-        if depth > limits.max_depth:
-            raise _refused(
-                _loc(file, node),
-                "yaml-limit",
-                f"nesting deeper than {limits.max_depth} levels",
-                hint="flatten the document",
-            )
         on_path.add(key)
-        stack.append((node, depth, True))
-        stack.extend((child, depth + 1, False) for child in _children(node))
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node))
     if sizes[id(root)] > limits.max_nodes:
         raise _refused(
             _loc(file, root),

@@ -195,22 +195,37 @@ def fleet_root(revision: Revision) -> Iterator[Finding]:
                 hint=f"add {name!r} to spec.clusters of {fleet.file}",
                 object=cluster.ref,
             )
+    labels = {n: c.model.metadata.labels for n, c in clusters.items() if isinstance(c.model, kinds.Cluster)}
     for manifest in revision.manifests:
-        yield from _selector_names(manifest, clusters=set(clusters))
+        yield from _selectors(manifest, clusters=labels)
 
 
-def _selector_names(manifest: Manifest, *, clusters: set[str]) -> Iterator[Finding]:
+def _selectors(manifest: Manifest, *, clusters: dict[str, dict[str, str]]) -> Iterator[Finding]:
+    """Selector names must exist; a selector that matches no cluster is a warning."""
     model = manifest.model
-    if isinstance(model, kinds.Team | kinds.GPUNodePool | kinds.Overlay):
-        for index, name in enumerate(model.spec.clusters.names):
-            if name not in clusters:
-                yield Finding(
-                    manifest.positions.at(("spec", "clusters", "names", index)),
-                    "cluster-reference",
-                    f"no Cluster named {name!r}",
-                    hint=_known(clusters),
-                    object=manifest.ref,
-                )
+    if not isinstance(model, kinds.Team | kinds.GPUNodePool | kinds.Overlay):
+        return
+    selector = model.spec.clusters
+    unknown = False
+    for index, name in enumerate(selector.names):
+        if name not in clusters:
+            unknown = True
+            yield Finding(
+                manifest.positions.at(("spec", "clusters", "names", index)),
+                "cluster-reference",
+                f"no Cluster named {name!r}",
+                hint=_known(set(clusters)),
+                object=manifest.ref,
+            )
+    if not unknown and not any(selector.matches(name=n, labels=ls) for n, ls in clusters.items()):
+        yield Finding(
+            manifest.positions.at(("spec", "clusters")),
+            "cluster-reference",
+            f"{manifest.kind} {manifest.name!r} selects no cluster, so it is never applied",
+            severity="warning",
+            hint="check spec.clusters against the clusters' names and metadata.labels",
+            object=manifest.ref,
+        )
 
 
 def _known(clusters: dict[str, Manifest] | set[str]) -> str:

@@ -262,6 +262,14 @@ def test_selector_naming_an_unknown_cluster() -> None:
     assert only(findings_with({"pools/h200.yaml": pool}), "cluster-reference").message == "no Cluster named 'gpu-eats'"
 
 
+def test_selector_matching_no_cluster_is_a_warning() -> None:
+    team = example_files()["teams/inference/team.yaml"].replace(b"env: prod", b"env: production")
+    finding = only(findings_with({"teams/inference/team.yaml": team}), "cluster-reference")
+    assert finding.severity == "warning"
+    assert finding.message == "Team 'inference' selects no cluster, so it is never applied"
+    assert finding.location.line == 7
+
+
 def test_a_revision_with_errors_is_reported_whole() -> None:
     found = findings_with(
         {

@@ -109,6 +109,17 @@ def test_cluster_option_and_unknown_cluster_exit_2(repo: Path) -> None:
     assert "no Cluster named 'nope'" in nope.stderr
 
 
+def test_warnings_alone_exit_0(repo: Path) -> None:
+    team = repo / "teams" / "inference" / "team.yaml"
+    team.write_text(team.read_text().replace("env: prod", "env: production"))
+    result = fleetctl("validate", str(repo), env={"NO_COLOR": "1"})
+    assert result.returncode == 0, result.stdout
+    assert "cluster-reference warning: Team 'inference' selects no cluster" in result.stdout
+    assert result.stdout.splitlines()[-1].startswith("0 error(s), 1 warning(s)")
+    github = fleetctl("validate", str(repo), "-o", "github")
+    assert github.stdout.startswith("::warning file=")
+
+
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert cli.run(["validate", "-o", "xml"]) == 2
     assert cli.run(["validate", str(tmp_path / "missing")]) == 2
