@@ -1,0 +1,98 @@
+"""Inventory findings (positions inside a claim) → findings at the YAML file's line.
+
+``fleet.inventory`` answers "can this claim be satisfied by the devices of
+that cluster?" without knowing about files: its findings name the request,
+firstAvailable entry, selector (the request's or its DeviceClass's),
+constraint and the line/column inside a CEL expression. This module turns
+that address into the path of the field in the claim's (or the class's)
+manifest and from there into file:line:col via the manifest's positions.
+
+Compile errors and unknown DeviceClasses are already reported by the static
+rules (``cel``, ``unknown-device-class``); the inventory's duplicates of them
+(``cel-compile``, ``deviceclass-unknown``) are dropped here so each problem is
+reported once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from fleet.manifests import Finding, Location, Manifest, Path, Severity
+from fleet.policy import walks
+from fleet.policy.selectors import locate
+
+DUPLICATED_RULES = frozenset({"cel-compile", "deviceclass-unknown"})
+
+
+class InventoryFinding(Protocol):
+    """The fields of ``fleet.inventory.findings.Finding`` this module reads."""
+
+    @property
+    def rule(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def hint(self) -> str: ...
+    @property
+    def severity(self) -> str: ...
+    @property
+    def request_index(self) -> int | None: ...
+    @property
+    def subrequest_index(self) -> int | None: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def selector_index(self) -> int | None: ...
+    @property
+    def device_class(self) -> str | None: ...
+    @property
+    def constraint_index(self) -> int | None: ...
+    @property
+    def line(self) -> int | None: ...
+    @property
+    def column(self) -> int | None: ...
+
+
+def located(
+    found: InventoryFinding, *, claim: Manifest, classes: Mapping[str, Manifest], cluster: str
+) -> Finding | None:
+    """The repository finding for one inventory finding about ``claim`` (None if a duplicate)."""
+    if found.rule in DUPLICATED_RULES:
+        return None
+    where = _location(found, claim=claim, classes=classes)
+    severity: Severity = "warning" if found.severity == "warning" else "error"
+    return Finding(
+        where, found.rule, found.message, severity=severity, hint=found.hint, object=claim.ref, cluster=cluster
+    )
+
+
+def _location(found: InventoryFinding, *, claim: Manifest, classes: Mapping[str, Manifest]) -> Location:
+    name = found.device_class
+    if found.source == "class" and name is not None and name in classes and found.selector_index is not None:
+        device_class = classes[name]
+        path: Path = ("spec", "selectors", found.selector_index, "cel", "expression")
+        return _in_expression(device_class, path, found)
+    devices = walks.devices_path(claim)
+    if found.source == "constraint" and found.constraint_index is not None:
+        return claim.positions.at((*devices, "constraints", found.constraint_index))
+    if found.request_index is None:
+        return claim.positions.at((*devices, "requests"))
+    request: Path = (*devices, "requests", found.request_index)
+    request = (
+        (*request, "exactly")
+        if found.subrequest_index is None
+        else (*request, "firstAvailable", found.subrequest_index)
+    )
+    if found.source == "request" and found.selector_index is not None:
+        return _in_expression(claim, (*request, "selectors", found.selector_index, "cel", "expression"), found)
+    return claim.positions.at(request)
+
+
+def _in_expression(manifest: Manifest, path: Path, found: InventoryFinding) -> Location:
+    if found.line is not None and found.column is not None:
+        return locate(manifest, path, line=found.line, col=found.column)
+    return manifest.positions.at(path)
+
+
+__all__ = ["DUPLICATED_RULES", "InventoryFinding", "located"]

@@ -1,0 +1,102 @@
+"""Inventory findings are placed at the claim's (or its DeviceClass's) YAML line."""
+
+from __future__ import annotations
+
+from fleet.inventory.findings import Finding as InventoryFinding
+from fleet.manifests import Manifest, load_revision
+from fleet.policy.satisfiability import located
+from tests.manifests.repos import example_files, position_of, yaml
+
+CLAIM = yaml("""
+    apiVersion: resource.k8s.io/v1
+    kind: ResourceClaimTemplate
+    metadata: {name: pair, namespace: ml-research}
+    spec:
+      spec:
+        devices:
+          requests:
+          - name: gpu
+            exactly:
+              deviceClassName: gpu.nvidia.com
+              selectors:
+              - cel:
+                  expression: |
+                    device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H300'
+          - name: mig
+            firstAvailable:
+            - {name: big, deviceClassName: mig.nvidia.com}
+          constraints:
+          - {requests: [mig], matchAttribute: gpu.nvidia.com/parentUUID}
+""")
+
+
+def manifests() -> tuple[Manifest, dict[str, Manifest]]:
+    files = example_files()
+    files["teams/ml-research/pair.yaml"] = CLAIM
+    revision = load_revision(files)
+    claim = next(m for m in revision.manifests if m.name == "pair")
+    return claim, {m.name: m for m in revision.of_kind("DeviceClass")}
+
+
+def test_request_selector_finding_points_inside_the_expression() -> None:
+    claim, classes = manifests()
+    found = InventoryFinding(
+        "claim-unsatisfiable",
+        "no device has productName 'NVIDIA H300'",
+        hint="present: 'NVIDIA H100 80GB HBM3'",
+        request="gpu",
+        request_index=0,
+        source="request",
+        selector_index=0,
+        line=1,
+        column=37,
+    )
+    finding = located(found, claim=claim, classes=classes, cluster="gpu-east")
+    assert finding is not None
+    assert (finding.location.line, finding.location.col) == position_of(CLAIM, "productName == 'NVIDIA H300'")
+    assert (finding.rule, finding.cluster, finding.object) == (
+        "claim-unsatisfiable",
+        "gpu-east",
+        "ResourceClaimTemplate/ml-research/pair",
+    )
+
+
+def test_class_selector_finding_points_at_the_device_class_file() -> None:
+    claim, classes = manifests()
+    found = InventoryFinding(
+        "cel-runtime-error",
+        "no such key: type",
+        source="class",
+        device_class="mig.nvidia.com",
+        request_index=1,
+        subrequest_index=0,
+        selector_index=0,
+    )
+    finding = located(found, claim=claim, classes=classes, cluster="gpu-west")
+    assert finding is not None
+    assert str(finding.location).startswith("deviceclasses/mig.nvidia.com.yaml:10:")
+
+
+def test_first_available_and_constraint_findings() -> None:
+    claim, classes = manifests()
+    sub = located(
+        InventoryFinding("claim-unsatisfiable", "x", request_index=1, subrequest_index=0, source="request"),
+        claim=claim,
+        classes=classes,
+        cluster="c",
+    )
+    constraint = located(
+        InventoryFinding("claim-unsatisfiable", "y", source="constraint", constraint_index=0),
+        claim=claim,
+        classes=classes,
+        cluster="c",
+    )
+    assert sub is not None and constraint is not None
+    assert sub.location.line == position_of(CLAIM, "{name: big")[0]
+    assert constraint.location.line == position_of(CLAIM, "{requests: [mig]")[0]
+
+
+def test_duplicates_of_static_rules_are_dropped() -> None:
+    claim, classes = manifests()
+    assert located(InventoryFinding("cel-compile", "x"), claim=claim, classes=classes, cluster="c") is None
+    assert located(InventoryFinding("deviceclass-unknown", "x"), claim=claim, classes=classes, cluster="c") is None
