@@ -56,6 +56,8 @@ class Sync:
     options: Options = field(default_factory=Options)
     changes: ChangeSet = field(init=False)
     inventory: inventories.Inventory = field(init=False)
+    prefetched: diffs.Prefetched | None = None
+    """Live objects listed while the plan was being computed (``diffs.prefetch``), if any."""
     live: diffs.LiveIndex = field(init=False, default_factory=dict)
     steps: list[str] = field(init=False, default_factory=list)
     _saved: dict[str, Any] | None = field(init=False, default=None)
@@ -84,7 +86,10 @@ class Sync:
         if self.plan.pools:
             kinds.add(("v1", "Node"))
         with tracing.tracer().start_as_current_span("read live"):
-            self.live = await diffs.live_index(client=self.client, kinds=kinds)
+            done = self.prefetched.kinds if self.prefetched else set()
+            self.live = await diffs.live_index(client=self.client, kinds=kinds - done)
+            if self.prefetched:
+                self.live.update(self.prefetched.live)
         self.steps = [s.name for s in stages.STAGES] + ["prune", "record"]
 
     @property
@@ -140,7 +145,11 @@ class Sync:
             if new:
                 self.inventory.entries.update(new)
                 await self._save_progress()
-            await self._apply_all(todo)
+            # Kinds in the stage's order, one wave each: a RoleBinding is created only after its
+            # Role exists (for a non-admin applier the API server resolves the Role to check escalation).
+            for kind in stage.kinds:
+                await self._apply_all([(c, d) for c, d in todo if d.obj["kind"] == kind])
+            await self._apply_all([(c, d) for c, d in todo if d.obj["kind"] not in stage.kinds])
             if any(c.failed for c, _ in todo):
                 self._stopped = True
                 return

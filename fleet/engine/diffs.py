@@ -19,6 +19,7 @@ import difflib
 import io
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -27,10 +28,13 @@ from ruamel.yaml import YAML
 from fleet.engine import normalizations, ownership
 from fleet.engine.changesets import Action, Change
 from fleet.engine.plans import Desired
+from fleet.engine.stages import STAGES
 from fleet.kube import Client, Invalid, KubeError, NotFound, Ref
+from fleet.kube.kinds import builtin as kinds_table
 
 LiveIndex = dict[str, dict[str, Any]]
 """Live objects by ``Ref.key``."""
+_STAGED = frozenset(kind for stage in STAGES for kind in stage.kinds)
 
 
 async def live_index(*, client: Client, kinds: Iterable[tuple[str, str]]) -> LiveIndex:
@@ -49,6 +53,22 @@ async def live_index(*, client: Client, kinds: Iterable[tuple[str, str]]) -> Liv
         for api_version, kind in sorted(set(kinds)):
             tg.start_soon(fetch, api_version, kind)
     return index
+
+
+@dataclass(frozen=True)
+class Prefetched:
+    kinds: set[tuple[str, str]]
+    live: LiveIndex
+
+
+async def prefetch(*, client: Client) -> Prefetched:
+    """List every kind the stage table applies before the plan is known.
+
+    The CLI runs this while it parses and validates the repository, so the API
+    server's listing overlaps fleet's CPU work instead of following it.
+    """
+    kinds = {(k.api_version, k.kind) for (_, kind), k in kinds_table().items() if kind in _STAGED}
+    return Prefetched(kinds=kinds, live=await live_index(client=client, kinds=kinds))
 
 
 async def diff_objects(
@@ -185,4 +205,4 @@ def _yaml(obj: dict[str, Any] | None) -> str:
     return stream.getvalue()
 
 
-__all__ = ["LiveIndex", "deletions", "diff_objects", "live_index", "unified", "with_live_revision"]
+__all__ = ["LiveIndex", "Prefetched", "deletions", "diff_objects", "live_index", "prefetch", "unified", "with_live_revision"]

@@ -19,7 +19,7 @@ import anyio
 from fleet.engine.plans import Plan
 from fleet.engine.stages import Gate, Stage
 from fleet.errors import FleetError
-from fleet.kube import Client, NotFound, Ref
+from fleet.kube import Client, Ref
 
 DRIVER = "gpu.nvidia.com"
 
@@ -62,16 +62,24 @@ async def wait(*, client: Client, stage: Stage, written: list[Ref], plan: Plan, 
 
 
 async def _exist(*, client: Client, refs: list[Ref]) -> list[str]:
+    """One list per kind (not a GET per object): every ref present, Namespaces Active."""
     problems: list[str] = []
+    by_kind: dict[tuple[str, str], list[Ref]] = {}
     for ref in refs:
-        try:
-            obj = await client.get(ref)
-        except NotFound:
-            problems.append(f"{ref}: does not exist")
-            continue
-        phase = (obj.get("status") or {}).get("phase")
-        if ref.kind == "Namespace" and phase != "Active":
-            problems.append(f"{ref}: phase is {phase or 'unset'}, not Active")
+        by_kind.setdefault((ref.api_version, ref.kind), []).append(ref)
+    for (api_version, kind), wanted in sorted(by_kind.items()):
+        k = await client.kind(api_version=api_version, kind=kind)
+        namespaces = {r.namespace for r in wanted}
+        scope = next(iter(namespaces)) if k.namespaced and len(namespaces) == 1 else None
+        live = {Ref.of(o).key: o for o in (await client.list(k, namespace=scope)).items}
+        for ref in wanted:
+            obj = live.get(ref.key)
+            if obj is None:
+                problems.append(f"{ref}: does not exist")
+                continue
+            phase = (obj.get("status") or {}).get("phase")
+            if ref.kind == "Namespace" and phase != "Active":
+                problems.append(f"{ref}: phase is {phase or 'unset'}, not Active")
     return problems
 
 

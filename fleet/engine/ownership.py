@@ -92,8 +92,8 @@ __all__ = [
     "REVISION",
     "SOURCE",
     "TEAM_LABEL",
+    "fingerprinted",
     "kept",
     "managed",
-    "fingerprinted",
     "stamp",
 ]

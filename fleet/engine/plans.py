@@ -21,6 +21,7 @@ Every object is stamped with ownership labels and source/revision annotations.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +46,7 @@ class Desired:
     source: str
     field_manager: str = ownership.MANAGER
 
-    @property
+    @functools.cached_property
     def ref(self) -> Ref:
         return Ref.of(self.obj)
 

@@ -165,7 +165,7 @@ class Client:
                     continue
                 retry_after = retries.retry_after_seconds(response.headers.get("Retry-After"))
                 failure = _error(response, where=where, retry_after=retry_after or 0.0)
-                if response.status_code not in retries.RETRIABLE_STATUS:
+                if response.status_code not in retries.RETRIABLE_STATUS or isinstance(failure, errors.Invalid):
                     raise failure
             except (TimeoutError, httpx.TransportError) as exc:
                 failure = errors.Unreachable(

@@ -12,7 +12,8 @@ is a ``FleetError``, so the CLI prints it as what / where / hint.
           ├── Conflict                409: SSA field conflict, AlreadyExists, failed precondition
           │                                (``managers``: the other field managers, parsed)
           ├── Forbidden               403: RBAC said no (``401`` maps here too)
-          ├── Invalid                 400/422: the object was rejected (``causes``: field, message)
+          ├── Invalid                 400/422 (and SSA's schema 500): the object was rejected
+          │                                (``causes``: field, message)
           ├── TooManyRequests         429 after every retry (``retry_after`` seconds)
           ├── ServerError             5xx after every retry
           └── Unreachable             connection refused/reset or timed out after every retry
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from fleet.errors import FleetError
 
 _MANAGER = re.compile(r'conflicts? with "([^"]+)"')
+_SCHEMA_ERROR = re.compile(r"failed to create typed patch object|field not declared in schema")
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,10 @@ def from_status(
             message, where=where, status=status, reason=reason, retry_after=retry_after,
             hint="the API server is overloaded; retry later",
         )
+    if status >= 500 and _SCHEMA_ERROR.search(message):
+        # Server-side apply reports a body that does not fit the schema as a 500.
+        return Invalid(message, where=where, status=status, reason=reason or "Invalid",
+                       hint="fix the field named above; kubectl explain shows the schema")
     if status >= 500:
         return ServerError(message, where=where, status=status, reason=reason)
     return KubeError(message, where=where, status=status, reason=reason)

@@ -16,11 +16,11 @@ from typing import Any
 
 import anyio
 
-from fleet import engine, kube
+from fleet import engine
 from fleet.telemetry import tracing
 from fleetctl import reports
-from fleetctl.commands.diff import add_cluster_args
-from fleetctl.pipelines import load_plan
+from fleetctl.commands.diff import add_cluster_args, plan_and_connect
+from fleetctl.pipelines import tune_gc
 
 
 def register(sub: Any) -> None:
@@ -41,6 +41,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     tracing.setup(exporter="console" if args.trace else None)
+    tune_gc()
     return anyio.run(_apply, args)
 
 
@@ -51,10 +52,9 @@ async def _apply(args: argparse.Namespace) -> int:
     failure: engine.HealthTimeout | None = None
     tracer = tracing.tracer()
     with tracer.start_as_current_span("apply run", attributes={tracing.CLUSTER: args.cluster}) as span:
-        plan = load_plan(args.repo, cluster=args.cluster)
+        plan, client, prefetched = await plan_and_connect(args)
         span.set_attribute(tracing.REVISION, plan.revision)
-        client = await kube.connect(kubeconfig=args.kubeconfig, context=args.context, timeout=args.timeout)
-        sync = engine.Sync(client=client, plan=plan, options=options)
+        sync = engine.Sync(client=client, plan=plan, options=options, prefetched=prefetched)
         try:
             await sync.start()
             while not sync.done:

@@ -18,10 +18,11 @@ from typing import Any
 import anyio
 
 from fleet import engine, kube
+from fleet.engine import diffs
 from fleet.engine.diffs import unified
 from fleet.telemetry import tracing
 from fleetctl import reports
-from fleetctl.pipelines import load_plan
+from fleetctl.pipelines import load_plan, tune_gc
 
 
 def add_cluster_args(parser: argparse.ArgumentParser) -> None:
@@ -50,18 +51,36 @@ def context_for(plan_cluster_context: str | None, args: argparse.Namespace) -> s
     return args.context or plan_cluster_context
 
 
+async def plan_and_connect(args: argparse.Namespace) -> tuple[engine.Plan, kube.Client, diffs.Prefetched]:
+    """Validate and plan the repository (in a thread) while connecting and listing live objects."""
+    client = await kube.connect(kubeconfig=args.kubeconfig, context=args.context, timeout=args.timeout)
+    try:
+        async with anyio.create_task_group() as tg:
+            listing: list[diffs.Prefetched] = []
+
+            async def fetch() -> None:
+                listing.append(await diffs.prefetch(client=client))
+
+            tg.start_soon(fetch)
+            plan = await anyio.to_thread.run_sync(lambda: load_plan(args.repo, cluster=args.cluster))
+    except BaseException:
+        await client.close()
+        raise
+    return plan, client, listing[0]
+
+
 def run(args: argparse.Namespace) -> int:
     tracing.setup(exporter="console" if args.trace else None)
+    tune_gc()
     return anyio.run(_diff, args)
 
 
 async def _diff(args: argparse.Namespace) -> int:
     with tracing.tracer().start_as_current_span("diff run", attributes={tracing.CLUSTER: args.cluster}) as span:
-        plan = load_plan(args.repo, cluster=args.cluster)
+        plan, client, prefetched = await plan_and_connect(args)
         span.set_attribute(tracing.REVISION, plan.revision)
-        client = await kube.connect(kubeconfig=args.kubeconfig, context=args.context, timeout=args.timeout)
         try:
-            changes = await engine.diff(client=client, plan=plan,
+            changes = await engine.diff(client=client, plan=plan, prefetched=prefetched,
                                         options=engine.Options(concurrency=args.concurrency))
         finally:
             await client.close()

@@ -47,3 +47,10 @@ def test_every_kube_error_is_a_fleet_error() -> None:
     for cls in (kube.NotFound, kube.Conflict, kube.Forbidden, kube.Invalid, kube.TooManyRequests,
                 kube.ServerError, kube.Unreachable):
         assert issubclass(cls, kube.KubeError) and issubclass(cls, FleetError)
+
+
+def test_ssa_schema_failure_is_invalid_not_a_server_error() -> None:
+    message = ("failed to create typed patch object (ns/x; resource.k8s.io/v1, Kind=ResourceClaimTemplate): "
+               ".spec.foo: field not declared in schema")
+    err = errors.from_status(status=500, body={"message": message, "code": 500}, where="x")
+    assert isinstance(err, kube.Invalid)

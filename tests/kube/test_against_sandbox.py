@@ -1,0 +1,115 @@
+"""fleet.kube against the real API server: SSA, dry-run, typed errors, pagination, discovery, watch."""
+
+from __future__ import annotations
+
+import uuid
+
+import anyio
+import pytest
+
+from fleet import kube
+from fleet.sandbox import Sandbox
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.anyio]
+
+
+def _template(namespace: str, name: str, *, cls: str = "gpu.nvidia.com") -> dict[str, object]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": cls}}]}}}}
+
+
+async def test_dry_run_apply_persists_nothing(admin_client: kube.Client, namespace: str) -> None:
+    result = await admin_client.apply(_template(namespace, "dry"), dry_run=True)
+    assert result["metadata"]["managedFields"][0]["manager"] == "fleet"
+    with pytest.raises(kube.NotFound):
+        await admin_client.get(kube.Ref("resource.k8s.io/v1", "ResourceClaimTemplate", namespace, "dry"))
+    assert admin_client.counts.by_verb["apply-dry-run"] == 1 and admin_client.counts.writes == 0
+
+
+async def test_conflict_carries_the_other_managers(admin_client: kube.Client, namespace: str) -> None:
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {"owner": "a"}}}
+    await admin_client.apply(ns, field_manager="team-script")
+    ns["metadata"]["labels"] = {"owner": "b"}  # type: ignore[index]
+    with pytest.raises(kube.Conflict) as err:
+        await admin_client.apply(ns, field_manager="fleet")
+    assert err.value.managers == ("team-script",)
+    forced = await admin_client.apply(ns, field_manager="fleet", force=True)
+    assert forced["metadata"]["labels"]["owner"] == "b"
+
+
+async def test_invalid_object_reports_field_causes(admin_client: kube.Client) -> None:
+    bad = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+           "metadata": {"name": f"bad-{uuid.uuid4().hex[:6]}"},
+           "spec": {"selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].model +"}}]}}
+    with pytest.raises(kube.Invalid) as err:
+        await admin_client.apply(bad, dry_run=True)
+    assert any(c.field.startswith("spec.selectors[0].cel.expression") for c in err.value.causes)
+
+
+async def test_unknown_field_is_rejected_strictly(admin_client: kube.Client, namespace: str) -> None:
+    obj = _template(namespace, "typo")
+    obj["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClasName"] = "x"  # type: ignore[index]
+    with pytest.raises(kube.Invalid, match="deviceClasName"):
+        await admin_client.apply(obj, dry_run=True)
+
+
+async def test_list_follows_continue_tokens(admin_client: kube.Client, namespace: str) -> None:
+    for i in range(5):
+        await admin_client.apply(_template(namespace, f"t{i}"))
+    kind = await admin_client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaimTemplate")
+    before = admin_client.counts.by_verb["list"]
+    listed = await admin_client.list(kind, namespace=namespace, page_size=2)
+    assert sorted(o["metadata"]["name"] for o in listed.items) == [f"t{i}" for i in range(5)]
+    assert admin_client.counts.by_verb["list"] - before == 3
+    assert all(o["kind"] == "ResourceClaimTemplate" for o in listed.items) and listed.resource_version
+
+
+async def test_delete_with_a_stale_uid_is_a_conflict(admin_client: kube.Client, namespace: str) -> None:
+    live = await admin_client.apply(_template(namespace, "gone"))
+    ref = kube.Ref.of(live)
+    with pytest.raises(kube.Conflict):
+        await admin_client.delete(ref, uid="00000000-0000-0000-0000-000000000000")
+    await admin_client.delete(ref, uid=live["metadata"]["uid"])
+    with pytest.raises(kube.NotFound):
+        await admin_client.delete(ref)
+
+
+async def test_restricted_user_gets_forbidden_once(restricted_client: kube.Client) -> None:
+    kind = await restricted_client.kind(api_version="resource.k8s.io/v1", kind="DeviceClass")
+    with pytest.raises(kube.Forbidden, match="alice"):
+        await restricted_client.list(kind)
+    assert restricted_client.counts.by_verb["list"] == 1, "no re-authentication retries on 403"
+
+
+async def test_discovery_knows_dra_kinds(admin_client: kube.Client) -> None:
+    found = {(k.api_version, k.kind): k for k in await admin_client.discover()}
+    dc = found[("resource.k8s.io/v1", "DeviceClass")]
+    assert (dc.plural, dc.namespaced) == ("deviceclasses", False)
+    assert found[("resource.k8s.io/v1", "ResourceClaimTemplate")].namespaced
+    with pytest.raises(kube.NotFound):
+        await admin_client.kind(api_version="example.com/v1", kind="Nothing")
+
+
+async def test_unreachable_server_after_retries(sandbox: Sandbox) -> None:
+    client = await kube.connect(kubeconfig=str(sandbox.kubeconfig), timeout=5)
+    client._api.auth.server = "https://127.0.0.1:1"  # a closed port on the same machine
+    await client.close()
+    client.retry = kube.RetryPolicy(attempts=3, base=0.01, cap=0.02)
+    with pytest.raises(kube.Unreachable):
+        await client.version()
+    assert client.counts.by_verb["get"] == 3
+
+
+async def test_watch_lists_then_streams_changes(admin_client: kube.Client, namespace: str) -> None:
+    kind = await admin_client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaimTemplate")
+    await admin_client.apply(_template(namespace, "before"))
+    seen: list[tuple[str, str]] = []
+    with anyio.fail_after(30):
+        async for event in kube.watch(client=admin_client, kind=kind, namespace=namespace, inactivity=10):
+            seen.append((event.type, event.object.get("metadata", {}).get("name", "")))
+            if event.type == "SYNCED":
+                await admin_client.apply(_template(namespace, "after"))
+            if event.type == "ADDED":
+                break
+    assert seen == [("LISTED", "before"), ("SYNCED", ""), ("ADDED", "after")]
