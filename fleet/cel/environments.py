@@ -75,9 +75,7 @@ class Types:
         return self.quantity_class(value=value.canonical())
 
     def semver_message(self, value: semvers.Semver) -> Any:
-        return self.semver_class(
-            major=value.major, minor=value.minor, patch=value.patch, pre=value.prerelease()
-        )
+        return self.semver_class(major=value.major, minor=value.minor, patch=value.patch, pre=value.prerelease())
 
     def is_quantity(self, message: Any) -> bool:
         return isinstance(message, self.quantity_class)
@@ -137,9 +135,7 @@ def _functions(types: Types) -> list[Any]:
     def arithmetic(name: str) -> Callable[[Any, Any], Any]:
         def run(left: Any, right: Any) -> Any:
             base = quantity_of(name, left)
-            other = (
-                quantities.Quantity.from_int(right) if isinstance(right, int) else quantity_of(name, right)
-            )
+            other = quantities.Quantity.from_int(right) if isinstance(right, int) else quantity_of(name, right)
             result = base.add(other) if name == "add" else base.sub(other)
             return types.quantity_message(result)
 
@@ -183,9 +179,7 @@ def _functions(types: Types) -> list[Any]:
             ("semver_is_less_than", [s, s]),
             impl=lambda a, b: order(a, b) == -1,
         ),
-        member(
-            "compareTo", T.INT, ("quantity_compare_to", [q, q]), ("semver_compare_to", [s, s]), impl=order
-        ),
+        member("compareTo", T.INT, ("quantity_compare_to", [q, q]), ("semver_compare_to", [s, s]), impl=order),
         member(
             "asApproximateFloat",
             T.DOUBLE,
@@ -228,9 +222,7 @@ def _functions(types: Types) -> list[Any]:
         cel.FunctionDecl(
             "isSemver",
             [
-                cel.Overload(
-                    "is_semver_string", T.BOOL, [T.STRING], impl=lambda text: semvers.is_semver(text)
-                ),
+                cel.Overload("is_semver_string", T.BOOL, [T.STRING], impl=lambda text: semvers.is_semver(text)),
                 cel.Overload(
                     "is_semver_string_bool",
                     T.BOOL,

@@ -90,6 +90,16 @@ class Quantity:
             return "0"
         return str(self.value.normalize(_context()))
 
+    def display(self) -> str:
+        """A readable spelling: ``80Gi``, ``81559Mi``, ``16``, ``1.5``."""
+        if self.value == self.value.to_integral_value():
+            number = int(self.value)
+            for suffix, exponent in sorted(BINARY_EXPONENTS.items(), key=lambda item: -item[1]):
+                if number and number % (1 << exponent) == 0 and abs(number) >= 1 << exponent:
+                    return f"{number >> exponent}{suffix}"
+            return str(number)
+        return format(self.value.normalize(_context()), "f")
+
     @classmethod
     def from_canonical(cls, text: str) -> Quantity:
         return cls(decimal.Decimal(text))

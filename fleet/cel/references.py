@@ -54,6 +54,7 @@ class NameUse:
     domain: str
     name: str
     offset: int
+    guarded: bool = False  # inside has(...) or read with .?/[?: a missing name is not an error
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +151,8 @@ def find_references(expression: str) -> References:
         if name is None or name_token is None:
             whole_domains.add((kind, domain))
         else:
-            names.append(NameUse(kind, domain, name, name_token.offset))
+            guarded = selector in (".?", "[?") or (text(index - 1) == "(" and text(index - 2) == "has")
+            names.append(NameUse(kind, domain, name, name_token.offset, guarded))
     return References(
         whole_device=whole_device,
         whole_kinds=frozenset(whole_kinds),

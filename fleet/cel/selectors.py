@@ -126,8 +126,7 @@ class Selector:
         if kind == cel.Type.ERROR:
             raise SelectorRuntimeError(
                 f"CEL runtime error: {runtime_message(result.value())}",
-                hint="guard optional attributes with has(...) or use optional chaining "
-                "(.? followed by orValue())",
+                hint="guard optional attributes with has(...) or use optional chaining (.? followed by orValue())",
             )
         raise SelectorRuntimeError(
             f"CEL result of type {_TYPE_NAMES.get(kind.name(), kind.name())} could not be converted to bool",

@@ -1,0 +1,223 @@
+"""Why a claim can never be satisfied, and which selector names an attribute nobody publishes.
+
+A pending pod says little ("cannot allocate all claims"). The guide's
+troubleshooting is: find the selector that excludes everything, then look at
+what the devices actually publish. This module does that mechanically: the
+first request that fits no node, its DeviceClass, then each top-level ``&&``
+clause of each selector in order; the first clause no device passes is named
+with its offset in the expression, together with the values the devices do
+have for the attributes that clause reads (e.g. the ``productName`` values).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from fleet import cel
+from fleet.inventory.findings import Finding
+from fleet.inventory.inventories import Inventory
+from fleet.inventory.matches import CompiledSelector, Match
+from fleet.inventory.requests import Alternative
+
+# Attributes the NVIDIA driver removed or renamed (docs/reference/nvidia-dra.md §1.2-1.3).
+RENAMED = {
+    ("gpu.nvidia.com", "pcieBusID"): ("resource.kubernetes.io", "pciBusID"),
+    ("gpu.nvidia.com", "pciBusID"): ("resource.kubernetes.io", "pciBusID"),
+    ("gpu.nvidia.com", "pcieRoot"): ("resource.kubernetes.io", "pcieRoot"),
+    ("gpu.nvidia.com", "numa"): ("resource.kubernetes.io", "numaNode"),
+    ("gpu.nvidia.com", "parentIndex"): ("gpu.nvidia.com", "parentUUID"),
+}
+REMOVED = {
+    ("gpu.nvidia.com", "index"): "select by uuid or device.attributes['resource.kubernetes.io'].pciBusID",
+    ("gpu.nvidia.com", "minor"): "select by uuid or device.attributes['resource.kubernetes.io'].pciBusID",
+}
+
+
+def located(alternative: Alternative, selector: CompiledSelector | None = None) -> Finding:
+    """A finding skeleton pointing at the alternative (and selector); fill it in with ``replace``."""
+    return Finding(
+        "claim-unsatisfiable",
+        "",
+        request=alternative.name,
+        request_index=alternative.request_index,
+        subrequest_index=alternative.subrequest_index,
+        device_class=alternative.device_class,
+        source=selector.source if selector else "request",
+        selector_index=selector.index if selector else None,
+    )
+
+
+def _cel_path(kind: str, domain: str, name: str) -> str:
+    return f"device.{kind}['{domain}'].{name}"
+
+
+def display(value: object) -> str:
+    if isinstance(value, cel.Quantity):
+        return value.display()
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def closest_values(
+    inventory: Inventory, uses: Iterable[cel.NameUse], devices: Iterable[int], *, limit: int = 6
+) -> list[str]:
+    """``productName = 'NVIDIA H100 80GB HBM3' (8 devices), ...`` for each name read."""
+    indices = list(devices)
+    out = []
+    for kind, domain, name in sorted({(u.kind, u.domain, u.name) for u in uses}):
+        counts = Counter(
+            display(inventory.devices[i].device.get(kind, domain, name))
+            for i in indices
+            if inventory.devices[i].device.get(kind, domain, name) is not None
+        )
+        if counts:
+            shown = ", ".join(f"{value} ({n})" for value, n in counts.most_common(limit))
+            more = f", … {len(counts) - limit} more" if len(counts) > limit else ""
+            out.append(f"{name} = {shown}{more}")
+        else:
+            out.append(f"{name}: not published by these devices")
+    return out
+
+
+def unknown_attributes(inventory: Inventory, alternative: Alternative, match: Match) -> list[Finding]:
+    """Selectors reading a name that no device publishes in a domain that exists."""
+    findings = []
+    for selector in match.selectors:
+        for use in selector.selector.references.names:
+            published = inventory.published(use.kind)
+            if use.guarded or use.domain not in published or use.name in published[use.domain]:
+                continue
+            key = (use.domain, use.name)
+            if key in RENAMED:
+                domain, name = RENAMED[key]
+                hint = f"it is now {domain}/{name}: use {_cel_path(use.kind, domain, name)}"
+            elif key in REMOVED:
+                hint = f"the driver no longer publishes it; {REMOVED[key]}"
+            else:
+                others = sorted(published[use.domain])
+                close = difflib.get_close_matches(use.name, others, n=3)
+                elsewhere = [d for d, names in published.items() if use.name in names]
+                if elsewhere:
+                    hint = (
+                        f"it is published in domain {elsewhere[0]!r}: use {_cel_path(use.kind, elsewhere[0], use.name)}"
+                    )
+                elif close:
+                    hint = f"did you mean {', '.join(close)}? published names: {', '.join(others)}"
+                else:
+                    hint = f"published names in {use.domain}: {', '.join(others)}"
+            line, column = cel.position(selector.expression, use.offset)
+            what = "attribute" if use.kind == "attributes" else "capacity"
+            findings.append(
+                replace(
+                    located(alternative, selector),
+                    rule="cel-unknown-attribute",
+                    message=f"no device publishes {what} {use.domain}/{use.name}; the selector fails with "
+                    f"'no such key: {use.name}' and pods stay Pending",
+                    hint=hint,
+                    offset=use.offset,
+                    line=line,
+                    column=column,
+                )
+            )
+    return findings
+
+
+def _passing(inventory: Inventory, selectors: Sequence[cel.Selector], within: set[int] | None) -> set[int]:
+    references = cel.References()
+    for selector in selectors:
+        references = references.merged(selector.references)
+    passing: set[int] = set()
+    for projection, group in inventory.groups(references).items():
+        if within is not None and within.isdisjoint(group.indices):
+            continue
+        try:
+            ok = all(selector.evaluate_projection(projection) for selector in selectors)
+        except cel.SelectorRuntimeError:
+            ok = False
+        if ok:
+            passing.update(group.indices if within is None else within.intersection(group.indices))
+    return passing
+
+
+def explain_alternative(inventory: Inventory, alternative: Alternative, match: Match) -> Finding:
+    base = located(alternative)
+    class_selectors = [s for s in match.selectors if s.source == "class"]
+    in_class = _passing(inventory, [s.selector for s in class_selectors], None)
+    if not in_class:
+        drivers = sorted({d.driver for d in inventory.devices}) or ["none"]
+        return replace(
+            base,
+            message=f"device class {alternative.device_class!r} selects no device in this cluster",
+            hint=f"drivers publishing devices: {', '.join(drivers)}; check the class's selectors",
+            source="class",
+        )
+    for selector in (s for s in match.selectors if s.source == "request"):
+        for clause in selector.selector.clauses:
+            try:
+                compiled = cel.compile_selector(clause.text)
+            except cel.SelectorCompileError:
+                continue
+            if _passing(inventory, [compiled], in_class):
+                continue
+            values = closest_values(inventory, compiled.references.names, in_class)
+            line, column = cel.position(selector.expression, clause.offset)
+            return replace(
+                located(alternative, selector),
+                message=f"selector #{selector.index} clause `{clause.text}` excludes every device of class "
+                f"{alternative.device_class!r} ({len(in_class)} devices)",
+                hint="; ".join(values) or "no device has the attributes this clause reads",
+                offset=clause.offset,
+                line=line,
+                column=column,
+            )
+    if match.matching:
+        best = max(match.per_node.items(), key=lambda item: item[1], default=("", 0))
+        wanted = "all matching devices" if alternative.all_devices else f"{alternative.count} devices"
+        return replace(
+            base,
+            message=f"request {alternative.name!r} needs {wanted} on one node; at most {best[1]} match on any "
+            f"node ({best[0]})",
+            hint="lower count, or spread the work over several claims/pods",
+        )
+    if match.failures:
+        failure = match.failures[0]
+        return replace(
+            base,
+            message=f"selector #{failure.index} fails on every candidate device: {failure.message}",
+            hint="guard the attribute with has(...) or fix its name",
+            source=failure.source,
+            selector_index=failure.index,
+        )
+    uses = [u for s in match.selectors if s.source == "request" for u in s.selector.references.names]
+    return replace(
+        base,
+        message=f"the selectors of request {alternative.name!r} together exclude every "
+        f"device of class {alternative.device_class!r}",
+        hint="; ".join(closest_values(inventory, uses, in_class)),
+    )
+
+
+def unsatisfiable_together(
+    *, requests: Sequence[str], constraint: int | None = None, message: str = "", hint: str = ""
+) -> Finding:
+    if constraint is not None:
+        return Finding("claim-unsatisfiable", message, hint=hint, source="constraint", constraint_index=constraint)
+    return Finding(
+        "claim-unsatisfiable",
+        f"requests {', '.join(requests)} fit one by one but not together on any single node",
+        hint="all devices of one claim come from one node; lower the counts or split the claim",
+    )
+
+
+__all__ = [
+    "REMOVED",
+    "RENAMED",
+    "closest_values",
+    "display",
+    "explain_alternative",
+    "located",
+    "unknown_attributes",
+    "unsatisfiable_together",
+]

@@ -1,0 +1,194 @@
+"""The devices of a cluster, from its ResourceSlices, grouped so selectors run once per shape.
+
+An :class:`Inventory` is built from ResourceSlices exactly as the API returns
+them (plain dicts), whether they come from a live cluster (``fleetctl
+inventory``) or a snapshot file. Like the scheduler, it keeps only the newest
+``pool.generation`` of each pool and notes pools with fewer slices than
+``resourceSliceCount`` (incomplete: allocation mode ``All`` cannot use them).
+
+Devices are node-local when their slice has ``nodeName`` (every NVIDIA pool);
+``allNodes`` devices are offered to every node; devices behind a
+``nodeSelector`` form a pseudo-node ``<selector:pool>`` because node labels are
+not part of an inventory.
+
+Why grouping: 1,000 nodes x 8 GPUs are 8,000 distinct devices (each has its own
+``uuid``/``pciBusID``), but :meth:`Inventory.groups` projects every device onto
+what a selector actually reads (:func:`fleet.cel.projection`) and a selector is
+evaluated once per distinct projection — a handful per GPU model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from fleet import cel
+from fleet.cel.devices import Projection
+from fleet.cel.references import KINDS
+from fleet.errors import FleetError
+
+ALL_NODES = "*"
+
+
+class InventoryError(FleetError):
+    """A ResourceSlice that cannot be read as Kubernetes would read it."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class InventoryDevice:
+    node: str
+    pool: str
+    driver: str
+    name: str
+    device: cel.Device
+    taints: tuple[Mapping[str, Any], ...] = ()
+    consumes: tuple[tuple[str, tuple[tuple[str, cel.Quantity], ...]], ...] = ()
+
+    @property
+    def id(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.name}"
+
+
+@dataclasses.dataclass
+class Group:
+    """Devices with one projection: their indices and how many sit on each node."""
+
+    indices: list[int]
+    per_node: Counter[str]
+
+
+def _node_of(spec: Mapping[str, Any]) -> str:
+    if spec.get("nodeName"):
+        return str(spec["nodeName"])
+    if spec.get("allNodes"):
+        return ALL_NODES
+    return f"<selector:{spec.get('pool', {}).get('name', '')}>"
+
+
+def _quantities(raw: Mapping[str, Any], where: str) -> tuple[tuple[str, cel.Quantity], ...]:
+    try:
+        return tuple(sorted((name, cel.parse_quantity(str(v.get("value", "")))) for name, v in raw.items()))
+    except cel.QuantityError as err:
+        raise InventoryError(f"counter value: {err}", where=where) from err
+
+
+class Inventory:
+    """All devices of one cluster; read-only after construction."""
+
+    def __init__(
+        self,
+        *,
+        devices: Sequence[InventoryDevice],
+        counters: Mapping[tuple[str, str, str], Mapping[str, cel.Quantity]],
+        notes: Sequence[str] = (),
+        slices: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        self.devices = list(devices)
+        self.counters = dict(counters)
+        self.notes = list(notes)
+        self.slices = list(slices)
+        self.nodes = sorted({d.node for d in self.devices if d.node != ALL_NODES})
+        self.by_node: dict[str, list[int]] = {node: [] for node in self.nodes}
+        shared = [i for i, d in enumerate(self.devices) if d.node == ALL_NODES]
+        for index, item in enumerate(self.devices):
+            if item.node != ALL_NODES:
+                self.by_node[item.node].append(index)
+        for node in self.nodes:
+            self.by_node[node] += shared
+        self._groups: dict[tuple[object, ...], dict[Projection, Group]] = {}
+        self._published: dict[str, dict[str, set[str]]] | None = None
+
+    @classmethod
+    def from_slices(cls, slices: Iterable[Mapping[str, Any]]) -> Inventory:
+        kept = list(slices)
+        newest: dict[tuple[str, str], int] = {}
+        for item in kept:
+            spec = item.get("spec") or {}
+            key = (str(spec.get("driver", "")), str((spec.get("pool") or {}).get("name", "")))
+            newest[key] = max(newest.get(key, 0), int((spec.get("pool") or {}).get("generation", 0)))
+        devices: list[InventoryDevice] = []
+        counters: dict[tuple[str, str, str], dict[str, cel.Quantity]] = {}
+        seen: Counter[tuple[str, str]] = Counter()
+        expected: dict[tuple[str, str], int] = {}
+        used = []
+        for item in kept:
+            spec = item.get("spec") or {}
+            pool = spec.get("pool") or {}
+            driver, pool_name = str(spec.get("driver", "")), str(pool.get("name", ""))
+            if int(pool.get("generation", 0)) != newest[(driver, pool_name)]:
+                continue
+            used.append(item)
+            where = f"ResourceSlice {(item.get('metadata') or {}).get('name', '?')}"
+            seen[(driver, pool_name)] += 1
+            expected[(driver, pool_name)] = int(pool.get("resourceSliceCount", 1))
+            for counter_set in spec.get("sharedCounters") or []:
+                counters[(driver, pool_name, str(counter_set.get("name")))] = dict(
+                    _quantities(counter_set.get("counters") or {}, where)
+                )
+            node = _node_of(spec)
+            for raw in spec.get("devices") or []:
+                try:
+                    device = cel.Device.from_slice(driver=driver, device=raw)
+                except cel.DeviceError as err:
+                    raise InventoryError(str(err), where=f"{where} device {raw.get('name')}") from err
+                consumes = tuple(
+                    (str(c.get("counterSet")), _quantities(c.get("counters") or {}, where))
+                    for c in raw.get("consumesCounters") or []
+                )
+                devices.append(
+                    InventoryDevice(
+                        node, pool_name, driver, str(raw.get("name")), device, tuple(raw.get("taints") or ()), consumes
+                    )
+                )
+        notes = [
+            f"pool {pool} of driver {driver} is incomplete: {seen[(driver, pool)]} of {count} slices"
+            for (driver, pool), count in sorted(expected.items())
+            if seen[(driver, pool)] < count
+        ]
+        return cls(devices=devices, counters=counters, notes=notes, slices=used)
+
+    def groups(self, references: cel.References) -> dict[Projection, Group]:
+        """Devices grouped by what ``references`` can observe (cached per signature)."""
+        signature = references.signature
+        cached = self._groups.get(signature)
+        if cached is None:
+            cached = {}
+            for index, item in enumerate(self.devices):
+                key = cel.projection(item.device, references)
+                group = cached.get(key)
+                if group is None:
+                    group = cached[key] = Group([], Counter())
+                group.indices.append(index)
+                group.per_node[item.node] += 1
+            self._groups[signature] = cached
+        return cached
+
+    def published(self, kind: str) -> dict[str, set[str]]:
+        """Names published per domain for ``kind`` ('attributes' or 'capacity')."""
+        if self._published is None:
+            self._published = {"attributes": {}, "capacity": {}}
+            for item in self.devices:
+                for k in KINDS:
+                    for domain, values in item.device.kind(k).items():
+                        self._published[k].setdefault(domain, set()).update(values)
+        return self._published[kind]
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Rows of node, driver, model (productName or profile), type and count."""
+        rows: Counter[tuple[str, str, str, str]] = Counter()
+        for item in self.devices:
+            attrs = item.device.attributes.get(item.driver, {})
+            model = str(attrs.get("productName", ""))
+            kind = str(attrs.get("type", ""))
+            if kind == "mig" and "profile" in attrs:
+                model = f"{model} MIG {attrs['profile']}"
+            rows[(item.node, item.driver, model, kind)] += 1
+        return [
+            {"node": node, "driver": driver, "model": model, "type": kind, "count": count}
+            for (node, driver, model, kind), count in sorted(rows.items())
+        ]
+
+
+__all__ = ["ALL_NODES", "Group", "Inventory", "InventoryDevice", "InventoryError"]

@@ -1,0 +1,115 @@
+"""A claim's ``spec.devices`` read into the alternatives the allocator tries.
+
+Kubernetes' allocator sees each request as an ordered list of alternatives:
+one for ``exactly``, one per ``firstAvailable`` entry (tried in order). Every
+alternative has a DeviceClass, its own selectors (ANDed with the class's),
+an allocation mode and a count. Constraints name requests ("req" or
+"req/sub"; none = all) and a fully qualified attribute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from fleet.inventory.findings import Finding
+
+
+@dataclasses.dataclass(frozen=True)
+class Alternative:
+    request: str
+    name: str  # "gpu" for exactly, "gpu/h200" for a firstAvailable entry
+    request_index: int
+    subrequest_index: int | None
+    device_class: str
+    selectors: tuple[str, ...]
+    all_devices: bool
+    count: int
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Constraint:
+    index: int
+    requests: tuple[str, ...]
+    attribute: str  # fully qualified: domain/name
+    distinct: bool
+
+    def applies_to(self, alternative: Alternative) -> bool:
+        return not self.requests or alternative.request in self.requests or alternative.name in self.requests
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimShape:
+    requests: tuple[tuple[Alternative, ...], ...]
+    constraints: tuple[Constraint, ...]
+
+
+def _alternative(raw: Mapping[str, Any], *, request: str, name: str, index: int, sub: int | None) -> Alternative:
+    selectors = tuple(str(((item or {}).get("cel") or {}).get("expression", "")) for item in raw.get("selectors") or [])
+    return Alternative(
+        request=request,
+        name=name,
+        request_index=index,
+        subrequest_index=sub,
+        device_class=str(raw.get("deviceClassName", "")),
+        selectors=selectors,
+        all_devices=raw.get("allocationMode", "ExactCount") == "All",
+        count=int(raw.get("count", 1) or 1),
+        tolerations=tuple(raw.get("tolerations") or ()),
+    )
+
+
+def read_claim(spec: Mapping[str, Any]) -> tuple[ClaimShape, list[Finding]]:
+    """``spec`` is a ResourceClaim spec (``{devices: ...}``); templates pass ``spec.spec``."""
+    findings: list[Finding] = []
+    devices = spec.get("devices") or {}
+    requests: list[tuple[Alternative, ...]] = []
+    for index, raw in enumerate(devices.get("requests") or []):
+        name = str(raw.get("name", f"#{index}"))
+        if ("exactly" in raw and "firstAvailable" in raw) or not ("exactly" in raw or "firstAvailable" in raw):
+            findings.append(
+                Finding(
+                    "claim-invalid",
+                    f"request {name!r} must have exactly one of exactly or firstAvailable",
+                    hint="resource.k8s.io/v1 nests a single request under exactly: (deviceClassName, selectors, count)",
+                    request=name,
+                    request_index=index,
+                )
+            )
+            continue
+        if "exactly" in raw:
+            requests.append((_alternative(raw["exactly"] or {}, request=name, name=name, index=index, sub=None),))
+            continue
+        requests.append(
+            tuple(
+                _alternative(
+                    sub or {}, request=name, name=f"{name}/{(sub or {}).get('name', number)}", index=index, sub=number
+                )
+                for number, sub in enumerate(raw["firstAvailable"] or [])
+            )
+        )
+    constraints = []
+    for index, raw in enumerate(devices.get("constraints") or []):
+        attribute = raw.get("matchAttribute") or raw.get("distinctAttribute")
+        if not attribute or "/" not in str(attribute):
+            findings.append(
+                Finding(
+                    "claim-invalid",
+                    f"constraint #{index} needs a fully qualified matchAttribute or distinctAttribute (domain/name)",
+                    hint="e.g. matchAttribute: gpu.nvidia.com/parentUUID",
+                    source="constraint",
+                    constraint_index=index,
+                )
+            )
+            continue
+        constraints.append(
+            Constraint(
+                index, tuple(str(r) for r in raw.get("requests") or ()), str(attribute), "distinctAttribute" in raw
+            )
+        )
+    return ClaimShape(tuple(requests), tuple(constraints)), findings
+
+
+__all__ = ["Alternative", "ClaimShape", "Constraint", "read_claim"]
