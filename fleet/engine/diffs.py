@@ -205,4 +205,13 @@ def _yaml(obj: dict[str, Any] | None) -> str:
     return stream.getvalue()
 
 
-__all__ = ["LiveIndex", "Prefetched", "deletions", "diff_objects", "live_index", "prefetch", "unified", "with_live_revision"]
+__all__ = [
+    "LiveIndex",
+    "Prefetched",
+    "deletions",
+    "diff_objects",
+    "live_index",
+    "prefetch",
+    "unified",
+    "with_live_revision",
+]

@@ -28,7 +28,8 @@ class HealthTimeout(FleetError):
     """A stage did not become healthy in time; ``problems`` says what and why."""
 
     def __init__(self, *, stage: Stage, timeout: float, problems: list[str], cluster: str) -> None:
-        shown = "\n    ".join(problems[:20]) + (f"\n    ... and {len(problems) - 20} more" if len(problems) > 20 else "")
+        more = f"\n    ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        shown = "\n    ".join(problems[:20]) + more
         super().__init__(
             f"stage {stage.name} not healthy after {timeout:g}s (gate: {stage.gate}):\n    {shown}",
             where=f"cluster {cluster}",
@@ -48,7 +49,8 @@ async def check(*, client: Client, stage: Stage, written: list[Ref], plan: Plan)
     return problems
 
 
-async def wait(*, client: Client, stage: Stage, written: list[Ref], plan: Plan, timeout: float,
+async def wait(*, client: Client, stage: Stage, written: list[Ref], plan: Plan,
+               timeout: float,  # noqa: ASYNC109 - a gate's own deadline, reported in HealthTimeout
                interval: float = 0.5) -> None:
     """Poll ``check`` until healthy; ``HealthTimeout`` with the last problems after ``timeout`` seconds."""
     problems: list[str] = []

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fleet import engine, kube
-from fleet.errors import FleetError
 from fleet.engine import ownership
+from fleet.errors import FleetError
 from tests.apply.conftest import Engine, actions
 from tests.apply.repos import Repo
 

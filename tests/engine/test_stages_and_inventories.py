@@ -22,8 +22,8 @@ def test_inventory_round_trips_through_its_config_map() -> None:
                                                          "resource.k8s.io/DeviceClass//gpu": "resource.k8s.io/v1"},
                                 progress=inventories.Progress(revision="r", done=["namespaces"], complete=False))
     body = inv.encode()
-    assert body["metadata"] == {"name": "fleet-inventory-east", "namespace": "fleet-system",
-                                "labels": {"app.kubernetes.io/managed-by": "fleet", "fleet.gpufleet.dev/cluster": "east"}}
+    labels = {"app.kubernetes.io/managed-by": "fleet", "fleet.gpufleet.dev/cluster": "east"}
+    assert body["metadata"] == {"name": "fleet-inventory-east", "namespace": "fleet-system", "labels": labels}
     back = inventories.decode("east", body)
     assert back.entries == inv.entries and back.progress == inv.progress and back.exists
     assert back.encode() == body, "an unchanged inventory encodes identically (no write)"
