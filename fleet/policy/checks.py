@@ -30,7 +30,10 @@ def check(
     owners = tenancy.namespace_owners(base)
     if not names:
         found.extend(view_findings(base, owners=owners, compiler=compiler))
+    broken = {f.location.file for f in revision.findings if f.severity == "error"}
     for name in names:
+        if name not in cluster_names(revision) and f"clusters/{name}.yaml" in broken:
+            continue  # its file does not load: already a finding, nothing to resolve
         view = resolve(revision, cluster=name)
         per_cluster.append((name, [*view.findings, *view_findings(view.manifests, owners=owners, compiler=compiler)]))
     found.extend(_merge(per_cluster))

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from pathlib import PurePosixPath
 
-from fleet.manifests import CLUSTER_SCOPED, Finding, Manifest, Revision, kinds
+from fleet.manifests import CLUSTER_SCOPED, Finding, Location, Manifest, Revision, kinds
 from fleet.policy import walks
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -158,12 +158,12 @@ def fleet_root(revision: Revision) -> Iterator[Finding]:
     fleets = revision.of_kind("Fleet")
     clusters = {m.name: m for m in revision.of_kind("Cluster")}
     if not fleets:
-        if clusters:
+        if not any(f.location.file == "fleet.yaml" for f in revision.findings):
             yield Finding(
-                min(m.location for m in clusters.values()),
+                Location("fleet.yaml"),
                 "fleet-root",
-                "Clusters are declared but there is no Fleet",
-                hint="add fleet.yaml (kind: Fleet) listing the clusters",
+                "the repository has no Fleet (fleet.yaml)",
+                hint="is this the root of a fleet repository? Add fleet.yaml (kind: Fleet) listing the clusters",
             )
         return
     for extra in fleets[1:]:
@@ -177,8 +177,14 @@ def fleet_root(revision: Revision) -> Iterator[Finding]:
     fleet = fleets[0]
     assert isinstance(fleet.model, kinds.Fleet)
     listed = fleet.model.spec.clusters
+    # clusters/<name>.yaml that failed to load: already findings, so no cascade of reference errors
+    broken = {
+        f.location.file.removeprefix("clusters/").rsplit(".", 1)[0]
+        for f in revision.findings
+        if f.severity == "error" and f.location.file.startswith("clusters/")
+    }
     for index, name in enumerate(listed):
-        if name not in clusters:
+        if name not in clusters and name not in broken:
             yield Finding(
                 fleet.positions.at(("spec", "clusters", index)),
                 "cluster-reference",
@@ -197,10 +203,10 @@ def fleet_root(revision: Revision) -> Iterator[Finding]:
             )
     labels = {n: c.model.metadata.labels for n, c in clusters.items() if isinstance(c.model, kinds.Cluster)}
     for manifest in revision.manifests:
-        yield from _selectors(manifest, clusters=labels)
+        yield from _selectors(manifest, clusters=labels, broken=broken)
 
 
-def _selectors(manifest: Manifest, *, clusters: dict[str, dict[str, str]]) -> Iterator[Finding]:
+def _selectors(manifest: Manifest, *, clusters: dict[str, dict[str, str]], broken: set[str]) -> Iterator[Finding]:
     """Selector names must exist; a selector that matches no cluster is a warning."""
     model = manifest.model
     if not isinstance(model, kinds.Team | kinds.GPUNodePool | kinds.Overlay):
@@ -208,7 +214,7 @@ def _selectors(manifest: Manifest, *, clusters: dict[str, dict[str, str]]) -> It
     selector = model.spec.clusters
     unknown = False
     for index, name in enumerate(selector.names):
-        if name not in clusters:
+        if name not in clusters and name not in broken:
             unknown = True
             yield Finding(
                 manifest.positions.at(("spec", "clusters", "names", index)),
@@ -217,7 +223,7 @@ def _selectors(manifest: Manifest, *, clusters: dict[str, dict[str, str]]) -> It
                 hint=_known(set(clusters)),
                 object=manifest.ref,
             )
-    if not unknown and not any(selector.matches(name=n, labels=ls) for n, ls in clusters.items()):
+    if not unknown and not broken and not any(selector.matches(name=n, labels=ls) for n, ls in clusters.items()):
         yield Finding(
             manifest.positions.at(("spec", "clusters")),
             "cluster-reference",

@@ -254,7 +254,9 @@ def test_fleet_and_clusters_reference_each_other() -> None:
 
 
 def test_missing_fleet() -> None:
-    assert "no Fleet" in only(findings_with({"fleet.yaml": None}), "fleet-root").message
+    finding = only(findings_with({"fleet.yaml": None}), "fleet-root")
+    assert finding.message == "the repository has no Fleet (fleet.yaml)"
+    assert "is this the root of a fleet repository?" in finding.hint
 
 
 def test_selector_naming_an_unknown_cluster() -> None:

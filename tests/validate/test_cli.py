@@ -104,6 +104,12 @@ def test_cluster_option_and_unknown_cluster_exit_2(repo: Path) -> None:
     assert west.returncode == 1
     assert "[cluster gpu-west]" not in west.stdout  # the only cluster checked: holds for all checked
     assert "overlays/gpu-west/overlay.yaml:18:9 schema spec.nodes" in west.stdout
+    cluster = repo / "clusters" / "gpu-west.yaml"
+    cluster.write_text(cluster.read_text().replace("kubernetesVersion", "kubernetesVersio"))
+    broken = fleetctl("validate", str(repo), "--cluster", "gpu-west")
+    assert broken.returncode == 1  # the Cluster's own file is the finding, not a usage error
+    assert "clusters/gpu-west.yaml:10:3 schema unknown field 'spec.kubernetesVersio'" in broken.stdout
+    assert broken.stdout.splitlines()[-1].startswith("1 error(s), 0 warning(s)")  # no cascade
     nope = fleetctl("validate", str(repo), "--cluster", "nope")
     assert nope.returncode == 2
     assert "no Cluster named 'nope'" in nope.stderr
