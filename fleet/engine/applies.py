@@ -131,7 +131,8 @@ class Sync:
                 found = await diffs.diff_objects(client=self.client, desired=desired, live=self.live,
                                                  concurrency=self.options.concurrency,
                                                  ignore_managers=self.options.ignore_managers,
-                                                 force=self.options.force_conflicts)
+                                                 force=self.options.force_conflicts,
+                                                 preview_creations=self.options.dry_run)
             self.changes.entries.extend(found)
             todo = [(c, d) for c, d in zip(found, desired, strict=True)
                     if c.action in (Action.CREATED, Action.CONFIGURED) and not c.failed]

@@ -79,8 +79,13 @@ async def diff_objects(
     concurrency: int = 16,
     ignore_managers: Iterable[str] = (),
     force: bool = False,
+    preview_creations: bool = True,
 ) -> list[Change]:
-    """One Change per desired object: created, configured or unchanged (or skipped, with the error)."""
+    """One Change per desired object: created, configured or unchanged (or skipped, with the error).
+
+    ``preview_creations=False`` (apply, not diff) skips the dry-run of objects that do
+    not exist yet: the apply that follows says everything the dry-run would have.
+    """
     ignored = tuple(ignore_managers)
     changes: list[Change | None] = [None] * len(desired)
     limiter = anyio.CapacityLimiter(concurrency)
@@ -97,6 +102,9 @@ async def diff_objects(
                 with_live_revision(d.obj, current), current, manager=d.field_manager
             ):
                 changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.UNCHANGED)
+                continue
+            if current is None and not preview_creations:
+                changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.CREATED)
                 continue
             tg.start_soon(one, i, d)
     return [c for c in changes if c is not None]
