@@ -136,7 +136,9 @@ def _run(step: str, argv: list[str], *, cwd: Path, env: dict[str, str], progress
 
 
 def _go_env(gobin: Path | None = None) -> dict[str, str]:
-    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=readonly")
+    # Reproducible from go.sum alone; no VCS stamping (the build must not depend on .git).
+    flags = " ".join(f for f in (os.environ.get("GOFLAGS", ""), "-mod=readonly", "-buildvcs=false") if f)
+    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS=flags)
     if gobin is not None:
         env["GOBIN"] = str(gobin)
     return env
