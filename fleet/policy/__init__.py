@@ -3,6 +3,9 @@
 ``check(revision, clusters=..., compiler=...)`` returns every finding of a
 revision — the loader's, the structural rules', and per cluster (after its
 overlays) the tenancy, operator and CEL rules' — sorted by file and line.
+``validate(revision, clusters=..., inventories={cluster: Inventory})`` adds
+satisfiability on each cluster's devices (``fleet.inventory``): findings at
+the claim's line, and per claim the nodes/devices that can satisfy it.
 Rules (ids as printed by ``fleetctl validate``; docs/validate.md explains
 each):
 
@@ -16,6 +19,8 @@ per cluster               team-namespace, team-device-class,
                           cel-too-long, cel (compile, via ``compiler``),
                           cel-removed-attribute,
                           overlay-target, overlay-patch
+with an inventory         claim-unsatisfiable, cel-unknown-attribute,
+                          cel-runtime-error (from ``fleet.inventory``)
 loading (fleet.manifests) yaml-syntax, yaml-duplicate-key, yaml-encoding,
                           yaml-limit, yaml-ambiguous, file-too-large,
                           path-escape, unknown-kind, deprecated-api, schema
@@ -28,7 +33,8 @@ Pure: it sits above ``fleet.manifests``, ``fleet.cel`` and
 from __future__ import annotations
 
 from fleet.manifests import Finding, Location, Severity, has_errors
-from fleet.policy.checks import check, view_findings
+from fleet.policy.checks import Result, check, validate, view_findings
+from fleet.policy.satisfiability import Satisfaction
 from fleet.policy.selectors import MAX_EXPRESSION_BYTES, Compiler, Problem, dra_compiler, locate
 
 __all__ = [
@@ -37,10 +43,13 @@ __all__ = [
     "Finding",
     "Location",
     "Problem",
+    "Result",
+    "Satisfaction",
     "Severity",
     "check",
     "dra_compiler",
     "has_errors",
     "locate",
+    "validate",
     "view_findings",
 ]

@@ -10,10 +10,19 @@ only for some clusters names them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+from fleet.inventory import Inventory
 from fleet.manifests import Finding, Manifest, Revision, cluster_names, kinds, resolve
-from fleet.policy import operators, selectors, structures, tenancy
+from fleet.policy import operators, satisfiability, selectors, structures, tenancy
+
+
+@dataclass(frozen=True)
+class Result:
+    """What validating a revision found, and how its claims fare on the given inventories."""
+
+    findings: list[Finding]
+    satisfaction: list[satisfiability.Satisfaction]
 
 
 def check(
@@ -23,6 +32,19 @@ def check(
     compiler: selectors.Compiler | None = selectors.dra_compiler,
 ) -> list[Finding]:
     """Every finding of ``revision``, for ``clusters`` (default: all clusters)."""
+    return validate(revision, clusters=clusters, compiler=compiler).findings
+
+
+def validate(
+    revision: Revision,
+    *,
+    clusters: Sequence[str] = (),
+    inventories: Mapping[str, Inventory] | None = None,
+    compiler: selectors.Compiler | None = selectors.dra_compiler,
+) -> Result:
+    """:func:`check`, plus satisfiability of every claim on the clusters in ``inventories``."""
+    inventories = inventories or {}
+    satisfaction: list[satisfiability.Satisfaction] = []
     found: list[Finding] = [*revision.findings, *structures.check(revision)]
     names = list(clusters) or cluster_names(revision)
     per_cluster: list[tuple[str, list[Finding]]] = []
@@ -35,9 +57,14 @@ def check(
         if name not in cluster_names(revision) and f"clusters/{name}.yaml" in broken:
             continue  # its file does not load: already a finding, nothing to resolve
         view = resolve(revision, cluster=name)
-        per_cluster.append((name, [*view.findings, *view_findings(view.manifests, owners=owners, compiler=compiler)]))
+        findings = [*view.findings, *view_findings(view.manifests, owners=owners, compiler=compiler)]
+        if name in inventories:
+            inventory_findings, satisfied = satisfiability.evaluate(view, inventory=inventories[name])
+            findings.extend(inventory_findings)
+            satisfaction.extend(satisfied)
+        per_cluster.append((name, findings))
     found.extend(_merge(per_cluster))
-    return sorted(set(found))
+    return Result(findings=sorted(set(found)), satisfaction=satisfaction)
 
 
 def view_findings(
@@ -65,4 +92,4 @@ def _merge(per_cluster: Iterable[tuple[str, list[Finding]]]) -> list[Finding]:
     ]
 
 
-__all__ = ["check", "view_findings"]
+__all__ = ["Result", "check", "validate", "view_findings"]

@@ -16,9 +16,11 @@ reported once.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
-from fleet.manifests import Finding, Location, Manifest, Path, Severity
+from fleet.inventory import Checker, Inventory
+from fleet.manifests import ClusterView, Finding, Location, Manifest, Path, Severity
 from fleet.policy import walks
 from fleet.policy.selectors import locate
 
@@ -52,6 +54,51 @@ class InventoryFinding(Protocol):
     def line(self) -> int | None: ...
     @property
     def column(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class Satisfaction:
+    """How one claim fares on one cluster's devices (``fleetctl validate --inventory``)."""
+
+    cluster: str
+    object: str
+    location: Location
+    nodes: int
+    """Nodes on which the whole claim can be allocated."""
+    devices: int
+    """Devices the claim can use on those nodes."""
+    capacity: int
+    """Copies of the claim that fit at the same time (pods of a Deployment scaling up)."""
+    undecided_nodes: int = 0
+
+
+def evaluate(view: ClusterView, *, inventory: Inventory) -> tuple[list[Finding], list[Satisfaction]]:
+    """Check every claim of ``view`` against ``inventory`` (that cluster's ResourceSlices)."""
+    classes = {m.name: m for m in view.device_classes}
+    checker = Checker(inventory=inventory, classes={name: m.data for name, m in classes.items()})
+    findings: list[Finding] = []
+    satisfied: list[Satisfaction] = []
+    for claim in view.claims:
+        if claim.kind == "ResourceClaimTemplate":
+            report = checker.check_template(claim.data)
+        else:
+            report = checker.check_claim(claim.data.get("spec") or {})
+        for found in report.findings:
+            finding = located(found, claim=claim, classes=classes, cluster=view.name)
+            if finding is not None:
+                findings.append(finding)
+        satisfied.append(
+            Satisfaction(
+                view.name,
+                claim.ref,
+                claim.location,
+                report.nodes,
+                report.devices,
+                report.capacity,
+                report.undecided_nodes,
+            )
+        )
+    return findings, satisfied
 
 
 def located(
@@ -95,4 +142,4 @@ def _in_expression(manifest: Manifest, path: Path, found: InventoryFinding) -> L
     return manifest.positions.at(path)
 
 
-__all__ = ["DUPLICATED_RULES", "InventoryFinding", "located"]
+__all__ = ["DUPLICATED_RULES", "InventoryFinding", "Satisfaction", "evaluate", "located"]

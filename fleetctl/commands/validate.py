@@ -19,9 +19,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+import anyio
+
+from fleet import kube
 from fleet.errors import FleetError
-from fleet.manifests import Finding, Revision, read_revision
-from fleet.policy import check
+from fleet.inventory import Inventory, snapshots
+from fleet.manifests import Finding, Manifest, Revision, cluster_names, kinds, read_revision
+from fleet.policy import Result, Satisfaction, validate
 
 _RED, _YELLOW, _DIM, _BOLD, _RESET = "\033[31m", "\033[33m", "\033[2m", "\033[1m", "\033[0m"
 
@@ -50,6 +54,9 @@ def register(sub: Any) -> None:
         help="inventory snapshot (fleetctl inventory -o yaml) to check satisfiability against",
     )
     source.add_argument("--context", metavar="CTX", help="kubeconfig context whose ResourceSlices to check against")
+    parser.add_argument(
+        "--kubeconfig", metavar="FILE", help="kubeconfig for --context (default: $KUBECONFIG, ~/.kube/config)"
+    )
     parser.add_argument("-o", "--output", choices=("text", "json", "github"), default="text")
     parser.set_defaults(func=run)
 
@@ -69,21 +76,64 @@ def _validate(args: argparse.Namespace) -> int:
     repo: Path = args.repo
     if not repo.is_dir():
         raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
-    if args.inventory is not None or args.context is not None:
-        raise FleetError(
-            "inventory satisfiability is not available yet (fleet.inventory has not landed)",
-            hint="run without --inventory/--context for now",
-        )
     revision = read_revision(repo)
-    findings = check(revision, clusters=args.cluster)
+    inventories = _inventories(args, revision=revision)
+    result = validate(revision, clusters=args.cluster, inventories=inventories)
+    findings = result.findings
     out = sys.stdout
     if args.output == "json":
-        out.write(to_json(findings, repo=repo, revision=revision) + "\n")
+        out.write(to_json(result, repo=repo, revision=revision) + "\n")
     elif args.output == "github":
         out.writelines(f"{line}\n" for line in to_github(findings, repo=repo))
     else:
         out.write(to_text(findings, repo=repo, revision=revision, colour=_colour(out)))
+        out.write(satisfaction_text(result.satisfaction, repo=repo))
     return 1 if any(f.severity == "error" for f in findings) else 0
+
+
+def _inventories(args: argparse.Namespace, *, revision: Revision) -> dict[str, Inventory]:
+    """``{cluster: Inventory}`` from ``--inventory FILE`` or ``--context CTX`` (empty without either)."""
+    known = cluster_names(revision)
+    chosen = args.cluster[0] if len(args.cluster) == 1 else ""
+    if args.inventory is not None:
+        path: Path = args.inventory
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise FleetError(
+                f"cannot read inventory {path}: {err}", hint="write one with fleetctl inventory -o yaml"
+            ) from err
+        inventory, recorded = snapshots.load(text, where=str(path))
+        cluster = chosen or recorded or (known[0] if len(known) == 1 else "")
+        source = f"inventory {path}"
+    elif args.context is not None:
+        inventory = Inventory.from_slices(anyio.run(_live_slices, args.context, args.kubeconfig))
+        by_context = [m.name for m in revision.of_kind("Cluster") if _context_of(m) == args.context]
+        cluster = (
+            chosen or (by_context[0] if len(by_context) == 1 else "") or (args.context if args.context in known else "")
+        )
+        source = f"context {args.context}"
+    else:
+        return {}
+    if cluster not in known:
+        raise FleetError(
+            f"which cluster is the {source} for? " + (f"{cluster!r} is not a Cluster" if cluster else "not recorded"),
+            hint=f"pass --cluster (known clusters: {', '.join(known) or 'none'})",
+        )
+    return {cluster: inventory}
+
+
+def _context_of(cluster: Manifest) -> str | None:
+    return cluster.model.spec.context if isinstance(cluster.model, kinds.Cluster) else None
+
+
+async def _live_slices(context: str, kubeconfig: str | None) -> list[dict[str, Any]]:
+    client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=30)
+    try:
+        kind = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
+        return list((await client.list(kind)).items)
+    finally:
+        await client.close()
 
 
 def _colour(out: TextIO) -> bool:
@@ -116,7 +166,18 @@ def to_text(findings: Sequence[Finding], *, repo: Path, revision: Revision, colo
     return "\n".join(lines) + "\n"
 
 
-def to_json(findings: Sequence[Finding], *, repo: Path, revision: Revision) -> str:
+def satisfaction_text(satisfaction: Sequence[Satisfaction], *, repo: Path) -> str:
+    """One line per claim and cluster: on how many nodes, with how many devices, how many at once."""
+    lines = []
+    for s in sorted(satisfaction, key=lambda s: (s.cluster, s.location)):
+        verdict = "UNSATISFIABLE" if s.nodes == 0 else f"{s.nodes} node(s), {s.devices} device(s), {s.capacity} at once"
+        undecided = f" ({s.undecided_nodes} node(s) undecided)" if s.undecided_nodes else ""
+        lines.append(f"  {s.cluster}: {s.object} ({display_path(repo, s.location.file)}): {verdict}{undecided}")
+    return "satisfiability:\n" + "\n".join(lines) + "\n" if lines else ""
+
+
+def to_json(result: Result, *, repo: Path, revision: Revision) -> str:
+    findings = result.findings
     items = [
         {
             "file": display_path(repo, f.location.file),
@@ -133,7 +194,20 @@ def to_json(findings: Sequence[Finding], *, repo: Path, revision: Revision) -> s
     ]
     errors = sum(f.severity == "error" for f in findings)
     summary = {"errors": errors, "warnings": len(findings) - errors, "objects": len(revision.manifests)}
-    return json.dumps({"findings": items, "summary": summary}, indent=2)
+    satisfaction = [
+        {
+            "cluster": s.cluster,
+            "object": s.object,
+            "file": display_path(repo, s.location.file),
+            "line": s.location.line,
+            "nodes": s.nodes,
+            "devices": s.devices,
+            "capacity": s.capacity,
+            "undecidedNodes": s.undecided_nodes,
+        }
+        for s in result.satisfaction
+    ]
+    return json.dumps({"findings": items, "satisfaction": satisfaction, "summary": summary}, indent=2)
 
 
 def to_github(findings: Sequence[Finding], *, repo: Path) -> list[str]:
