@@ -1,22 +1,31 @@
-"""The pipeline ``render``, ``diff`` and ``apply`` share: checkout → validate → resolve → plan.
+"""What ``render``, ``diff`` and ``apply`` share: checkout → validate → resolve → plan, and connecting.
 
 A revision that fails validation is never rendered, diffed or applied (DESIGN.md):
 the findings are printed and the command exits 2. The revision id is the commit
 the checkout is at (``git rev-parse HEAD``, ``-dirty`` when the work tree has
 changes); outside git it is a hash of the files' content, so it still changes
 exactly when the content does.
+
+``diff`` and ``apply`` connect with ``--context``, else the Cluster's ``spec.context``,
+else the kubeconfig's current context, and list the live objects while the
+repository is parsed and validated in a worker thread.
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
 import hashlib
 import subprocess
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from fleet.engine import plans
+import anyio
+
+from fleet import engine, kube
+from fleet.engine import diffs, plans
 from fleet.errors import FleetError
-from fleet.manifests import load_revision, read_tree
+from fleet.manifests import kinds, load_revision, read_tree
 from fleet.manifests.limits import Limits
 from fleet.manifests.views import resolve
 from fleet.policy import check
@@ -66,4 +75,58 @@ def load_plan(repo: Path, *, cluster: str) -> plans.Plan:
         return plans.plan(view, revision=sha)
 
 
-__all__ = ["load_plan", "revision_id", "tune_gc"]
+def add_cluster_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments ``diff`` and ``apply`` share: repository, cluster, kubeconfig, tracing."""
+    parser.add_argument("repo", nargs="?", default=".", type=Path, help="repository checkout (default: .)")
+    parser.add_argument("--cluster", required=True, metavar="C", help="cluster name (clusters/<C>.yaml)")
+    parser.add_argument("--context", metavar="CTX",
+                        help="kubeconfig context (default: the Cluster's spec.context, else the current one)")
+    parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per API request (default 30)")
+    parser.add_argument("--concurrency", type=int, default=16, help="parallel requests within a stage (default 16)")
+    parser.add_argument("--trace", action="store_true", help="print the trace's spans to stderr (console exporter)")
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+
+
+async def plan_and_connect(args: argparse.Namespace) -> tuple[engine.Plan, kube.Client, diffs.Prefetched]:
+    """Validate and plan the repository (in a thread) while connecting and listing live objects."""
+    context = args.context or cluster_context(args.repo, cluster=args.cluster)
+    client = await kube.connect(kubeconfig=args.kubeconfig, context=context, timeout=args.timeout)
+    try:
+        async with anyio.create_task_group() as tg:
+            listing: list[diffs.Prefetched] = []
+
+            async def fetch() -> None:
+                listing.append(await diffs.prefetch(client=client))
+
+            tg.start_soon(fetch)
+            plan = await anyio.to_thread.run_sync(lambda: load_plan(args.repo, cluster=args.cluster))
+    except BaseException:
+        await client.close()
+        raise
+    return plan, client, listing[0]
+
+
+def cluster_context(repo: Path, *, cluster: str) -> str | None:
+    """``spec.context`` of ``clusters/<cluster>.yaml``: the context to use when --context is not given."""
+    rel = f"clusters/{cluster}.yaml"
+    try:
+        content = (repo / rel).read_bytes()
+    except OSError:
+        return None
+    for manifest in load_revision({rel: content}).manifests:
+        if isinstance(manifest.model, kinds.Cluster) and manifest.name == cluster:
+            return manifest.model.spec.context
+    return None
+
+
+def run_async(args: argparse.Namespace, main: Callable[[argparse.Namespace], Awaitable[int]]) -> int:
+    """Run a command's async ``main`` with tracing (``--trace``: console) and the GC tuned."""
+    tracing.setup(exporter="console" if args.trace else None)
+    tune_gc()
+    return anyio.run(main, args)
+
+
+__all__ = ["add_cluster_args", "cluster_context", "load_plan", "plan_and_connect", "revision_id", "run_async",
+           "tune_gc"]
+

@@ -14,13 +14,10 @@ import json
 import sys
 from typing import Any
 
-import anyio
-
 from fleet import engine
 from fleet.telemetry import tracing
 from fleetctl import reports
-from fleetctl.commands.diff import add_cluster_args, plan_and_connect
-from fleetctl.pipelines import tune_gc
+from fleetctl.pipelines import add_cluster_args, plan_and_connect, run_async
 
 
 def register(sub: Any) -> None:
@@ -40,9 +37,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    tracing.setup(exporter="console" if args.trace else None)
-    tune_gc()
-    return anyio.run(_apply, args)
+    return run_async(args, _apply)
 
 
 async def _apply(args: argparse.Namespace) -> int:

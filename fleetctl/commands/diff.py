@@ -12,30 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
-import anyio
-
-from fleet import engine, kube
-from fleet.engine import diffs
+from fleet import engine
 from fleet.engine.diffs import unified
 from fleet.telemetry import tracing
 from fleetctl import reports
-from fleetctl.pipelines import load_plan, tune_gc
-
-
-def add_cluster_args(parser: argparse.ArgumentParser) -> None:
-    """Arguments ``diff`` and ``apply`` share: repository, cluster, kubeconfig, tracing."""
-    parser.add_argument("repo", nargs="?", default=".", type=Path, help="repository checkout (default: .)")
-    parser.add_argument("--cluster", required=True, metavar="C", help="cluster name (clusters/<C>.yaml)")
-    parser.add_argument("--context", metavar="CTX",
-                        help="kubeconfig context (default: the Cluster's spec.context, else the current one)")
-    parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per API request (default 30)")
-    parser.add_argument("--concurrency", type=int, default=16, help="parallel requests within a stage (default 16)")
-    parser.add_argument("--trace", action="store_true", help="print the trace's spans to stderr (console exporter)")
-    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+from fleetctl.pipelines import add_cluster_args, plan_and_connect, run_async
 
 
 def register(sub: Any) -> None:
@@ -47,32 +30,8 @@ def register(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def context_for(plan_cluster_context: str | None, args: argparse.Namespace) -> str | None:
-    return args.context or plan_cluster_context
-
-
-async def plan_and_connect(args: argparse.Namespace) -> tuple[engine.Plan, kube.Client, diffs.Prefetched]:
-    """Validate and plan the repository (in a thread) while connecting and listing live objects."""
-    client = await kube.connect(kubeconfig=args.kubeconfig, context=args.context, timeout=args.timeout)
-    try:
-        async with anyio.create_task_group() as tg:
-            listing: list[diffs.Prefetched] = []
-
-            async def fetch() -> None:
-                listing.append(await diffs.prefetch(client=client))
-
-            tg.start_soon(fetch)
-            plan = await anyio.to_thread.run_sync(lambda: load_plan(args.repo, cluster=args.cluster))
-    except BaseException:
-        await client.close()
-        raise
-    return plan, client, listing[0]
-
-
 def run(args: argparse.Namespace) -> int:
-    tracing.setup(exporter="console" if args.trace else None)
-    tune_gc()
-    return anyio.run(_diff, args)
+    return run_async(args, _diff)
 
 
 async def _diff(args: argparse.Namespace) -> int:
