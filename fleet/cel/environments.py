@@ -44,7 +44,7 @@ from google.protobuf import (  # type: ignore[import-untyped]
     message_factory,
 )
 
-from fleet.cel import quantities, semvers
+from fleet.cel import extensions, quantities, semvers
 
 QUANTITY_TYPE = "kubernetes.Quantity"
 SEMVER_TYPE = "kubernetes.Semver"
@@ -246,7 +246,7 @@ class Environment:
         self.env = cel.NewEnv(
             descriptor_pool=self.types.pool,
             variables={"device": T.Map(T.STRING, T.DYN)},
-            functions=_functions(self.types),
+            functions=_functions(self.types) + extensions.functions(),
             extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings()],
         )
 

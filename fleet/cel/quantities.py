@@ -175,7 +175,9 @@ def parse_quantity(text: str) -> Quantity:
         else:
             magnitude = ctx.multiply(magnitude, decimal.Decimal(1 << exponent))
         if magnitude != 0 and int(magnitude.as_tuple().exponent) < -9:
-            magnitude = magnitude.quantize(_NANO, rounding=decimal.ROUND_UP, context=ctx)
+            rounding = _context()
+            rounding.traps[decimal.Inexact] = False  # rounding up to 1n is the point here
+            magnitude = magnitude.quantize(_NANO, rounding=decimal.ROUND_UP, context=rounding)
     except decimal.DecimalException as err:
         raise QuantityError(f"quantity {text!r} needs more than {MAX_DIGITS} digits") from err
     if binary and magnitude > _MAX_INT64:

@@ -25,7 +25,7 @@ from cel_expr_python import cel
 
 from fleet.cel.devices import Device, Projection, activation, projection
 from fleet.cel.environments import Environment, dra_environment
-from fleet.cel.references import Clause, References, find_references, split_clauses
+from fleet.cel.references import Clause, References, find_references, split_clauses, tokenize
 from fleet.errors import FleetError
 
 MAX_EXPRESSION_LENGTH = 10 * 1024  # resourceapi.CELSelectorExpressionMaxLength, in bytes
@@ -150,6 +150,36 @@ def _check_length(expression: str) -> None:
         )
 
 
+def _check_regex_literals(expression: str, environment: Environment) -> None:
+    """Literal patterns of matches/find/findAll must be valid RE2, as cel-go's validators demand."""
+    tokens = tokenize(expression)
+    for index in range(1, len(tokens) - 3):
+        name, literal = tokens[index], tokens[index + 2]
+        if not (
+            name.text in ("matches", "find", "findAll")
+            and tokens[index - 1].text == "."
+            and tokens[index + 1].text == "("
+            and literal.kind == "string"
+            and tokens[index + 3].text in (")", ",")
+        ):
+            continue
+        try:
+            probe = environment.env.compile(f"''.matches({literal.text})").eval()
+        except RuntimeError:
+            continue  # not a string literal the checker accepts; the real compile reports it
+        if probe.type() == cel.Type.ERROR:
+            detail = runtime_message(probe.value())
+            raise SelectorCompileError(
+                expression,
+                [
+                    Issue(
+                        f"invalid {name.text} argument: {detail}", *position(expression, literal.offset), literal.offset
+                    )
+                ],
+                hint="the pattern is RE2 syntax (no lookaround or backreferences)",
+            )
+
+
 def _compile(expression: str, environment: Environment) -> Selector:
     _check_length(expression)
     references = find_references(expression)
@@ -157,6 +187,7 @@ def _compile(expression: str, environment: Environment) -> Selector:
         program = environment.env.compile(expression)
     except RuntimeError as err:
         raise SelectorCompileError(expression, _issues_from(expression, str(err))) from None
+    _check_regex_literals(expression, environment)
     if references.unknown_fields:
         name, offset = references.unknown_fields[0]
         raise SelectorCompileError(

@@ -1,0 +1,331 @@
+"""The corpus checked against Kubernetes' own DRA CEL code (the Go oracle in this folder).
+
+Each case is (expression, driver, device). ``golden.jsonl`` holds what
+k8s.io/dynamic-resource-allocation v0.36.3 ``CompileCELExpression`` +
+``DeviceMatches`` answered for it: ``result`` (bool), ``error`` (runtime) or
+``compile_error``. Regenerate with ``python tests/cel/oracle/regenerate.py``
+(needs Go and the module cache of tools/ktestenv).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+FIXTURES = Path("/work/shared/fixtures")
+HERE = Path(__file__).parent
+GOLDEN = HERE / "golden.jsonl"
+GPU = "device.attributes['gpu.nvidia.com']"
+CAP = "device.capacity['gpu.nvidia.com']"
+
+QUANTITY_STRINGS = [
+    "0",
+    "1",
+    "-1",
+    "+1",
+    "00",
+    "-",
+    "+",
+    ".",
+    "-.",
+    ".5",
+    "5.",
+    "1.G",
+    "0.5",
+    "1.5",
+    "1.0000000001",
+    "-1.0000000001",
+    "0.0000000001",
+    "1n",
+    "1u",
+    "1m",
+    "1000m",
+    "1k",
+    "1K",
+    "1M",
+    "1G",
+    "1T",
+    "1P",
+    "1E",
+    "1Ki",
+    "1Mi",
+    "1Gi",
+    "1Ti",
+    "1Pi",
+    "1Ei",
+    "7Ei",
+    "8Ei",
+    "16Ei",
+    "-8Ei",
+    "0.5Ki",
+    "1.1Ki",
+    "1.0000000001Ki",
+    "80Gi",
+    "81559Mi",
+    "143771Mi",
+    "1e3",
+    "1E3",
+    "1e+3",
+    "1e-3",
+    "1.5e3",
+    "1e-10",
+    "1e100",
+    "1e-100",
+    "123456789012345678901234",
+    "1i",
+    "1e",
+    "1Mi5",
+    "1 Gi",
+    " 1",
+    "1.5.5",
+    "abc",
+    "1KiB",
+    "100M",
+    "0.1",
+    "9223372036854775807",
+    "9223372036854775808",
+    "10.0",
+]
+SEMVER_STRINGS = [
+    "1.0.0",
+    "580.95.5",
+    "580.95.05",
+    "v1.2.3",
+    "1.2",
+    "1",
+    "01.2.3",
+    "1.02.3",
+    "1.2.03",
+    "1.2.3-rc.1",
+    "1.2.3-rc.01",
+    "1.2.3-0",
+    "1.2.3-alpha",
+    "1.2.3+build.5",
+    "1.2.3-beta+exp.sha.5114f85",
+    "1.2.3-",
+    "1.2.3+",
+    "",
+    "a.b.c",
+    "1.2.3.4",
+    "1.2-rc.1",
+    "13.0.0",
+    "9.0.0",
+    "18446744073709551615.0.0",
+]
+SEMVER_ORDER = [
+    "1.0.0-alpha",
+    "1.0.0-alpha.1",
+    "1.0.0-alpha.beta",
+    "1.0.0-beta",
+    "1.0.0-beta.2",
+    "1.0.0-beta.11",
+    "1.0.0-rc.1",
+    "1.0.0",
+    "1.0.1",
+    "1.1.0",
+    "2.0.0",
+    "10.0.0",
+]
+
+
+def slice_devices(name: str) -> list[tuple[str, dict[str, Any]]]:
+    devices = []
+    for doc in yaml.safe_load_all((FIXTURES / "resourceslices" / f"{name}.yaml").read_text()):
+        if doc and doc.get("kind") == "ResourceSlice":
+            devices += [(doc["spec"]["driver"], d) for d in doc["spec"].get("devices", [])]
+    return devices
+
+
+def devices() -> dict[str, tuple[str, dict[str, Any]]]:
+    mig = slice_devices("mig-node")
+    return {
+        "h100": slice_devices("h100-node")[0],
+        "a100": slice_devices("a100-node")[0],
+        "h200": slice_devices("h200-node")[0],
+        "mig-1g": mig[0],
+        "mig-3g": mig[3],
+        "odd": (
+            "example.com",
+            {
+                "name": "odd",
+                "attributes": {
+                    "flag": {"bool": True},
+                    "count": {"int": -3},
+                    "ver": {"version": "1.2.3-rc.1"},
+                    "other.org/name": {"string": "Ünïcode"},
+                },
+                "capacity": {"big": {"value": "8Ei"}, "tiny": {"value": "1n"}, "milli": {"value": "1500m"}},
+            },
+        ),
+    }
+
+
+def selector_cases() -> list[str]:
+    """Device-reading selectors: the guide's, error semantics, optional chaining, strings."""
+    return [
+        f"{GPU}.productName.lowerAscii().matches('^.*h100.*$')",
+        f"{CAP}.memory.isGreaterThan(quantity('40Gi'))",
+        f"{CAP}.memory.compareTo(quantity('40Gi')) >= 0",
+        f"{GPU}.driverVersion.compareTo(semver('580.0.0')) >= 0",
+        f"{GPU}.driverVersion.isGreaterThan(semver('580.95.05'))",
+        f"{GPU}.driverVersion.isGreaterThan(semver('580.95.05', true))",
+        f"{GPU}.productName == 'NVIDIA H200'",
+        f"{GPU}.architecture == 'Hopper' && {CAP}.memory.isGreaterThan(quantity('100Gi'))",
+        f"{GPU}.type == 'mig' && {GPU}.profile == '3g.40gb'",
+        f"{CAP}.multiprocessors.isLessThan(quantity('30'))",
+        f"{GPU}.cudaComputeCapability.major() >= 9",
+        f"{GPU}.cudaComputeCapability.isGreaterThan(semver('8.9.0'))",
+        f"{GPU}.cudaDriverVersion.minor() == 0 && {GPU}.cudaDriverVersion.patch() == 0",
+        "device.driver == 'gpu.nvidia.com'",
+        f"{GPU}.index == 0",
+        f"{GPU}.minor == 0",
+        f"{GPU}.pcieBusID.startsWith('0000')",
+        "device.attributes['resource.kubernetes.io'].pciBusID.startsWith('0000:')",
+        "device.attributes['resource.kubernetes.io'].numaNode == 0",
+        f"{GPU}.index == 0 || true",
+        f"true || {GPU}.index == 0",
+        f"{GPU}.index == 0 && false",
+        f"has({GPU}.index)",
+        f"has({GPU}.productName)",
+        "has(device.attributes['nope.example.com'].x)",
+        "device.attributes['nope.example.com'].x == 1",
+        "device.attributes['nope.example.com'].?x.orValue(1) == 1",
+        f"{GPU}.?index.orValue(-1) == -1",
+        f"{GPU}.?productName.hasValue()",
+        "size(device.attributes['nope.example.com']) == 0",
+        f"{GPU}.exists(k, k == 'profile')",
+        f"'uuid' in {GPU}",
+        f"cel.bind(g, {GPU}, g.architecture == 'Hopper' && g.brand == 'Nvidia')",
+        f"{GPU}.productName.split(' ')[1] == 'H100'",
+        f"{GPU}.productName.upperAscii().contains('A100')",
+        f"{GPU}.productName.indexOf('H') == 7",
+        f"{GPU}.productName.replace('NVIDIA ', '').startsWith('H')",
+        f"{GPU}.productName.substring(0, 6) == 'NVIDIA'",
+        "device.attributes['other.org'].name.lowerAscii() == 'Ünïcode'.lowerAscii()",
+        "device.attributes['example.com'].flag",
+        "device.attributes['example.com'].count < 0",
+        "device.attributes['example.com'].ver.isLessThan(semver('1.2.3'))",
+        "device.attributes['example.com'].ver == semver('1.2.3-rc.1')",
+        "device.capacity['example.com'].big.isInteger()",
+        "device.capacity['example.com'].big.asInteger() == 9223372036854775807",
+        "device.capacity['example.com'].tiny.sign() == 1",
+        "sign(device.capacity['example.com'].tiny) == 1",
+        "device.capacity['example.com'].milli.asApproximateFloat() == 1.5",
+        "device.capacity['example.com'].milli.add(quantity('500m')) == quantity('2')",
+        "device.capacity['example.com'].milli.isInteger()",
+        f"{CAP}.memory.asInteger() > 0",
+        f"{CAP}.memory == quantity('81559Mi')",
+        f"{CAP}.memory.sub(quantity('81559Mi')).sign() == 0",
+        f"sign({CAP}.memory.sub(quantity('81559Mi'))) == 0",
+        f"{CAP}.memory.add(1).isGreaterThan({CAP}.memory)",
+        f"{GPU}.productName",
+        f"{GPU}.productName.lowerAsci() == 'x'",
+        "quantity(40).isGreaterThan(quantity('1'))",
+        "semver('1.0.0').isGreaterThan(quantity('1'))",
+        "dev.attributes['gpu.nvidia.com'].x == 1",
+        "device.drvier == 'gpu.nvidia.com'",
+        "'a' == true",
+        "1 + 1",
+        f"{GPU}.productName.matches('[')",
+        "[1, 2, 3].all(x, x > 0) && {'a': 1}.a == 1",
+        "device.attributes['gpu.nvidia.com'].productName.find('H[0-9]+') == 'H100'",
+        "sets.contains([1, 2], [1])",
+        "sets.intersects([1, 2], [2, 3]) && !sets.equivalent([1], [1, 2])",
+        "'123 abc 456'.findAll('[0-9]*') == ['123', '456']",
+        "'123 abc 456'.findAll('[0-9]*').size() == 6",
+        "'123 abc 456'.findAll('[0-9]+', 1) == ['123']",
+        "'123 abc 456'.findAll('[0-9]+', 0).size() == 0",
+        "'abc'.find('x') == ''",
+        f"{GPU}.productName.find('(?=H)') == ''",
+        f"{GPU}.productName.matches('^NVIDIA (H|A)[0-9]+')",
+        "[1, 'a'].size() == 2",
+        "1.0 < 2",
+        "device.attributes['nope.example.com'].size() == 0",
+    ]
+
+
+def library_cases() -> list[str]:
+    """Device-independent expressions: quantity and semver parsing, values, ordering."""
+    cases = []
+    for text in QUANTITY_STRINGS:
+        cases.append(f"isQuantity('{text}')")
+        cases.append(f"quantity('{text}').sign() >= -1")
+        cases.append(f"quantity('{text}').isInteger()")
+        cases.append(f"quantity('{text}').compareTo(quantity('1')) == 1")
+        cases.append(f"quantity('{text}').compareTo(quantity('1Gi')) == -1")
+        cases.append(f"quantity('{text}') == quantity('1000m')")
+    for left, right in [
+        ("1Gi", "1024Mi"),
+        ("1Gi", "1073741824"),
+        ("1G", "1000M"),
+        ("1G", "1Gi"),
+        ("0.5Ki", "512"),
+        ("1.1Ki", "1126.4"),
+        ("1.0000000001", "1000000001n"),
+        ("-1.0000000001", "-1000000001n"),
+        ("0.0000000001", "1n"),
+        ("8Ei", "9223372036854775807"),
+        ("16Ei", "8Ei"),
+        ("1e3", "1k"),
+        ("1e-3", "1m"),
+        ("1E", "1e18"),
+        ("1.5e3", "1500"),
+        ("1e-10", "1n"),
+        ("81559Mi", "85520809984"),
+        ("143771Mi", "150754820096"),
+        ("1.G", "1G"),
+        ("-", "0"),
+        (".", "0"),
+        (".5", "500m"),
+    ]:
+        cases.append(f"quantity('{left}') == quantity('{right}')")
+        cases.append(f"quantity('{left}').compareTo(quantity('{right}')) == 0")
+    cases += [
+        "quantity('1k').asInteger() == 1000",
+        "quantity('1').add(quantity('500m')).asApproximateFloat() == 1.5",
+        "quantity('1').add(2) == quantity('3')",
+        "quantity('1').sub(2).sign() == -1",
+        "quantity('1.5').asInteger() == 1",
+        "quantity('1e30').isInteger()",
+        "quantity('1e30').asInteger() > 0",
+        "quantity('100Mi').asApproximateFloat() == 104857600.0",
+        "quantity('0.1').asApproximateFloat() == 0.1",
+        "quantity('1Ki').isGreaterThan(quantity('1k'))",
+        "quantity('999m').isLessThan(quantity('1'))",
+        "quantity('x') == quantity('1')",
+        "quantity('x') == quantity('1') || true",
+        "quantity('1').sign() == 1",
+    ]
+    for text in SEMVER_STRINGS:
+        cases.append(f"isSemver('{text}')")
+        cases.append(f"isSemver('{text}', true)")
+        cases.append(f"semver('{text}').major() >= 0")
+        cases.append(f"semver('{text}', true).compareTo(semver('1.2.3')) == 0")
+    for index, left in enumerate(SEMVER_ORDER):
+        for right in SEMVER_ORDER[index + 1 : index + 3]:
+            cases.append(f"semver('{left}').isLessThan(semver('{right}'))")
+            cases.append(f"semver('{right}').compareTo(semver('{left}')) == 1")
+    cases += [
+        "semver('1.2.3+a') == semver('1.2.3+b')",
+        "semver('1.2.3') == semver('1.2.3')",
+        "semver('v1.2', true) == semver('1.2.0')",
+        "semver('01.002.0003', true) == semver('1.2.3')",
+        "semver('1.2-rc.1', true).major() == 1",
+        "semver('18446744073709551615.0.0').major() < 0",
+    ]
+    return cases
+
+
+def all_cases() -> list[tuple[str, str, str]]:
+    """(expression, device name) pairs, with device-independent cases on one device."""
+    names = list(devices())
+    cases = [(expr, name, "selector") for expr in selector_cases() for name in names]
+    cases += [(expr, "h100", "library") for expr in library_cases()]
+    return cases
+
+
+def load_golden() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in GOLDEN.read_text().splitlines() if line.strip()]

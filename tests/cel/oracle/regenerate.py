@@ -1,0 +1,56 @@
+"""Rebuild golden.jsonl by asking Kubernetes' own DRA CEL code (Go) about every case.
+
+    python tests/cel/oracle/regenerate.py
+
+Builds main.go against the module versions pinned in tools/ktestenv (the
+sandbox's Kubernetes, v1.36.3) from the local Go module cache, offline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+import cases  # noqa: E402
+
+
+def build(workdir: Path) -> Path:
+    ktestenv = HERE.parents[2] / "tools" / "ktestenv"
+    for name in ("go.mod", "go.sum"):
+        shutil.copy(ktestenv / name, workdir / name)
+    shutil.copy(HERE / "main.go", workdir / "main.go")
+    env = {**os.environ, "GOFLAGS": "-mod=mod", "GOPROXY": "off", "GOSUMDB": "off"}
+    subprocess.run(["go", "build", "-o", "oracle", "."], cwd=workdir, env=env, check=True)
+    return workdir / "oracle"
+
+
+def main() -> None:
+    devices = cases.devices()
+    lines = []
+    for expr, name, group in cases.all_cases():
+        driver, device = devices[name]
+        lines.append(json.dumps({"expr": expr, "driver": driver, "device": device, "name": name, "group": group}))
+    with tempfile.TemporaryDirectory() as tmp:
+        oracle = build(Path(tmp))
+        out = subprocess.run(
+            [str(oracle)], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+    with cases.GOLDEN.open("w") as golden:
+        for line, answer in zip(lines, out, strict=True):
+            case = json.loads(line)
+            record = {"expr": case["expr"], "device": case["name"], "group": case["group"], **json.loads(answer)}
+            record["expr"] = case["expr"]
+            golden.write(json.dumps(record, ensure_ascii=False) + "\n")
+    print(f"wrote {len(out)} answers to {cases.GOLDEN}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""fleet.cel answers every case of the corpus as Kubernetes' own Go code answered it.
+
+The golden answers come from k8s.io/dynamic-resource-allocation v0.36.3
+(``CompileCELExpression`` + ``DeviceMatches``), see tests/cel/oracle. Outcomes
+compared: compiles or not, then true / false / runtime error.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleet.cel import Device, SelectorCompileError, SelectorRuntimeError, compile_selector
+
+sys.path.insert(0, str(Path(__file__).parent / "oracle"))
+import cases
+
+DEVICES = cases.devices()
+GOLDEN = cases.load_golden()
+
+# Known, documented differences (docs/cel.md "Differences from Kubernetes").
+_REPRESENTATION = (
+    "Kubernetes answers isInteger/asInteger from its internal representation (int64 with scale >= 0 vs inf.Dec), "
+    "fleet from the value, so that quantity equality stays numeric"
+)
+DIFFERENCES: dict[str, str] = {
+    **{
+        f"quantity('{text}').isInteger()": _REPRESENTATION
+        for text in ("-8Ei", "0.5Ki", "10.0", "1000m", "16Ei", "1Ei", "1Pi", "7Ei", "8Ei", "9223372036854775807")
+    },
+    "device.capacity['example.com'].big.isInteger()": _REPRESENTATION,
+    "device.capacity['example.com'].big.asInteger() == 9223372036854775807": _REPRESENTATION,
+    "1.0 < 2": "cel-cpp has no cross-type numeric comparison of literals (fleet rejects what Kubernetes accepts)",
+    "[1, 'a'].size() == 2": "cel-cpp does not enforce homogeneous aggregate literals (fleet accepts what "
+    "Kubernetes rejects; the server-side dry-run still catches it)",
+}
+
+
+def outcome(expr: str, name: str) -> tuple[str, Any]:
+    driver, raw = DEVICES[name]
+    try:
+        selector = compile_selector(expr)
+    except SelectorCompileError:
+        return "compile_error", None
+    try:
+        return "result", selector.evaluate(Device.from_slice(driver=driver, device=raw))
+    except SelectorRuntimeError as err:
+        return "error", err.what
+
+
+def expected(record: dict[str, Any]) -> tuple[str, Any]:
+    for kind in ("compile_error", "error"):
+        if kind in record:
+            return kind, record[kind]
+    return "result", record["result"]
+
+
+def test_golden_covers_the_corpus() -> None:
+    assert [(r["expr"], r["device"]) for r in GOLDEN] == [(e, d) for e, d, _ in cases.all_cases()]
+
+
+PARAMS = [
+    pytest.param(
+        r,
+        id=f"{r['device']}:{r['expr'][:60]}",
+        marks=[pytest.mark.xfail(strict=True, reason=DIFFERENCES[r["expr"]])] if r["expr"] in DIFFERENCES else [],
+    )
+    for r in GOLDEN
+]
+
+
+@pytest.mark.parametrize("record", PARAMS)
+def test_same_outcome_as_kubernetes(record: dict[str, Any]) -> None:
+    kind, value = outcome(record["expr"], record["device"])
+    want_kind, want_value = expected(record)
+    assert kind == want_kind, f"kubernetes: {want_kind} {want_value!r}; fleet: {kind} {value!r}"
+    if kind == "result":
+        assert value == want_value
+    if kind == "error" and "no such key" in want_value:
+        assert want_value.split("no such key: ")[1].split()[0].strip("\"'") in value
