@@ -40,11 +40,20 @@ DRY_RUN = "fleet.dry_run"
 
 def setup(*, exporter: str | None = None, stream: TextIO | None = None,
           extra: SpanExporter | None = None) -> TracerProvider | None:
-    """Install the global tracer provider; None when tracing is off.
+    """Install the global tracer provider (once per process); None when tracing is off.
 
     ``exporter`` overrides ``OTEL_TRACES_EXPORTER`` (default ``none``); ``extra``
     adds an exporter (tests use an in-memory one).
     """
+    provider = build(exporter=exporter, stream=stream, extra=extra)
+    if provider is not None:
+        trace.set_tracer_provider(provider)
+    return provider
+
+
+def build(*, exporter: str | None = None, stream: TextIO | None = None,
+          extra: SpanExporter | None = None) -> TracerProvider | None:
+    """The provider ``setup`` would install, from the arguments and ``OTEL_*``; not installed."""
     if os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
         return None
     choice = (exporter or os.environ.get("OTEL_TRACES_EXPORTER") or "none").strip().lower()
@@ -61,7 +70,6 @@ def setup(*, exporter: str | None = None, stream: TextIO | None = None,
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     if extra is not None:
         provider.add_span_processor(SimpleSpanProcessor(extra))
-    trace.set_tracer_provider(provider)
     return provider
 
 
@@ -71,5 +79,5 @@ def tracer() -> trace.Tracer:
 
 __all__ = [
     "ACTION", "CLUSTER", "DRY_RUN", "FIELD_MANAGER", "KIND", "NAME", "NAMESPACE", "REVISION", "STAGE",
-    "setup", "tracer",
+    "build", "setup", "tracer",
 ]
