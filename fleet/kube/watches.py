@@ -55,13 +55,18 @@ async def watch(
     inactivity: float = 300.0,
     server_timeout: int = 240,
     backoff: retries.RetryPolicy | None = None,
+    since: str = "",
     _max_lists: int | None = None,  # used in tests to stop the loop
 ) -> AsyncIterator[Event]:
-    """List ``kind`` then watch it forever, resuming and relisting as described above."""
+    """List ``kind`` then watch it forever, resuming and relisting as described above.
+
+    ``since`` starts with a watch from that resourceVersion instead of a list (a
+    consumer that kept its state); if it has expired, the loop lists as usual.
+    """
     backoff = backoff or retries.RetryPolicy(attempts=1_000_000, base=0.2, cap=30.0)
     failures = 0
     lists = 0
-    version = ""
+    version = since
     while True:
         if not version:
             if _max_lists is not None and lists >= _max_lists:

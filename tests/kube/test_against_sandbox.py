@@ -113,3 +113,38 @@ async def test_watch_lists_then_streams_changes(admin_client: kube.Client, names
             if event.type == "ADDED":
                 break
     assert seen == [("LISTED", "before"), ("SYNCED", ""), ("ADDED", "after")]
+
+
+async def test_watch_from_an_expired_version_relists_once(admin_client: kube.Client, namespace: str) -> None:
+    kind = await admin_client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaimTemplate")
+    await admin_client.apply(_template(namespace, "present"))
+    seen: list[str] = []
+    with anyio.fail_after(30):
+        async for event in kube.watch(client=admin_client, kind=kind, namespace=namespace, since="1"):
+            seen.append(event.type)
+            if event.type == "SYNCED":
+                break
+    assert seen == ["LISTED", "SYNCED"]
+    assert admin_client.counts.by_verb["watch"] == 1 and admin_client.counts.by_verb["list"] == 1
+
+
+async def test_silent_watch_is_reopened_without_relisting(admin_client: kube.Client, namespace: str) -> None:
+    kind = await admin_client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaimTemplate")
+    fast = kube.RetryPolicy(attempts=1000, base=0.05, cap=0.1)
+    seen: list[str] = []
+
+    async def later() -> None:
+        await anyio.sleep(2.5)
+        await admin_client.apply(_template(namespace, "late"))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(later)
+            async for event in kube.watch(client=admin_client, kind=kind, namespace=namespace, inactivity=0.5,
+                                          backoff=fast):
+                seen.append(event.type)
+                if event.type == "ADDED":
+                    break
+    assert seen == ["SYNCED", "ADDED"]
+    assert admin_client.counts.by_verb["list"] == 1, "a silent connection is re-opened, not relisted"
+    assert admin_client.counts.by_verb["watch"] >= 3
