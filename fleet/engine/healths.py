@@ -95,10 +95,20 @@ async def _slices(*, client: Client, plan: Plan) -> list[str]:
     nodes = await _nodes(client)
     kind = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
     devices: dict[str, int] = {}
+    products: dict[str, set[str]] = {}
     for s in (await client.list(kind)).items:
         spec = s.get("spec") or {}
-        if spec.get("driver") == DRIVER and spec.get("nodeName"):
-            devices[spec["nodeName"]] = devices.get(spec["nodeName"], 0) + len(spec.get("devices") or ())
+        node = spec.get("nodeName")
+        if spec.get("driver") != DRIVER or not node:
+            continue
+        for device in spec.get("devices") or ():
+            attrs = device.get("attributes") or {}
+            if (attrs.get("type") or {}).get("string", "gpu") != "gpu":
+                continue  # MIG devices and other partitions are not whole GPUs
+            devices[node] = devices.get(node, 0) + 1
+            product = (attrs.get("productName") or {}).get("string")
+            if product:
+                products.setdefault(node, set()).add(product)
     problems: list[str] = []
     for pool in plan.pools:
         for node in (n for n in nodes if pool.matches(n)):
@@ -108,8 +118,12 @@ async def _slices(*, client: Client, plan: Plan) -> list[str]:
                 problems.append(f"Node {name}: no ResourceSlice from driver {DRIVER} "
                                 f"(pool {pool.name} expects {pool.gpus_per_node} GPUs)")
             elif found < pool.gpus_per_node:
-                problems.append(f"Node {name}: driver {DRIVER} publishes {found} devices, "
+                problems.append(f"Node {name}: driver {DRIVER} publishes {found} GPUs, "
                                 f"pool {pool.name} expects {pool.gpus_per_node}")
+            wrong = sorted(products.get(name, set()) - {pool.gpu_product})
+            if wrong:
+                problems.append(f"Node {name}: GPUs are {', '.join(wrong)}, pool {pool.name} expects "
+                                f"{pool.gpu_product}")
     return problems
 
 

@@ -149,3 +149,13 @@ def test_killed_run_resumes_without_repeating_finished_writes(fleet: Engine, rep
     assert counts["apply"] == 4
     assert not fleet.diff().changed
 
+
+
+def test_classes_gate_checks_the_published_gpu_model(fleet: Engine, repo: Repo) -> None:
+    label = f"t{repo.id}.example.com/pool"
+    repo.pool("h200", selector={"sandbox.fleet.gpufleet.dev/pool": "h200x8"}, labels={label: "h200"}, nodes=1,
+              product="NVIDIA H100 80GB HBM3")
+    with pytest.raises(engine.HealthTimeout) as err:
+        fleet.apply(health_timeout=1.0)
+    assert err.value.stage.name == "classes"
+    assert "Node h200x8-01: GPUs are NVIDIA H200, pool h200 expects NVIDIA H100 80GB HBM3" in str(err.value)
