@@ -16,8 +16,10 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
+import itertools
+import os
 import subprocess
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -88,23 +90,38 @@ def add_cluster_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
 
+OVERLAP_MAX_FILES = 5_000
+"""Above this many YAML files, list live objects after planning, not during it: the
+loader's peak memory and the listed objects would otherwise add up (measured at 10,000
+objects: 337 MiB overlapped; the overlap saves well under a second)."""
+
+
 async def plan_and_connect(args: argparse.Namespace) -> tuple[engine.Plan, kube.Client, diffs.Prefetched]:
     """Validate and plan the repository (in a thread) while connecting and listing live objects."""
     context = args.context or cluster_context(args.repo, cluster=args.cluster)
     client = await kube.connect(kubeconfig=args.kubeconfig, context=context, timeout=args.timeout)
+    overlap = sum(1 for _ in itertools.islice(_yaml_files(args.repo), OVERLAP_MAX_FILES + 1)) <= OVERLAP_MAX_FILES
     try:
+        listing: list[diffs.Prefetched] = []
+
+        async def fetch() -> None:
+            listing.append(await diffs.prefetch(client=client))
+
         async with anyio.create_task_group() as tg:
-            listing: list[diffs.Prefetched] = []
-
-            async def fetch() -> None:
-                listing.append(await diffs.prefetch(client=client))
-
-            tg.start_soon(fetch)
+            if overlap:
+                tg.start_soon(fetch)
             plan = await anyio.to_thread.run_sync(lambda: load_plan(args.repo, cluster=args.cluster))
+        if not overlap:
+            await fetch()
     except BaseException:
         await client.close()
         raise
     return plan, client, listing[0]
+
+
+def _yaml_files(repo: Path) -> Iterator[str]:
+    for _, _, names in os.walk(repo):
+        yield from (n for n in names if n.endswith((".yaml", ".yml")))
 
 
 def cluster_context(repo: Path, *, cluster: str) -> str | None:
