@@ -1,12 +1,15 @@
-"""Benchmark: load and check a fleet repository with 10,000 ResourceClaimTemplates.
+"""Benchmark: ``fleetctl validate`` on 10,000 ResourceClaimTemplates and a 1,000-node inventory.
 
 The example repository plus 50 teams x 200 templates (selectors drawn from
 the guide's and a few more, so CEL compile caching is exercised as in real
-repositories where teams copy selectors). Prints load and check times
-separately (two clusters, so every per-cluster rule runs twice), peak memory,
-and a final ``RESULT`` line. Not a timed test: run it by hand,
+repositories where teams copy selectors), and an inventory of 1,000 nodes x 8
+GPUs built from the fixture ResourceSlices (H100, A100, H200 in turn, unique
+names and UUIDs) for cluster gpu-east. Prints load, check (two clusters, so
+every per-cluster rule runs twice) and satisfiability times separately, wall
+and CPU (the box is shared: CPU time is the steadier figure), peak memory, and
+a final ``RESULT`` line. Not a timed test: run it by hand,
 
-    .venv/bin/python bench/validate_repo.py [--teams 50] [--templates 200]
+    .venv/bin/python bench/validate_repo.py [--teams 50] [--templates 200] [--nodes 1000]
 """
 
 from __future__ import annotations
@@ -21,11 +24,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import copy
+
+import yaml
+
 from bench.common import peak_rss_mb
+from fleet.inventory import Inventory
 from fleet.manifests import read_revision
-from fleet.policy import check
+from fleet.policy import check, validate
+from fleetctl import pipelines
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fleet"
+FIXTURES = Path("/work/shared/fixtures/resourceslices")
 SELECTORS = [
     "device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('^.*h100.*$')",
     "device.capacity['gpu.nvidia.com'].memory.isGreaterThan(quantity(\"40Gi\"))",
@@ -59,11 +69,29 @@ def write_repo(root: Path, *, teams: int, templates: int) -> None:
             )
 
 
+def slices(nodes: int) -> list[dict[str, object]]:
+    """ResourceSlices of ``nodes`` nodes x 8 GPUs, cycling through the H100, A100 and H200 fixtures."""
+    fixtures = [yaml.safe_load((FIXTURES / f"{m}-node.yaml").read_text()) for m in ("h100", "a100", "h200")]
+    result = []
+    for n in range(nodes):
+        item = copy.deepcopy(fixtures[n % 3])
+        node = f"node-{n:04d}"
+        item["metadata"] = {"name": f"00-gpu.nvidia.com-{node}"}
+        item["spec"]["nodeName"] = node
+        item["spec"]["pool"]["name"] = node
+        for i, device in enumerate(item["spec"]["devices"]):
+            device["attributes"]["uuid"] = {"string": f"GPU-{n:08d}-0000-0000-0000-{i:012d}"}
+        result.append(item)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--teams", type=int, default=50)
     parser.add_argument("--templates", type=int, default=200)
+    parser.add_argument("--nodes", type=int, default=1000)
     args = parser.parse_args()
+    pipelines.tune_gc()  # as fleetctl validate does
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
         root = Path(tmp) / "repo"
         write_repo(root, teams=args.teams, templates=args.templates)
@@ -72,17 +100,29 @@ def main() -> None:
         loaded, cpu1 = time.perf_counter(), time.process_time()
         findings = check(revision)
         checked, cpu2 = time.perf_counter(), time.process_time()
+        inventory = Inventory.from_slices(slices(args.nodes))
+        started_inv, cpu3 = time.perf_counter(), time.process_time()
+        result = validate(revision, clusters=["gpu-east"], inventories={"gpu-east": inventory})
+        satisfied, cpu4 = time.perf_counter(), time.process_time()
     count = sum(m.kind == "ResourceClaimTemplate" for m in revision.manifests)
     load_s, check_s = loaded - started, checked - loaded
     print(f"templates: {count}  objects: {len(revision.manifests)}  findings: {len(findings)}")
     print(f"load (read + parse + models): {load_s:.2f} s wall, {cpu1 - cpu0:.2f} s CPU")
     print(f"check (policy + CEL, 2 clusters): {check_s:.2f} s wall, {cpu2 - cpu1:.2f} s CPU")
+    sat_s = satisfied - started_inv
+    unsatisfiable = sum(1 for s in result.satisfaction if s.nodes == 0)
+    print(
+        f"validate gpu-east with {args.nodes} nodes x 8 GPUs ({len(inventory.devices)} devices): "
+        f"{sat_s:.2f} s wall, {cpu4 - cpu3:.2f} s CPU; {len(result.satisfaction)} claims, "
+        f"{unsatisfiable} unsatisfiable"
+    )
     print(f"load average during the run: {os.getloadavg()[0]:.1f} (2 cores shared: wall time inflates)")
     print(f"peak RSS: {peak_rss_mb():.0f} MiB")
     print(
         f"RESULT templates={count} load_s={load_s:.2f} check_s={check_s:.2f} "
         f"total_s={load_s + check_s:.2f} total_cpu_s={cpu2 - cpu0:.2f} findings={len(findings)} "
-        f"peak_rss_mb={peak_rss_mb():.0f}"
+        f"inventory_devices={len(inventory.devices)} validate_inventory_s={sat_s:.2f} "
+        f"validate_inventory_cpu_s={cpu4 - cpu3:.2f} peak_rss_mb={peak_rss_mb():.0f}"
     )
 
 

@@ -35,8 +35,12 @@ from fleet.manifests.locations import Location, Path, Positions, Scalar
 from fleet.manifests.scalars import ambiguity, resolve_scalar
 
 _CORE = "tag:yaml.org,2002:"
-_PLAIN_TAGS = frozenset(_CORE + t for t in ("str", "int", "float", "bool", "null", "timestamp", "merge", "value"))
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_PLAIN_TAGS = frozenset({_CORE + "str", "!"})
+
+
+# libyaml's parser and composer with the *base* resolver: no implicit tags, so plain scalars
+# stay str-tagged and resolve_scalar applies YAML 1.2; only explicit tags survive (and are refused).
+_Loader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
 
 
 @dataclass(frozen=True)
@@ -254,7 +258,7 @@ class _Builder:
             where = _loc(self.file, key_node)
             if not isinstance(key_node, ScalarNode):
                 raise _refused(where, "yaml-syntax", "mapping keys must be plain strings", hint="use a string key")
-            if key_node.tag == "tag:yaml.org,2002:merge":
+            if key_node.value == "<<" and not key_node.style:
                 raise _refused(
                     where,
                     "yaml-syntax",

