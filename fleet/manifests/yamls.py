@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 from yaml.error import MarkedYAMLError, YAMLError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.reader import ReaderError
 
 from fleet.manifests.findings import Finding
 from fleet.manifests.limits import Limits
@@ -85,8 +86,8 @@ def parse(*, file: str, content: bytes, limits: Limits) -> tuple[list[Document],
     lines = text.splitlines()
     try:
         for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
-            if node is None:
-                continue
+            if node is None or (isinstance(node, ScalarNode) and node.value == "" and not node.style):
+                continue  # an empty document (a stray ---)
             try:
                 if "*" in text:  # without an alias every node is reached once: no expansion to bound
                     _check_graph(file=file, root=node, limits=limits)
@@ -100,6 +101,17 @@ def parse(*, file: str, content: bytes, limits: Limits) -> tuple[list[Document],
             documents.append(Document(file=file, index=index, data=data, positions=positions))
     except MarkedYAMLError as err:
         findings.append(_syntax(file=file, err=err))
+    except ReaderError as err:
+        before = text[: err.position]
+        where = Location(file, before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1)
+        findings.append(
+            Finding(
+                where,
+                "yaml-encoding",
+                f"invalid YAML: {err.reason}",
+                hint="remove control characters; YAML allows printable Unicode only",
+            )
+        )
     except YAMLError as err:
         findings.append(Finding(Location(file), "yaml-syntax", f"invalid YAML: {err}", hint="fix the YAML syntax"))
     except RecursionError:

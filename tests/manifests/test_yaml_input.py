@@ -156,3 +156,15 @@ def test_multi_document_files_load_every_document() -> None:
     revision = load_revision({"c.yaml": GOOD + b"---\n" + GOOD.replace(b"gpu-east", b"gpu-west")})
     assert [m.name for m in revision.manifests] == ["gpu-east", "gpu-west"]
     assert [m.location.line for m in revision.manifests] == [1, 6]
+
+
+def test_control_characters_are_located() -> None:
+    _, findings = parse(file="f.yaml", content=b"a: 1\nb: x\x00y\n", limits=Limits())
+    assert [(f.rule, str(f.location)) for f in findings] == [("yaml-encoding", "f.yaml:2:5")]
+    assert "control characters" in findings[0].message
+
+
+def test_empty_documents_are_skipped() -> None:
+    revision = load_revision({"c.yaml": b"---\n---\n" + GOOD + b"---\n"})
+    assert revision.findings == ()
+    assert [m.name for m in revision.manifests] == ["gpu-east"]

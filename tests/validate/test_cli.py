@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fleetctl import cli
 from tests.manifests.repos import EXAMPLE, ROOT
@@ -141,3 +142,11 @@ def test_colour_only_on_a_tty(repo: Path, monkeypatch: pytest.MonkeyPatch, capsy
     monkeypatch.setenv("NO_COLOR", "1")
     assert cli.run(["validate", str(repo)]) == 1
     assert "\033[" not in capsys.readouterr().out
+
+
+def test_pre_commit_hook_runs_the_installed_command() -> None:
+    [hook] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "fleetctl-validate"
+    assert hook["entry"] == "fleetctl validate"
+    assert hook["pass_filenames"] is False
+    assert 'fleetctl = "fleetctl.__main__:main"' in (ROOT / "pyproject.toml").read_text()
