@@ -70,30 +70,28 @@ def test_ci_runner_service_account_can_apply_and_prune_the_example(gpu_east: San
     assert {r["metadata"]["namespace"] for r in roles} >= {"ml-research", "inference"}
 
 
-@pytest.mark.parametrize(("verb", "resource", "allowed"), [
-    ("patch", "deviceclasses.resource.k8s.io", "yes"),
-    ("patch", "nodes", "yes"),
-    ("create", "resourceclaimtemplates.resource.k8s.io", "yes"),
-    ("delete", "resourceslices.resource.k8s.io", "no"),
-    ("create", "clusterroles.rbac.authorization.k8s.io", "no"),
-    ("get", "secrets", "no"),
-    ("delete", "pods", "no"),
-])
-def test_applier_has_only_what_it_uses(gpu_east: Sandbox, verb: str, resource: str, allowed: str) -> None:
-    gpu_east.kubectl("apply", "-k", str(ROOT / "overlays" / "base"))
-    can = gpu_east.kubectl("auth", "can-i", verb, resource, "-A", "--as=system:serviceaccount:fleet-system:fleet",
-                           check=False)
-    assert can.stdout.strip() == allowed
+APPLIER = ("base", ["-A", "--as=system:serviceaccount:fleet-system:fleet"])
+READER = ("inventory-reader", ["--as=oncall", "--as-group=fleet:inventory-readers"])
 
 
-@pytest.mark.parametrize(("verb", "resource", "allowed"), [
-    ("list", "resourceslices.resource.k8s.io", "yes"),
-    ("list", "deviceclasses.resource.k8s.io", "yes"),
-    ("patch", "deviceclasses.resource.k8s.io", "no"),
-    ("create", "resourceclaims.resource.k8s.io", "no"),
+@pytest.mark.parametrize(("overlay", "verb", "resource", "allowed"), [
+    # the applier has only what `fleetctl apply --prune` uses
+    (APPLIER, "patch", "deviceclasses.resource.k8s.io", "yes"),
+    (APPLIER, "patch", "nodes", "yes"),
+    (APPLIER, "create", "resourceclaimtemplates.resource.k8s.io", "yes"),
+    (APPLIER, "delete", "resourceslices.resource.k8s.io", "no"),
+    (APPLIER, "create", "clusterroles.rbac.authorization.k8s.io", "no"),
+    (APPLIER, "get", "secrets", "no"),
+    (APPLIER, "delete", "pods", "no"),
+    # the inventory-reader group reads devices, nothing else
+    (READER, "list", "resourceslices.resource.k8s.io", "yes"),
+    (READER, "list", "deviceclasses.resource.k8s.io", "yes"),
+    (READER, "patch", "deviceclasses.resource.k8s.io", "no"),
+    (READER, "create", "resourceclaims.resource.k8s.io", "no"),
 ])
-def test_inventory_reader_group_reads_devices_only(gpu_east: Sandbox, verb: str, resource: str, allowed: str) -> None:
-    gpu_east.kubectl("apply", "-k", str(ROOT / "overlays" / "inventory-reader"))
-    can = gpu_east.kubectl("auth", "can-i", verb, resource, "--as=oncall", "--as-group=fleet:inventory-readers",
-                           check=False)
+def test_overlay_grants_exactly_what_it_says(gpu_east: Sandbox, overlay: tuple[str, list[str]], verb: str,
+                                             resource: str, allowed: str) -> None:
+    name, identity = overlay
+    gpu_east.kubectl("apply", "-k", str(ROOT / "overlays" / name))
+    can = gpu_east.kubectl("auth", "can-i", verb, resource, *identity, check=False)
     assert can.stdout.strip() == allowed
