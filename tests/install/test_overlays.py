@@ -60,9 +60,10 @@ def test_ci_runner_service_account_can_apply_and_prune_the_example(gpu_east: San
     gpu_east.kubectl("apply", "-k", str(ROOT / "overlays" / "ci-runner"))
     kc = str(service_account_kubeconfig(gpu_east, tmp_path / "ci.kubeconfig"))
     repo = str(ROOT / "examples" / "fleet")
-    applied = fleetctl("apply", repo, "--cluster", "gpu-east", "--kubeconfig", kc, "--prune")
+    target = ["--cluster", "gpu-east", "--kubeconfig", kc, "--context", "fleet-ci"]
+    applied = fleetctl("apply", repo, *target, "--prune")
     assert applied.returncode == 0, applied.stdout[-3000:] + "\n---\n" + applied.stderr[-3000:]
-    diff = fleetctl("diff", repo, "--cluster", "gpu-east", "--kubeconfig", kc)
+    diff = fleetctl("diff", repo, *target)
     assert diff.returncode == 0, diff.stdout[-2000:] + diff.stderr[-2000:]
     # Everything the team tenancy stage wrote exists, created by the service account.
     roles = json.loads(gpu_east.kubectl("get", "roles", "-A", "-l", "app.kubernetes.io/managed-by=fleet",
