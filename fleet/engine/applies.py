@@ -81,6 +81,8 @@ class Sync:
         self._resumed = not progress.complete
         if progress.revision == self.plan.revision and not progress.complete:
             self._skip = set(progress.done)
+        else:
+            progress.done = []  # stages done for another revision say nothing about this one
         kinds = {(d.obj["apiVersion"], d.obj["kind"]) for d in self.plan.objects}
         kinds |= {(v, Ref.from_key(k, version=v.rpartition("/")[2]).kind) for k, v in self.inventory.entries.items()}
         if self.plan.pools:
