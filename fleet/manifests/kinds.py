@@ -10,9 +10,9 @@ namespaces, a group, the device classes it may use and a device quota.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from fleet.manifests.bases import ClusterSelector, Model, ObjectMeta
 
@@ -98,8 +98,11 @@ class GPUs(Model):
     """Expected ``memory`` capacity per GPU as the driver publishes it, e.g. "81559Mi"."""
 
 
+MIGProfile = Annotated[str, StringConstraints(pattern=r"^([0-9]+c\.)?[0-9]+g\.[0-9]+gb(\+me)?$")]
+
+
 class MIG(Model):
-    profiles: dict[str, int] = Field(min_length=1)
+    profiles: dict[MIGProfile, Annotated[int, Field(ge=1, le=7)]] = Field(min_length=1)
     """MIG devices per GPU by profile, e.g. {"1g.10gb": 7} (static MIG)."""
 
 
@@ -129,7 +132,13 @@ class Owner(Model):
     kind: Literal["Group", "User", "ServiceAccount"] = "Group"
     name: str = Field(min_length=1)
     namespace: str | None = None
-    """Only for ServiceAccount."""
+    """Only for ServiceAccount (required there)."""
+
+    @model_validator(mode="after")
+    def _namespace_for_service_accounts(self) -> Owner:
+        if (self.kind == "ServiceAccount") != (self.namespace is not None):
+            raise ValueError("namespace is required for a ServiceAccount and only for it")
+        return self
 
 
 class TeamSpec(Model):

@@ -78,7 +78,10 @@ def _close(field: str, allowed: list[str]) -> list[str]:
 def _dotted(loc: Path) -> str:
     text = ""
     for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        if part == "[key]":  # pydantic's marker for an invalid mapping key
+            text += " (key)"
+        else:
+            text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text
 
 

@@ -16,6 +16,7 @@ structure                 duplicate-object, dns-label, team-folder,
                           unsupported-kind, fleet-root, cluster-reference
 per cluster               team-namespace, team-device-class,
                           unknown-device-class, team-quota, operator-values,
+                          pool-overlap, quantity, cluster-version,
                           cel-too-long, cel (compile, via ``compiler``),
                           cel-removed-attribute,
                           overlay-target, overlay-patch

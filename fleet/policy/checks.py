@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from fleet.inventory import Inventory
 from fleet.manifests import Finding, Manifest, Revision, cluster_names, kinds, resolve
-from fleet.policy import operators, satisfiability, selectors, structures, tenancy
+from fleet.policy import operators, pools, satisfiability, selectors, structures, tenancy
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ def view_findings(
 ) -> Iterator[Finding]:
     """The rules that depend on what one cluster gets."""
     yield from tenancy.check(manifests, owners=owners)
+    yield from pools.check(manifests)
     for manifest in manifests:
         if isinstance(manifest.model, kinds.GPUOperator):
             yield from operators.check(manifest)

@@ -284,3 +284,37 @@ def test_a_revision_with_errors_is_reported_whole() -> None:
         }
     )
     assert {"team-namespace", "dns-label", "yaml-syntax", "schema"} <= set(rules(found))
+
+
+def test_pools_selecting_the_same_nodes_overlap() -> None:
+    h200 = example_files()["pools/h200.yaml"].replace(b"p5en.48xlarge", b"p5.48xlarge")
+    finding = only(findings_with({"pools/h200.yaml": h200}), "pool-overlap")
+    assert finding.message.startswith("every node pool 'h200' selects is also selected by pool 'h100'")
+    assert finding.cluster == "gpu-east"  # the two pools share only that cluster
+
+
+def test_pool_memory_and_capacity_requests_are_quantities() -> None:
+    pool = example_files()["pools/h100.yaml"].replace(b"memory: 81559Mi", b"memory: 80 GiB")
+    text = template(request="capacity:\n  requests:\n    gpu.nvidia.com/memory: lots")
+    found = findings_with({"pools/h100.yaml": pool, "teams/ml-research/t.yaml": text})
+    assert sorted((f.location.file, f.rule) for f in found) == [
+        ("pools/h100.yaml", "quantity"),
+        ("teams/ml-research/t.yaml", "quantity"),
+    ]
+
+
+def test_cluster_without_dra_v1_is_refused() -> None:
+    cluster = example_files()["clusters/gpu-west.yaml"].replace(b'"1.36"', b'"1.33"')
+    finding = only(findings_with({"clusters/gpu-west.yaml": cluster}), "cluster-version")
+    assert finding.message == "Kubernetes 1.33 does not serve resource.k8s.io/v1 (GA in 1.34)"
+
+
+def test_mig_profiles_and_service_account_owners_are_checked() -> None:
+    pool = example_files()["pools/a100-mig.yaml"].replace(b"3g.40gb: 2", b"3g-40gb: 2")
+    team = example_files()["teams/inference/team.yaml"].replace(b"kind: Group", b"kind: ServiceAccount")
+    found = findings_with({"pools/a100-mig.yaml": pool, "teams/inference/team.yaml": team})
+    messages = sorted(f.message for f in found if f.rule == "schema")
+    assert messages == [
+        "spec.mig.profiles.3g-40gb (key): String should match pattern '^([0-9]+c\\.)?[0-9]+g\\.[0-9]+gb(\\+me)?$'",
+        "spec.owners[0]: namespace is required for a ServiceAccount and only for it",
+    ]
