@@ -5,7 +5,8 @@ module walks a repository directory and returns ``{relative path: bytes}``
 for :func:`fleet.manifests.revisions.load_revision`, refusing what could make
 a CI run read outside the repository or without bound: symlinks that resolve
 outside the root, files over the size cap (not even read), more files than
-the cap. Hidden directories (``.git``, ``.github``) are skipped.
+the cap. Hidden files and directories (``.git``, ``.github``,
+``.pre-commit-config.yaml``) are skipped: they belong to tools, not to the fleet.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def read_tree(root: Path, *, limits: Limits) -> tuple[dict[str, bytes], list[Fin
         for name in sorted(filenames):
             path = here / name
             rel = path.relative_to(root).as_posix()
-            if not name.endswith(SUFFIXES) or (path.is_symlink() and not _inside(path.resolve(), root)):
+            hidden = name.startswith(".")  # .pre-commit-config.yaml, .yamllint.yml: tools' files, not the fleet's
+            if hidden or not name.endswith(SUFFIXES) or (path.is_symlink() and not _inside(path.resolve(), root)):
                 continue
             if len(files) >= limits.max_files:
                 findings.append(

@@ -49,6 +49,7 @@ def test_hidden_directories_and_other_files_are_skipped(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "x.yaml").write_bytes(b": bad")
     (tmp_path / "README.md").write_bytes(b"# hi")
+    (tmp_path / ".pre-commit-config.yaml").write_bytes(b"repos: []\n")
     files, findings = read_tree(tmp_path, limits=Limits())
     assert files == {} and findings == []
 
