@@ -60,7 +60,10 @@ def validate(
         findings = [*view.findings, *view_findings(view.manifests, owners=owners, compiler=compiler)]
         if name in inventories:
             inventory_findings, satisfied = satisfiability.evaluate(view, inventory=inventories[name])
-            findings.extend(inventory_findings)
+            removed = {f.location for f in findings if f.rule == "cel-removed-attribute"}
+            findings.extend(
+                f for f in inventory_findings if not (f.rule == "cel-unknown-attribute" and f.location in removed)
+            )
             satisfaction.extend(satisfied)
         per_cluster.append((name, findings))
     found.extend(_merge(per_cluster))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
 from fleet.inventory import snapshots
-from tests.manifests.repos import EXAMPLE
+from tests.manifests.repos import EXAMPLE, template
 from tests.validate.test_cli import fleetctl
 
 SLICES = Path("/work/shared/fixtures/resourceslices")
@@ -85,3 +86,15 @@ def test_unreadable_snapshot_is_a_usage_error(tmp_path: Path) -> None:
     result = fleetctl("validate", str(EXAMPLE), "--inventory", str(bad))
     assert result.returncode == 2
     assert "not an InventorySnapshot" in result.stderr
+
+
+def test_a_removed_attribute_is_reported_once(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(EXAMPLE, repo)
+    (repo / "teams" / "ml-research" / "t.yaml").write_bytes(
+        template(request="selectors:\n- cel:\n    expression: device.attributes['gpu.nvidia.com'].index == 0")
+    )
+    east = snapshot(tmp_path, "h100-node.yaml", cluster="gpu-east")
+    result = fleetctl("validate", str(repo), "--inventory", str(east), "-o", "json")
+    rules = [f["rule"] for f in json.loads(result.stdout)["findings"] if f["file"].endswith("t.yaml")]
+    assert rules == ["cel-removed-attribute"]  # not also the inventory's cel-unknown-attribute
