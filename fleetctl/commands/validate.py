@@ -1,9 +1,12 @@
 """``fleetctl validate``: every check a pull request must pass, as CI reads it.
 
 Loads the checkout (``fleet.manifests``), runs the policy per cluster
-(``fleet.policy``) with the DRA CEL compiler, and prints the findings as
+(``fleet.policy``) with the DRA CEL compiler and — given an inventory snapshot
+(``--inventory``) or a live cluster (``--context``) — satisfiability of every
+claim on that cluster's devices (``fleet.inventory``), and prints the findings as
 ``file:line:col rule-id message`` plus a ``hint:`` line (colour only on a
-terminal without ``NO_COLOR``), as JSON, or as GitHub workflow annotations.
+terminal without ``NO_COLOR``) followed by the satisfiability table, as JSON,
+or as GitHub workflow annotations.
 Exit codes: 0 no errors (warnings allowed), 1 errors found, 2 usage or
 internal error — an internal error must never look like "your change is bad".
 """
