@@ -24,7 +24,12 @@ API for the engine / ``fleetctl render``:
 - ``resolve`` raises ``FleetError`` for an unknown cluster. ``cluster_names``
   lists the clusters.
 - Errors are :class:`Finding` values, never exceptions, so a revision is
-  reported whole. ``fleet.policy.check`` adds the policy findings.
+  reported whole. ``fleet.policy.check`` adds the policy findings
+  (``fleet.policy.validate`` also satisfiability against an inventory).
+- Parsing uses libyaml's composer (fast) with YAML 1.2 scalar resolution done
+  here; every refusal (alias bomb, size cap, symlink out, ``..``, non-UTF-8,
+  duplicate key, YAML 1.1 ambiguity) is a finding: see :mod:`.yamls`,
+  :mod:`.trees`, :class:`Limits`.
 
 Repository layout and kinds: ``docs/repo-format.md``; JSON Schemas: ``schemas/``.
 """
