@@ -150,3 +150,18 @@ def test_pre_commit_hook_runs_the_installed_command() -> None:
     assert hook["entry"] == "fleetctl validate"
     assert hook["pass_filenames"] is False
     assert 'fleetctl = "fleetctl.__main__:main"' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_default_repo_is_the_working_directory(repo: Path) -> None:
+    break_it(repo)
+    result = subprocess.run(
+        [sys.executable, "-m", "fleetctl", "validate", "-o", "github"],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "::error file=teams/inference/single-gpu.yaml,line=13,col=13,title=schema::" in result.stdout
