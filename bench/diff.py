@@ -34,7 +34,7 @@ from fleetctl.pipelines import load_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 RESOURCES = {"namespaces", "roles", "rolebindings", "resourcequotas", "deviceclasses", "resourceclaimtemplates",
-             "configmaps", "nodes"}
+             "resourceclaims", "configmaps", "nodes"}
 CLUSTER = "bench"
 RUSAGE = ("import resource, sys; from fleetctl import cli; rc = cli.run(sys.argv[1:]); "
           "print('maxrss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")

@@ -50,5 +50,5 @@ def test_aggregated_discovery_is_parsed() -> None:
 def test_public_surface_is_sorted_and_complete() -> None:
     assert kube.__all__ == sorted(kube.__all__)
     assert {n for n in dir(kube) if not n.startswith("_")} - set(kube.__all__) <= {
-        "annotations", "clients", "errors", "kinds", "retries", "watches",
+        "annotations", "clients", "errors", "kinds", "metrics", "retries", "watches",
     }
