@@ -23,7 +23,9 @@ def colour(out: TextIO) -> bool:
 def diff_text(changes: ChangeSet, *, use_colour: bool) -> str:
     parts: list[str] = []
     for entry in changes.entries:
-        if entry.action in (Action.CREATED, Action.CONFIGURED, Action.DELETED) and not entry.failed:
+        shown = entry.action in (Action.CREATED, Action.CONFIGURED, Action.DELETED) or (
+            entry.action == Action.SKIPPED and entry.drift and entry.after is not None)
+        if shown and not entry.failed:
             text = unified(entry)
             parts.append(_paint(text) if use_colour else text)
     return "".join(parts)

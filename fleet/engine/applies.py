@@ -135,6 +135,8 @@ class Sync:
                                                  ignore_managers=self.options.ignore_managers,
                                                  force=self.options.force_conflicts,
                                                  preview_creations=self.options.dry_run)
+            for change, d in zip(found, desired, strict=True):
+                _apply_drift_policy(change, d.drift)
             self.changes.entries.extend(found)
             todo = [(c, d) for c, d in zip(found, desired, strict=True)
                     if c.action in (Action.CREATED, Action.CONFIGURED) and not c.failed]
@@ -295,6 +297,20 @@ class Sync:
             if body["data"]["entries"] == self._saved["data"]["entries"]:
                 return
         self._saved = await inventories.save(client=self.client, inventory=self.inventory, saved=self._saved)
+
+
+def _apply_drift_policy(change: Change, policy: str) -> None:
+    """Cluster-side drift under ``warn`` is reported, under ``ignore`` hidden; git changes always apply."""
+    if not change.drift or policy == "enforce":
+        return
+    by = f" ({change.error.splitlines()[0]})" if change.error else ""
+    change.error = ""  # a conflict over drift is what the policy is about, not a failure
+    if policy == "warn":
+        change.action = Action.SKIPPED
+        change.reason = f"changed in the cluster{by}; drift policy warn: reported, not re-applied"
+    else:
+        change.action = Action.UNCHANGED
+        change.reason = "changed in the cluster; drift policy ignore"
 
 
 _ALWAYS_CHECKED = (stages.Gate.CLASSES_PUBLISHED, stages.Gate.POOLS_APPLIED)

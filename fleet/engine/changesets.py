@@ -38,6 +38,8 @@ class Change:
     reason: str = ""
     replace: bool = False
     """The change touches immutable fields: applied as delete + create."""
+    drift: bool = False
+    """Configured although git did not change the object: the cluster drifted."""
 
     @property
     def failed(self) -> bool:

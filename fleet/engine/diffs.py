@@ -29,7 +29,7 @@ from fleet.engine import normalizations, ownership
 from fleet.engine.changesets import Action, Change
 from fleet.engine.plans import Desired
 from fleet.engine.stages import STAGES
-from fleet.kube import Client, Invalid, KubeError, NotFound, Ref
+from fleet.kube import Client, Conflict, Invalid, KubeError, NotFound, Ref
 from fleet.kube.kinds import builtin as kinds_table
 
 LiveIndex = dict[str, dict[str, Any]]
@@ -121,6 +121,9 @@ async def _diff_one(*, client: Client, d: Desired, live: dict[str, Any] | None, 
             return Change(ref=d.ref, stage=stage, action=Action.CREATED, after=normalizations.normalise(d.obj),
                           duration=time.monotonic() - started, reason=f"not dry-run: {err.what}")
         return Change(ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err))
+    except Conflict as err:
+        return Change(ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err), drift=_unchanged_in_git(d, live),
+                      duration=time.monotonic() - started)
     except Invalid as err:
         if live is not None and "immutable" in str(err):
             # e.g. a ResourceClaimTemplate's spec: replace it, as Flux's force does.
@@ -140,7 +143,14 @@ async def _diff_one(*, client: Client, d: Desired, live: dict[str, Any] | None, 
     before = normalizations.normalise(live, ignore_managers=ignored)
     if _without_revision(before) == _without_revision(after):
         return Change(ref=d.ref, stage=stage, action=Action.UNCHANGED, duration=duration)
-    return Change(ref=d.ref, stage=stage, action=Action.CONFIGURED, before=before, after=after, duration=duration)
+    return Change(ref=d.ref, stage=stage, action=Action.CONFIGURED, before=before, after=after, duration=duration,
+                  drift=_unchanged_in_git(d, live))
+
+
+def _unchanged_in_git(d: Desired, live: dict[str, Any] | None) -> bool:
+    """The live object carries the hash of exactly this desired content: any difference is drift."""
+    applied = normalizations.annotation(d.obj, ownership.APPLIED)
+    return live is not None and bool(applied) and applied == normalizations.annotation(live, ownership.APPLIED)
 
 
 def deletions(*, inventory: dict[str, str], desired_keys: set[str], live: LiveIndex,

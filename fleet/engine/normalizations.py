@@ -76,8 +76,8 @@ def unchanged_without_dry_run(desired: dict[str, Any], live: dict[str, Any], *, 
         return False
     if not all(any(w[: len(o)] == o for w in wanted) for o in owned):
         return False
-    if _annotation(desired, ownership.APPLIED) and \
-            _annotation(desired, ownership.APPLIED) == _annotation(live, ownership.APPLIED):
+    if annotation(desired, ownership.APPLIED) and \
+            annotation(desired, ownership.APPLIED) == annotation(live, ownership.APPLIED):
         # Same content as the last apply, and nobody else changed a field we own
         # (changing it would have moved its ownership): live is that apply's result.
         return True
@@ -86,7 +86,7 @@ def unchanged_without_dry_run(desired: dict[str, Any], live: dict[str, Any], *, 
     return all(_at(desired, o) == _at(live, o) for o in owned - wanted)
 
 
-def _annotation(obj: dict[str, Any], key: str) -> str:
+def annotation(obj: dict[str, Any], key: str) -> str:
     return str(((obj.get("metadata") or {}).get("annotations") or {}).get(key) or "")
 
 
@@ -156,4 +156,4 @@ def _mask(value: Any) -> str:
     return f"*** (sha256 {digest})"
 
 
-__all__ = ["desired_leaves", "normalise", "owned_leaves", "subset", "unchanged_without_dry_run"]
+__all__ = ["annotation", "desired_leaves", "normalise", "owned_leaves", "subset", "unchanged_without_dry_run"]

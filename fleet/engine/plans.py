@@ -16,7 +16,10 @@ the work the DRA guide otherwise asks an operator to do by hand:
   rule is expanded into per-Node metadata applies by ``pool_objects`` once the
   engine has listed them.
 
-Every object is stamped with ownership labels and source/revision annotations.
+Every object is stamped with ownership labels and source/revision annotations, and
+carries its drift policy (the team's ``driftPolicy``, else the Fleet default): when the
+cluster changed an object git did not, ``enforce`` re-applies it, ``warn`` reports it
+without writing, ``ignore`` leaves it alone silently.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ class Desired:
     stage: stages.Stage
     source: str
     field_manager: str = ownership.MANAGER
+    drift: str = "enforce"
+    """What to do when the cluster changed the object but git did not: enforce, warn, ignore."""
 
     @functools.cached_property
     def ref(self) -> Ref:
@@ -88,16 +93,21 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
     out: list[Desired] = []
     teams: dict[str, tuple[str, ...]] = {}
 
-    def add(obj: dict[str, Any], source: str) -> None:
+    fleet = view.fleet.model if view.fleet is not None else None
+    default_drift = fleet.spec.defaults.drift_policy if isinstance(fleet, kinds.Fleet) else "enforce"
+    drift_of: dict[str, str] = {}
+
+    def add(obj: dict[str, Any], source: str, drift: str = default_drift) -> None:
         stamped = ownership.stamp(obj, cluster=cluster, revision=revision, source=source)
-        out.append(Desired(obj=stamped, stage=stages.stage_of(obj["kind"]), source=source))
+        out.append(Desired(obj=stamped, stage=stages.stage_of(obj["kind"]), source=source, drift=drift))
 
     for team in view.teams:
         model = team.model
         assert isinstance(model, kinds.Team)
         teams[team.name] = tuple(model.spec.namespaces)
+        drift_of[team.name] = model.spec.drift_policy or default_drift
         for obj in team_objects(model):
-            add(obj, str(team.location))
+            add(obj, str(team.location), drift_of[team.name])
     for manifest in view.device_classes:
         add(_clean(manifest.data), str(manifest.location))
     default_ns = {name: namespaces[0] for name, namespaces in teams.items()}
@@ -109,7 +119,7 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
             obj["metadata"]["namespace"] = default_ns[team_name]
         if team_name:
             obj["metadata"].setdefault("labels", {})[ownership.TEAM_LABEL] = team_name
-        add(obj, str(manifest.location))
+        add(obj, str(manifest.location), drift_of.get(team_name, default_drift))
     pools = tuple(_pool_rule(p.model, str(p.location)) for p in view.pools if isinstance(p.model, kinds.GPUNodePool))
     ordered = sorted(out, key=lambda d: (stages.index(d.stage), d.ref))
     return Plan(cluster=cluster, revision=revision, objects=tuple(ordered), pools=pools, teams=teams)

@@ -18,6 +18,7 @@ class Team:
     namespaces: list[str]
     group: str
     quota: int | None
+    drift: str | None = None
 
 
 @dataclass
@@ -42,8 +43,9 @@ class Repo:
     def ns(self, name: str) -> str:
         return f"{name}-{self.id}"
 
-    def team(self, name: str, *, namespaces: list[str], group: str, quota: int | None = 4) -> None:
-        self.teams[name] = Team(namespaces=[self.ns(n) for n in namespaces], group=group, quota=quota)
+    def team(self, name: str, *, namespaces: list[str], group: str, quota: int | None = 4,
+             drift: str | None = None) -> None:
+        self.teams[name] = Team(namespaces=[self.ns(n) for n in namespaces], group=group, quota=quota, drift=drift)
 
     def claim_template(self, team: str, name: str, *, count: int = 1, namespace: str | None = None) -> None:
         ns = self.teams[team].namespaces[0] if namespace is None else namespace
@@ -118,6 +120,8 @@ class Repo:
         for name, team in self.teams.items():
             quota = f"\n                  quota:\n                    {self.device_class_name}: {team.quota}" \
                 if team.quota is not None else ""
+            if team.drift:
+                quota += f"\n                  driftPolicy: {team.drift}"
             files[f"teams/{name}/team.yaml"] = f"""\
                 apiVersion: fleet.gpufleet.dev/v1alpha1
                 kind: Team

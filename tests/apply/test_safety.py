@@ -159,3 +159,42 @@ def test_classes_gate_checks_the_published_gpu_model(fleet: Engine, repo: Repo) 
         fleet.apply(health_timeout=1.0)
     assert err.value.stage.name == "classes"
     assert "Node h200x8-01: GPUs are NVIDIA H200, pool h200 expects NVIDIA H100 80GB HBM3" in str(err.value)
+
+
+@pytest.mark.parametrize("policy", ["warn", "ignore"])
+def test_cluster_drift_follows_the_team_drift_policy(fleet: Engine, repo: Repo, policy: str) -> None:
+    repo.team("ml", namespaces=["ml"], group="ml-research", quota=4, drift=policy)
+    fleet.apply()
+    ns = repo.ns("ml")
+    key = f"{repo.device_class_name}.deviceclass.resource.k8s.io/devices"
+    quota = kube.Ref("v1", "ResourceQuota", ns, plans.QUOTA_NAME)
+    fleet.run(lambda c: c.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {
+        "name": quota.name, "namespace": ns}, "spec": {"hard": {key: "9"}}}, field_manager="ops", force=True))
+
+    changes = fleet.apply()
+    entry = next(e for e in changes.entries if e.ref == quota)
+    assert not changes.failed
+    if policy == "warn":
+        assert entry.action == engine.Action.SKIPPED and "drift policy warn" in entry.reason and "ops" in entry.reason
+    else:
+        assert entry.action == engine.Action.UNCHANGED and "drift policy ignore" in entry.reason
+    assert fleet.run(lambda c: c.get(quota))["spec"]["hard"][key] == "9"
+
+    repo.team("ml", namespaces=["ml"], group="ml-research", quota=6, drift=policy)
+    changed_in_git = fleet.apply(force_conflicts=True)
+    assert next(e for e in changed_in_git.entries if e.ref == quota).action == engine.Action.CONFIGURED
+    assert fleet.run(lambda c: c.get(quota))["spec"]["hard"][key] == "6"
+
+
+def test_cluster_drift_under_enforce_names_who_changed_it(fleet: Engine, repo: Repo) -> None:
+    repo.team("ml", namespaces=["ml"], group="ml-research", quota=4)
+    fleet.apply()
+    ns = repo.ns("ml")
+    key = f"{repo.device_class_name}.deviceclass.resource.k8s.io/devices"
+    quota = kube.Ref("v1", "ResourceQuota", ns, plans.QUOTA_NAME)
+    fleet.run(lambda c: c.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {
+        "name": quota.name, "namespace": ns}, "spec": {"hard": {key: "9"}}}, field_manager="ops", force=True))
+    [failed] = fleet.apply().failed
+    assert failed.ref == quota and '"ops"' in failed.error
+    assert actions(fleet.apply(force_conflicts=True))[str(quota)] == "configured"
+    assert fleet.run(lambda c: c.get(quota))["spec"]["hard"][key] == "4"
