@@ -86,6 +86,8 @@ def add_cluster_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per API request (default 30)")
     parser.add_argument("--concurrency", type=int, default=16, help="parallel requests within a stage (default 16)")
+    parser.add_argument("--ignore-manager", action="append", default=[], metavar="NAME",
+                        help="ignore differences in fields this field manager owns (repeatable), e.g. a controller")
     parser.add_argument("--trace", action="store_true", help="print the trace's spans to stderr (console exporter)")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
 

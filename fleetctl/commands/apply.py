@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
 async def _apply(args: argparse.Namespace) -> int:
     options = engine.Options(prune=args.prune, dry_run=args.dry_run, force_conflicts=args.force_conflicts,
                              allow_empty=args.allow_empty, concurrency=args.concurrency,
+                             ignore_managers=tuple(args.ignore_manager),
                              health_timeout=args.health_timeout)
     failure: engine.HealthTimeout | None = None
     tracer = tracing.tracer()

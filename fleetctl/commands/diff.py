@@ -40,7 +40,8 @@ async def _diff(args: argparse.Namespace) -> int:
         span.set_attribute(tracing.REVISION, plan.revision)
         try:
             changes = await engine.diff(client=client, plan=plan, prefetched=prefetched,
-                                        options=engine.Options(concurrency=args.concurrency))
+                                        options=engine.Options(concurrency=args.concurrency,
+                                                               ignore_managers=tuple(args.ignore_manager)))
         finally:
             await client.close()
     out = sys.stdout
