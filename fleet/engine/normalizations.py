@@ -72,9 +72,10 @@ def unchanged_without_dry_run(desired: dict[str, Any], live: dict[str, Any], *, 
     owned = owned_leaves(live, managers={manager}, operation="Apply")
     # Every desired leaf lies in a field the manager owns, and every owned field is desired
     # (an atomic struct or list such as RoleBinding.roleRef is one owned leaf over several).
-    if not all(any(w[: len(o)] == o for o in owned) for w in wanted):
-        return False
-    if not all(any(w[: len(o)] == o for w in wanted) for o in owned):
+    if wanted != owned and not (
+        all(any(w[: len(o)] == o for o in owned) for w in wanted)
+        and all(any(w[: len(o)] == o for w in wanted) for o in owned)
+    ):
         return False
     if annotation(desired, ownership.APPLIED) and \
             annotation(desired, ownership.APPLIED) == annotation(live, ownership.APPLIED):
