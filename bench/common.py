@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fleet.sandbox import Sandbox, clusters, profiles  # noqa: E402
+from fleet.sandbox import Sandbox, clusters, profiles
 
 
 @contextlib.contextmanager

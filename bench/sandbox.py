@@ -20,7 +20,8 @@ POD = {
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-example"}},
         {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
          "metadata": {"name": "single-gpu", "namespace": "gpu-example"},
-         "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}},
+         "spec": {"spec": {"devices": {"requests": [
+             {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}},
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gpu-pod", "namespace": "gpu-example"},
          "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
                   "containers": [{"name": "w", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}}],
