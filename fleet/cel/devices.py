@@ -22,7 +22,7 @@ from typing import Any
 
 from fleet.cel import quantities, semvers
 from fleet.cel.environments import Types
-from fleet.cel.references import KINDS, References
+from fleet.cel.references import References
 
 Value = int | bool | str | semvers.Semver | quantities.Quantity | tuple[Any, ...]
 Domains = dict[str, dict[str, Value]]
@@ -90,26 +90,27 @@ class Device:
 
 
 def projection(device: Device, references: References) -> Projection:
-    """The part of ``device`` that ``references`` can observe, as a hashable key."""
+    """The part of ``device`` that ``references`` can observe, as a hashable key.
+
+    Literal domains absent from the device appear as empty maps (Kubernetes' default);
+    a name read only by ``has()`` contributes its presence, not its value.
+    """
     parts: list[tuple[str, str, tuple[tuple[str, Value], ...]]] = []
-    for kind in KINDS:
-        values = device.kind(kind)
-        if references.whole_device or kind in references.whole_kinds:
-            domains = set(values) | references.domains(kind)
-            for domain in sorted(domains):
+    for kind, (everything, whole, wanted) in references.plan.items():
+        values = device.attributes if kind == "attributes" else device.capacity
+        if everything:
+            for domain in sorted(set(values) | references.domains(kind)):
                 parts.append((kind, domain, tuple(sorted(values.get(domain, {}).items()))))
             continue
-        whole = {domain for k, domain in references.whole_domains if k == kind}
-        wanted: dict[str, set[str]] = {}
-        for use in references.names:
-            if use.kind == kind and use.domain not in whole:
-                wanted.setdefault(use.domain, set()).add(use.name)
-        for domain in sorted(whole | set(wanted)):
+        for domain in sorted(whole):
+            parts.append((kind, domain, tuple(sorted(values.get(domain, {}).items()))))
+        for domain, names in sorted(wanted.items()):
             present = values.get(domain, {})
-            if domain in whole:
-                items = tuple(sorted(present.items()))
-            else:
-                items = tuple(sorted((n, present[n]) for n in wanted[domain] if n in present))
+            items = tuple(
+                (name, True if presence else present[name])
+                for name, presence in sorted(names.items())
+                if name in present
+            )
             parts.append((kind, domain, items))
     return (device.driver, device.allow_multiple_allocations, tuple(parts))
 

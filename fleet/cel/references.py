@@ -19,6 +19,7 @@ Three users need this and none of them needs a full parse:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import re
 
@@ -55,6 +56,7 @@ class NameUse:
     name: str
     offset: int
     guarded: bool = False  # inside has(...) or read with .?/[?: a missing name is not an error
+    presence_only: bool = False  # exactly has(device.<kind>['d'].name): only presence is observable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +86,21 @@ class References:
             names=self.names + other.names,
             unknown_fields=self.unknown_fields + other.unknown_fields,
         )
+
+    @functools.cached_property
+    def plan(self) -> dict[str, tuple[bool, frozenset[str], dict[str, dict[str, bool]]]]:
+        """Per kind: (everything?, whole domains, {domain: {name: presence only}}) for projections."""
+        plan = {}
+        for kind in KINDS:
+            everything = self.whole_device or kind in self.whole_kinds
+            whole = frozenset(domain for k, domain in self.whole_domains if k == kind)
+            wanted: dict[str, dict[str, bool]] = {d: {} for d in self.domains(kind) if d not in whole}
+            for use in self.names:
+                if use.kind == kind and use.domain not in whole:
+                    names = wanted[use.domain]
+                    names[use.name] = names.get(use.name, True) and use.presence_only
+            plan[kind] = (everything, whole, wanted)
+        return plan
 
     def domains(self, kind: str) -> set[str]:
         """Domains named literally for ``kind`` (they default to an empty map)."""
@@ -151,8 +168,10 @@ def find_references(expression: str) -> References:
         if name is None or name_token is None:
             whole_domains.add((kind, domain))
         else:
-            guarded = selector in (".?", "[?") or (text(index - 1) == "(" and text(index - 2) == "has")
-            names.append(NameUse(kind, domain, name, name_token.offset, guarded))
+            in_has = text(index - 1) == "(" and text(index - 2) == "has"
+            closes = text(index + 8) == ")" if selector in (".", ".?") else text(index + 9) == ")"
+            guarded = selector in (".?", "[?") or in_has
+            names.append(NameUse(kind, domain, name, name_token.offset, guarded, in_has and closes))
     return References(
         whole_device=whole_device,
         whole_kinds=frozenset(whole_kinds),

@@ -11,15 +11,15 @@ more of a shared counter than the pool offers. Reaching an alternative whose
 selectors fail on this node with a runtime error fails the node, as the
 scheduler's Filter does.
 
-The search is exhaustive but bounded (:data:`MAX_STEPS`); nodes are
-deduplicated by *shape* (devices' alternatives and the equality pattern of the
-constrained attributes) so a thousand identical nodes are searched once.
+The search is exhaustive but bounded (:data:`MAX_STEPS`); the caller searches
+one node per node class (see :mod:`fleet.inventory.claims`), so a thousand
+identical nodes are searched once.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from fleet import cel
 from fleet.cel.devices import parse_qualified_name
@@ -115,24 +115,6 @@ def allocate(
     return solve(0, taken)
 
 
-def node_shape(
-    inventory: Inventory, shape: ClaimShape, candidates: Candidates, devices: Sequence[int]
-) -> tuple[object, ...]:
-    """A key equal for nodes on which every search takes the same course."""
-    attributes = sorted({c.attribute for c in shape.constraints})
-    canon: dict[str, dict[str, int]] = {a: {} for a in attributes}
-    rows = []
-    for index in devices:
-        membership = tuple(None if alt is None else index in alt for per_request in candidates for alt in per_request)
-        values = []
-        for attribute in attributes:
-            value = repr(_attribute(inventory, index, attribute))
-            values.append(canon[attribute].setdefault(value, len(canon[attribute])))
-        consumes = inventory.devices[index].consumes
-        rows.append((membership, tuple(values), repr(consumes) if inventory.counters else ""))
-    return tuple(rows)
-
-
 def capacity_on_node(*, inventory: Inventory, shape: ClaimShape, candidates: Candidates, limit: int = 64) -> int:
     """How many copies of the claim fit on the node at once (greedy, at most ``limit``)."""
     taken: frozenset[int] = frozenset()
@@ -146,14 +128,4 @@ def capacity_on_node(*, inventory: Inventory, shape: ClaimShape, candidates: Can
     return copies
 
 
-def candidates_on_node(
-    matches: Sequence[Sequence[tuple[frozenset[int], frozenset[str]]]], node: str, by_node: Mapping[str, list[int]]
-) -> Candidates:
-    on_node = set(by_node.get(node, ()))
-    return [
-        [None if node in error_nodes else frozenset(devices & on_node) for devices, error_nodes in per_request]
-        for per_request in matches
-    ]
-
-
-__all__ = ["MAX_STEPS", "SearchLimit", "allocate", "candidates_on_node", "capacity_on_node", "node_shape"]
+__all__ = ["MAX_STEPS", "SearchLimit", "allocate", "capacity_on_node"]

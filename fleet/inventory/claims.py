@@ -69,6 +69,7 @@ class Checker:
         self.inventory = inventory
         self.matcher = Matcher(inventory=inventory, classes=classes)
         self._claims: dict[str, ClaimReport] = {}
+        self._explained: dict[object, object] = {}
         self._shapes: dict[tuple[object, ...], tuple[bool, int, int]] = {}
 
     def check_template(self, template: Mapping[str, Any]) -> ClaimReport:
@@ -94,14 +95,7 @@ class Checker:
                 if match.usable:
                     findings += explanations.unknown_attributes(self.inventory, alternative, match)
         reports = tuple(
-            tuple(
-                AlternativeReport(
-                    alt.name,
-                    len(m.matching),
-                    sum(1 for n, c in m.per_node.items() if _enough(alt, c) and n not in m.error_nodes),
-                )
-                for alt, m in zip(alternatives, per_request, strict=True)
-            )
+            tuple(self._alternative_report(alt, m) for alt, m in zip(alternatives, per_request, strict=True))
             for alternatives, per_request in zip(shape.requests, matches, strict=True)
         )
         if self._simple(shape):
@@ -123,49 +117,91 @@ class Checker:
         )
 
     @staticmethod
+    def _alternative_report(alternative: Alternative, match: Match) -> AlternativeReport:
+        if match.grouping is None:
+            return AlternativeReport(alternative.name, 0, 0)
+        devices = nodes = 0
+        for kind, node_type in enumerate(match.grouping.types):
+            count, error = match.type_count(kind)
+            devices += count * len(node_type.nodes)
+            if not error and _enough(alternative, count):
+                nodes += len(node_type.nodes)
+        return AlternativeReport(alternative.name, devices, nodes)
+
+    @staticmethod
     def _count_simple(alternative: Alternative, match: Match) -> tuple[int, int, int, int]:
         nodes = devices = capacity = 0
-        for node, count in match.per_node.items():
-            if node in match.error_nodes or not _enough(alternative, count):
+        if match.grouping is None:
+            return 0, 0, 0, 0
+        for kind, node_type in enumerate(match.grouping.types):
+            count, error = match.type_count(kind)
+            if error or not _enough(alternative, count):
                 continue
-            nodes += 1
-            devices += count
-            capacity += 1 if alternative.all_devices else count // alternative.count
+            many = len(node_type.nodes)
+            nodes += many
+            devices += count * many
+            capacity += many * (1 if alternative.all_devices else count // alternative.count)
         return nodes, devices, capacity, 0
 
     def _search(self, shape: ClaimShape, matches: Sequence[Sequence[Match]]) -> tuple[int, int, int, int]:
-        sets = [[(frozenset(m.matching), m.error_nodes) for m in per_request] for per_request in matches]
+        """Per node class (same node type for every alternative, same constraint patterns): one search."""
+        inventory = self.inventory
+        unusable = [0] * len(inventory.nodes)
+        columns: list[Sequence[object]] = [
+            m.grouping.node_type if m.grouping is not None else unusable for per_request in matches for m in per_request
+        ]
+        columns += [inventory.pattern(c.attribute) for c in shape.constraints]
+        if inventory.counters:
+            columns.append(inventory.counter_layout())
+        classes: dict[tuple[object, ...], list[int]] = {}
+        for position, key in enumerate(zip(*columns, strict=True)):
+            entry = classes.get(key)
+            if entry is None:
+                classes[key] = [1, position]
+            else:
+                entry[0] += 1
+        alternatives = tuple(
+            (m.key, a.name, a.count, a.all_devices)
+            for alts, per_request in zip(shape.requests, matches, strict=True)
+            for a, m in zip(alts, per_request, strict=True)
+        )
+        constraints = tuple((c.attribute, c.distinct, c.requests) for c in shape.constraints)
         nodes = devices = capacity = undecided = 0
-        for node in self.inventory.nodes:
-            if not all(
-                any(_enough(alt, m.per_node.get(node, 0)) for alt, m in zip(alts, per_request, strict=True))
-                for alts, per_request in zip(shape.requests, matches, strict=True)
-            ):
-                continue
-            candidates = allocations.candidates_on_node(sets, node, self.inventory.by_node)
-            on_node = self.inventory.by_node[node]
-            key = (
-                repr([[(a.name, a.count, a.all_devices) for a in r] for r in shape.requests]),
-                repr([(c.attribute, c.distinct, c.requests) for c in shape.constraints]),
-                allocations.node_shape(self.inventory, shape, candidates, on_node),
-            )
-            result = self._shapes.get(key)
+        for key, (many, position) in classes.items():
+            cache_key = (alternatives, constraints, key)
+            result = self._shapes.get(cache_key)
             if result is None:
-                try:
-                    copies = allocations.capacity_on_node(inventory=self.inventory, shape=shape, candidates=candidates)
-                    usable = len(set().union(*(c for per_request in candidates for c in per_request if c)))
-                    result = (copies > 0, copies, usable)
-                except allocations.SearchLimit:
-                    result = (False, -1, 0)
-                self._shapes[key] = result
+                result = self._shapes[cache_key] = self._search_node(shape, matches, inventory.nodes[position])
             ok, copies, usable = result
             if copies < 0:
-                undecided += 1
+                undecided += many
             elif ok:
-                nodes += 1
-                devices += usable
-                capacity += copies
+                nodes += many
+                devices += usable * many
+                capacity += copies * many
         return nodes, devices, capacity, undecided
+
+    def _search_node(self, shape: ClaimShape, matches: Sequence[Sequence[Match]], node: str) -> tuple[bool, int, int]:
+        on_node = self.inventory.by_node[node]
+        candidates: list[list[frozenset[int] | None]] = []
+        for per_request in matches:
+            row: list[frozenset[int] | None] = []
+            for m in per_request:
+                if m.grouping is None:
+                    row.append(frozenset())
+                    continue
+                groups = m.grouping.device_group
+                if any(groups[i] in m.error_groups for i in on_node):
+                    row.append(None)
+                else:
+                    row.append(frozenset(i for i in on_node if groups[i] in m.matching_groups))
+            candidates.append(row)
+        try:
+            copies = allocations.capacity_on_node(inventory=self.inventory, shape=shape, candidates=candidates)
+        except allocations.SearchLimit:
+            return False, -1, 0
+        usable = len(set().union(*(c for row in candidates for c in row if c)))
+        return copies > 0, copies, usable
 
     def _failures(
         self, shape: ClaimShape, matches: Sequence[Sequence[Match]], *, satisfiable: bool, reported: Sequence[Finding]
@@ -201,7 +237,9 @@ class Checker:
         for alternatives, per_request, report in zip(shape.requests, matches, reports, strict=True):
             if any(r.nodes for r in report):
                 continue
-            return explanations.explain_alternative(self.inventory, alternatives[0], per_request[0])
+            return explanations.explain_alternative(
+                self.inventory, alternatives[0], per_request[0], cache=self._explained
+            )
         for constraint in shape.constraints:
             relaxed = ClaimShape(shape.requests, tuple(c for c in shape.constraints if c is not constraint))
             nodes, _, _, _ = self._search(relaxed, matches)

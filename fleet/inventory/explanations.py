@@ -63,21 +63,25 @@ def display(value: object) -> str:
 def closest_values(
     inventory: Inventory, uses: Iterable[cel.NameUse], devices: Iterable[int], *, limit: int = 6
 ) -> list[str]:
-    """``productName = 'NVIDIA H100 80GB HBM3' (8 devices), ...`` for each name read."""
+    """``productName = 'NVIDIA H100 80GB HBM3' (8), ...`` for each name read, over ``devices``."""
     indices = list(devices)
     out = []
     for kind, domain, name in sorted({(u.kind, u.domain, u.name) for u in uses}):
-        counts = Counter(
-            display(inventory.devices[i].device.get(kind, domain, name))
-            for i in indices
-            if inventory.devices[i].device.get(kind, domain, name) is not None
-        )
-        if counts:
-            shown = ", ".join(f"{value} ({n})" for value, n in counts.most_common(limit))
-            more = f", … {len(counts) - limit} more" if len(counts) > limit else ""
-            out.append(f"{name} = {shown}{more}")
-        else:
+        column = inventory.column(kind, domain, name, presence=False)
+        ids = Counter(column[i] for i in indices)
+        ids.pop(-1, None)
+        if not ids:
             out.append(f"{name}: not published by these devices")
+            continue
+        first: dict[int, int] = {}
+        for i in indices:
+            first.setdefault(column[i], i)
+        counts = [
+            (display(inventory.devices[first[v]].device.get(kind, domain, name)), n) for v, n in ids.most_common()
+        ]
+        shown = ", ".join(f"{value} ({n})" for value, n in counts[:limit])
+        more = f", … {len(counts) - limit} more" if len(counts) > limit else ""
+        out.append(f"{name} = {shown}{more}")
     return out
 
 
@@ -129,22 +133,29 @@ def _passing(inventory: Inventory, selectors: Sequence[cel.Selector], within: se
     for selector in selectors:
         references = references.merged(selector.references)
     passing: set[int] = set()
-    for projection, group in inventory.groups(references).items():
-        if within is not None and within.isdisjoint(group.indices):
+    for projection, indices in inventory.groups(references).items():
+        if within is not None and within.isdisjoint(indices):
             continue
         try:
             ok = all(selector.evaluate_projection(projection) for selector in selectors)
         except cel.SelectorRuntimeError:
             ok = False
         if ok:
-            passing.update(group.indices if within is None else within.intersection(group.indices))
+            passing.update(indices if within is None else within.intersection(indices))
     return passing
 
 
-def explain_alternative(inventory: Inventory, alternative: Alternative, match: Match) -> Finding:
+def explain_alternative(
+    inventory: Inventory, alternative: Alternative, match: Match, *, cache: dict[object, object] | None = None
+) -> Finding:
+    """Why ``alternative`` fits no node; ``cache`` (per inventory) keeps class-wide work between calls."""
+    cache = {} if cache is None else cache
     base = located(alternative)
     class_selectors = [s for s in match.selectors if s.source == "class"]
-    in_class = _passing(inventory, [s.selector for s in class_selectors], None)
+    class_key = ("class", tuple(s.expression for s in class_selectors))
+    in_class = cache.get(class_key)
+    if not isinstance(in_class, set):
+        in_class = cache[class_key] = _passing(inventory, [s.selector for s in class_selectors], None)
     if not in_class:
         drivers = sorted({d.driver for d in inventory.devices}) or ["none"]
         return replace(

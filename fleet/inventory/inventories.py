@@ -28,6 +28,7 @@ from fleet import cel
 from fleet.cel.devices import Projection
 from fleet.cel.references import KINDS
 from fleet.errors import FleetError
+from fleet.inventory.groupings import Grouping
 
 ALL_NODES = "*"
 
@@ -49,14 +50,6 @@ class InventoryDevice:
     @property
     def id(self) -> str:
         return f"{self.driver}/{self.pool}/{self.name}"
-
-
-@dataclasses.dataclass
-class Group:
-    """Devices with one projection: their indices and how many sit on each node."""
-
-    indices: list[int]
-    per_node: Counter[str]
 
 
 def _node_of(spec: Mapping[str, Any]) -> str:
@@ -97,7 +90,10 @@ class Inventory:
                 self.by_node[item.node].append(index)
         for node in self.nodes:
             self.by_node[node] += shared
-        self._groups: dict[tuple[object, ...], dict[Projection, Group]] = {}
+        self._groupings: dict[tuple[object, ...], Grouping] = {}
+        self._patterns: dict[str, list[tuple[int, ...]]] = {}
+        self._counter_layout: list[str] | None = None
+        self._columns: dict[tuple[str, str, str, bool], list[int]] = {}
         self._published: dict[str, dict[str, set[str]]] | None = None
 
     @classmethod
@@ -149,21 +145,69 @@ class Inventory:
         ]
         return cls(devices=devices, counters=counters, notes=notes, slices=used)
 
-    def groups(self, references: cel.References) -> dict[Projection, Group]:
-        """Devices grouped by what ``references`` can observe (cached per signature)."""
+    def grouping(self, references: cel.References) -> Grouping:
+        """Devices grouped by what ``references`` can observe, and node types (cached per signature)."""
         signature = references.signature
-        cached = self._groups.get(signature)
+        cached = self._groupings.get(signature)
         if cached is None:
-            cached = {}
-            for index, item in enumerate(self.devices):
-                key = cel.projection(item.device, references)
-                group = cached.get(key)
-                if group is None:
-                    group = cached[key] = Group([], Counter())
-                group.indices.append(index)
-                group.per_node[item.node] += 1
-            self._groups[signature] = cached
+            cached = self._groupings[signature] = Grouping(self, references)
         return cached
+
+    def groups(self, references: cel.References) -> dict[Projection, list[int]]:
+        """Device indices per distinct projection onto ``references``."""
+        grouping = self.grouping(references)
+        merged: dict[Projection, list[int]] = {}
+        for key, indices in zip(grouping.keys, grouping.indices, strict=True):
+            merged.setdefault(key, []).extend(indices)
+        return merged
+
+    def pattern(self, qualified: str) -> list[tuple[int, ...]]:
+        """Per node (``nodes`` order): which devices share a value of ``qualified`` (values replaced by
+        first-seen indices; -1 = not published). Equal patterns behave alike under match/distinct constraints."""
+        cached = self._patterns.get(qualified)
+        if cached is None:
+            domain, _, name = qualified.partition("/")
+            cached = []
+            for node in self.nodes:
+                seen: dict[str, int] = {}
+                row = []
+                for index in self.by_node[node]:
+                    value = self.devices[index].device.get("attributes", domain, name)
+                    row.append(-1 if value is None else seen.setdefault(repr(value), len(seen)))
+                cached.append(tuple(row))
+            self._patterns[qualified] = cached
+        return cached
+
+    def column(self, kind: str, domain: str, name: str, *, presence: bool) -> list[int]:
+        """Per device: an id of its value of ``kind``/``domain``/``name`` (-1 = absent; with
+        ``presence`` only 0/-1). ``kind`` "driver" gives the driver and allowMultipleAllocations."""
+        key = (kind, domain, name, presence)
+        cached = self._columns.get(key)
+        if cached is None:
+            ids: dict[object, int] = {}
+            cached = []
+            for item in self.devices:
+                if kind == "driver":
+                    value: object = (item.device.driver, item.device.allow_multiple_allocations)
+                else:
+                    value = item.device.get(kind, domain, name)
+                if value is None:
+                    cached.append(-1)
+                else:
+                    cached.append(0 if presence else ids.setdefault((type(value), value), len(ids)))
+            self._columns[key] = cached
+        return cached
+
+    def counter_layout(self) -> list[str]:
+        """Per node (``nodes`` order): the counters its devices consume and its pools offer."""
+        if self._counter_layout is None:
+            self._counter_layout = []
+            for node in self.nodes:
+                items = [self.devices[i] for i in self.by_node[node]]
+                pools = sorted({(d.driver, d.pool) for d in items})
+                offered = sorted((k[2], sorted(v.items())) for k, v in self.counters.items() if (k[0], k[1]) in pools)
+                self._counter_layout.append(repr(([d.consumes for d in items], offered)))
+        return self._counter_layout
 
     def published(self, kind: str) -> dict[str, set[str]]:
         """Names published per domain for ``kind`` ('attributes' or 'capacity')."""
@@ -191,4 +235,4 @@ class Inventory:
         ]
 
 
-__all__ = ["ALL_NODES", "Group", "Inventory", "InventoryDevice", "InventoryError"]
+__all__ = ["ALL_NODES", "Inventory", "InventoryDevice", "InventoryError"]

@@ -15,6 +15,7 @@ selectors cost a few dozen evaluations per device shape.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -22,7 +23,8 @@ from typing import Any
 from fleet import cel
 from fleet.cel.devices import Projection
 from fleet.inventory.findings import Finding, Source
-from fleet.inventory.inventories import ALL_NODES, Inventory, InventoryDevice
+from fleet.inventory.groupings import Grouping
+from fleet.inventory.inventories import Inventory
 from fleet.inventory.requests import Alternative
 
 
@@ -44,19 +46,56 @@ class SelectorFailure:
 
 @dataclasses.dataclass
 class Match:
-    """Devices usable by one alternative, per node, and where selectors fail."""
+    """Devices usable by one alternative: matching groups of a grouping, and where selectors fail."""
 
     selectors: list[CompiledSelector]
-    matching: list[int]
-    per_node: Mapping[str, int]
-    error_nodes: frozenset[str]
-    failures: list[SelectorFailure]
     findings: list[Finding]
     class_known: bool
+    grouping: Grouping | None = None
+    matching_groups: frozenset[int] = frozenset()
+    error_groups: frozenset[int] = frozenset()
+    failures: list[SelectorFailure] = dataclasses.field(default_factory=list)
+    inventory: Inventory | None = None
 
     @property
     def usable(self) -> bool:
-        return self.class_known and not any(f.rule == "cel-compile" for f in self.findings)
+        return self.grouping is not None
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        """Equal keys = same devices match and fail (alternatives differing only in spelling)."""
+        signature = self.grouping.references.signature if self.grouping else None
+        return (signature, self.matching_groups, self.error_groups)
+
+    def type_count(self, kind: int) -> tuple[int, bool]:
+        """(matching devices, any selector error) on a node of type ``kind``."""
+        assert self.grouping is not None
+        counts = self.grouping.types[kind].counts  # at most the devices of one node
+        matching, errors = self.matching_groups, self.error_groups
+        return sum(n for g, n in counts.items() if g in matching), any(g in errors for g in counts)
+
+    @functools.cached_property
+    def matching(self) -> list[int]:
+        if self.grouping is None:
+            return []
+        return sorted(i for g in self.matching_groups for i in self.grouping.indices[g])
+
+    @functools.cached_property
+    def per_node(self) -> dict[str, int]:
+        if self.grouping is None or self.inventory is None:
+            return {}
+        return dict(self.grouping.nodes_per_group(self.inventory, sorted(self.matching_groups)))
+
+    @functools.cached_property
+    def error_nodes(self) -> frozenset[str]:
+        if self.grouping is None:
+            return frozenset()
+        return frozenset(
+            node
+            for kind, node_type in enumerate(self.grouping.types)
+            if self.type_count(kind)[1]
+            for node in node_type.nodes
+        )
 
 
 def _tolerates(tolerations: tuple[Mapping[str, Any], ...], taint: Mapping[str, Any]) -> bool:
@@ -71,11 +110,8 @@ def _tolerates(tolerations: tuple[Mapping[str, Any], ...], taint: Mapping[str, A
     return False
 
 
-def _allowed(device: InventoryDevice, tolerations: tuple[Mapping[str, Any], ...]) -> bool:
-    return all(
-        taint.get("effect") not in ("NoSchedule", "NoExecute") or _tolerates(tolerations, taint)
-        for taint in device.taints
-    )
+def _allowed_taint(taint: Mapping[str, Any], tolerations: tuple[Mapping[str, Any], ...]) -> bool:
+    return taint.get("effect") not in ("NoSchedule", "NoExecute") or _tolerates(tolerations, taint)
 
 
 class Matcher:
@@ -85,8 +121,6 @@ class Matcher:
         self.inventory = inventory
         self.classes = dict(classes)
         self._matches: dict[tuple[object, ...], Match] = {}
-        self._per_node: dict[tuple[object, ...], tuple[Mapping[str, int], frozenset[str]]] = {}
-        self._tainted = any(d.taints for d in inventory.devices)
 
     def class_selectors(self, name: str) -> tuple[str, ...]:
         spec = (self.classes.get(name) or {}).get("spec") or {}
@@ -141,29 +175,26 @@ class Matcher:
                 subrequest_index=alternative.subrequest_index,
                 device_class=alternative.device_class,
             )
-            return Match([], [], {}, frozenset(), [], [finding], class_known=False)
+            return Match([], [finding], class_known=False)
         compiled, findings = self._compile(alternative)
         if findings:
-            return Match(compiled, [], {}, frozenset(), [], findings, class_known=True)
+            return Match(compiled, findings, class_known=True)
         references = cel.References()
         for item in compiled:
             references = references.merged(item.selector.references)
-        matching_keys, errors = [], Counter[tuple[Source, int, str]]()
-        error_devices: list[int] = []
-        groups = self.inventory.groups(references)
-        for projection, group in groups.items():
+        grouping = self.inventory.grouping(references)
+        matching, errored = [], []
+        errors: Counter[tuple[Source, int, str]] = Counter()
+        for group, projection in enumerate(grouping.keys):
             status = self._status(compiled, projection)
             if status is True:
-                matching_keys.append(projection)
+                if all(_allowed_taint(t, alternative.tolerations) for t in grouping.taints[group]):
+                    matching.append(group)
             elif status is not False:
-                errors[status] += len(group.indices)
-                error_devices += group.indices
-        per_node, matching = self._nodes(references, groups, matching_keys, alternative.tolerations)
-        error_nodes = frozenset(self.inventory.devices[i].node for i in error_devices)
-        if ALL_NODES in error_nodes:
-            error_nodes = frozenset(self.inventory.nodes)
+                errors[status] += len(grouping.indices[group])
+                errored.append(group)
         failures = [SelectorFailure(s, i, m, n) for (s, i, m), n in errors.items()]
-        return Match(compiled, matching, per_node, error_nodes, failures, [], class_known=True)
+        return Match(compiled, [], True, grouping, frozenset(matching), frozenset(errored), failures, self.inventory)
 
     @staticmethod
     def _status(compiled: list[CompiledSelector], projection: Projection) -> bool | tuple[Source, int, str]:
@@ -174,33 +205,6 @@ class Matcher:
             except cel.SelectorRuntimeError as err:
                 return (item.source, item.index, err.what)
         return True
-
-    def _nodes(
-        self,
-        references: cel.References,
-        groups: Mapping[Any, Any],
-        keys: list[Any],
-        tolerations: tuple[Mapping[str, Any], ...],
-    ) -> tuple[Mapping[str, int], list[int]]:
-        cache_key = (references.signature, frozenset(keys), repr(tolerations) if self._tainted else "")
-        cached = self._per_node.get(cache_key)
-        matching = [i for k in keys for i in groups[k].indices]
-        if self._tainted:
-            matching = [i for i in matching if _allowed(self.inventory.devices[i], tolerations)]
-        if cached is None:
-            counts: Counter[str] = Counter()
-            if self._tainted:
-                counts.update(self.inventory.devices[i].node for i in matching)
-            else:
-                for k in keys:
-                    counts.update(groups[k].per_node)
-            shared = counts.pop(ALL_NODES, 0)
-            if shared:
-                for node in self.inventory.nodes:
-                    counts[node] += shared
-            cached = (dict(counts), frozenset())
-            self._per_node[cache_key] = cached
-        return cached[0], matching
 
 
 __all__ = ["CompiledSelector", "Match", "Matcher", "SelectorFailure"]
