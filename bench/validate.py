@@ -39,9 +39,11 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fleet import cel  # noqa: E402
-from fleet.cel.devices import projection  # noqa: E402
-from fleet.inventory import Checker, Inventory  # noqa: E402
+import contextlib
+
+from fleet import cel
+from fleet.cel.devices import projection
+from fleet.inventory import Checker, Inventory
 
 FIXTURES = Path("/work/shared/fixtures/resourceslices")
 GPU = "device.attributes['gpu.nvidia.com']"
@@ -176,10 +178,8 @@ def naive(slices: list[dict[str, Any]], templates: list[dict[str, Any]]) -> floa
                 expressions += [s["cel"]["expression"] for s in alternative.get("selectors") or []]
                 compiled = []
                 for expression in expressions:
-                    try:
+                    with contextlib.suppress(cel.SelectorCompileError):
                         compiled.append(cel.compile_selector(expression))
-                    except cel.SelectorCompileError:
-                        pass
                 for device in inventory.devices:
                     key = projection(device.device, everything)
                     for sel in compiled:
