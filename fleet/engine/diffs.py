@@ -92,8 +92,7 @@ async def diff_objects(
 
     async def one(i: int, d: Desired) -> None:
         async with limiter:
-            changes[i] = await _diff_one(client=client, d=d, live=live.get(d.ref.key), ignored=ignored,
-                                         force=force)
+            changes[i] = await _diff_one(client=client, d=d, live=live.get(d.ref.key), ignored=ignored, force=force)
 
     async with anyio.create_task_group() as tg:
         for i, d in enumerate(desired):
@@ -110,32 +109,53 @@ async def diff_objects(
     return [c for c in changes if c is not None]
 
 
-async def _diff_one(*, client: Client, d: Desired, live: dict[str, Any] | None, ignored: tuple[str, ...],
-                    force: bool) -> Change:
+async def _diff_one(
+    *, client: Client, d: Desired, live: dict[str, Any] | None, ignored: tuple[str, ...], force: bool
+) -> Change:
     started = time.monotonic()
     stage = d.stage.name
     try:
         result = await client.apply(d.obj, field_manager=d.field_manager, dry_run=True, force=force)
     except NotFound as err:
         if live is None:  # its namespace is created by an earlier stage of the same apply
-            return Change(ref=d.ref, stage=stage, action=Action.CREATED, after=normalizations.normalise(d.obj),
-                          duration=time.monotonic() - started, reason=f"not dry-run: {err.what}")
+            return Change(
+                ref=d.ref,
+                stage=stage,
+                action=Action.CREATED,
+                after=normalizations.normalise(d.obj),
+                duration=time.monotonic() - started,
+                reason=f"not dry-run: {err.what}",
+            )
         return Change(ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err))
     except Conflict as err:
-        return Change(ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err), drift=_unchanged_in_git(d, live),
-                      duration=time.monotonic() - started)
+        return Change(
+            ref=d.ref,
+            stage=stage,
+            action=Action.SKIPPED,
+            error=str(err),
+            drift=_unchanged_in_git(d, live),
+            duration=time.monotonic() - started,
+        )
     except Invalid as err:
         if live is not None and "immutable" in str(err):
             # e.g. a ResourceClaimTemplate's spec: replace it, as Flux's force does.
-            return Change(ref=d.ref, stage=stage, action=Action.CONFIGURED, replace=True,
-                          before=normalizations.normalise(live, ignore_managers=ignored),
-                          after=normalizations.normalise(d.obj), duration=time.monotonic() - started,
-                          reason="immutable fields change: replaced (delete, then create)")
-        return Change(ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err),
-                      duration=time.monotonic() - started)
+            return Change(
+                ref=d.ref,
+                stage=stage,
+                action=Action.CONFIGURED,
+                replace=True,
+                before=normalizations.normalise(live, ignore_managers=ignored),
+                after=normalizations.normalise(d.obj),
+                duration=time.monotonic() - started,
+                reason="immutable fields change: replaced (delete, then create)",
+            )
+        return Change(
+            ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err), duration=time.monotonic() - started
+        )
     except KubeError as err:
-        return Change(ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err),
-                      duration=time.monotonic() - started)
+        return Change(
+            ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err), duration=time.monotonic() - started
+        )
     after = normalizations.normalise(result, ignore_managers=ignored)
     duration = time.monotonic() - started
     if live is None:
@@ -143,8 +163,15 @@ async def _diff_one(*, client: Client, d: Desired, live: dict[str, Any] | None, 
     before = normalizations.normalise(live, ignore_managers=ignored)
     if _without_revision(before) == _without_revision(after):
         return Change(ref=d.ref, stage=stage, action=Action.UNCHANGED, duration=duration)
-    return Change(ref=d.ref, stage=stage, action=Action.CONFIGURED, before=before, after=after, duration=duration,
-                  drift=_unchanged_in_git(d, live))
+    return Change(
+        ref=d.ref,
+        stage=stage,
+        action=Action.CONFIGURED,
+        before=before,
+        after=after,
+        duration=duration,
+        drift=_unchanged_in_git(d, live),
+    )
 
 
 def _unchanged_in_git(d: Desired, live: dict[str, Any] | None) -> bool:
@@ -153,8 +180,9 @@ def _unchanged_in_git(d: Desired, live: dict[str, Any] | None) -> bool:
     return live is not None and bool(applied) and applied == normalizations.annotation(live, ownership.APPLIED)
 
 
-def deletions(*, inventory: dict[str, str], desired_keys: set[str], live: LiveIndex,
-              stage_of: dict[str, str]) -> list[Change]:
+def deletions(
+    *, inventory: dict[str, str], desired_keys: set[str], live: LiveIndex, stage_of: dict[str, str]
+) -> list[Change]:
     """Inventory entries (key → apiVersion) no longer desired: deleted, or skipped with the reason."""
     out: list[Change] = []
     for key, api_version in sorted(inventory.items()):
@@ -166,14 +194,33 @@ def deletions(*, inventory: dict[str, str], desired_keys: set[str], live: LiveIn
         if current is None:
             continue  # already gone: only the inventory record remains
         if ref.kind == "Node":
-            out.append(Change(ref=ref, stage=stage, action=Action.DELETED, before=normalizations.normalise(current),
-                              reason="pool labels and taints released (the Node stays)"))
+            out.append(
+                Change(
+                    ref=ref,
+                    stage=stage,
+                    action=Action.DELETED,
+                    before=normalizations.normalise(current),
+                    reason="pool labels and taints released (the Node stays)",
+                )
+            )
         elif ownership.kept(current):
-            out.append(Change(ref=ref, stage=stage, action=Action.SKIPPED,
-                              reason=f"annotated {ownership.KEEP}={ownership.KEEP_VALUE}"))
+            out.append(
+                Change(
+                    ref=ref,
+                    stage=stage,
+                    action=Action.SKIPPED,
+                    reason=f"annotated {ownership.KEEP}={ownership.KEEP_VALUE}",
+                )
+            )
         elif not ownership.managed(current):
-            out.append(Change(ref=ref, stage=stage, action=Action.SKIPPED,
-                              reason=f"no longer labelled {ownership.MANAGED_BY}={ownership.MANAGER}"))
+            out.append(
+                Change(
+                    ref=ref,
+                    stage=stage,
+                    action=Action.SKIPPED,
+                    reason=f"no longer labelled {ownership.MANAGED_BY}={ownership.MANAGER}",
+                )
+            )
         else:
             out.append(Change(ref=ref, stage=stage, action=Action.DELETED, before=normalizations.normalise(current)))
     return out
@@ -191,11 +238,13 @@ def with_live_revision(obj: dict[str, Any], live: dict[str, Any]) -> dict[str, A
 
 
 def _without_revision(obj: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``obj`` without fleet's bookkeeping annotations (revision, applied hash): never a change by itself."""
     if obj is None:
         return None
     meta = obj.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     annotations.pop(ownership.REVISION, None)
+    annotations.pop(ownership.APPLIED, None)
     if not annotations:
         meta.pop("annotations", None)
     return obj
