@@ -61,7 +61,7 @@ def load(text: str, *, where: str = "inventory snapshot") -> tuple[Inventory, st
             where=where,
             hint="write one with: fleetctl inventory --context CTX -o yaml > FILE",
         )
-    slices = document.get("resourceSlices") or []
+    slices = document.get("resourceSlices", [])
     if not isinstance(slices, list):
         raise InventoryError("resourceSlices must be a list", where=where)
     return Inventory.from_slices(slices), str(document.get("cluster") or "")
