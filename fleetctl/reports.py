@@ -66,7 +66,8 @@ def problems(changes: ChangeSet, *, use_colour: bool) -> str:
     for entry in changes.entries:
         if entry.failed:
             head = f"{_RED}error{_RESET}" if use_colour else "error"
-            lines.append(f"{head}: {entry.ref}: {entry.error}\n")
+            text = entry.error if entry.error.startswith(str(entry.ref)) else f"{entry.ref}: {entry.error}"
+            lines.append(f"{head}: {text}\n")
         elif entry.action == Action.SKIPPED and entry.reason:
             head = f"{_YELLOW}skipped{_RESET}" if use_colour else "skipped"
             lines.append(f"{head}: {entry.ref}: {entry.reason}\n")

@@ -27,18 +27,24 @@ from fleet.engine.stages import STAGES, Gate, Stage
 from fleet.kube import Client
 
 
-async def reconcile(*, client: Client, plan: Plan, options: Options,
-                    prefetched: Prefetched | None = None) -> ChangeSet:
+async def reconcile(*, client: Client, plan: Plan, options: Options, prefetched: Prefetched | None = None) -> ChangeSet:
     """Run a whole Sync (every step) and return its ChangeSet."""
     return await Sync(client=client, plan=plan, options=options, prefetched=prefetched).run()
 
 
-async def diff(*, client: Client, plan: Plan, options: Options | None = None,
-               prefetched: Prefetched | None = None) -> ChangeSet:
+async def diff(
+    *, client: Client, plan: Plan, options: Options | None = None, prefetched: Prefetched | None = None
+) -> ChangeSet:
     """What ``reconcile`` would do, without writing: every stage dry-run, deletions included."""
     base = options or Options()
-    dry = Options(prune=True, dry_run=True, force_conflicts=base.force_conflicts, allow_empty=True,
-                  concurrency=base.concurrency, ignore_managers=base.ignore_managers)
+    dry = Options(
+        prune=True,
+        dry_run=True,
+        force_conflicts=base.force_conflicts,
+        allow_empty=True,
+        concurrency=base.concurrency,
+        ignore_managers=base.ignore_managers,
+    )
     return await Sync(client=client, plan=plan, options=dry, prefetched=prefetched).run()
 
 

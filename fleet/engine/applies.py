@@ -73,7 +73,8 @@ class Sync:
         if not self.plan.objects and not self.plan.pools and not self.options.allow_empty:
             raise FleetError(
                 "the revision declares no object for this cluster; applying it would prune everything",
-                where=f"cluster {self.plan.cluster}", hint="pass --allow-empty if that is really intended",
+                where=f"cluster {self.plan.cluster}",
+                hint="pass --allow-empty if that is really intended",
             )
         self.inventory = await inventories.load(client=self.client, cluster=self.plan.cluster)
         self._saved = self.inventory.encode() if self.inventory.exists else None
@@ -130,16 +131,23 @@ class Sync:
                 span.set_attribute("fleet.skipped", "done before the restart")
                 return
             with tracer.start_as_current_span("diff", attributes={tracing.STAGE: stage.name}):
-                found = await diffs.diff_objects(client=self.client, desired=desired, live=self.live,
-                                                 concurrency=self.options.concurrency,
-                                                 ignore_managers=self.options.ignore_managers,
-                                                 force=self.options.force_conflicts,
-                                                 preview_creations=self.options.dry_run)
+                found = await diffs.diff_objects(
+                    client=self.client,
+                    desired=desired,
+                    live=self.live,
+                    concurrency=self.options.concurrency,
+                    ignore_managers=self.options.ignore_managers,
+                    force=self.options.force_conflicts,
+                    preview_creations=self.options.dry_run,
+                )
             for change, d in zip(found, desired, strict=True):
                 _apply_drift_policy(change, d.drift)
             self.changes.entries.extend(found)
-            todo = [(c, d) for c, d in zip(found, desired, strict=True)
-                    if c.action in (Action.CREATED, Action.CONFIGURED) and not c.failed]
+            todo = [
+                (c, d)
+                for c, d in zip(found, desired, strict=True)
+                if c.action in (Action.CREATED, Action.CONFIGURED) and not c.failed
+            ]
             span.set_attribute("fleet.writes", len(todo))
             if any(c.failed for c in found):
                 self._stopped = True
@@ -160,8 +168,13 @@ class Sync:
                 return
             try:
                 with tracer.start_as_current_span("wait health", attributes={tracing.STAGE: stage.name}):
-                    await healths.wait(client=self.client, stage=stage, written=[d.ref for _, d in todo],
-                                       plan=self.plan, timeout=self.options.health_timeout)
+                    await healths.wait(
+                        client=self.client,
+                        stage=stage,
+                        written=[d.ref for _, d in todo],
+                        plan=self.plan,
+                        timeout=self.options.health_timeout,
+                    )
             except healths.HealthTimeout:
                 self._stopped = True
                 raise
@@ -185,8 +198,9 @@ class Sync:
                             with contextlib.suppress(NotFound):
                                 await self.client.delete(d.ref, uid=uid, propagation="Foreground")
                             await self._gone(d.ref)
-                        await self.client.apply(d.obj, field_manager=d.field_manager,
-                                                force=self.options.force_conflicts)
+                        await self.client.apply(
+                            d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force
+                        )
                     except KubeError as err:
                         change.error = str(err)
                         span.set_attribute("error.type", type(err).__name__)
@@ -210,8 +224,9 @@ class Sync:
         desired_keys = {d.ref.key for d in self.plan.objects}
         desired_keys |= {d.ref.key for d in self.desired(stages.by_name("pools"))}
         stage_of = {kind: s.name for s in stages.STAGES for kind in s.kinds}
-        found = diffs.deletions(inventory=self.inventory.entries, desired_keys=desired_keys, live=self.live,
-                                stage_of=stage_of)
+        found = diffs.deletions(
+            inventory=self.inventory.entries, desired_keys=desired_keys, live=self.live, stage_of=stage_of
+        )
         order = {s.name: i for i, s in enumerate(stages.prune_order())}
         found.sort(key=lambda c: (order.get(c.stage, 0), c.ref))
         gone = [k for k in self.inventory.entries if k not in desired_keys and k not in self.live]
@@ -225,8 +240,9 @@ class Sync:
             self.changes.entries.extend(found)
             return
         with tracing.tracer().start_as_current_span("prune") as span:
-            blocked = await self._running_claim_pods([c.ref.name for c in found
-                                                      if c.ref.kind == "Namespace" and c.action == Action.DELETED])
+            blocked = await self._running_claim_pods(
+                [c.ref.name for c in found if c.ref.kind == "Namespace" and c.action == Action.DELETED]
+            )
             span.set_attribute("fleet.deletions", sum(c.action == Action.DELETED for c in found))
             for change in found:
                 self.changes.entries.append(change)
@@ -235,8 +251,10 @@ class Sync:
                 ns = change.ref.name if change.ref.kind == "Namespace" else change.ref.namespace
                 if ns in blocked:
                     change.action = Action.SKIPPED
-                    change.error = (f"namespace {ns} has running pods with allocated claims: "
-                                    f"{', '.join(blocked[ns])}; stop them first (the guide's clean-up order)")
+                    change.error = (
+                        f"namespace {ns} has running pods with allocated claims: "
+                        f"{', '.join(blocked[ns])}; stop them first (the guide's clean-up order)"
+                    )
                     continue
                 await self._delete(change)
 
@@ -245,7 +263,8 @@ class Sync:
         with tracing.tracer().start_as_current_span("apply object", attributes=_attrs(change.ref, change.action)):
             try:
                 if change.ref.kind == "Node":
-                    await self.client.apply(plans.release(change.ref), field_manager=ownership.POOL_MANAGER)
+                    await self.client.apply(plans.release(change.ref, live=self.live.get(change.ref.key)),
+                                            field_manager=ownership.POOL_MANAGER, force=True)
                 else:
                     uid = (self.live.get(change.ref.key, {}).get("metadata") or {}).get("uid")
                     await self.client.delete(change.ref, uid=uid)
@@ -263,9 +282,12 @@ class Sync:
         pod_kind = await self.client.kind(api_version="v1", kind="Pod")
         for ns in namespaces:
             pods = (await self.client.list(pod_kind, namespace=ns)).items
-            running = [p["metadata"]["name"] for p in pods
-                       if (p.get("spec") or {}).get("resourceClaims")
-                       and (p.get("status") or {}).get("phase") in ("Running", "Pending")]
+            running = [
+                p["metadata"]["name"]
+                for p in pods
+                if (p.get("spec") or {}).get("resourceClaims")
+                and (p.get("status") or {}).get("phase") in ("Running", "Pending")
+            ]
             if running:
                 blocked[ns] = sorted(running)
         return blocked
@@ -278,8 +300,9 @@ class Sync:
         for key, version in self.inventory.entries.items():
             kept.setdefault(key, version)  # not pruned (prune off, kept, failed): still ours to prune later
         self.inventory.entries = kept
-        self.inventory.progress = inventories.Progress(revision=self.plan.revision,
-                                                       done=[s.name for s in stages.STAGES], complete=True)
+        self.inventory.progress = inventories.Progress(
+            revision=self.plan.revision, done=[s.name for s in stages.STAGES], complete=True
+        )
         if not self.inventory.exists and not self.inventory.entries:
             return
         await self._save(force_progress=self._saved is None or self._resumed or bool(self.changes.changed))
@@ -318,8 +341,12 @@ _ALWAYS_CHECKED = (stages.Gate.CLASSES_PUBLISHED, stages.Gate.POOLS_APPLIED)
 
 
 def _attrs(ref: Ref, action: Action) -> dict[str, Any]:
-    return {tracing.KIND: ref.kind, tracing.NAMESPACE: ref.namespace, tracing.NAME: ref.name,
-            tracing.ACTION: str(action)}
+    return {
+        tracing.KIND: ref.kind,
+        tracing.NAMESPACE: ref.namespace,
+        tracing.NAME: ref.name,
+        tracing.ACTION: str(action),
+    }
 
 
 __all__ = ["Options", "Sync"]

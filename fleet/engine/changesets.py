@@ -47,10 +47,17 @@ class Change:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "object": {"apiVersion": self.ref.api_version, "kind": self.ref.kind,
-                       "namespace": self.ref.namespace, "name": self.ref.name},
-            "stage": self.stage, "action": str(self.action), "duration": round(self.duration, 4),
-            "error": self.error, "reason": self.reason,
+            "object": {
+                "apiVersion": self.ref.api_version,
+                "kind": self.ref.kind,
+                "namespace": self.ref.namespace,
+                "name": self.ref.name,
+            },
+            "stage": self.stage,
+            "action": str(self.action),
+            "duration": round(self.duration, 4),
+            "error": self.error,
+            "reason": self.reason,
         }
 
 
@@ -66,8 +73,9 @@ class ChangeSet:
 
     @property
     def changed(self) -> list[Change]:
-        return [e for e in self.entries
-                if e.action in (Action.CREATED, Action.CONFIGURED, Action.DELETED) and not e.failed]
+        return [
+            e for e in self.entries if e.action in (Action.CREATED, Action.CONFIGURED, Action.DELETED) and not e.failed
+        ]
 
     def summary(self) -> dict[str, Counter[str]]:
         """Per stage, how many entries of each action (stages in first-seen order)."""
@@ -77,8 +85,7 @@ class ChangeSet:
         return table
 
     def to_json(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, "revision": self.revision,
-                "entries": [e.to_json() for e in self.entries]}
+        return {"cluster": self.cluster, "revision": self.revision, "entries": [e.to_json() for e in self.entries]}
 
 
 __all__ = ["Action", "Change", "ChangeSet"]

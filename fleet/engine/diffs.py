@@ -115,7 +115,7 @@ async def _diff_one(
     started = time.monotonic()
     stage = d.stage.name
     try:
-        result = await client.apply(d.obj, field_manager=d.field_manager, dry_run=True, force=force)
+        result = await client.apply(d.obj, field_manager=d.field_manager, dry_run=True, force=force or d.force)
     except NotFound as err:
         if live is None:  # its namespace is created by an earlier stage of the same apply
             return Change(

@@ -49,9 +49,15 @@ async def check(*, client: Client, stage: Stage, written: list[Ref], plan: Plan)
     return problems
 
 
-async def wait(*, client: Client, stage: Stage, written: list[Ref], plan: Plan,
-               timeout: float,  # noqa: ASYNC109 - a gate's own deadline, reported in HealthTimeout
-               interval: float = 0.5) -> None:
+async def wait(
+    *,
+    client: Client,
+    stage: Stage,
+    written: list[Ref],
+    plan: Plan,
+    timeout: float,  # noqa: ASYNC109 - a gate's own deadline, reported in HealthTimeout
+    interval: float = 0.5,
+) -> None:
     """Poll ``check`` until healthy; ``HealthTimeout`` with the last problems after ``timeout`` seconds."""
     problems: list[str] = []
     with anyio.move_on_after(timeout):
@@ -115,15 +121,20 @@ async def _slices(*, client: Client, plan: Plan) -> list[str]:
             name = node["metadata"]["name"]
             found = devices.get(name, 0)
             if found == 0:
-                problems.append(f"Node {name}: no ResourceSlice from driver {DRIVER} "
-                                f"(pool {pool.name} expects {pool.gpus_per_node} GPUs)")
+                problems.append(
+                    f"Node {name}: no ResourceSlice from driver {DRIVER} "
+                    f"(pool {pool.name} expects {pool.gpus_per_node} GPUs)"
+                )
             elif found < pool.gpus_per_node:
-                problems.append(f"Node {name}: driver {DRIVER} publishes {found} GPUs, "
-                                f"pool {pool.name} expects {pool.gpus_per_node}")
+                problems.append(
+                    f"Node {name}: driver {DRIVER} publishes {found} GPUs, "
+                    f"pool {pool.name} expects {pool.gpus_per_node}"
+                )
             wrong = sorted(products.get(name, set()) - {pool.gpu_product})
             if wrong:
-                problems.append(f"Node {name}: GPUs are {', '.join(wrong)}, pool {pool.name} expects "
-                                f"{pool.gpu_product}")
+                problems.append(
+                    f"Node {name}: GPUs are {', '.join(wrong)}, pool {pool.name} expects {pool.gpu_product}"
+                )
     return problems
 
 
@@ -136,14 +147,14 @@ async def _pools(*, client: Client, plan: Plan) -> list[str]:
         matching = [n for n in nodes if pool.matches(n)]
         if len(matching) < pool.nodes:
             selector = ",".join(f"{k}={v}" for k, v in sorted(pool.selector.items()))
-            problems.append(f"GPUNodePool {pool.name}: {len(matching)} of {pool.nodes} expected nodes "
-                            f"match {selector}")
+            problems.append(f"GPUNodePool {pool.name}: {len(matching)} of {pool.nodes} expected nodes match {selector}")
         for node in matching:
             labels = node["metadata"].get("labels") or {}
             missing = sorted(k for k, v in pool.labels.items() if labels.get(k) != v)
             if missing:
-                problems.append(f"Node {node['metadata']['name']}: pool {pool.name} labels missing: "
-                                f"{', '.join(missing)}")
+                problems.append(
+                    f"Node {node['metadata']['name']}: pool {pool.name} labels missing: {', '.join(missing)}"
+                )
     return problems
 
 

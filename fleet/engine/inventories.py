@@ -35,8 +35,7 @@ class Progress:
     complete: bool = True
 
     def to_json(self) -> str:
-        return json.dumps({"revision": self.revision, "done": self.done, "complete": self.complete},
-                          sort_keys=True)
+        return json.dumps({"revision": self.revision, "done": self.done, "complete": self.complete}, sort_keys=True)
 
 
 @dataclass
@@ -55,9 +54,13 @@ class Inventory:
         """The ConfigMap to apply."""
         lines = "".join(f"{key} {version}\n" for key, version in sorted(self.entries.items()))
         return {
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": self.ref.name, "namespace": NAMESPACE,
-                         "labels": {ownership.MANAGED_BY: ownership.MANAGER, ownership.CLUSTER_LABEL: self.cluster}},
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": self.ref.name,
+                "namespace": NAMESPACE,
+                "labels": {ownership.MANAGED_BY: ownership.MANAGER, ownership.CLUSTER_LABEL: self.cluster},
+            },
             "data": {"entries": lines, "progress": self.progress.to_json()},
         }
 
@@ -76,8 +79,9 @@ def decode(cluster: str, config_map: dict[str, Any] | None) -> Inventory:
         if key:
             entries[key] = version
     raw = json.loads(data.get("progress") or "{}")
-    progress = Progress(revision=str(raw.get("revision", "")), done=list(raw.get("done", [])),
-                        complete=bool(raw.get("complete", True)))
+    progress = Progress(
+        revision=str(raw.get("revision", "")), done=list(raw.get("done", [])), complete=bool(raw.get("complete", True))
+    )
     return Inventory(cluster=cluster, entries=entries, progress=progress, exists=True)
 
 
@@ -95,8 +99,11 @@ async def save(*, client: Client, inventory: Inventory, saved: dict[str, Any] | 
     if saved is not None and saved == body:
         return body
     if not inventory.exists:
-        namespace = {"apiVersion": "v1", "kind": "Namespace",
-                     "metadata": {"name": NAMESPACE, "labels": {ownership.MANAGED_BY: ownership.MANAGER}}}
+        namespace = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": NAMESPACE, "labels": {ownership.MANAGED_BY: ownership.MANAGER}},
+        }
         await client.apply(namespace, field_manager=ownership.INVENTORY_MANAGER)
     await client.apply(body, field_manager=ownership.INVENTORY_MANAGER, force=True)
     inventory.exists = True

@@ -34,8 +34,14 @@ from fleet.engine import ownership
 Path = tuple[str, ...]
 
 VOLATILE_METADATA = (
-    "managedFields", "resourceVersion", "generation", "uid", "creationTimestamp", "selfLink",
-    "deletionTimestamp", "deletionGracePeriodSeconds",
+    "managedFields",
+    "resourceVersion",
+    "generation",
+    "uid",
+    "creationTimestamp",
+    "selfLink",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
 )
 VOLATILE_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration", "deployment.kubernetes.io/revision")
 IDENTITY: frozenset[Path] = frozenset({("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")})
@@ -77,8 +83,9 @@ def unchanged_without_dry_run(desired: dict[str, Any], live: dict[str, Any], *, 
         and all(any(w[: len(o)] == o for w in wanted) for o in owned)
     ):
         return False
-    if annotation(desired, ownership.APPLIED) and \
-            annotation(desired, ownership.APPLIED) == annotation(live, ownership.APPLIED):
+    if annotation(desired, ownership.APPLIED) and annotation(desired, ownership.APPLIED) == annotation(
+        live, ownership.APPLIED
+    ):
         # Same content as the last apply, and nobody else changed a field we own
         # (changing it would have moved its ownership): live is that apply's result.
         return True

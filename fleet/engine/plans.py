@@ -50,6 +50,8 @@ class Desired:
     field_manager: str = ownership.MANAGER
     drift: str = "enforce"
     """What to do when the cluster changed the object but git did not: enforce, warn, ignore."""
+    force: bool = False
+    """Always take ownership (pool Nodes: their taints are an atomic list shared with controllers)."""
 
     @functools.cached_property
     def ref(self) -> Ref:
@@ -133,25 +135,35 @@ def team_objects(team: kinds.Team) -> list[dict[str, Any]]:
     for ns in team.spec.namespaces:
         team_label = {ownership.TEAM_LABEL: name}
         objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": team_label}})
-        objs.append({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": TEAM_ROLE, "namespace": ns, "labels": dict(team_label)},
-            "rules": [{"apiGroups": ["resource.k8s.io"], "resources": list(CLAIM_RESOURCES),
-                       "verbs": list(CLAIM_VERBS)}],
-        })
-        objs.append({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": TEAM_ROLE, "namespace": ns, "labels": dict(team_label)},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": TEAM_ROLE},
-            "subjects": subjects,
-        })
+        objs.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": TEAM_ROLE, "namespace": ns, "labels": dict(team_label)},
+                "rules": [
+                    {"apiGroups": ["resource.k8s.io"], "resources": list(CLAIM_RESOURCES), "verbs": list(CLAIM_VERBS)}
+                ],
+            }
+        )
+        objs.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": TEAM_ROLE, "namespace": ns, "labels": dict(team_label)},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": TEAM_ROLE},
+                "subjects": subjects,
+            }
+        )
         if team.spec.quota:
             hard = {f"{cls}.deviceclass.resource.k8s.io/devices": str(n) for cls, n in sorted(team.spec.quota.items())}
-            objs.append({
-                "apiVersion": "v1", "kind": "ResourceQuota",
-                "metadata": {"name": QUOTA_NAME, "namespace": ns, "labels": dict(team_label)},
-                "spec": {"hard": hard},
-            })
+            objs.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": {"name": QUOTA_NAME, "namespace": ns, "labels": dict(team_label)},
+                    "spec": {"hard": hard},
+                }
+            )
     return objs
 
 
@@ -161,6 +173,8 @@ def pool_objects(pools: tuple[PoolRule, ...], *, nodes: list[dict[str, Any]]) ->
     Node taints are an atomic list in the API, so applying ours alone would drop
     taints others put there. fleet applies the live taints it does not own plus the
     pool's, and records the keys it owns in an annotation to tell them apart later.
+    The node lifecycle controller also writes that list, so these applies always
+    force (``Desired.force``): otherwise every pool with taints would conflict.
     """
     stage = stages.by_name("pools")
     out: list[Desired] = []
@@ -177,33 +191,54 @@ def pool_objects(pools: tuple[PoolRule, ...], *, nodes: list[dict[str, Any]]) ->
             taints.extend(rule.taints)
         ours = {t["key"] for t in taints}
         previously = set(filter(None, ((meta.get("annotations") or {}).get(ownership.POOL_TAINTS) or "").split(",")))
-        others = [t for t in (node.get("spec") or {}).get("taints") or ()
-                  if t.get("key") not in ours | previously]
+        others = [t for t in (node.get("spec") or {}).get("taints") or () if t.get("key") not in ours | previously]
         obj: dict[str, Any] = {
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": meta["name"], "labels": labels,
-                         "annotations": {ownership.POOL_TAINTS: ",".join(sorted(ours)),
-                                         ownership.SOURCE: rules[-1].source}},
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": meta["name"],
+                "labels": labels,
+                "annotations": {ownership.POOL_TAINTS: ",".join(sorted(ours)), ownership.SOURCE: rules[-1].source},
+            },
         }
         if taints or previously:
             obj["spec"] = {"taints": [*others, *taints]}
         ownership.fingerprinted(obj)
-        out.append(Desired(obj=obj, stage=stage, source=rules[-1].source, field_manager=ownership.POOL_MANAGER))
+        out.append(Desired(obj=obj, stage=stage, source=rules[-1].source, field_manager=ownership.POOL_MANAGER,
+                           force=True))
     return out
 
 
-def release(ref: Ref) -> dict[str, Any]:
-    """The apply that gives back every field fleet-pools owned on a Node (its "prune")."""
-    return {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": {"name": ref.name}}
+def release(ref: Ref, *, live: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The apply that gives back what fleet-pools set on a Node (its "prune").
+
+    Labels and annotations are given back by not applying them. The taints list is
+    atomic: giving it back would delete the taints others put there too, so fleet-pools
+    keeps the list and applies it without its own taints.
+    """
+    body: dict[str, Any] = {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": {"name": ref.name}}
+    meta = (live or {}).get("metadata") or {}
+    ours = set(filter(None, ((meta.get("annotations") or {}).get(ownership.POOL_TAINTS) or "").split(",")))
+    if ours:
+        taints = ((live or {}).get("spec") or {}).get("taints") or []
+        body["spec"] = {"taints": [t for t in taints if t.get("key") not in ours]}
+    return body
 
 
 def _pool_rule(model: kinds.GPUNodePool, source: str) -> PoolRule:
     spec = model.spec
     return PoolRule(
-        name=model.metadata.name, selector=dict(spec.node_selector), labels=dict(spec.labels),
-        taints=tuple({"key": t.key, "value": t.value, "effect": t.effect} if t.value
-                     else {"key": t.key, "effect": t.effect} for t in spec.taints),
-        nodes=spec.nodes, gpu_product=spec.gpu.product_name, gpus_per_node=spec.gpu.count, source=source,
+        name=model.metadata.name,
+        selector=dict(spec.node_selector),
+        labels=dict(spec.labels),
+        taints=tuple(
+            {"key": t.key, "value": t.value, "effect": t.effect} if t.value else {"key": t.key, "effect": t.effect}
+            for t in spec.taints
+        ),
+        nodes=spec.nodes,
+        gpu_product=spec.gpu.product_name,
+        gpus_per_node=spec.gpu.count,
+        source=source,
     )
 
 

@@ -198,3 +198,25 @@ def test_cluster_drift_under_enforce_names_who_changed_it(fleet: Engine, repo: R
     assert failed.ref == quota and '"ops"' in failed.error
     assert actions(fleet.apply(force_conflicts=True))[str(quota)] == "configured"
     assert fleet.run(lambda c: c.get(quota))["spec"]["hard"][key] == "4"
+
+
+def test_pool_taints_join_and_leave_the_nodes_other_taints(fleet: Engine, repo: Repo) -> None:
+    key = f"t{repo.id}.example.com/dedicated"
+    repo.team("ml", namespaces=["ml"], group="ml-research")
+    repo.pool("h100", selector={"sandbox.fleet.gpufleet.dev/pool": "h100x8"}, labels={f"t{repo.id}.example.com/p": "yes-h100"},
+              nodes=2, taints=f"[{{key: {key}, value: ml, effect: PreferNoSchedule}}]")
+    applied = fleet.apply()
+    assert not applied.failed, "the node lifecycle controller co-owns taints: pools apply with force"
+    node = kube.Ref("v1", "Node", "", "h100x8-01")
+
+    def taints() -> list[str]:
+        return sorted(t["key"] for t in fleet.run(lambda c: c.get(node))["spec"].get("taints") or ())
+
+    assert taints() == sorted(["nvidia.com/gpu", key])
+
+    repo.pools.clear()
+    released = fleet.apply(prune=True)
+    assert actions(released)["Node h100x8-01"] == "deleted" and not released.failed
+    assert taints() == ["nvidia.com/gpu"], "the taints others put there stay"
+    labels = fleet.run(lambda c: c.get(node))["metadata"]["labels"]
+    assert f"t{repo.id}.example.com/p" not in labels and "fleet.gpufleet.dev/pool" not in labels
