@@ -201,8 +201,8 @@ def pool_objects(pools: tuple[PoolRule, ...], *, nodes: list[dict[str, Any]]) ->
                 "annotations": {ownership.POOL_TAINTS: ",".join(sorted(ours)), ownership.SOURCE: rules[-1].source},
             },
         }
-        if taints or previously:
-            obj["spec"] = {"taints": [*others, *taints]}
+        # Always the whole list: once fleet-pools owns it, an apply without it would delete it.
+        obj["spec"] = {"taints": [*others, *taints]}
         ownership.fingerprinted(obj)
         out.append(Desired(obj=obj, stage=stage, source=rules[-1].source, field_manager=ownership.POOL_MANAGER,
                            force=True))
@@ -219,8 +219,8 @@ def release(ref: Ref, *, live: dict[str, Any] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": {"name": ref.name}}
     meta = (live or {}).get("metadata") or {}
     ours = set(filter(None, ((meta.get("annotations") or {}).get(ownership.POOL_TAINTS) or "").split(",")))
-    if ours:
-        taints = ((live or {}).get("spec") or {}).get("taints") or []
+    taints = ((live or {}).get("spec") or {}).get("taints") or []
+    if taints:
         body["spec"] = {"taints": [t for t in taints if t.get("key") not in ours]}
     return body
 

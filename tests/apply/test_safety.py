@@ -203,8 +203,9 @@ def test_cluster_drift_under_enforce_names_who_changed_it(fleet: Engine, repo: R
 def test_pool_taints_join_and_leave_the_nodes_other_taints(fleet: Engine, repo: Repo) -> None:
     key = f"t{repo.id}.example.com/dedicated"
     repo.team("ml", namespaces=["ml"], group="ml-research")
-    repo.pool("h100", selector={"sandbox.fleet.gpufleet.dev/pool": "h100x8"}, labels={f"t{repo.id}.example.com/p": "yes-h100"},
-              nodes=2, taints=f"[{{key: {key}, value: ml, effect: PreferNoSchedule}}]")
+    repo.pool("h100", selector={"sandbox.fleet.gpufleet.dev/pool": "h100x8"},
+              labels={f"t{repo.id}.example.com/p": "yes-h100"}, nodes=2,
+              taints=f"[{{key: {key}, value: ml, effect: PreferNoSchedule}}]")
     applied = fleet.apply()
     assert not applied.failed, "the node lifecycle controller co-owns taints: pools apply with force"
     node = kube.Ref("v1", "Node", "", "h100x8-01")
