@@ -70,6 +70,8 @@ class Checker:
         self.matcher = Matcher(inventory=inventory, classes=classes)
         self._claims: dict[str, ClaimReport] = {}
         self._explained: dict[object, object] = {}
+        self._unusable = [0] * len(inventory.nodes)
+        self._classes: dict[tuple[int, ...], dict[tuple[object, ...], list[int]]] = {}
         self._shapes: dict[tuple[object, ...], tuple[bool, int, int]] = {}
 
     def check_template(self, template: Mapping[str, Any]) -> ClaimReport:
@@ -146,20 +148,25 @@ class Checker:
     def _search(self, shape: ClaimShape, matches: Sequence[Sequence[Match]]) -> tuple[int, int, int, int]:
         """Per node class (same node type for every alternative, same constraint patterns): one search."""
         inventory = self.inventory
-        unusable = [0] * len(inventory.nodes)
         columns: list[Sequence[object]] = [
-            m.grouping.node_type if m.grouping is not None else unusable for per_request in matches for m in per_request
+            m.grouping.node_type if m.grouping is not None else self._unusable
+            for per_request in matches
+            for m in per_request
         ]
         columns += [inventory.pattern(c.attribute) for c in shape.constraints]
         if inventory.counters:
             columns.append(inventory.counter_layout())
-        classes: dict[tuple[object, ...], list[int]] = {}
-        for position, key in enumerate(zip(*columns, strict=True)):
-            entry = classes.get(key)
-            if entry is None:
-                classes[key] = [1, position]
-            else:
-                entry[0] += 1
+        # The columns are long-lived lists cached by the inventory, so their identities are a key.
+        identity = tuple(id(column) for column in columns)
+        classes = self._classes.get(identity)
+        if classes is None:
+            classes = self._classes[identity] = {}
+            for position, key in enumerate(zip(*columns, strict=True)):
+                entry = classes.get(key)
+                if entry is None:
+                    classes[key] = [1, position]
+                else:
+                    entry[0] += 1
         alternatives = tuple(
             (m.key, a.name, a.count, a.all_devices)
             for alts, per_request in zip(shape.requests, matches, strict=True)

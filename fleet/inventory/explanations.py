@@ -85,6 +85,24 @@ def closest_values(
     return out
 
 
+def _cached_values(
+    inventory: Inventory,
+    uses: Iterable[cel.NameUse],
+    in_class: set[int],
+    cache: dict[object, object],
+    class_key: object,
+) -> list[str]:
+    """closest_values per name, remembered per DeviceClass (the device set is the class's)."""
+    out: list[str] = []
+    for use in sorted({(u.kind, u.domain, u.name): u for u in uses}.values(), key=lambda u: (u.kind, u.domain, u.name)):
+        key = ("values", class_key, use.kind, use.domain, use.name)
+        found = cache.get(key)
+        if not isinstance(found, list):
+            found = cache[key] = closest_values(inventory, [use], in_class)
+        out += found
+    return out
+
+
 def unknown_attributes(inventory: Inventory, alternative: Alternative, match: Match) -> list[Finding]:
     """Selectors reading a name that no device publishes in a domain that exists."""
     findings = []
@@ -172,7 +190,7 @@ def explain_alternative(
                 continue
             if _passing(inventory, [compiled], in_class):
                 continue
-            values = closest_values(inventory, compiled.references.names, in_class)
+            values = _cached_values(inventory, compiled.references.names, in_class, cache, class_key)
             line, column = cel.position(selector.expression, clause.offset)
             return replace(
                 located(alternative, selector),
@@ -206,7 +224,7 @@ def explain_alternative(
         base,
         message=f"the selectors of request {alternative.name!r} together exclude every "
         f"device of class {alternative.device_class!r}",
-        hint="; ".join(closest_values(inventory, uses, in_class)),
+        hint="; ".join(_cached_values(inventory, uses, in_class, cache, class_key)),
     )
 
 
