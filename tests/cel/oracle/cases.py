@@ -244,6 +244,14 @@ def selector_cases() -> list[str]:
         "[1, 'a'].size() == 2",
         "1.0 < 2",
         "device.attributes['nope.example.com'].size() == 0",
+        "device.attributes['example.com'].count < 0.5",
+        "device.attributes['example.com'].count == -3.0",
+        "device.attributes['example.com'].count < 2u",
+        "device.attributes['example.com'].flag == 1",
+        f"{CAP}.memory.compareTo(quantity('80Gi')) == 0",
+        f"{CAP}.memory == quantity('85899345920')",
+        f"{GPU}.uuid.startsWith('GPU-') || {GPU}.uuid.startsWith('MIG-')",
+        f"{GPU}.cudaDriverVersion.isGreaterThan(semver('12.8.0'))",
     ]
 
 
