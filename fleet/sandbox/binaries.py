@@ -102,8 +102,9 @@ def locate() -> Binaries | None:
     return Binaries(paths=paths, kwok_stages=stages)
 
 
-def _run(step: str, argv: list[str], *, cwd: Path, env: dict[str, str], progress: Progress,
-         stdout_to: Path | None = None) -> float:
+def _run(
+    step: str, argv: list[str], *, cwd: Path, env: dict[str, str], progress: Progress, stdout_to: Path | None = None
+) -> float:
     """Run one build step, reporting that it is still running every 30 s, and return its duration."""
     progress(f"==> {step}")
     started = time.monotonic()
@@ -122,15 +123,19 @@ def _run(step: str, argv: list[str], *, cwd: Path, env: dict[str, str], progress
             if stdout_to and not isinstance(out, int):
                 out.close()
     except FileNotFoundError as exc:
-        raise BuildError(f"{argv[0]} not found", where=step,
-                         hint="install Go 1.26 (https://go.dev/dl) and put `go` on PATH") from exc
+        raise BuildError(
+            f"{argv[0]} not found", where=step, hint="install Go 1.26 (https://go.dev/dl) and put `go` on PATH"
+        ) from exc
     finally:
         done.set()
     elapsed = time.monotonic() - started
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-25:])
-        raise BuildError(f"{step} failed (exit {proc.returncode}):\n{tail}", where=str(cwd),
-                         hint="check Go 1.26 and access to the Go module proxy (GOPROXY)")
+        raise BuildError(
+            f"{step} failed (exit {proc.returncode}):\n{tail}",
+            where=str(cwd),
+            hint="check Go 1.26 and access to the Go module proxy (GOPROXY)",
+        )
     progress(f"    {step}: done in {elapsed:.1f} s")
     return elapsed
 
@@ -157,15 +162,21 @@ def build(*, progress: Progress = _stderr, force: bool = False) -> tuple[Binarie
         major, minor = ver.removeprefix("v").split(".")[:2]
         ldflags = ["-s", "-w"]
         for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
-            ldflags += [f"-X {pkg}.gitVersion={ver}", f"-X {pkg}.gitMajor={major}", f"-X {pkg}.gitMinor={minor}",
-                        f"-X {pkg}.gitTreeState=clean"]
+            ldflags += [
+                f"-X {pkg}.gitVersion={ver}",
+                f"-X {pkg}.gitMajor={major}",
+                f"-X {pkg}.gitMinor={minor}",
+                f"-X {pkg}.gitTreeState=clean",
+            ]
         staging = kube.with_name(kube.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         (staging / "bin").mkdir(parents=True)
         timings["control-plane"] = _run(
             f"go build control plane {ver} (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl)",
             ["go", "build", "-trimpath", "-ldflags", " ".join(ldflags), "-o", str(staging / "bin") + "/", "./cmd/..."],
-            cwd=_TOOLS / "ktestenv", env=_go_env(), progress=progress,
+            cwd=_TOOLS / "ktestenv",
+            env=_go_env(),
+            progress=progress,
         )
         (staging / ".complete").write_text(ver)
         shutil.rmtree(kube, ignore_errors=True)
@@ -176,25 +187,45 @@ def build(*, progress: Progress = _stderr, force: bool = False) -> tuple[Binarie
         shutil.rmtree(staging, ignore_errors=True)
         (staging / "bin").mkdir(parents=True)
         if "kwok" not in official:
-            timings["kwok"] = _run(f"go install kwok {versions.KWOK}",
-                                   ["go", "install", f"sigs.k8s.io/kwok/cmd/kwok@{versions.KWOK}"],
-                                   cwd=_TOOLS, env=_go_env(staging / "bin"), progress=progress)
+            timings["kwok"] = _run(
+                f"go install kwok {versions.KWOK}",
+                ["go", "install", f"sigs.k8s.io/kwok/cmd/kwok@{versions.KWOK}"],
+                cwd=_TOOLS,
+                env=_go_env(staging / "bin"),
+                progress=progress,
+            )
         if "helm" not in official:
             timings["helm"] = _run(
                 f"go install helm {versions.HELM}",
-                ["go", "install", "-ldflags", f"-s -w -X helm.sh/helm/v3/internal/version.version={versions.HELM}",
-                 f"helm.sh/helm/v3/cmd/helm@{versions.HELM}"],
-                cwd=_TOOLS, env=_go_env(staging / "bin"), progress=progress,
+                [
+                    "go",
+                    "install",
+                    "-ldflags",
+                    f"-s -w -X helm.sh/helm/v3/internal/version.version={versions.HELM}",
+                    f"helm.sh/helm/v3/cmd/helm@{versions.HELM}",
+                ],
+                cwd=_TOOLS,
+                env=_go_env(staging / "bin"),
+                progress=progress,
             )
-        timings["kwok-stages"] = _run("KWOK default stages", ["go", "run", "."], cwd=_TOOLS / "kwokstages",
-                                      env=_go_env(), progress=progress, stdout_to=staging / "kwok-stages.yaml")
+        timings["kwok-stages"] = _run(
+            "KWOK default stages",
+            ["go", "run", "."],
+            cwd=_TOOLS / "kwokstages",
+            env=_go_env(),
+            progress=progress,
+            stdout_to=staging / "kwok-stages.yaml",
+        )
         (staging / ".complete").write_text(versions.KWOK)
         shutil.rmtree(tools, ignore_errors=True)
         staging.rename(tools)
     found = locate()
     if found is None:
-        raise BuildError("binaries missing after the build", where=str(cache_root()),
-                         hint="remove the cache directory and run `fleetctl sandbox build` again")
+        raise BuildError(
+            "binaries missing after the build",
+            where=str(cache_root()),
+            hint="remove the cache directory and run `fleetctl sandbox build` again",
+        )
     return found, timings
 
 

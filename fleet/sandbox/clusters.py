@@ -83,16 +83,19 @@ class Sandbox:
     def binary(self, name: str) -> Path:
         return Path(self.bin_dir[name])
 
-    def kubectl(self, *args: str, context: str | None = None, stdin: str | None = None,
-                check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, context: str | None = None, stdin: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         argv = [str(self.binary("kubectl")), "--kubeconfig", str(self.kubeconfig)]
         if context:
             argv += ["--context", context]
-        proc = subprocess.run([*argv, *args], input=stdin, capture_output=True, text=True, timeout=timeout,
-                              check=False)
+        proc = subprocess.run([*argv, *args], input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
         if check and proc.returncode != 0:
-            raise SandboxError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}", where=self.server,
-                               hint=f"inspect the logs in {self.directory / 'logs'}")
+            raise SandboxError(
+                f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}",
+                where=self.server,
+                hint=f"inspect the logs in {self.directory / 'logs'}",
+            )
         return proc
 
     def save(self) -> None:
@@ -109,14 +112,25 @@ class Sandbox:
             data = json.loads((directory / "state.json").read_text())
         except (OSError, ValueError):
             return None
-        comps = [processes.Running(name=c["name"], pid=c["pid"], binary=c["binary"], log=Path(c["log"]))
-                 for c in data.get("components", [])]
-        return cls(directory=directory, ports=data["ports"], components=comps, bin_dir=data.get("bin_dir", {}),
-                   pools=data.get("pools", {}), timings=data.get("timings", {}))
+        comps = [
+            processes.Running(name=c["name"], pid=c["pid"], binary=c["binary"], log=Path(c["log"]))
+            for c in data.get("components", [])
+        ]
+        return cls(
+            directory=directory,
+            ports=data["ports"],
+            components=comps,
+            bin_dir=data.get("bin_dir", {}),
+            pools=data.get("pools", {}),
+            timings=data.get("timings", {}),
+        )
 
     def healthy(self) -> bool:
-        return bool(self.components) and all(processes.alive(c) for c in self.components) and processes.probe(
-            f"{self.server}/readyz", ca_file=self.ca_file)
+        return (
+            bool(self.components)
+            and all(processes.alive(c) for c in self.components)
+            and processes.probe(f"{self.server}/readyz", ca_file=self.ca_file)
+        )
 
 
 def _timed(sandbox: Sandbox, step: str, progress: Progress, started: float) -> None:
@@ -126,47 +140,99 @@ def _timed(sandbox: Sandbox, step: str, progress: Progress, started: float) -> N
 
 def _start_etcd(sb: Sandbox, b: binaries.Binaries) -> processes.Running:
     client, peer = f"http://127.0.0.1:{sb.ports['etcd']}", f"http://127.0.0.1:{sb.ports['etcd-peer']}"
-    return processes.start("etcd", [
-        str(b["etcd"]), "--name=fleet-sandbox", f"--data-dir={sb.directory / 'etcd'}",
-        f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
-        f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
-        f"--initial-cluster=fleet-sandbox={peer}", "--unsafe-no-fsync=true", "--log-level=warn",
-        "--quota-backend-bytes=8589934592",
-    ], logs=sb.directory / "logs")
+    return processes.start(
+        "etcd",
+        [
+            str(b["etcd"]),
+            "--name=fleet-sandbox",
+            f"--data-dir={sb.directory / 'etcd'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=fleet-sandbox={peer}",
+            "--unsafe-no-fsync=true",
+            "--log-level=warn",
+            "--quota-backend-bytes=8589934592",
+        ],
+        logs=sb.directory / "logs",
+    )
 
 
 def _start_apiserver(sb: Sandbox, b: binaries.Binaries) -> processes.Running:
     d = sb.directory
-    return processes.start("kube-apiserver", [
-        str(b["kube-apiserver"]), f"--etcd-servers=http://127.0.0.1:{sb.ports['etcd']}",
-        "--bind-address=127.0.0.1", f"--secure-port={sb.ports['apiserver']}", "--advertise-address=127.0.0.1",
-        "--endpoint-reconciler-type=none", f"--cert-dir={d / 'pki'}",
-        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-        f"--service-account-key-file={d / 'sa.pub'}", f"--service-account-signing-key-file={d / 'sa.key'}",
-        f"--token-auth-file={d / 'tokens.csv'}", "--authorization-mode=Node,RBAC",
-        "--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",
-        "--disable-admission-plugins=ServiceAccount", "--profiling=false", f"--feature-gates={FEATURE_GATES}",
-    ], logs=d / "logs")
+    return processes.start(
+        "kube-apiserver",
+        [
+            str(b["kube-apiserver"]),
+            f"--etcd-servers=http://127.0.0.1:{sb.ports['etcd']}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={sb.ports['apiserver']}",
+            "--advertise-address=127.0.0.1",
+            "--endpoint-reconciler-type=none",
+            f"--cert-dir={d / 'pki'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={d / 'sa.pub'}",
+            f"--service-account-signing-key-file={d / 'sa.key'}",
+            f"--token-auth-file={d / 'tokens.csv'}",
+            "--authorization-mode=Node,RBAC",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--allow-privileged=true",
+            "--disable-admission-plugins=ServiceAccount",
+            "--profiling=false",
+            f"--feature-gates={FEATURE_GATES}",
+        ],
+        logs=d / "logs",
+    )
 
 
 def _start_workers(sb: Sandbox, b: binaries.Binaries) -> list[tuple[processes.Running, str]]:
     kc = str(sb.kubeconfig)
-    common = [f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
-              "--bind-address=127.0.0.1", "--leader-elect=false", f"--feature-gates={FEATURE_GATES}"]
-    kcm = processes.start("kube-controller-manager", [
-        str(b["kube-controller-manager"]), *common, f"--secure-port={sb.ports['controller-manager']}",
-        f"--service-account-private-key-file={sb.directory / 'sa.key'}", f"--root-ca-file={sb.ca_file}",
-        "--node-monitor-period=1s", "--controllers=*",
-    ], logs=sb.directory / "logs")
-    sched = processes.start("kube-scheduler", [
-        str(b["kube-scheduler"]), *common, f"--secure-port={sb.ports['scheduler']}",
-    ], logs=sb.directory / "logs")
-    kwok = processes.start("kwok", [
-        str(b["kwok"]), f"--kubeconfig={kc}", f"--config={b.kwok_stages}", "--manage-all-nodes=false",
-        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", "--node-ip=127.0.0.1",
-        "--cidr=10.0.0.0/16", "--node-lease-duration-seconds=40",
-        f"--server-address=127.0.0.1:{sb.ports['kwok']}",
-    ], logs=sb.directory / "logs")
+    common = [
+        f"--kubeconfig={kc}",
+        f"--authentication-kubeconfig={kc}",
+        f"--authorization-kubeconfig={kc}",
+        "--bind-address=127.0.0.1",
+        "--leader-elect=false",
+        f"--feature-gates={FEATURE_GATES}",
+    ]
+    kcm = processes.start(
+        "kube-controller-manager",
+        [
+            str(b["kube-controller-manager"]),
+            *common,
+            f"--secure-port={sb.ports['controller-manager']}",
+            f"--service-account-private-key-file={sb.directory / 'sa.key'}",
+            f"--root-ca-file={sb.ca_file}",
+            "--node-monitor-period=1s",
+            "--controllers=*",
+        ],
+        logs=sb.directory / "logs",
+    )
+    sched = processes.start(
+        "kube-scheduler",
+        [
+            str(b["kube-scheduler"]),
+            *common,
+            f"--secure-port={sb.ports['scheduler']}",
+        ],
+        logs=sb.directory / "logs",
+    )
+    kwok = processes.start(
+        "kwok",
+        [
+            str(b["kwok"]),
+            f"--kubeconfig={kc}",
+            f"--config={b.kwok_stages}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            "--node-ip=127.0.0.1",
+            "--cidr=10.0.0.0/16",
+            "--node-lease-duration-seconds=40",
+            f"--server-address=127.0.0.1:{sb.ports['kwok']}",
+        ],
+        logs=sb.directory / "logs",
+    )
     return [
         (kcm, f"https://127.0.0.1:{sb.ports['controller-manager']}/healthz"),
         (sched, f"https://127.0.0.1:{sb.ports['scheduler']}/readyz"),
@@ -184,8 +250,16 @@ def _dump(objs: list[dict[str, Any]]) -> str:
 
 def apply(sb: Sandbox, objs: list[dict[str, Any]]) -> None:
     """Server-side apply objects with the sandbox's own field manager (via the real kubectl)."""
-    sb.kubectl("apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}", "-f", "-",
-               stdin=_dump(objs), timeout=300)
+    sb.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        f"--field-manager={FIELD_MANAGER}",
+        "-f",
+        "-",
+        stdin=_dump(objs),
+        timeout=300,
+    )
 
 
 def publish_gpus(sb: Sandbox, profile: profiles.Profile) -> int:
@@ -208,23 +282,30 @@ def wait_nodes_ready(sb: Sandbox, names: set[str], *, timeout: float = 120) -> N
         listed = json.loads(sb.kubectl("get", "nodes", "-o", "json").stdout)
         pending = set(names)
         for item in listed["items"]:
-            ready = any(c["type"] == "Ready" and c["status"] == "True"
-                        for c in item.get("status", {}).get("conditions", []))
+            ready = any(
+                c["type"] == "Ready" and c["status"] == "True" for c in item.get("status", {}).get("conditions", [])
+            )
             tainted = any(t["key"].startswith("node.kubernetes.io/") for t in item["spec"].get("taints", []))
             if ready and not tainted:
                 pending.discard(item["metadata"]["name"])
         if not pending:
             return
         if time.monotonic() > deadline:
-            raise StartError(f"nodes not Ready after {timeout:.0f} s: {', '.join(sorted(pending))}",
-                             where=sb.server, hint=f"see {sb.directory / 'logs' / 'kwok.log'}")
+            raise StartError(
+                f"nodes not Ready after {timeout:.0f} s: {', '.join(sorted(pending))}",
+                where=sb.server,
+                hint=f"see {sb.directory / 'logs' / 'kwok.log'}",
+            )
         time.sleep(0.5)
 
 
 def _allocate_ports(apiserver_port: int | None) -> dict[str, int]:
     if apiserver_port is not None and processes.port_in_use(apiserver_port):
-        raise SandboxError(f"port {apiserver_port} on 127.0.0.1 is already in use", where="--apiserver-port",
-                           hint="choose another port, or omit --apiserver-port to use a free one")
+        raise SandboxError(
+            f"port {apiserver_port} on 127.0.0.1 is already in use",
+            where="--apiserver-port",
+            hint="choose another port, or omit --apiserver-port to use a free one",
+        )
     ports = {n: processes.free_port() for n in ("etcd", "etcd-peer", "controller-manager", "scheduler", "kwok")}
     ports["apiserver"] = apiserver_port or processes.free_port()
     return ports
@@ -234,8 +315,14 @@ def _port_clash(err: StartError) -> bool:
     return "address already in use" in (err.hint or "")
 
 
-def up(*, directory: Path | None = None, profile: profiles.Profile | None = None, apiserver_port: int | None = None,
-       progress: Progress = _stderr, attempts: int = 3) -> Sandbox:
+def up(
+    *,
+    directory: Path | None = None,
+    profile: profiles.Profile | None = None,
+    apiserver_port: int | None = None,
+    progress: Progress = _stderr,
+    attempts: int = 3,
+) -> Sandbox:
     """Start the sandbox (or confirm the running one) and return it."""
     directory = directory or default_dir()
     profile = profile or profiles.load(None)
@@ -243,8 +330,11 @@ def up(*, directory: Path | None = None, profile: profiles.Profile | None = None
     if existing is not None:
         if existing.healthy():
             if existing.pools != profile.pools:
-                raise SandboxError(f"a sandbox with pools {existing.pools} is already running", where=str(directory),
-                                   hint="run `fleetctl sandbox down` first to change the profile")
+                raise SandboxError(
+                    f"a sandbox with pools {existing.pools} is already running",
+                    where=str(directory),
+                    hint="run `fleetctl sandbox down` first to change the profile",
+                )
             progress(f"sandbox already up at {existing.server} ({directory})")
             return existing
         progress("found a stopped or broken sandbox; cleaning it up")
@@ -262,12 +352,14 @@ def up(*, directory: Path | None = None, profile: profiles.Profile | None = None
     raise AssertionError("unreachable")
 
 
-def _up_once(directory: Path, profile: profiles.Profile, bins: binaries.Binaries, ports: dict[str, int],
-             progress: Progress) -> Sandbox:
+def _up_once(
+    directory: Path, profile: profiles.Profile, bins: binaries.Binaries, ports: dict[str, int], progress: Progress
+) -> Sandbox:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "pki").mkdir(exist_ok=True)
-    sb = Sandbox(directory=directory, ports=ports, bin_dir={k: str(v) for k, v in bins.paths.items()},
-                 pools=dict(profile.pools))
+    sb = Sandbox(
+        directory=directory, ports=ports, bin_dir={k: str(v) for k, v in bins.paths.items()}, pools=dict(profile.pools)
+    )
     total = time.monotonic()
     credentials.write_service_account_key(directory)
     tokens = credentials.write_tokens(directory)
@@ -315,8 +407,11 @@ def down(*, directory: Path | None = None, progress: Progress = _stderr) -> bool
         processes.stop(comp)
     leftovers = [(c.name, p) for c in sb.components for p in processes.group_members(c.pid)]
     if leftovers:
-        raise SandboxError(f"processes still running after stop: {leftovers}", where=str(directory),
-                           hint="kill them by hand (kill -9 PID) and run `fleetctl sandbox down` again")
+        raise SandboxError(
+            f"processes still running after stop: {leftovers}",
+            where=str(directory),
+            hint="kill them by hand (kill -9 PID) and run `fleetctl sandbox down` again",
+        )
     shutil.rmtree(directory, ignore_errors=True)
     progress(f"sandbox at {directory} stopped and removed")
     return True
@@ -329,9 +424,15 @@ def status(*, directory: Path | None = None) -> dict[str, Any]:
     if sb is None:
         return {"directory": str(directory), "up": False}
     comps = [{"name": c.name, "pid": c.pid, "running": processes.alive(c), "log": str(c.log)} for c in sb.components]
-    out: dict[str, Any] = {"directory": str(directory), "up": sb.healthy(), "server": sb.server,
-                           "kubeconfig": str(sb.kubeconfig), "components": comps, "pools": sb.pools,
-                           "timings": sb.timings}
+    out: dict[str, Any] = {
+        "directory": str(directory),
+        "up": sb.healthy(),
+        "server": sb.server,
+        "kubeconfig": str(sb.kubeconfig),
+        "components": comps,
+        "pools": sb.pools,
+        "timings": sb.timings,
+    }
     if out["up"]:
         nodes = json.loads(sb.kubectl("get", "nodes", "-o", "json").stdout)["items"]
         slices = json.loads(sb.kubectl("get", "resourceslices", "-o", "json").stdout)["items"]
@@ -340,5 +441,15 @@ def status(*, directory: Path | None = None) -> dict[str, Any]:
     return out
 
 
-__all__ = ["FEATURE_GATES", "FIELD_MANAGER", "Sandbox", "apply", "default_dir", "down", "publish_gpus", "status",
-           "up", "wait_nodes_ready"]
+__all__ = [
+    "FEATURE_GATES",
+    "FIELD_MANAGER",
+    "Sandbox",
+    "apply",
+    "default_dir",
+    "down",
+    "publish_gpus",
+    "status",
+    "up",
+    "wait_nodes_ready",
+]

@@ -56,8 +56,9 @@ def start(name: str, argv: list[str], *, logs: Path) -> Running:
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{name}.log"
     with log.open("ab") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True
+        )
     running = Running(name=name, pid=proc.pid, binary=argv[0], log=log)
     # Until the child has exec'd, /proc shows our own command line; wait for the exec so
     # that ``alive`` (which checks the binary to guard against pid reuse) is meaningful.
@@ -137,22 +138,39 @@ def probe(url: str, *, ca_file: Path | None = None, insecure: bool = False, time
         return False
 
 
-def wait_ready(running: Running, url: str, *, timeout: float, ca_file: Path | None = None,
-               insecure: bool = False) -> float:
+def wait_ready(
+    running: Running, url: str, *, timeout: float, ca_file: Path | None = None, insecure: bool = False
+) -> float:
     """Poll ``url`` until it answers 200; StartError with the log tail if the process dies or time runs out."""
     started = time.monotonic()
     while True:
         if not alive(running):
-            raise StartError(f"{running.name} exited during start-up", where=str(running.log),
-                             hint=f"its log ends with:\n{log_tail(running.log)}")
+            raise StartError(
+                f"{running.name} exited during start-up",
+                where=str(running.log),
+                hint=f"its log ends with:\n{log_tail(running.log)}",
+            )
         ca = ca_file if ca_file is None or ca_file.exists() else None
         if (ca_file is None or ca is not None or insecure) and probe(url, ca_file=ca, insecure=insecure):
             return time.monotonic() - started
         if time.monotonic() - started > timeout:
-            raise StartError(f"{running.name} not ready after {timeout:.0f} s ({url})", where=str(running.log),
-                             hint=f"its log ends with:\n{log_tail(running.log)}")
+            raise StartError(
+                f"{running.name} not ready after {timeout:.0f} s ({url})",
+                where=str(running.log),
+                hint=f"its log ends with:\n{log_tail(running.log)}",
+            )
         time.sleep(0.2)
 
 
-__all__ = ["Running", "alive", "free_port", "group_members", "log_tail", "port_in_use", "probe", "start", "stop",
-           "wait_ready"]
+__all__ = [
+    "Running",
+    "alive",
+    "free_port",
+    "group_members",
+    "log_tail",
+    "port_in_use",
+    "probe",
+    "start",
+    "stop",
+    "wait_ready",
+]

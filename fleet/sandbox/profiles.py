@@ -83,38 +83,53 @@ def _line(mapping: Any, key: Any, source: str) -> str:
 def parse(data: Any, *, source: str = "<profile>") -> Profile:
     """Check a loaded profile document and return it; raise ProfileError naming the field."""
     if not isinstance(data, dict):
-        raise ProfileError("a profile must be a mapping with a 'pools' key", where=source,
-                           hint="write e.g. 'pools: {h100x8: 2, a100x8: 1}'")
+        raise ProfileError(
+            "a profile must be a mapping with a 'pools' key",
+            where=source,
+            hint="write e.g. 'pools: {h100x8: 2, a100x8: 1}'",
+        )
     unknown = sorted(set(data) - {"pools"})
     if unknown:
         raise ProfileError(f"unknown field {unknown[0]!r}", where=source, hint="the only field is 'pools'")
     pools = data.get("pools")
     if not isinstance(pools, dict) or not pools:
-        raise ProfileError("'pools' must be a non-empty mapping of pool → node count", where=f"{source}: pools",
-                           hint="write e.g. 'pools: {h100x8: 2}'")
+        raise ProfileError(
+            "'pools' must be a non-empty mapping of pool → node count",
+            where=f"{source}: pools",
+            hint="write e.g. 'pools: {h100x8: 2}'",
+        )
     allowed = allowed_pools()
     total = 0
     for key, count in pools.items():
         where = f"{_line(pools, key, source)}: pools.{key}"
         m = _POOL.match(str(key))
         if m is None or m["model"] not in gpus.MODELS:
-            raise ProfileError(f"unknown GPU pool {key!r}", where=where,
-                               hint=f"allowed pools: {', '.join(allowed)}")
+            raise ProfileError(f"unknown GPU pool {key!r}", where=where, hint=f"allowed pools: {', '.join(allowed)}")
         if m["count"] is not None and int(m["count"]) not in GPU_COUNTS:
-            raise ProfileError(f"{m['count']} GPUs per node is not offered", where=where,
-                               hint=f"GPUs per node must be one of {GPU_COUNTS}; allowed pools: {', '.join(allowed)}")
+            raise ProfileError(
+                f"{m['count']} GPUs per node is not offered",
+                where=where,
+                hint=f"GPUs per node must be one of {GPU_COUNTS}; allowed pools: {', '.join(allowed)}",
+            )
         if m["mig"] and not gpus.MODELS[m["model"]].mig_profiles:
-            raise ProfileError(f"{m['model']} has no MIG profiles in the sandbox", where=where,
-                               hint=f"allowed pools: {', '.join(allowed)}")
+            raise ProfileError(
+                f"{m['model']} has no MIG profiles in the sandbox",
+                where=where,
+                hint=f"allowed pools: {', '.join(allowed)}",
+            )
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ProfileError(f"node count must be a whole number ≥ 0, got {count!r}", where=where,
-                               hint="write e.g. 'h100x8: 2'")
+            raise ProfileError(
+                f"node count must be a whole number ≥ 0, got {count!r}", where=where, hint="write e.g. 'h100x8: 2'"
+            )
         total += count
     if total == 0:
         raise ProfileError("the profile creates no nodes", where=f"{source}: pools", hint="give a pool a count ≥ 1")
     if total > MAX_NODES:
-        raise ProfileError(f"{total} nodes is more than the sandbox's limit of {MAX_NODES}",
-                           where=f"{source}: pools", hint="lower the counts")
+        raise ProfileError(
+            f"{total} nodes is more than the sandbox's limit of {MAX_NODES}",
+            where=f"{source}: pools",
+            hint="lower the counts",
+        )
     return Profile(pools={str(k): int(v) for k, v in pools.items()})
 
 
@@ -125,8 +140,9 @@ def load(path: Path | None) -> Profile:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"cannot read profile: {exc}", where=str(path),
-                           hint="pass a readable UTF-8 YAML file") from exc
+        raise ProfileError(
+            f"cannot read profile: {exc}", where=str(path), hint="pass a readable UTF-8 YAML file"
+        ) from exc
     try:
         yaml = YAML(typ="rt")
         yaml.allow_duplicate_keys = False
