@@ -33,11 +33,22 @@ from fleet.sandbox import Sandbox, binaries
 from fleetctl.pipelines import load_plan
 
 ROOT = Path(__file__).resolve().parents[1]
-RESOURCES = {"namespaces", "roles", "rolebindings", "resourcequotas", "deviceclasses", "resourceclaimtemplates",
-             "resourceclaims", "configmaps", "nodes"}
+RESOURCES = {
+    "namespaces",
+    "roles",
+    "rolebindings",
+    "resourcequotas",
+    "deviceclasses",
+    "resourceclaimtemplates",
+    "resourceclaims",
+    "configmaps",
+    "nodes",
+}
 CLUSTER = "bench"
-RUSAGE = ("import resource, sys; from fleetctl import cli; rc = cli.run(sys.argv[1:]); "
-          "print('maxrss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+RUSAGE = (
+    "import resource, sys; from fleetctl import cli; rc = cli.run(sys.argv[1:]); "
+    "print('maxrss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)"
+)
 
 
 def write_repo(root: Path, *, objects: int, changed: int = 0) -> int:
@@ -46,18 +57,20 @@ def write_repo(root: Path, *, objects: int, changed: int = 0) -> int:
     templates = objects - 1 - 4 * teams
     files = {
         "fleet.yaml": f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Fleet\nmetadata:\n  name: bench\n"
-                      f"spec:\n  clusters: [{CLUSTER}]\n",
+        f"spec:\n  clusters: [{CLUSTER}]\n",
         f"clusters/{CLUSTER}.yaml": f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Cluster\nmetadata:\n"
-                                    f"  name: {CLUSTER}\nspec:\n  kubernetesVersion: \"1.36\"\n",
+        f'  name: {CLUSTER}\nspec:\n  kubernetesVersion: "1.36"\n',
         "deviceclasses/bench.gpu.example.com.yaml": (
             "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata:\n  name: bench.gpu.example.com\n"
-            "spec:\n  selectors:\n  - cel:\n      expression: \"device.driver == 'gpu.nvidia.com'\"\n"),
+            "spec:\n  selectors:\n  - cel:\n      expression: \"device.driver == 'gpu.nvidia.com'\"\n"
+        ),
     }
     for t in range(teams):
         files[f"teams/team{t}/team.yaml"] = (
             f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Team\nmetadata:\n  name: team{t}\nspec:\n"
             f"  namespaces: [bench-team{t}]\n  owners:\n  - kind: Group\n    name: team{t}\n"
-            f"  deviceClasses: [bench.gpu.example.com]\n  quota:\n    bench.gpu.example.com: 1000000\n")
+            f"  deviceClasses: [bench.gpu.example.com]\n  quota:\n    bench.gpu.example.com: 1000000\n"
+        )
     for i in range(templates):
         t = i % teams
         label = '\n  labels:\n    bench/changed: "yes"' if i < changed else ""
@@ -65,7 +78,8 @@ def write_repo(root: Path, *, objects: int, changed: int = 0) -> int:
             f"apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata:\n  name: t{i}\n"
             f"  namespace: bench-team{t}{label}\nspec:\n  spec:\n    devices:\n      requests:\n"
             f"      - name: gpu\n        exactly:\n          deviceClassName: bench.gpu.example.com\n"
-            f"          count: {1 + i % 2}\n")
+            f"          count: {1 + i % 2}\n"
+        )
     for path in root.rglob("*.yaml"):
         path.unlink()
     for rel, text in files.items():
@@ -78,8 +92,9 @@ async def apply_all(sb: Sandbox, repo: Path) -> engine.ChangeSet:
     plan = load_plan(repo, cluster=CLUSTER)
     client = await kube.connect(kubeconfig=str(sb.kubeconfig), timeout=60)
     try:
-        return await engine.reconcile(client=client, plan=plan,
-                                      options=engine.Options(concurrency=32, prune=True, health_timeout=300))
+        return await engine.reconcile(
+            client=client, plan=plan, options=engine.Options(concurrency=32, prune=True, health_timeout=300)
+        )
     finally:
         await client.close()
 
@@ -96,11 +111,9 @@ def fleetctl(sb: Sandbox, *args: str) -> tuple[subprocess.CompletedProcess[str],
     """Run fleetctl in its own process; (result, wall seconds, peak RSS MiB)."""
     env = {**os.environ, "KUBECONFIG": str(sb.kubeconfig), "PYTHONPATH": str(ROOT)}
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", RUSAGE, *args], capture_output=True, text=True, env=env,
-                          check=False)
+    proc = subprocess.run([sys.executable, "-c", RUSAGE, *args], capture_output=True, text=True, env=env, check=False)
     wall = time.monotonic() - started
-    rss = next((int(line.split()[1]) / 1024 for line in proc.stderr.splitlines() if line.startswith("maxrss_kb")),
-               0.0)
+    rss = next((int(line.split()[1]) / 1024 for line in proc.stderr.splitlines() if line.startswith("maxrss_kb")), 0.0)
     return proc, wall, rss
 
 
@@ -144,8 +157,9 @@ def main() -> None:
             fleet_times.append(wall)
             fleet_changed = proc.stdout.count("\n+++ merged ")
             started = time.monotonic()
-            k = sb.kubectl("diff", "--server-side", "--field-manager=fleet", "--force-conflicts", "-f", str(listing),
-                           check=False)
+            k = sb.kubectl(
+                "diff", "--server-side", "--field-manager=fleet", "--force-conflicts", "-f", str(listing), check=False
+            )
             kubectl_times.append(time.monotonic() - started)
             assert k.returncode == 1, k.stderr[-2000:]
             kubectl_changed = k.stdout.count("\n+++ ") + k.stdout.startswith("+++ ")
@@ -161,8 +175,7 @@ def main() -> None:
         big = anyio.run(apply_all, sb, repo)
         print(f"\napplied {n_big} objects in {time.monotonic() - t:.1f}s ({len(big.failed)} failed)")
         before = anyio.run(server_counts, sb)
-        proc, noop_s, rss = fleetctl(sb, "apply", str(repo), "--cluster", CLUSTER, "-o", "json",
-                                     "--concurrency", "32")
+        proc, noop_s, rss = fleetctl(sb, "apply", str(repo), "--cluster", CLUSTER, "-o", "json", "--concurrency", "32")
         after = anyio.run(server_counts, sb)
         assert proc.returncode == 0, proc.stderr[-2000:]
         doc = json.loads(proc.stdout)
@@ -176,9 +189,18 @@ def main() -> None:
         print(f"  API requests (server count)         {server_total}")
         print(f"  wall time                           {noop_s:.2f}s")
         print(f"  peak RSS                            {rss:.0f} MiB")
-        result(objects=n, changed=changed, fleetctl_diff_s=round(fleet_s, 2), kubectl_diff_s=round(kubectl_s, 2),
-               ratio=round(kubectl_s / fleet_s, 1), noop_objects=n_big, noop_writes=server_writes,
-               noop_requests=client_requests, noop_s=round(noop_s, 2), noop_peak_rss_mb=round(rss))
+        result(
+            objects=n,
+            changed=changed,
+            fleetctl_diff_s=round(fleet_s, 2),
+            kubectl_diff_s=round(kubectl_s, 2),
+            ratio=round(kubectl_s / fleet_s, 1),
+            noop_objects=n_big,
+            noop_writes=server_writes,
+            noop_requests=client_requests,
+            noop_s=round(noop_s, 2),
+            noop_peak_rss_mb=round(rss),
+        )
 
 
 if __name__ == "__main__":

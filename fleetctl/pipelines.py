@@ -44,10 +44,16 @@ def tune_gc() -> None:
 def revision_id(repo: Path, *, files: dict[str, bytes]) -> str:
     """The commit SHA of ``repo`` (``-dirty`` if modified), or ``content-<hash>`` of ``files`` outside git."""
     try:
-        sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", "."], capture_output=True,
-                               text=True, timeout=10, check=True).stdout.strip()
+        sha = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--", "."],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
         return f"{sha}-dirty" if dirty else sha
     except (OSError, subprocess.SubprocessError):
         digest = hashlib.sha256()
@@ -69,8 +75,11 @@ def load_plan(repo: Path, *, cluster: str) -> plans.Plan:
     if findings:
         shown = "\n  ".join(f"{f.location} {f.rule} {f.message}" for f in findings[:10])
         more = f"\n  ... and {len(findings) - 10} more" if len(findings) > 10 else ""
-        raise FleetError(f"the revision does not validate; nothing was done:\n  {shown}{more}",
-                         where=str(repo), hint=f"run fleetctl validate {repo} --cluster {cluster}")
+        raise FleetError(
+            f"the revision does not validate; nothing was done:\n  {shown}{more}",
+            where=str(repo),
+            hint=f"run fleetctl validate {repo} --cluster {cluster}",
+        )
     view = resolve(revision, cluster=cluster)
     sha = revision_id(repo, files=files)
     with tracer.start_as_current_span("render", attributes={tracing.CLUSTER: cluster, tracing.REVISION: sha}):
@@ -81,13 +90,21 @@ def add_cluster_args(parser: argparse.ArgumentParser) -> None:
     """Arguments ``diff`` and ``apply`` share: repository, cluster, kubeconfig, tracing."""
     parser.add_argument("repo", nargs="?", default=".", type=Path, help="repository checkout (default: .)")
     parser.add_argument("--cluster", required=True, metavar="C", help="cluster name (clusters/<C>.yaml)")
-    parser.add_argument("--context", metavar="CTX",
-                        help="kubeconfig context (default: the Cluster's spec.context, else the current one)")
+    parser.add_argument(
+        "--context",
+        metavar="CTX",
+        help="kubeconfig context (default: the Cluster's spec.context, else the current one)",
+    )
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per API request (default 30)")
     parser.add_argument("--concurrency", type=int, default=16, help="parallel requests within a stage (default 16)")
-    parser.add_argument("--ignore-manager", action="append", default=[], metavar="NAME",
-                        help="ignore differences in fields this field manager owns (repeatable), e.g. a controller")
+    parser.add_argument(
+        "--ignore-manager",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="ignore differences in fields this field manager owns (repeatable), e.g. a controller",
+    )
     parser.add_argument("--trace", action="store_true", help="print the trace's spans to stderr (console exporter)")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
@@ -146,6 +163,12 @@ def run_async(args: argparse.Namespace, main: Callable[[argparse.Namespace], Awa
     return anyio.run(main, args)
 
 
-__all__ = ["add_cluster_args", "cluster_context", "load_plan", "plan_and_connect", "revision_id", "run_async",
-           "tune_gc"]
-
+__all__ = [
+    "add_cluster_args",
+    "cluster_context",
+    "load_plan",
+    "plan_and_connect",
+    "revision_id",
+    "run_async",
+    "tune_gc",
+]

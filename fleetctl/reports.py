@@ -24,7 +24,8 @@ def diff_text(changes: ChangeSet, *, use_colour: bool) -> str:
     parts: list[str] = []
     for entry in changes.entries:
         shown = entry.action in (Action.CREATED, Action.CONFIGURED, Action.DELETED) or (
-            entry.action == Action.SKIPPED and entry.drift and entry.after is not None)
+            entry.action == Action.SKIPPED and entry.drift and entry.after is not None
+        )
         if shown and not entry.failed:
             text = unified(entry)
             parts.append(_paint(text) if use_colour else text)
@@ -57,8 +58,9 @@ def summary_table(changes: ChangeSet) -> str:
     if len(rows) == 1:
         return "no objects\n"
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
-                   for row in rows)
+    return "".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n" for row in rows
+    )
 
 
 def problems(changes: ChangeSet, *, use_colour: bool) -> str:

@@ -263,8 +263,11 @@ class Sync:
         with tracing.tracer().start_as_current_span("apply object", attributes=_attrs(change.ref, change.action)):
             try:
                 if change.ref.kind == "Node":
-                    await self.client.apply(plans.release(change.ref, live=self.live.get(change.ref.key)),
-                                            field_manager=ownership.POOL_MANAGER, force=True)
+                    await self.client.apply(
+                        plans.release(change.ref, live=self.live.get(change.ref.key)),
+                        field_manager=ownership.POOL_MANAGER,
+                        force=True,
+                    )
                 else:
                     uid = (self.live.get(change.ref.key, {}).get("metadata") or {}).get("uid")
                     await self.client.delete(change.ref, uid=uid)

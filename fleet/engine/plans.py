@@ -204,8 +204,9 @@ def pool_objects(pools: tuple[PoolRule, ...], *, nodes: list[dict[str, Any]]) ->
         # Always the whole list: once fleet-pools owns it, an apply without it would delete it.
         obj["spec"] = {"taints": [*others, *taints]}
         ownership.fingerprinted(obj)
-        out.append(Desired(obj=obj, stage=stage, source=rules[-1].source, field_manager=ownership.POOL_MANAGER,
-                           force=True))
+        out.append(
+            Desired(obj=obj, stage=stage, source=rules[-1].source, field_manager=ownership.POOL_MANAGER, force=True)
+        )
     return out
 
 

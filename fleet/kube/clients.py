@@ -38,9 +38,7 @@ logger = logging.getLogger(__name__)
 
 WRITE_VERBS = frozenset({"apply", "create", "update", "patch", "delete"})
 APPLY_PATCH = "application/apply-patch+yaml"
-DISCOVERY_ACCEPT = (
-    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
-)
+DISCOVERY_ACCEPT = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 
 
 @dataclass
@@ -72,9 +70,7 @@ class ListResult:
 class Client:
     """One authenticated connection to one cluster; create it with ``connect``."""
 
-    def __init__(
-        self, *, api: Any, context: str, timeout: float, retry: retries.RetryPolicy
-    ) -> None:
+    def __init__(self, *, api: Any, context: str, timeout: float, retry: retries.RetryPolicy) -> None:
         self._api = api
         self.context = context
         self.timeout = timeout
@@ -108,8 +104,14 @@ class Client:
 
     @asynccontextmanager
     async def stream(
-        self, method: str, path: str, *, verb: str, params: dict[str, str] | None = None,
-        read_timeout: float | None = None, where: str = "",
+        self,
+        method: str,
+        path: str,
+        *,
+        verb: str,
+        params: dict[str, str] | None = None,
+        read_timeout: float | None = None,
+        where: str = "",
     ) -> AsyncIterator[httpx.Response]:
         """A streaming request (watch) with status mapped to typed errors; no retry here."""
         session = await self._session()
@@ -123,7 +125,8 @@ class Client:
                 yield response
         except httpx.TransportError as exc:
             raise errors.Unreachable(
-                f"lost the connection to {self.server}: {exc}", where=where or path,
+                f"lost the connection to {self.server}: {exc}",
+                where=where or path,
                 hint="check that the API server is running and reachable",
             ) from exc
 
@@ -170,7 +173,8 @@ class Client:
             except (TimeoutError, httpx.TransportError) as exc:
                 failure = errors.Unreachable(
                     f"no answer from {self.server} within {self.timeout:g}s ({type(exc).__name__}: {exc})",
-                    where=where, hint="check that the API server is running, or raise --timeout",
+                    where=where,
+                    hint="check that the API server is running, or raise --timeout",
                 )
                 failure.__cause__ = exc
             if attempt >= self.retry.attempts:
@@ -189,7 +193,8 @@ class Client:
             found = self._kinds.get((api_version, kind))
         if found is None:
             raise errors.NotFound(
-                f"the server has no kind {kind} in {api_version}", where=self.context,
+                f"the server has no kind {kind} in {api_version}",
+                where=self.context,
                 hint="install the CRD or operator that provides it, or fix apiVersion/kind",
             )
         return found
@@ -229,9 +234,7 @@ class Client:
         items: list[dict[str, Any]] = []
         path = kind.path(namespace=namespace)
         while True:
-            page = await self.request(
-                "GET", path, verb="list", params=params, where=f"list {kind.group_kind}"
-            )
+            page = await self.request("GET", path, verb="list", params=params, where=f"list {kind.group_kind}")
             for item in page.get("items") or ():
                 item.setdefault("apiVersion", kind.api_version)
                 item.setdefault("kind", kind.kind)
@@ -261,8 +264,13 @@ class Client:
         if dry_run:
             params["dryRun"] = "All"
         result: dict[str, Any] = await self.request(
-            "PATCH", path, verb="apply-dry-run" if dry_run else "apply", params=params, body=obj,
-            content_type=APPLY_PATCH, where=str(ref),
+            "PATCH",
+            path,
+            verb="apply-dry-run" if dry_run else "apply",
+            params=params,
+            body=obj,
+            content_type=APPLY_PATCH,
+            where=str(ref),
         )
         return result
 
@@ -278,18 +286,21 @@ class Client:
         """Delete ``ref``; ``uid``/``resource_version`` are preconditions (409 Conflict when stale)."""
         k = await self.kind(api_version=ref.api_version, kind=ref.kind)
         body: dict[str, Any] = {
-            "apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation,
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": propagation,
         }
-        preconditions = {
-            key: value for key, value in (("uid", uid), ("resourceVersion", resource_version)) if value
-        }
+        preconditions = {key: value for key, value in (("uid", uid), ("resourceVersion", resource_version)) if value}
         if preconditions:
             body["preconditions"] = preconditions
         if dry_run:
             body["dryRun"] = ["All"]
         result: dict[str, Any] = await self.request(
-            "DELETE", k.path(namespace=ref.namespace, name=ref.name),
-            verb="delete-dry-run" if dry_run else "delete", body=body, where=str(ref),
+            "DELETE",
+            k.path(namespace=ref.namespace, name=ref.name),
+            verb="delete-dry-run" if dry_run else "delete",
+            body=body,
+            where=str(ref),
         )
         return result
 
@@ -332,17 +343,20 @@ async def connect(
             api = await kr8s.asyncio.api(kubeconfig=kubeconfig, context=context)
     except TimeoutError as exc:
         raise errors.Unreachable(
-            f"the API server did not answer within {timeout:g}s", where=where,
+            f"the API server did not answer within {timeout:g}s",
+            where=where,
             hint="check the server address in the kubeconfig and that the cluster is running",
         ) from exc
     except (httpx.TransportError, kr8s.APITimeoutError, OSError) as exc:
         raise errors.Unreachable(
-            f"cannot reach the API server: {exc}", where=where,
+            f"cannot reach the API server: {exc}",
+            where=where,
             hint="check the server address in the kubeconfig and that the cluster is running",
         ) from exc
     except ValueError as exc:
         raise errors.KubeError(
-            f"cannot use the kubeconfig: {exc}", where=where,
+            f"cannot use the kubeconfig: {exc}",
+            where=where,
             hint="pass --kubeconfig FILE or set KUBECONFIG, and a --context that exists in it",
         ) from exc
     except kr8s.ServerError as exc:
@@ -350,7 +364,9 @@ async def connect(
         raise errors.from_status(status=status, body=str(exc), where=where) from exc
     api.timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
     return Client(
-        api=api, context=str(api.auth.active_context or context or ""), timeout=timeout,
+        api=api,
+        context=str(api.auth.active_context or context or ""),
+        timeout=timeout,
         retry=retry or retries.RetryPolicy(),
     )
 

@@ -45,9 +45,7 @@ class Cause:
 class KubeError(FleetError):
     """A Kubernetes request failed; ``status``/``reason`` say how."""
 
-    def __init__(
-        self, what: str, *, where: str = "", hint: str = "", status: int = 0, reason: str = ""
-    ) -> None:
+    def __init__(self, what: str, *, where: str = "", hint: str = "", status: int = 0, reason: str = "") -> None:
         super().__init__(what, where=where, hint=hint)
         self.status = status
         self.reason = reason
@@ -99,7 +97,13 @@ class TooManyRequests(KubeError):
     """The server kept throttling (429) after every retry."""
 
     def __init__(
-        self, what: str, *, where: str = "", hint: str = "", status: int = 429, reason: str = "",
+        self,
+        what: str,
+        *,
+        where: str = "",
+        hint: str = "",
+        status: int = 429,
+        reason: str = "",
         retry_after: float = 0.0,
     ) -> None:
         super().__init__(what, where=where, hint=hint, status=status, reason=reason)
@@ -126,9 +130,7 @@ def conflict_managers(message: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def from_status(
-    *, status: int, body: object, where: str, retry_after: float = 0.0
-) -> KubeError:
+def from_status(*, status: int, body: object, where: str, retry_after: float = 0.0) -> KubeError:
     """Build the typed error for an HTTP ``status`` and its decoded ``body`` (a Status, or text)."""
     reason = ""
     message = ""
@@ -163,20 +165,32 @@ def from_status(
         return Conflict(message, where=where, hint=hint, status=status, reason=reason, managers=managers)
     if status in (401, 403):
         return Forbidden(
-            message, where=where, status=status, reason=reason,
+            message,
+            where=where,
+            status=status,
+            reason=reason,
             hint="check the credentials of the kubeconfig context and their RBAC permissions",
         )
     if status in (400, 422):
         return Invalid(message, where=where, status=status, reason=reason, causes=causes)
     if status == 429:
         return TooManyRequests(
-            message, where=where, status=status, reason=reason, retry_after=retry_after,
+            message,
+            where=where,
+            status=status,
+            reason=reason,
+            retry_after=retry_after,
             hint="the API server is overloaded; retry later",
         )
     if status >= 500 and _SCHEMA_ERROR.search(message):
         # Server-side apply reports a body that does not fit the schema as a 500.
-        return Invalid(message, where=where, status=status, reason=reason or "Invalid",
-                       hint="fix the field named above; kubectl explain shows the schema")
+        return Invalid(
+            message,
+            where=where,
+            status=status,
+            reason=reason or "Invalid",
+            hint="fix the field named above; kubectl explain shows the schema",
+        )
     if status >= 500:
         return ServerError(message, where=where, status=status, reason=reason)
     return KubeError(message, where=where, status=status, reason=reason)

@@ -80,9 +80,7 @@ class Ref:
     @classmethod
     def from_key(cls, key: str, *, version: str) -> Ref:
         group, kind, namespace, name = key.split("/", 3)
-        return cls(
-            api_version=f"{group}/{version}" if group else version, kind=kind, namespace=namespace, name=name
-        )
+        return cls(api_version=f"{group}/{version}" if group else version, kind=kind, namespace=namespace, name=name)
 
 
 def _k(group: str, version: str, kind: str, plural: str, namespaced: bool) -> Kind:

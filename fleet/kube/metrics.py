@@ -29,16 +29,23 @@ def request_totals(text: str) -> Counter[Key]:
         if not m:
             continue
         labels = dict(_LABEL.findall(m["labels"]))
-        key = (labels.get("verb", ""), labels.get("resource", ""), labels.get("subresource", ""),
-               labels.get("dry_run", ""))
+        key = (
+            labels.get("verb", ""),
+            labels.get("resource", ""),
+            labels.get("subresource", ""),
+            labels.get("dry_run", ""),
+        )
         totals[key] += int(float(m["value"]))
     return totals
 
 
 def writes(before: Counter[Key], after: Counter[Key], *, resources: set[str]) -> int:
     """Non-dry-run writes to the main resource (no subresource) of ``resources`` between two snapshots."""
-    return sum(after[k] - before.get(k, 0) for k in after
-               if k[0] in WRITE_VERBS and k[1] in resources and not k[2] and not k[3])
+    return sum(
+        after[k] - before.get(k, 0)
+        for k in after
+        if k[0] in WRITE_VERBS and k[1] in resources and not k[2] and not k[3]
+    )
 
 
 def total(before: Counter[Key], after: Counter[Key], *, resources: set[str]) -> int:

@@ -92,8 +92,12 @@ async def watch(
             params["labelSelector"] = label_selector
         try:
             async with client.stream(
-                "GET", kind.path(namespace=namespace), verb="watch", params=params,
-                read_timeout=inactivity, where=f"watch {kind.group_kind}",
+                "GET",
+                kind.path(namespace=namespace),
+                verb="watch",
+                params=params,
+                read_timeout=inactivity,
+                where=f"watch {kind.group_kind}",
             ) as response:
                 received = 0
                 async for line in response.aiter_lines():

@@ -38,8 +38,9 @@ FIELD_MANAGER = "fleet.field_manager"
 DRY_RUN = "fleet.dry_run"
 
 
-def setup(*, exporter: str | None = None, stream: TextIO | None = None,
-          extra: SpanExporter | None = None) -> TracerProvider | None:
+def setup(
+    *, exporter: str | None = None, stream: TextIO | None = None, extra: SpanExporter | None = None
+) -> TracerProvider | None:
     """Install the global tracer provider (once per process); None when tracing is off.
 
     ``exporter`` overrides ``OTEL_TRACES_EXPORTER`` (default ``none``); ``extra``
@@ -51,16 +52,16 @@ def setup(*, exporter: str | None = None, stream: TextIO | None = None,
     return provider
 
 
-def build(*, exporter: str | None = None, stream: TextIO | None = None,
-          extra: SpanExporter | None = None) -> TracerProvider | None:
+def build(
+    *, exporter: str | None = None, stream: TextIO | None = None, extra: SpanExporter | None = None
+) -> TracerProvider | None:
     """The provider ``setup`` would install, from the arguments and ``OTEL_*``; not installed."""
     if os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
         return None
     choice = (exporter or os.environ.get("OTEL_TRACES_EXPORTER") or "none").strip().lower()
     if choice == "none" and extra is None:
         return None
-    provider = TracerProvider(resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME",
-                                                                                       "fleet")}))
+    provider = TracerProvider(resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "fleet")}))
     if "console" in choice.split(","):
         out = stream or sys.stderr
         provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=out)))
@@ -78,6 +79,16 @@ def tracer() -> trace.Tracer:
 
 
 __all__ = [
-    "ACTION", "CLUSTER", "DRY_RUN", "FIELD_MANAGER", "KIND", "NAME", "NAMESPACE", "REVISION", "STAGE",
-    "build", "setup", "tracer",
+    "ACTION",
+    "CLUSTER",
+    "DRY_RUN",
+    "FIELD_MANAGER",
+    "KIND",
+    "NAME",
+    "NAMESPACE",
+    "REVISION",
+    "STAGE",
+    "build",
+    "setup",
+    "tracer",
 ]

@@ -22,17 +22,25 @@ from fleetctl.pipelines import add_cluster_args, plan_and_connect, run_async
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
-        "apply", help="apply the repository to a cluster (staged, health-gated)",
+        "apply",
+        help="apply the repository to a cluster (staged, health-gated)",
         description="Apply what differs on --cluster, stage by stage, waiting for each stage's health gate. "
-                    "Exit 0 applied, 1 failed, 2 error.")
+        "Exit 0 applied, 1 failed, 2 error.",
+    )
     add_cluster_args(parser)
     parser.add_argument("--prune", action="store_true", help="delete objects fleet applied that are no longer declared")
     parser.add_argument("--dry-run", action="store_true", help="diff every stage, write nothing")
-    parser.add_argument("--force-conflicts", action="store_true",
-                        help="take ownership of fields another field manager owns")
+    parser.add_argument(
+        "--force-conflicts", action="store_true", help="take ownership of fields another field manager owns"
+    )
     parser.add_argument("--allow-empty", action="store_true", help="allow a revision that declares no object")
-    parser.add_argument("--health-timeout", type=float, default=120.0, metavar="SECONDS",
-                        help="how long each stage's health gate may take (default 120)")
+    parser.add_argument(
+        "--health-timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long each stage's health gate may take (default 120)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -41,10 +49,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _apply(args: argparse.Namespace) -> int:
-    options = engine.Options(prune=args.prune, dry_run=args.dry_run, force_conflicts=args.force_conflicts,
-                             allow_empty=args.allow_empty, concurrency=args.concurrency,
-                             ignore_managers=tuple(args.ignore_manager),
-                             health_timeout=args.health_timeout)
+    options = engine.Options(
+        prune=args.prune,
+        dry_run=args.dry_run,
+        force_conflicts=args.force_conflicts,
+        allow_empty=args.allow_empty,
+        concurrency=args.concurrency,
+        ignore_managers=tuple(args.ignore_manager),
+        health_timeout=args.health_timeout,
+    )
     failure: engine.HealthTimeout | None = None
     tracer = tracing.tracer()
     with tracer.start_as_current_span("apply run", attributes={tracing.CLUSTER: args.cluster}) as span:

@@ -23,9 +23,11 @@ from fleetctl.pipelines import add_cluster_args, plan_and_connect, run_async
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
-        "diff", help="server-side dry-run diff of a cluster against the repository",
+        "diff",
+        help="server-side dry-run diff of a cluster against the repository",
         description="Show what fleetctl apply would change on --cluster: server-side apply dry-runs compared "
-                    "with the live objects. Exit 0 no differences, 1 differences, 2 error (as kubectl diff).")
+        "with the live objects. Exit 0 no differences, 1 differences, 2 error (as kubectl diff).",
+    )
     add_cluster_args(parser)
     parser.set_defaults(func=run)
 
@@ -39,17 +41,23 @@ async def _diff(args: argparse.Namespace) -> int:
         plan, client, prefetched = await plan_and_connect(args)
         span.set_attribute(tracing.REVISION, plan.revision)
         try:
-            changes = await engine.diff(client=client, plan=plan, prefetched=prefetched,
-                                        options=engine.Options(concurrency=args.concurrency,
-                                                               ignore_managers=tuple(args.ignore_manager)))
+            changes = await engine.diff(
+                client=client,
+                plan=plan,
+                prefetched=prefetched,
+                options=engine.Options(concurrency=args.concurrency, ignore_managers=tuple(args.ignore_manager)),
+            )
         finally:
             await client.close()
     out = sys.stdout
     if args.output == "json":
         doc = changes.to_json()
         for item, entry in zip(doc["entries"], changes.entries, strict=True):
-            item["diff"] = unified(entry) if entry.action in (engine.Action.CREATED, engine.Action.CONFIGURED,
-                                                              engine.Action.DELETED) else ""
+            item["diff"] = (
+                unified(entry)
+                if entry.action in (engine.Action.CREATED, engine.Action.CONFIGURED, engine.Action.DELETED)
+                else ""
+            )
         out.write(json.dumps(doc, indent=2) + "\n")
     else:
         use_colour = reports.colour(out)

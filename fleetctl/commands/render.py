@@ -20,9 +20,11 @@ from fleetctl.pipelines import load_plan
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
-        "render", help="print the desired objects of a cluster, in stage order",
+        "render",
+        help="print the desired objects of a cluster, in stage order",
         description="Validate the repository and print the objects fleet would apply to --cluster, in "
-                    "stage order (namespaces, operator, classes, tenancy, pools, claims). Exit 0, or 2 on error.")
+        "stage order (namespaces, operator, classes, tenancy, pools, claims). Exit 0, or 2 on error.",
+    )
     parser.add_argument("repo", nargs="?", default=".", type=Path, help="repository checkout (default: .)")
     parser.add_argument("--cluster", required=True, metavar="C", help="cluster name (clusters/<C>.yaml)")
     parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
@@ -31,11 +33,25 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     plan = load_plan(args.repo, cluster=args.cluster)
-    pools = [{"name": p.name, "nodeSelector": p.selector, "labels": p.labels, "taints": list(p.taints),
-              "nodes": p.nodes, "source": p.source} for p in plan.pools]
+    pools = [
+        {
+            "name": p.name,
+            "nodeSelector": p.selector,
+            "labels": p.labels,
+            "taints": list(p.taints),
+            "nodes": p.nodes,
+            "source": p.source,
+        }
+        for p in plan.pools
+    ]
     if args.output == "json":
-        doc = {"apiVersion": "v1", "kind": "List", "metadata": {"revision": plan.revision},
-               "items": [d.obj for d in plan.objects], "pools": pools}
+        doc = {
+            "apiVersion": "v1",
+            "kind": "List",
+            "metadata": {"revision": plan.revision},
+            "items": [d.obj for d in plan.objects],
+            "pools": pools,
+        }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return 0
     yaml = YAML(typ="safe", pure=True)
@@ -49,8 +65,10 @@ def run(args: argparse.Namespace) -> int:
         yaml.dump(d.obj, out)
         out.write("---\n")
     for p in pools:
-        out.write(f"# stage: pools — GPUNodePool {p['name']} ({p['source']}): nodes matching "
-                  f"{json.dumps(p['nodeSelector'])} get labels {json.dumps(p['labels'])} "
-                  f"and taints {json.dumps(p['taints'])}\n")
+        out.write(
+            f"# stage: pools — GPUNodePool {p['name']} ({p['source']}): nodes matching "
+            f"{json.dumps(p['nodeSelector'])} get labels {json.dumps(p['labels'])} "
+            f"and taints {json.dumps(p['taints'])}\n"
+        )
     sys.stdout.write(out.getvalue())
     return 0

@@ -17,8 +17,15 @@ from tests.apply.repos import Repo
 
 T = TypeVar("T")
 FLEET_RESOURCES = {
-    "namespaces", "roles", "rolebindings", "resourcequotas", "deviceclasses", "resourceclaimtemplates",
-    "resourceclaims", "configmaps", "nodes",
+    "namespaces",
+    "roles",
+    "rolebindings",
+    "resourcequotas",
+    "deviceclasses",
+    "resourceclaimtemplates",
+    "resourceclaims",
+    "configmaps",
+    "nodes",
 }
 
 
@@ -58,8 +65,7 @@ class Engine:
         before = self.run(lambda c: c.metrics())
         action()
         after = self.run(lambda c: c.metrics())
-        return metrics.writes(metrics.request_totals(before), metrics.request_totals(after),
-                              resources=FLEET_RESOURCES)
+        return metrics.writes(metrics.request_totals(before), metrics.request_totals(after), resources=FLEET_RESOURCES)
 
 
 @pytest.fixture()

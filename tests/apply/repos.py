@@ -43,8 +43,9 @@ class Repo:
     def ns(self, name: str) -> str:
         return f"{name}-{self.id}"
 
-    def team(self, name: str, *, namespaces: list[str], group: str, quota: int | None = 4,
-             drift: str | None = None) -> None:
+    def team(
+        self, name: str, *, namespaces: list[str], group: str, quota: int | None = 4, drift: str | None = None
+    ) -> None:
         self.teams[name] = Team(namespaces=[self.ns(n) for n in namespaces], group=group, quota=quota, drift=drift)
 
     def claim_template(self, team: str, name: str, *, count: int = 1, namespace: str | None = None) -> None:
@@ -65,8 +66,17 @@ class Repo:
                       count: {count}
             """
 
-    def pool(self, name: str, *, selector: dict[str, str], labels: dict[str, str], taints: str = "[]",
-             nodes: int = 1, gpus: int = 8, product: str = "NVIDIA H100 80GB HBM3") -> None:
+    def pool(
+        self,
+        name: str,
+        *,
+        selector: dict[str, str],
+        labels: dict[str, str],
+        taints: str = "[]",
+        nodes: int = 1,
+        gpus: int = 8,
+        product: str = "NVIDIA H100 80GB HBM3",
+    ) -> None:
         sel = "".join(f"\n                {k}: {v}" for k, v in selector.items())
         lab = "".join(f"\n                {k}: {v}" for k, v in labels.items())
         self.pools[name] = f"""\
@@ -118,8 +128,11 @@ class Repo:
                       expression: "{self.device_class_expression}"
                 """
         for name, team in self.teams.items():
-            quota = f"\n                  quota:\n                    {self.device_class_name}: {team.quota}" \
-                if team.quota is not None else ""
+            quota = (
+                f"\n                  quota:\n                    {self.device_class_name}: {team.quota}"
+                if team.quota is not None
+                else ""
+            )
             if team.drift:
                 quota += f"\n                  driftPolicy: {team.drift}"
             files[f"teams/{name}/team.yaml"] = f"""\

@@ -24,8 +24,9 @@ def spans() -> Iterator[InMemorySpanExporter]:
     yield exporter
 
 
-def test_diff_apply_diff_exit_codes(sandbox: Sandbox, repo: Repo, capsys: pytest.CaptureFixture[str],
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_diff_apply_diff_exit_codes(
+    sandbox: Sandbox, repo: Repo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBECONFIG", str(sandbox.kubeconfig))
     monkeypatch.setenv("NO_COLOR", "1")
     repo.team("ml", namespaces=["ml"], group="ml-research")
@@ -46,23 +47,24 @@ def test_diff_of_an_unreachable_cluster_exits_2(repo: Repo, capsys: pytest.Captu
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1'}\n"
         "users:\n- name: u\n  user: {token: x}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\n"
-        "current-context: c\n")
+        "current-context: c\n"
+    )
     repo.team("ml", namespaces=["ml"], group="g")
     path = str(repo.write())
     assert cli.run(["diff", path, "--cluster", repo.cluster, "--kubeconfig", str(kubeconfig), "--timeout", "3"]) == 2
     assert "cannot reach the API server" in capsys.readouterr().err
 
 
-def test_trace_shows_stages_in_order_with_object_attributes(fleet: Engine, repo: Repo,
-                                                            spans: InMemorySpanExporter) -> None:
+def test_trace_shows_stages_in_order_with_object_attributes(
+    fleet: Engine, repo: Repo, spans: InMemorySpanExporter
+) -> None:
     repo.team("ml", namespaces=["ml"], group="ml-research")
     repo.claim_template("ml", "one-gpu")
     spans.clear()
     fleet.apply()
     finished = spans.get_finished_spans()
     stages = [s for s in finished if s.name == "apply stage"]
-    assert [s.attributes[tracing.STAGE] for s in sorted(stages, key=lambda s: s.start_time)] == \
-        [s.name for s in STAGES]
+    assert [s.attributes[tracing.STAGE] for s in sorted(stages, key=lambda s: s.start_time)] == [s.name for s in STAGES]
     writes = [s for s in finished if s.name == "apply object"]
     template = next(s for s in writes if s.attributes[tracing.KIND] == "ResourceClaimTemplate")
     assert template.attributes[tracing.NAMESPACE] == repo.ns("ml")

@@ -47,8 +47,10 @@ def test_change_configures_only_what_differs(fleet: Engine, repo: Repo) -> None:
 
     preview = fleet.diff()
     changed = {str(e.ref): str(e.action) for e in preview.changed}
-    assert changed == {f"ResourceQuota {ns}/fleet-devices": "configured",
-                       f"ResourceClaimTemplate {ns}/gpus": "configured"}
+    assert changed == {
+        f"ResourceQuota {ns}/fleet-devices": "configured",
+        f"ResourceClaimTemplate {ns}/gpus": "configured",
+    }
     quota_diff = next(e for e in preview.entries if e.ref.kind == "ResourceQuota")
     assert engine.diffs.unified(quota_diff).count("\n-") >= 1
 
@@ -67,16 +69,24 @@ def test_prune_deletes_only_undeclared_inventory_objects(fleet: Engine, repo: Re
     fleet.apply()
     ns = repo.ns("ml")
     template = kube.Ref("resource.k8s.io/v1", "ResourceClaimTemplate", ns, "kept")
-    unmanaged = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                 "metadata": {"name": "by-hand", "namespace": ns},
-                 "spec": {"spec": {"devices": {"requests": [
-                     {"name": "g", "exactly": {"deviceClassName": repo.device_class_name}}]}}}}
+    unmanaged = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "by-hand", "namespace": ns},
+        "spec": {
+            "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": repo.device_class_name}}]}}
+        },
+    }
 
     async def prepare(c: kube.Client) -> None:
-        await c.apply({"apiVersion": template.api_version, "kind": template.kind,
-                       "metadata": {"name": "kept", "namespace": ns,
-                                    "annotations": {ownership.KEEP: ownership.KEEP_VALUE}}},
-                      field_manager="operator-on-call")
+        await c.apply(
+            {
+                "apiVersion": template.api_version,
+                "kind": template.kind,
+                "metadata": {"name": "kept", "namespace": ns, "annotations": {ownership.KEEP: ownership.KEEP_VALUE}},
+            },
+            field_manager="operator-on-call",
+        )
         await c.apply(unmanaged, field_manager="kubectl")
 
     fleet.run(prepare)

@@ -20,8 +20,17 @@ def test_conflict_names_the_other_manager_and_force_takes_ownership(fleet: Engin
     repo.team("ml", namespaces=["ml"], group="ml-research")
     fleet.apply()
     ns = repo.ns("ml")
-    fleet.run(lambda c: c.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {
-        "name": ns, "labels": {"fleet.gpufleet.dev/team": "someone-else"}}}, field_manager="ops-script", force=True))
+    fleet.run(
+        lambda c: c.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": ns, "labels": {"fleet.gpufleet.dev/team": "someone-else"}},
+            },
+            field_manager="ops-script",
+            force=True,
+        )
+    )
 
     failed = fleet.apply()
     [entry] = failed.failed
@@ -47,7 +56,9 @@ def test_health_gate_timeout_names_object_and_condition(fleet: Engine, repo: Rep
     repo.team("ml", namespaces=["ml"], group="ml-research")
     released = fleet.apply(prune=True)
     assert {str(e.ref) for e in released.entries if e.action == engine.Action.DELETED} == {
-        "Node h100x8-01", "Node h100x8-02"}
+        "Node h100x8-01",
+        "Node h100x8-02",
+    }
 
     async def labelled(c: kube.Client) -> list[str]:
         nodes = (await c.list(await c.kind(api_version="v1", kind="Node"))).items
@@ -57,11 +68,20 @@ def test_health_gate_timeout_names_object_and_condition(fleet: Engine, repo: Rep
 
 
 def test_pool_keeps_taints_it_does_not_own() -> None:
-    rule = plans.PoolRule(name="p", selector={"pool": "a"}, labels={"x": "1"},
-                          taints=({"key": "fleet", "effect": "PreferNoSchedule"},), nodes=1,
-                          gpu_product="NVIDIA H100", gpus_per_node=8, source="pools/p.yaml:1:1")
-    node = {"metadata": {"name": "n1", "labels": {"pool": "a"}},
-            "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}}
+    rule = plans.PoolRule(
+        name="p",
+        selector={"pool": "a"},
+        labels={"x": "1"},
+        taints=({"key": "fleet", "effect": "PreferNoSchedule"},),
+        nodes=1,
+        gpu_product="NVIDIA H100",
+        gpus_per_node=8,
+        source="pools/p.yaml:1:1",
+    )
+    node = {
+        "metadata": {"name": "n1", "labels": {"pool": "a"}},
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+    }
     [desired] = plans.pool_objects((rule,), nodes=[node])
     assert desired.field_manager == "fleet-pools"
     assert desired.obj["spec"]["taints"] == [
@@ -70,17 +90,22 @@ def test_pool_keeps_taints_it_does_not_own() -> None:
     ]
 
 
-def test_team_user_can_claim_only_in_its_namespace(fleet: Engine, repo: Repo, namespace: str,
-                                                   kubectl: Kubectl) -> None:
+def test_team_user_can_claim_only_in_its_namespace(fleet: Engine, repo: Repo, namespace: str, kubectl: Kubectl) -> None:
     repo.team("ml", namespaces=["ml"], group="ml-research")  # alice is in group ml-research
     fleet.apply()
     ns = repo.ns("ml")
 
     def claim(in_ns: str) -> str:
-        return json.dumps({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                           "metadata": {"name": "mine", "namespace": in_ns},
-                           "spec": {"devices": {"requests": [{"name": "g", "exactly": {
-                               "deviceClassName": repo.device_class_name}}]}}})
+        return json.dumps(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": "mine", "namespace": in_ns},
+                "spec": {
+                    "devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": repo.device_class_name}}]}
+                },
+            }
+        )
 
     alice = f"alice@{credentials.CLUSTER}"
     assert kubectl("create", "-f", "-", stdin=claim(ns), context=alice).returncode == 0
@@ -92,8 +117,9 @@ def test_team_user_can_claim_only_in_its_namespace(fleet: Engine, repo: Repo, na
     slices = kubectl("get", "resourceslices", context=alice, check=False)
     assert slices.returncode != 0 and "forbidden" in slices.stderr
     with pytest.raises(kube.Forbidden):
-        fleet.run(lambda c: c.get(kube.Ref("resource.k8s.io/v1", "DeviceClass", "", repo.device_class_name)),
-                  context=alice)
+        fleet.run(
+            lambda c: c.get(kube.Ref("resource.k8s.io/v1", "DeviceClass", "", repo.device_class_name)), context=alice
+        )
 
 
 def test_removing_a_team_with_running_claim_pods_is_blocked(fleet: Engine, repo: Repo, kubectl: Kubectl) -> None:
@@ -102,7 +128,9 @@ def test_removing_a_team_with_running_claim_pods_is_blocked(fleet: Engine, repo:
     fleet.apply()
     ns = repo.ns("ml")
     pod = {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": ns},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "trainer", "namespace": ns},
         "spec": {
             "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
             "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
@@ -150,11 +178,15 @@ def test_killed_run_resumes_without_repeating_finished_writes(fleet: Engine, rep
     assert not fleet.diff().changed
 
 
-
 def test_classes_gate_checks_the_published_gpu_model(fleet: Engine, repo: Repo) -> None:
     label = f"t{repo.id}.example.com/pool"
-    repo.pool("h200", selector={"sandbox.fleet.gpufleet.dev/pool": "h200x8"}, labels={label: "h200"}, nodes=1,
-              product="NVIDIA H100 80GB HBM3")
+    repo.pool(
+        "h200",
+        selector={"sandbox.fleet.gpufleet.dev/pool": "h200x8"},
+        labels={label: "h200"},
+        nodes=1,
+        product="NVIDIA H100 80GB HBM3",
+    )
     with pytest.raises(engine.HealthTimeout) as err:
         fleet.apply(health_timeout=1.0)
     assert err.value.stage.name == "classes"
@@ -168,8 +200,18 @@ def test_cluster_drift_follows_the_team_drift_policy(fleet: Engine, repo: Repo, 
     ns = repo.ns("ml")
     key = f"{repo.device_class_name}.deviceclass.resource.k8s.io/devices"
     quota = kube.Ref("v1", "ResourceQuota", ns, plans.QUOTA_NAME)
-    fleet.run(lambda c: c.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {
-        "name": quota.name, "namespace": ns}, "spec": {"hard": {key: "9"}}}, field_manager="ops", force=True))
+    fleet.run(
+        lambda c: c.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": quota.name, "namespace": ns},
+                "spec": {"hard": {key: "9"}},
+            },
+            field_manager="ops",
+            force=True,
+        )
+    )
 
     changes = fleet.apply()
     entry = next(e for e in changes.entries if e.ref == quota)
@@ -192,8 +234,18 @@ def test_cluster_drift_under_enforce_names_who_changed_it(fleet: Engine, repo: R
     ns = repo.ns("ml")
     key = f"{repo.device_class_name}.deviceclass.resource.k8s.io/devices"
     quota = kube.Ref("v1", "ResourceQuota", ns, plans.QUOTA_NAME)
-    fleet.run(lambda c: c.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {
-        "name": quota.name, "namespace": ns}, "spec": {"hard": {key: "9"}}}, field_manager="ops", force=True))
+    fleet.run(
+        lambda c: c.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": quota.name, "namespace": ns},
+                "spec": {"hard": {key: "9"}},
+            },
+            field_manager="ops",
+            force=True,
+        )
+    )
     [failed] = fleet.apply().failed
     assert failed.ref == quota and '"ops"' in failed.error
     assert actions(fleet.apply(force_conflicts=True))[str(quota)] == "configured"
@@ -203,9 +255,13 @@ def test_cluster_drift_under_enforce_names_who_changed_it(fleet: Engine, repo: R
 def test_pool_taints_join_and_leave_the_nodes_other_taints(fleet: Engine, repo: Repo) -> None:
     key = f"t{repo.id}.example.com/dedicated"
     repo.team("ml", namespaces=["ml"], group="ml-research")
-    repo.pool("h100", selector={"sandbox.fleet.gpufleet.dev/pool": "h100x8"},
-              labels={f"t{repo.id}.example.com/p": "yes-h100"}, nodes=2,
-              taints=f"[{{key: {key}, value: ml, effect: PreferNoSchedule}}]")
+    repo.pool(
+        "h100",
+        selector={"sandbox.fleet.gpufleet.dev/pool": "h100x8"},
+        labels={f"t{repo.id}.example.com/p": "yes-h100"},
+        nodes=2,
+        taints=f"[{{key: {key}, value: ml, effect: PreferNoSchedule}}]",
+    )
     applied = fleet.apply()
     assert not applied.failed, "the node lifecycle controller co-owns taints: pools apply with force"
     node = kube.Ref("v1", "Node", "", "h100x8-01")

@@ -8,11 +8,20 @@ from fleet.engine import normalizations, ownership
 
 
 def _live(labels: dict[str, str], managed: dict[str, Any], manager: str = "fleet") -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": "x", "uid": "u", "resourceVersion": "7", "labels": labels,
-                         "managedFields": [{"manager": manager, "operation": "Apply", "fieldsType": "FieldsV1",
-                                            "fieldsV1": managed}]},
-            "status": {"phase": "Active"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": "x",
+            "uid": "u",
+            "resourceVersion": "7",
+            "labels": labels,
+            "managedFields": [
+                {"manager": manager, "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": managed}
+            ],
+        },
+        "status": {"phase": "Active"},
+    }
 
 
 DESIRED = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labels": {"team": "a"}}}
@@ -39,8 +48,7 @@ def test_fields_of_ignored_managers_are_dropped() -> None:
 
 
 def test_same_fields_same_owner_is_unchanged() -> None:
-    assert normalizations.unchanged_without_dry_run(DESIRED, _live({"team": "a", "extra": "b"}, OWNED),
-                                                    manager="fleet")
+    assert normalizations.unchanged_without_dry_run(DESIRED, _live({"team": "a", "extra": "b"}, OWNED), manager="fleet")
 
 
 def test_a_different_value_needs_a_dry_run() -> None:
@@ -49,8 +57,9 @@ def test_a_different_value_needs_a_dry_run() -> None:
 
 def test_a_field_fleet_owned_but_no_longer_wants_needs_a_dry_run() -> None:
     owned = {"f:metadata": {"f:labels": {"f:team": {}, "f:old": {}}}}
-    assert not normalizations.unchanged_without_dry_run(DESIRED, _live({"team": "a", "old": "1"}, owned),
-                                                        manager="fleet")
+    assert not normalizations.unchanged_without_dry_run(
+        DESIRED, _live({"team": "a", "old": "1"}, owned), manager="fleet"
+    )
 
 
 def test_a_field_another_manager_took_needs_a_dry_run() -> None:
@@ -59,26 +68,46 @@ def test_a_field_another_manager_took_needs_a_dry_run() -> None:
 
 
 def test_atomic_struct_must_match_whole() -> None:
-    desired = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": "b", "namespace": "n"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}}
+    desired = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "b", "namespace": "n"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+    }
     owned = {"f:roleRef": {}}
-    live = {**desired, "metadata": {**desired["metadata"], "managedFields": [
-        {"manager": "fleet", "operation": "Apply", "fieldsV1": owned}]}}
+    live = {
+        **desired,
+        "metadata": {
+            **desired["metadata"],
+            "managedFields": [{"manager": "fleet", "operation": "Apply", "fieldsV1": owned}],
+        },
+    }
     assert normalizations.unchanged_without_dry_run(desired, live, manager="fleet")
     changed = {**live, "roleRef": {**desired["roleRef"], "extra": "x"}}
     assert not normalizations.unchanged_without_dry_run(desired, changed, manager="fleet")
 
 
 def test_defaulted_list_items_rely_on_the_applied_hash() -> None:
-    desired = ownership.fingerprinted({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                                       "metadata": {"name": "t", "namespace": "n"},
-                                       "spec": {"spec": {"devices": {"requests": [{"name": "g"}]}}}})
-    owned = {"f:metadata": {"f:annotations": {f"f:{ownership.APPLIED}": {}}},
-             "f:spec": {"f:spec": {"f:devices": {"f:requests": {}}}}}
-    live = {**desired, "metadata": {**desired["metadata"], "managedFields": [
-        {"manager": "fleet", "operation": "Apply", "fieldsV1": owned}]},
-        "spec": {"spec": {"devices": {"requests": [{"name": "g", "allocationMode": "ExactCount"}]}}}}
+    desired = ownership.fingerprinted(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "t", "namespace": "n"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "g"}]}}},
+        }
+    )
+    owned = {
+        "f:metadata": {"f:annotations": {f"f:{ownership.APPLIED}": {}}},
+        "f:spec": {"f:spec": {"f:devices": {"f:requests": {}}}},
+    }
+    live = {
+        **desired,
+        "metadata": {
+            **desired["metadata"],
+            "managedFields": [{"manager": "fleet", "operation": "Apply", "fieldsV1": owned}],
+        },
+        "spec": {"spec": {"devices": {"requests": [{"name": "g", "allocationMode": "ExactCount"}]}}},
+    }
     assert normalizations.unchanged_without_dry_run(desired, live, manager="fleet")
     stale = {**live, "metadata": {**live["metadata"], "annotations": {ownership.APPLIED: "0" * 20}}}
     assert not normalizations.unchanged_without_dry_run(desired, stale, manager="fleet")

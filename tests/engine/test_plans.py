@@ -14,16 +14,23 @@ def _plan(cluster: str = "gpu-east") -> plans.Plan:
 def test_team_gets_namespaces_role_binding_and_quota() -> None:
     objs = {(d.ref.kind, d.ref.namespace, d.ref.name): d.obj for d in _plan().objects}
     role = objs[("Role", "inference", plans.TEAM_ROLE)]
-    assert role["rules"] == [{"apiGroups": ["resource.k8s.io"],
-                              "resources": ["resourceclaims", "resourceclaimtemplates"],
-                              "verbs": ["create", "get", "list", "watch", "update", "delete"]}]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["resourceclaims", "resourceclaimtemplates"],
+            "verbs": ["create", "get", "list", "watch", "update", "delete"],
+        }
+    ]
     binding = objs[("RoleBinding", "inference-canary", plans.TEAM_ROLE)]
-    assert binding["subjects"] == [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
-                                    "name": "inference-oncall"}]
+    assert binding["subjects"] == [
+        {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "inference-oncall"}
+    ]
     assert binding["roleRef"]["name"] == plans.TEAM_ROLE
     quota = objs[("ResourceQuota", "ml-research", plans.QUOTA_NAME)]
-    assert quota["spec"]["hard"] == {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "16",
-                                     "mig.nvidia.com.deviceclass.resource.k8s.io/devices": "4"}
+    assert quota["spec"]["hard"] == {
+        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "16",
+        "mig.nvidia.com.deviceclass.resource.k8s.io/devices": "4",
+    }
     assert ("Namespace", "", "inference-canary") in objs
 
 
@@ -55,12 +62,18 @@ def test_every_object_is_stamped_and_in_stage_order() -> None:
 
 
 def test_fingerprint_ignores_the_revision_only() -> None:
-    a = ownership.stamp({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}},
-                        cluster="c", revision="r1", source="f:1:1")
-    b = ownership.stamp({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}},
-                        cluster="c", revision="r2", source="f:1:1")
-    c = ownership.stamp({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labels": {"a": "b"}}},
-                        cluster="c", revision="r1", source="f:1:1")
+    a = ownership.stamp(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}, cluster="c", revision="r1", source="f:1:1"
+    )
+    b = ownership.stamp(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}, cluster="c", revision="r2", source="f:1:1"
+    )
+    c = ownership.stamp(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labels": {"a": "b"}}},
+        cluster="c",
+        revision="r1",
+        source="f:1:1",
+    )
     applied = ownership.APPLIED
     assert a["metadata"]["annotations"][applied] == b["metadata"]["annotations"][applied]
     assert a["metadata"]["annotations"][applied] != c["metadata"]["annotations"][applied]

@@ -18,9 +18,11 @@ def test_one_entry_per_stage_with_kinds_gate_and_reverse_prune_order() -> None:
 
 
 def test_inventory_round_trips_through_its_config_map() -> None:
-    inv = inventories.Inventory(cluster="east", entries={"/Namespace//a": "v1",
-                                                         "resource.k8s.io/DeviceClass//gpu": "resource.k8s.io/v1"},
-                                progress=inventories.Progress(revision="r", done=["namespaces"], complete=False))
+    inv = inventories.Inventory(
+        cluster="east",
+        entries={"/Namespace//a": "v1", "resource.k8s.io/DeviceClass//gpu": "resource.k8s.io/v1"},
+        progress=inventories.Progress(revision="r", done=["namespaces"], complete=False),
+    )
     body = inv.encode()
     labels = {"app.kubernetes.io/managed-by": "fleet", "fleet.gpufleet.dev/cluster": "east"}
     assert body["metadata"] == {"name": "fleet-inventory-east", "namespace": "fleet-system", "labels": labels}

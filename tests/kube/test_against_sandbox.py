@@ -15,9 +15,12 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.anyio]
 
 
 def _template(namespace: str, name: str, *, cls: str = "gpu.nvidia.com") -> dict[str, object]:
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": cls}}]}}}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": cls}}]}}},
+    }
 
 
 async def test_dry_run_apply_persists_nothing(admin_client: kube.Client, namespace: str) -> None:
@@ -40,9 +43,12 @@ async def test_conflict_carries_the_other_managers(admin_client: kube.Client, na
 
 
 async def test_invalid_object_reports_field_causes(admin_client: kube.Client) -> None:
-    bad = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-           "metadata": {"name": f"bad-{uuid.uuid4().hex[:6]}"},
-           "spec": {"selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].model +"}}]}}
+    bad = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": f"bad-{uuid.uuid4().hex[:6]}"},
+        "spec": {"selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].model +"}}]},
+    }
     with pytest.raises(kube.Invalid) as err:
         await admin_client.apply(bad, dry_run=True)
     assert any(c.field.startswith("spec.selectors[0].cel.expression") for c in err.value.causes)
@@ -116,8 +122,9 @@ async def test_watch_lists_then_streams_changes(admin_client: kube.Client, names
     assert seen == [("LISTED", "before"), ("SYNCED", ""), ("ADDED", "after")]
 
 
-async def test_watch_from_an_expired_version_relists_once(admin_client: kube.Client, namespace: str,
-                                                         sandbox: Sandbox) -> None:
+async def test_watch_from_an_expired_version_relists_once(
+    admin_client: kube.Client, namespace: str, sandbox: Sandbox
+) -> None:
     kind = await admin_client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaimTemplate")
     await admin_client.apply(_template(namespace, "present"))
     # Compact etcd up to now (the API server does it every 5 minutes), so version 1 is gone.
@@ -134,16 +141,18 @@ async def test_watch_from_an_expired_version_relists_once(admin_client: kube.Cli
             if event.type == "SYNCED":
                 break
     assert seen == ["LISTED", "SYNCED"]
-    assert admin_client.counts.by_verb["watch"] == 1 and admin_client.counts.by_verb["list"] == 1, \
+    assert admin_client.counts.by_verb["watch"] == 1 and admin_client.counts.by_verb["list"] == 1, (
         "one 410, one relist: no hot loop"
+    )
 
 
 async def _answers_gone(client: kube.Client, kind: kube.Kind, namespace: str) -> bool:
     params = {"watch": "true", "resourceVersion": "1"}
     with anyio.move_on_after(3):
         try:
-            async with client.stream("GET", kind.path(namespace=namespace), verb="probe", params=params,
-                                     read_timeout=3) as response:
+            async with client.stream(
+                "GET", kind.path(namespace=namespace), verb="probe", params=params, read_timeout=3
+            ) as response:
                 async for line in response.aiter_lines():
                     return '"code":410' in line.replace(" ", "")
         except kube.KubeError as err:
@@ -163,8 +172,9 @@ async def test_silent_watch_is_reopened_without_relisting(admin_client: kube.Cli
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             tg.start_soon(later)
-            async for event in kube.watch(client=admin_client, kind=kind, namespace=namespace, inactivity=0.5,
-                                          backoff=fast):
+            async for event in kube.watch(
+                client=admin_client, kind=kind, namespace=namespace, inactivity=0.5, backoff=fast
+            ):
                 seen.append(event.type)
                 if event.type == "ADDED":
                     break

@@ -21,7 +21,7 @@ def test_ssa_conflict_names_every_other_manager_once() -> None:
 def test_invalid_keeps_field_causes() -> None:
     body = {
         "reason": "Invalid",
-        "message": "DeviceClass.resource.k8s.io \"x\" is invalid",
+        "message": 'DeviceClass.resource.k8s.io "x" is invalid',
         "details": {"causes": [{"field": "spec.selectors[0].cel.expression", "message": "undeclared"}]},
     }
     err = errors.from_status(status=422, body=body, where="DeviceClass x")
@@ -31,8 +31,13 @@ def test_invalid_keeps_field_causes() -> None:
 
 def test_status_codes_map_to_states() -> None:
     cases = {
-        404: kube.NotFound, 403: kube.Forbidden, 401: kube.Forbidden, 400: kube.Invalid,
-        429: kube.TooManyRequests, 500: kube.ServerError, 503: kube.ServerError,
+        404: kube.NotFound,
+        403: kube.Forbidden,
+        401: kube.Forbidden,
+        400: kube.Invalid,
+        429: kube.TooManyRequests,
+        500: kube.ServerError,
+        503: kube.ServerError,
     }
     for status, expected in cases.items():
         err = errors.from_status(status=status, body="text body", where="here")
@@ -44,13 +49,22 @@ def test_status_codes_map_to_states() -> None:
 def test_every_kube_error_is_a_fleet_error() -> None:
     from fleet.errors import FleetError
 
-    for cls in (kube.NotFound, kube.Conflict, kube.Forbidden, kube.Invalid, kube.TooManyRequests,
-                kube.ServerError, kube.Unreachable):
+    for cls in (
+        kube.NotFound,
+        kube.Conflict,
+        kube.Forbidden,
+        kube.Invalid,
+        kube.TooManyRequests,
+        kube.ServerError,
+        kube.Unreachable,
+    ):
         assert issubclass(cls, kube.KubeError) and issubclass(cls, FleetError)
 
 
 def test_ssa_schema_failure_is_invalid_not_a_server_error() -> None:
-    message = ("failed to create typed patch object (ns/x; resource.k8s.io/v1, Kind=ResourceClaimTemplate): "
-               ".spec.foo: field not declared in schema")
+    message = (
+        "failed to create typed patch object (ns/x; resource.k8s.io/v1, Kind=ResourceClaimTemplate): "
+        ".spec.foo: field not declared in schema"
+    )
     err = errors.from_status(status=500, body={"message": message, "code": 500}, where="x")
     assert isinstance(err, kube.Invalid)

@@ -18,8 +18,13 @@ def test_paths_for_core_grouped_and_scoped_kinds() -> None:
 
 
 def test_ref_key_round_trip() -> None:
-    ref = kube.Ref.of({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                       "metadata": {"name": "claims", "namespace": "team-a"}})
+    ref = kube.Ref.of(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "claims", "namespace": "team-a"},
+        }
+    )
     assert ref.key == "rbac.authorization.k8s.io/Role/team-a/claims"
     assert kube.Ref.from_key(ref.key, version="v1") == ref
     ns = kube.Ref.of({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
@@ -31,12 +36,23 @@ def test_aggregated_discovery_is_parsed() -> None:
         "items": [
             {
                 "metadata": {"name": "resource.k8s.io"},
-                "versions": [{"version": "v1", "resources": [
-                    {"resource": "deviceclasses", "scope": "Cluster",
-                     "responseKind": {"group": "resource.k8s.io", "version": "v1", "kind": "DeviceClass"}},
-                    {"resource": "resourceclaims", "scope": "Namespaced",
-                     "responseKind": {"kind": "ResourceClaim"}},
-                ]}],
+                "versions": [
+                    {
+                        "version": "v1",
+                        "resources": [
+                            {
+                                "resource": "deviceclasses",
+                                "scope": "Cluster",
+                                "responseKind": {"group": "resource.k8s.io", "version": "v1", "kind": "DeviceClass"},
+                            },
+                            {
+                                "resource": "resourceclaims",
+                                "scope": "Namespaced",
+                                "responseKind": {"kind": "ResourceClaim"},
+                            },
+                        ],
+                    }
+                ],
             }
         ]
     }
@@ -50,5 +66,11 @@ def test_aggregated_discovery_is_parsed() -> None:
 def test_public_surface_is_sorted_and_complete() -> None:
     assert kube.__all__ == sorted(kube.__all__)
     assert {n for n in dir(kube) if not n.startswith("_")} - set(kube.__all__) <= {
-        "annotations", "clients", "errors", "kinds", "metrics", "retries", "watches",
+        "annotations",
+        "clients",
+        "errors",
+        "kinds",
+        "metrics",
+        "retries",
+        "watches",
     }

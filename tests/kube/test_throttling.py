@@ -20,28 +20,66 @@ from tests.conftest import Kubectl
 pytestmark = [pytest.mark.sandbox, pytest.mark.anyio]
 
 THROTTLE = [
-    {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
-     "metadata": {"name": "fleet-test-throttle"},
-     "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "lendablePercent": 0,
-                                             "borrowingLimitPercent": 0, "limitResponse": {"type": "Reject"}}}},
-    {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": "fleet-test-throttle"},
-     "spec": {"priorityLevelConfiguration": {"name": "fleet-test-throttle"}, "matchingPrecedence": 100,
-              "distinguisherMethod": {"type": "ByUser"},
-              "rules": [{"subjects": [{"kind": "User", "user": {"name": "bob"}}],
-                         "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                            "clusterScope": True, "namespaces": ["*"]}]}]}},
-    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-     "metadata": {"name": "fleet-test-throttle"},
-     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-     "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]},
+    {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "PriorityLevelConfiguration",
+        "metadata": {"name": "fleet-test-throttle"},
+        "spec": {
+            "type": "Limited",
+            "limited": {
+                "nominalConcurrencyShares": 1,
+                "lendablePercent": 0,
+                "borrowingLimitPercent": 0,
+                "limitResponse": {"type": "Reject"},
+            },
+        },
+    },
+    {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "FlowSchema",
+        "metadata": {"name": "fleet-test-throttle"},
+        "spec": {
+            "priorityLevelConfiguration": {"name": "fleet-test-throttle"},
+            "matchingPrecedence": 100,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [
+                {
+                    "subjects": [{"kind": "User", "user": {"name": "bob"}}],
+                    "resourceRules": [
+                        {
+                            "verbs": ["*"],
+                            "apiGroups": ["*"],
+                            "resources": ["*"],
+                            "clusterScope": True,
+                            "namespaces": ["*"],
+                        }
+                    ],
+                }
+            ],
+        },
+    },
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "fleet-test-throttle"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}],
+    },
 ]
 
 
 @pytest.fixture()
 def throttled_bob(kubectl: Kubectl, namespace: str) -> Iterator[str]:
     """bob throttled; ``namespace`` holds 300 ConfigMaps so that listing them takes a while."""
-    maps = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}", "namespace": namespace},
-             "data": {"payload": "x" * 4096}} for i in range(300)]
+    maps = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"c{i}", "namespace": namespace},
+            "data": {"payload": "x" * 4096},
+        }
+        for i in range(300)
+    ]
     kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": maps}))
     kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": THROTTLE}))
     try:
