@@ -89,22 +89,23 @@ def log_tail(path: Path, lines: int = 20) -> str:
 
 
 def stop(running: Running, *, grace: float = 10.0) -> None:
-    """Stop a component's whole process group; a no-op if it is gone or no longer ours."""
+    """Stop a component's whole process group; a no-op if it is gone or no longer ours.
+
+    Waits on the *group*, not the leader: a leader that is exiting already shows an
+    empty command line while the kernel still lists it, and children outlive leaders.
+    """
     if not alive(running):
         return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(running.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(running.pid, os.WNOHANG)
-        if not alive(running):
-            return
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(running.pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(running.pid, 0)
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(running.pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(running.pid, os.WNOHANG)
+            if not group_members(running.pid):
+                return
+            time.sleep(0.05)
 
 
 def group_members(pgid: int) -> list[int]:
