@@ -23,6 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="fleetctl",
         description="GitOps for Kubernetes GPU fleets with Dynamic Resource Allocation.",
     )
+    parser.add_argument("--trace", action="store_true", dest="global_trace",
+                        help="print the run's OpenTelemetry spans to stderr (same as the command's --trace)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
@@ -36,6 +38,8 @@ def run(argv: Sequence[str]) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
+    if args.global_trace:
+        args.trace = True
     try:
         return int(args.func(args))
     except FleetError as err:

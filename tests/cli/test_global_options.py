@@ -1,0 +1,54 @@
+"""Options every fleetctl command shares: --trace before the command, --help, piping into head."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fleet.sandbox import Sandbox, credentials
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fleetctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fleetctl", *args], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, NO_COLOR="1"), check=False)
+
+
+@pytest.mark.sandbox
+def test_global_trace_prints_the_runs_spans(sandbox: Sandbox) -> None:
+    run = fleetctl("--trace", "diff", str(ROOT / "examples" / "fleet"), "--cluster", "gpu-east",
+                   "--kubeconfig", str(sandbox.kubeconfig), "--context", credentials.CLUSTER)
+    assert run.returncode in (0, 1), run.stderr[-2000:]
+    for span in ("diff run", "validate", "render", "apply stage"):
+        assert f'"name": "{span}"' in run.stderr
+
+
+def test_help_lists_every_command() -> None:
+    run = fleetctl("--help")
+    assert run.returncode == 0
+    for command in ("apply", "demo", "diff", "inventory", "render", "sandbox", "validate"):
+        assert command in run.stdout
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    run = fleetctl("frobnicate")
+    assert run.returncode == 2
+    assert "invalid choice" in run.stderr
+
+
+def test_output_piped_into_a_closed_reader_ends_quietly() -> None:
+    # The reader is gone before fleetctl writes (its start-up takes far longer than the
+    # close), so the first write fails with EPIPE, as with `fleetctl render ... | head -1`.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    proc = subprocess.run([sys.executable, "-m", "fleetctl", "render", str(ROOT / "examples" / "fleet"),
+                           "--cluster", "gpu-east"], stdout=write_end, stderr=subprocess.PIPE, text=True,
+                          timeout=120, check=False)
+    os.close(write_end)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
