@@ -27,23 +27,13 @@ import anyio
 from common import result, sandbox
 
 from fleet import engine, kube
-from fleet.engine import ownership
+from fleet.engine import ownership, stages
 from fleet.kube import metrics
 from fleet.sandbox import Sandbox, binaries
 from fleetctl.pipelines import load_plan
 
 ROOT = Path(__file__).resolve().parents[1]
-RESOURCES = {
-    "namespaces",
-    "roles",
-    "rolebindings",
-    "resourcequotas",
-    "deviceclasses",
-    "resourceclaimtemplates",
-    "resourceclaims",
-    "configmaps",
-    "nodes",
-}
+RESOURCES = stages.WRITTEN_RESOURCES
 CLUSTER = "bench"
 RUSAGE = (
     "import resource, sys; from fleetctl import cli; rc = cli.run(sys.argv[1:]); "

@@ -49,6 +49,13 @@ STAGES: tuple[Stage, ...] = (
 )
 
 
+# The API resources (plurals) fleet writes: every stage's kinds plus the inventory
+# ConfigMap. Used to count write requests in the API server's own metrics.
+WRITTEN_RESOURCES = frozenset(
+    {"namespaces", "deviceclasses", "roles", "rolebindings", "resourcequotas", "nodes", "resourceclaimtemplates",
+     "resourceclaims", "configmaps"}
+)
+
 def by_name(name: str) -> Stage:
     for stage in STAGES:
         if stage.name == name:
@@ -73,4 +80,4 @@ def prune_order() -> tuple[Stage, ...]:
     return tuple(reversed(STAGES))
 
 
-__all__ = ["STAGES", "Gate", "Stage", "by_name", "index", "prune_order", "stage_of"]
+__all__ = ["STAGES", "WRITTEN_RESOURCES", "Gate", "Stage", "by_name", "index", "prune_order", "stage_of"]

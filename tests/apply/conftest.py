@@ -10,23 +10,14 @@ import anyio
 import pytest
 
 from fleet import engine, kube
+from fleet.engine import stages
 from fleet.kube import metrics
 from fleet.sandbox import Sandbox, credentials
 from fleetctl.pipelines import load_plan
 from tests.apply.repos import Repo
 
 T = TypeVar("T")
-FLEET_RESOURCES = {
-    "namespaces",
-    "roles",
-    "rolebindings",
-    "resourcequotas",
-    "deviceclasses",
-    "resourceclaimtemplates",
-    "resourceclaims",
-    "configmaps",
-    "nodes",
-}
+FLEET_RESOURCES = stages.WRITTEN_RESOURCES
 
 
 class Engine:
