@@ -1,4 +1,4 @@
-"""Shared pieces of the benchmarks: a private sandbox, peak memory, the RESULT line."""
+"""Shared pieces of the benchmarks: a private sandbox, synthetic GPU inventories, peak memory, the RESULT line."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fleet.sandbox import Sandbox, clusters, profiles
+from fleet.sandbox import Sandbox, clusters, gpus, profiles
 
 
 @contextlib.contextmanager
@@ -42,3 +43,24 @@ def rss_mb(pid: int) -> float:
 def result(**figures: object) -> None:
     """Print the one closing line every benchmark ends with."""
     print("RESULT " + " ".join(f"{k}={v}" for k, v in figures.items()), flush=True)
+
+
+def gpu_slices(nodes: int, *, driver_versions: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """ResourceSlices of ``nodes`` nodes x 8 GPUs exactly as the NVIDIA driver publishes them.
+
+    Built by the sandbox's own publisher (``fleet.sandbox.gpus``), cycling H100, A100 and H200
+    nodes, so identities (UUID, PCI bus id) differ per device and node. ``driver_versions``
+    cycles the ``driverVersion`` per group of three nodes, for version selectors to split on.
+    """
+    models = [gpus.MODELS[key] for key in ("h100", "a100", "h200")]
+    out = []
+    for index in range(nodes):
+        node = gpus.NodeSpec(name=f"gpu-{index:04d}", ordinal=index + 1, pool="bench", model=models[index % 3],
+                             gpus=8)
+        item = gpus.slice_manifest(node, node_uid=f"bench-{index}")
+        if driver_versions:
+            version = driver_versions[(index // 3) % len(driver_versions)]
+            for device in item["spec"]["devices"]:
+                device["attributes"]["driverVersion"] = {"version": version}
+        out.append(item)
+    return out

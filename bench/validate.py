@@ -26,7 +26,6 @@ run and the time extrapolated linearly (printed as such).
 from __future__ import annotations
 
 import argparse
-import copy
 import gc
 import random
 import resource
@@ -35,49 +34,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import contextlib
+
+from common import gpu_slices
 
 from fleet import cel
 from fleet.cel.devices import projection
 from fleet.inventory import Checker, Inventory
 
-FIXTURES = Path("/work/shared/fixtures/resourceslices")
 GPU = "device.attributes['gpu.nvidia.com']"
 CAP = "device.capacity['gpu.nvidia.com']"
-DRIVERS = ["580.95.5", "570.172.8", "580.126.9"]
+DRIVERS = ("580.95.5", "570.172.8", "580.126.9")
 CLASSES = {
     name: {
         "spec": {"selectors": [{"cel": {"expression": f"device.driver == 'gpu.nvidia.com' && {GPU}.type == '{kind}'"}}]}
     }
     for name, kind in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig"))
 }
-
-
-def fleet_slices(nodes: int) -> list[dict[str, Any]]:
-    templates = [
-        next(d for d in yaml.safe_load_all((FIXTURES / f"{name}.yaml").read_text()) if d)
-        for name in ("h100-node", "a100-node", "h200-node")
-    ]
-    slices = []
-    for index in range(nodes):
-        item = copy.deepcopy(templates[index % 3])
-        node = f"gpu-{index:04d}"
-        item["metadata"] = {"name": f"00-gpu.nvidia.com-{node}-x"}
-        item["spec"]["nodeName"] = node
-        item["spec"]["pool"]["name"] = node
-        for number, device in enumerate(item["spec"]["devices"]):
-            attributes = device["attributes"]
-            attributes["uuid"] = {"string": f"GPU-{index:08x}-{number:04x}-0000-0000-000000000000"}
-            attributes["resource.kubernetes.io/pciBusID"] = {"string": f"0000:{index % 256:02x}:{number:02x}.0"}
-            attributes["resource.kubernetes.io/pcieRoot"] = {"string": f"pci{index:04x}:{number // 4:02x}"}
-            attributes["resource.kubernetes.io/numaNode"] = {"int": number // 4}
-            attributes["driverVersion"] = {"version": DRIVERS[(index // 3) % len(DRIVERS)]}
-        slices.append(item)
-    return slices
 
 
 def selector(rng: random.Random) -> str:
@@ -200,7 +175,7 @@ def main() -> None:
     args = parser.parse_args()
 
     rng = random.Random(args.seed)
-    slices = fleet_slices(args.nodes)
+    slices = gpu_slices(args.nodes, driver_versions=DRIVERS)
     templates = [template(rng, n) for n in range(args.templates)]
     expressions = {
         s["cel"]["expression"]

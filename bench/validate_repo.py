@@ -24,18 +24,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import copy
 
-import yaml
 
-from bench.common import peak_rss_mb
+from bench.common import gpu_slices, peak_rss_mb
 from fleet.inventory import Inventory
 from fleet.manifests import read_revision
 from fleet.policy import check, validate
 from fleetctl import pipelines
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fleet"
-FIXTURES = Path("/work/shared/fixtures/resourceslices")
 SELECTORS = [
     "device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('^.*h100.*$')",
     "device.capacity['gpu.nvidia.com'].memory.isGreaterThan(quantity(\"40Gi\"))",
@@ -69,22 +66,6 @@ def write_repo(root: Path, *, teams: int, templates: int) -> None:
             )
 
 
-def slices(nodes: int) -> list[dict[str, object]]:
-    """ResourceSlices of ``nodes`` nodes x 8 GPUs, cycling through the H100, A100 and H200 fixtures."""
-    fixtures = [yaml.safe_load((FIXTURES / f"{m}-node.yaml").read_text()) for m in ("h100", "a100", "h200")]
-    result = []
-    for n in range(nodes):
-        item = copy.deepcopy(fixtures[n % 3])
-        node = f"node-{n:04d}"
-        item["metadata"] = {"name": f"00-gpu.nvidia.com-{node}"}
-        item["spec"]["nodeName"] = node
-        item["spec"]["pool"]["name"] = node
-        for i, device in enumerate(item["spec"]["devices"]):
-            device["attributes"]["uuid"] = {"string": f"GPU-{n:08d}-0000-0000-0000-{i:012d}"}
-        result.append(item)
-    return result
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--teams", type=int, default=50)
@@ -100,7 +81,7 @@ def main() -> None:
         loaded, cpu1 = time.perf_counter(), time.process_time()
         findings = check(revision)
         checked, cpu2 = time.perf_counter(), time.process_time()
-        inventory = Inventory.from_slices(slices(args.nodes))
+        inventory = Inventory.from_slices(gpu_slices(args.nodes))
         started_inv, cpu3 = time.perf_counter(), time.process_time()
         result = validate(revision, clusters=["gpu-east"], inventories={"gpu-east": inventory})
         satisfied, cpu4 = time.perf_counter(), time.process_time()
