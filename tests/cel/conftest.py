@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from fleet.cel import Device
+from tests import paths
 
-FIXTURES = Path("/work/shared/fixtures")
+FIXTURES = paths.FIXTURES
 
 
 def slices(name: str) -> list[dict[str, Any]]:

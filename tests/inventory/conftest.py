@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from fleet.inventory import Checker, Inventory
+from tests import paths
 
-FIXTURES = Path("/work/shared/fixtures/resourceslices")
+FIXTURES = paths.FIXTURES / "resourceslices"
 GPU = "device.attributes['gpu.nvidia.com']"
 CLASSES = {
     name: {

@@ -6,10 +6,11 @@ import textwrap
 from pathlib import Path
 
 from fleet.manifests import Finding, Limits, Revision, load_revision, read_tree
+from tests import paths
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "fleet"
-SEED = Path("/work/shared/seed/manifests")
+SEED = paths.SEED
 
 
 def example_files() -> dict[str, bytes]:

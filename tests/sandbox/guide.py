@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 
-SEED = Path(__file__).resolve().parents[3] / "shared" / "seed" / "manifests"
+from tests import paths
+
+SEED = paths.SEED
 
 
 def seed(name: str, *, namespace: str) -> list[dict[str, Any]]:

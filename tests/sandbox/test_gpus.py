@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
 
 from fleet.sandbox import gpus, profiles
+from tests import paths
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+FIXTURES = paths.FIXTURES
 
 
 def fixture_slice(name: str) -> dict[str, Any]:

@@ -10,10 +10,11 @@ import pytest
 import yaml
 
 from fleet.inventory import snapshots
+from tests import paths
 from tests.manifests.repos import EXAMPLE, template
 from tests.validate.test_cli import fleetctl
 
-SLICES = Path("/work/shared/fixtures/resourceslices")
+SLICES = paths.FIXTURES / "resourceslices"
 
 
 def snapshot(tmp_path: Path, *names: str, cluster: str) -> Path:
