@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
 
 from tests.sandbox import guide
 
@@ -169,10 +168,3 @@ def test_restricted_user_cannot_list_resourceslices(kubectl: Callable[..., Any])
     can = kubectl("auth", "can-i", "list", "resourceslices.resource.k8s.io", "--as=alice", check=False)
     assert can.stdout.strip() == "no"
 
-
-def test_seed_manifests_are_what_the_guide_shows() -> None:
-    names = {p.name for p in guide.SEED.glob("*.yaml")}
-    assert {"single-gpu-pod.yaml", "h100-gpu.yaml", "large-memory-gpu.yaml", "two-gpus.yaml",
-            "gpu-workers-deployment.yaml"} <= names
-    docs = list(YAML(typ="safe").load_all((guide.SEED / "h100-gpu.yaml").read_text()))
-    assert docs[0]["kind"] == "ResourceClaimTemplate"
