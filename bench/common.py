@@ -1,4 +1,4 @@
-"""Shared pieces of the benchmarks: a private sandbox, synthetic GPU inventories, peak memory, the RESULT line."""
+"""Shared pieces of the benchmarks: a private sandbox, synthetic GPU ledgers, peak memory, the RESULT line."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ Cut like gitops-engine and Flux's ssa package, one concept per module:
 - ``normalizations`` pure: comparable objects, and when no dry-run is needed
 - ``diffs``          server-side-apply dry-run diff against listed live objects
 - ``healths``        the gates between stages
-- ``inventories``    what fleet applied, recorded in the cluster
+- ``ledgers``    what fleet applied, recorded in the cluster
 - ``applies``        ``Sync``: the step-wise run (one stage per step), prune, record
 - ``changesets``     the result of every run
 

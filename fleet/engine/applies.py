@@ -1,20 +1,20 @@
 """Applying a Plan: stage by stage, only what drifted, health-gated, resumable, pruned last.
 
 ``Sync`` is a step-wise state machine in the manner of gitops-engine's
-``SyncContext``: ``start`` reads the inventory and the live cluster once, then every
+``SyncContext``: ``start`` reads the ledger and the live cluster once, then every
 ``step`` does exactly one thing (one stage, then prune, then record) and returns,
 so a caller can observe, trace or stop between steps. Progress is recorded in the
-cluster's inventory (``inventories.Progress``) as soon as a step writes; a run
+cluster's ledger (``ledgers.Progress``) as soon as a step writes; a run
 killed at any point and started again for the same revision skips the stages
 already done, and re-diffs the rest (objects applied before the kill are now
 unchanged, so they are not written again).
 
 Within a stage, objects are diffed (``diffs.diff_objects``) and only created or
 configured ones are applied, with bounded concurrency. A no-op run therefore makes
-no write request at all, not even to the inventory. A failed object stops the run
+no write request at all, not even to the ledger. A failed object stops the run
 after its stage: later stages depend on earlier ones.
 
-Pruning deletes inventory objects the plan no longer declares, in reverse stage
+Pruning deletes ledger objects the plan no longer declares, in reverse stage
 order, with the live ``uid`` as precondition (a recreated object of the same name
 is never deleted by mistake); pool Nodes are released (fleet-pools gives back its
 labels and taints), never deleted. An empty plan is refused unless allowed, and a
@@ -31,7 +31,7 @@ from typing import Any
 
 import anyio
 
-from fleet.engine import diffs, healths, inventories, ownership, plans, stages
+from fleet.engine import diffs, healths, ledgers, ownership, plans, stages
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.errors import FleetError
 from fleet.kube import Client, KubeError, NotFound, Ref
@@ -55,7 +55,7 @@ class Sync:
     plan: plans.Plan
     options: Options = field(default_factory=Options)
     changes: ChangeSet = field(init=False)
-    inventory: inventories.Inventory = field(init=False)
+    ledger: ledgers.Ledger = field(init=False)
     prefetched: diffs.Prefetched | None = None
     """Live objects listed while the plan was being computed (``diffs.prefetch``), if any."""
     live: diffs.LiveIndex = field(init=False, default_factory=dict)
@@ -69,23 +69,23 @@ class Sync:
         self.changes = ChangeSet(cluster=self.plan.cluster, revision=self.plan.revision)
 
     async def start(self) -> None:
-        """Read the inventory and the live objects; refuse an empty plan unless allowed."""
+        """Read the ledger and the live objects; refuse an empty plan unless allowed."""
         if not self.plan.objects and not self.plan.pools and not self.options.allow_empty:
             raise FleetError(
                 "the revision declares no object for this cluster; applying it would prune everything",
                 where=f"cluster {self.plan.cluster}",
                 hint="pass --allow-empty if that is really intended",
             )
-        self.inventory = await inventories.load(client=self.client, cluster=self.plan.cluster)
-        self._saved = self.inventory.encode() if self.inventory.exists else None
-        progress = self.inventory.progress
+        self.ledger = await ledgers.load(client=self.client, cluster=self.plan.cluster)
+        self._saved = self.ledger.encode() if self.ledger.exists else None
+        progress = self.ledger.progress
         self._resumed = not progress.complete
         if progress.revision == self.plan.revision and not progress.complete:
             self._skip = set(progress.done)
         else:
             progress.done = []  # stages done for another revision say nothing about this one
         kinds = {(d.obj["apiVersion"], d.obj["kind"]) for d in self.plan.objects}
-        kinds |= {(v, Ref.from_key(k, version=v.rpartition("/")[2]).kind) for k, v in self.inventory.entries.items()}
+        kinds |= {(v, Ref.from_key(k, version=v.rpartition("/")[2]).kind) for k, v in self.ledger.entries.items()}
         if self.plan.pools:
             kinds.add(("v1", "Node"))
         with tracing.tracer().start_as_current_span("read live"):
@@ -154,9 +154,9 @@ class Sync:
                 return
             if self.options.dry_run or not (todo or stage.gate in _ALWAYS_CHECKED):
                 return
-            new = {d.ref.key: d.obj["apiVersion"] for c, d in todo if d.ref.key not in self.inventory.entries}
+            new = {d.ref.key: d.obj["apiVersion"] for c, d in todo if d.ref.key not in self.ledger.entries}
             if new:
-                self.inventory.entries.update(new)
+                self.ledger.entries.update(new)
                 await self._save_progress()
             # Kinds in the stage's order, one wave each: a RoleBinding is created only after its
             # Role exists (for a non-admin applier the API server resolves the Role to check escalation).
@@ -179,7 +179,7 @@ class Sync:
                 self._stopped = True
                 raise
             if todo:
-                self.inventory.progress.done.append(stage.name)
+                self.ledger.progress.done.append(stage.name)
                 await self._save_progress()
 
     async def _apply_all(self, todo: list[tuple[Change, plans.Desired]]) -> None:
@@ -225,13 +225,13 @@ class Sync:
         desired_keys |= {d.ref.key for d in self.desired(stages.by_name("pools"))}
         stage_of = {kind: s.name for s in stages.STAGES for kind in s.kinds}
         found = diffs.deletions(
-            inventory=self.inventory.entries, desired_keys=desired_keys, live=self.live, stage_of=stage_of
+            ledger=self.ledger.entries, desired_keys=desired_keys, live=self.live, stage_of=stage_of
         )
         order = {s.name: i for i, s in enumerate(stages.prune_order())}
         found.sort(key=lambda c: (order.get(c.stage, 0), c.ref))
-        gone = [k for k in self.inventory.entries if k not in desired_keys and k not in self.live]
+        gone = [k for k in self.ledger.entries if k not in desired_keys and k not in self.live]
         for key in gone:
-            self.inventory.entries.pop(key)  # deleted outside fleet: only the record was left
+            self.ledger.entries.pop(key)  # deleted outside fleet: only the record was left
         if not self.options.prune or self.options.dry_run:
             for change in found:
                 if not self.options.dry_run and change.action == Action.DELETED:
@@ -271,9 +271,9 @@ class Sync:
                 else:
                     uid = (self.live.get(change.ref.key, {}).get("metadata") or {}).get("uid")
                     await self.client.delete(change.ref, uid=uid)
-                self.inventory.entries.pop(change.ref.key, None)
+                self.ledger.entries.pop(change.ref.key, None)
             except NotFound:
-                self.inventory.entries.pop(change.ref.key, None)
+                self.ledger.entries.pop(change.ref.key, None)
             except KubeError as err:
                 change.error = str(err)
         change.duration = time.monotonic() - started
@@ -300,29 +300,29 @@ class Sync:
             return
         kept = {d.ref.key: d.obj["apiVersion"] for d in self.plan.objects}
         kept |= {d.ref.key: d.obj["apiVersion"] for d in self.desired(stages.by_name("pools"))}
-        for key, version in self.inventory.entries.items():
+        for key, version in self.ledger.entries.items():
             kept.setdefault(key, version)  # not pruned (prune off, kept, failed): still ours to prune later
-        self.inventory.entries = kept
-        self.inventory.progress = inventories.Progress(
+        self.ledger.entries = kept
+        self.ledger.progress = ledgers.Progress(
             revision=self.plan.revision, done=[s.name for s in stages.STAGES], complete=True
         )
-        if not self.inventory.exists and not self.inventory.entries:
+        if not self.ledger.exists and not self.ledger.entries:
             return
         await self._save(force_progress=self._saved is None or self._resumed or bool(self.changes.changed))
 
     async def _save_progress(self) -> None:
-        self.inventory.progress.revision = self.plan.revision
-        self.inventory.progress.complete = False
+        self.ledger.progress.revision = self.plan.revision
+        self.ledger.progress.complete = False
         await self._save(force_progress=True)
 
     async def _save(self, *, force_progress: bool) -> None:
         if not force_progress and self._saved is not None:
             # Only the progress record would change (a new revision with nothing to do):
             # keep the old record rather than write for nothing.
-            body = self.inventory.encode()
+            body = self.ledger.encode()
             if body["data"]["entries"] == self._saved["data"]["entries"]:
                 return
-        self._saved = await inventories.save(client=self.client, inventory=self.inventory, saved=self._saved)
+        self._saved = await ledgers.save(client=self.client, ledger=self.ledger, saved=self._saved)
 
 
 def _apply_drift_policy(change: Change, policy: str) -> None:

@@ -8,7 +8,7 @@ paginated request per kind, not a GET per object) and
 ``normalizations.unchanged_without_dry_run`` settles every object whose live state
 already is what fleet would apply. Only the rest get a dry-run, concurrently.
 
-Inventory entries the revision no longer declares come out as deletions (or as
+Ledger entries the revision no longer declares come out as deletions (or as
 skipped, with the reason, when the object is annotated to be kept or no longer
 carries fleet's label).
 """
@@ -181,18 +181,18 @@ def _unchanged_in_git(d: Desired, live: dict[str, Any] | None) -> bool:
 
 
 def deletions(
-    *, inventory: dict[str, str], desired_keys: set[str], live: LiveIndex, stage_of: dict[str, str]
+    *, ledger: dict[str, str], desired_keys: set[str], live: LiveIndex, stage_of: dict[str, str]
 ) -> list[Change]:
-    """Inventory entries (key → apiVersion) no longer desired: deleted, or skipped with the reason."""
+    """Ledger entries (key → apiVersion) no longer desired: deleted, or skipped with the reason."""
     out: list[Change] = []
-    for key, api_version in sorted(inventory.items()):
+    for key, api_version in sorted(ledger.items()):
         if key in desired_keys:
             continue
         ref = Ref.from_key(key, version=api_version.rpartition("/")[2])
         current = live.get(key)
         stage = stage_of.get(ref.kind, "")
         if current is None:
-            continue  # already gone: only the inventory record remains
+            continue  # already gone: only the ledger remains
         if ref.kind == "Node":
             out.append(
                 Change(

@@ -2,9 +2,9 @@
 
 Ownership is recorded twice, on purpose. Every object fleet applies carries the
 label ``app.kubernetes.io/managed-by: fleet`` and the cluster label, so ``kubectl get
--l`` finds them; and the per-cluster inventory (``fleet.engine.inventories``) lists
+-l`` finds them; and the per-cluster ledger (``fleet.engine.ledgers``) lists
 them, so pruning never relies on a label somebody else could copy onto their own
-object. Pruning deletes only what is in the inventory *and* still labelled, and
+object. Pruning deletes only what is in the ledger *and* still labelled, and
 never an object annotated ``fleet.gpufleet.dev/prune: disabled``.
 
 The ``applied`` annotation is a hash of what fleet applied (see ``fingerprinted``). The
@@ -24,7 +24,7 @@ DOMAIN = "fleet.gpufleet.dev"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "fleet"
 POOL_MANAGER = "fleet-pools"
-INVENTORY_MANAGER = "fleet-inventory"
+LEDGER_MANAGER = "fleet-ledger"
 CLUSTER_LABEL = f"{DOMAIN}/cluster"
 TEAM_LABEL = f"{DOMAIN}/team"
 POOL_LABEL = f"{DOMAIN}/pool"
@@ -81,9 +81,9 @@ __all__ = [
     "APPLIED",
     "CLUSTER_LABEL",
     "DOMAIN",
-    "INVENTORY_MANAGER",
     "KEEP",
     "KEEP_VALUE",
+    "LEDGER_MANAGER",
     "MANAGED_BY",
     "MANAGER",
     "POOL_LABEL",

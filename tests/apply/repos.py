@@ -1,6 +1,6 @@
 """A small fleet repository per test, with names unique to the test.
 
-Each test gets its own cluster name (so its own inventory record), team
+Each test gets its own cluster name (so its own ledger), team
 namespaces and DeviceClass name, so tests sharing the one sandbox never see
 each other's objects.
 """

@@ -61,7 +61,7 @@ def test_change_configures_only_what_differs(fleet: Engine, repo: Repo) -> None:
     assert not fleet.diff().changed
 
 
-def test_prune_deletes_only_undeclared_inventory_objects(fleet: Engine, repo: Repo) -> None:
+def test_prune_deletes_only_undeclared_ledger_objects(fleet: Engine, repo: Repo) -> None:
     repo.team("ml", namespaces=["ml"], group="ml-research")
     repo.claim_template("ml", "old")
     repo.claim_template("ml", "kept")

@@ -1,9 +1,9 @@
-"""The inventory: what fleet applied to a cluster, recorded in that cluster.
+"""The ledger: what fleet applied to a cluster, recorded in that cluster.
 
 Pruning must know what fleet created earlier, also when the controller restarted
 or another machine runs ``fleetctl apply``. So the record lives in the cluster, in
-one ConfigMap per cluster (``fleet-system/fleet-inventory-<cluster>``), written by
-server-side apply as ``fleet-inventory``:
+one ConfigMap per cluster (``fleet-system/fleet-ledger-<cluster>``), written by
+server-side apply as ``fleet-ledger``:
 
 - ``entries``: one line per object, ``<group>/<Kind>/<namespace>/<name> <apiVersion>``;
 - ``progress``: JSON ``{"revision", "done": [stages], "complete"}``; a run killed
@@ -39,7 +39,7 @@ class Progress:
 
 
 @dataclass
-class Inventory:
+class Ledger:
     cluster: str
     entries: dict[str, str] = field(default_factory=dict)
     """Ref.key → apiVersion."""
@@ -66,12 +66,12 @@ class Inventory:
 
 
 def config_map_name(cluster: str) -> str:
-    return f"fleet-inventory-{cluster}"
+    return f"fleet-ledger-{cluster}"
 
 
-def decode(cluster: str, config_map: dict[str, Any] | None) -> Inventory:
+def decode(cluster: str, config_map: dict[str, Any] | None) -> Ledger:
     if config_map is None:
-        return Inventory(cluster=cluster)
+        return Ledger(cluster=cluster)
     data = config_map.get("data") or {}
     entries: dict[str, str] = {}
     for line in (data.get("entries") or "").splitlines():
@@ -82,32 +82,32 @@ def decode(cluster: str, config_map: dict[str, Any] | None) -> Inventory:
     progress = Progress(
         revision=str(raw.get("revision", "")), done=list(raw.get("done", [])), complete=bool(raw.get("complete", True))
     )
-    return Inventory(cluster=cluster, entries=entries, progress=progress, exists=True)
+    return Ledger(cluster=cluster, entries=entries, progress=progress, exists=True)
 
 
-async def load(*, client: Client, cluster: str) -> Inventory:
-    inv = Inventory(cluster=cluster)
+async def load(*, client: Client, cluster: str) -> Ledger:
+    inv = Ledger(cluster=cluster)
     try:
         return decode(cluster, await client.get(inv.ref))
     except NotFound:
         return inv
 
 
-async def save(*, client: Client, inventory: Inventory, saved: dict[str, Any] | None) -> dict[str, Any]:
-    """Write ``inventory`` if it differs from ``saved`` (the last written body); returns the body."""
-    body = inventory.encode()
+async def save(*, client: Client, ledger: Ledger, saved: dict[str, Any] | None) -> dict[str, Any]:
+    """Write ``ledger`` if it differs from ``saved`` (the last written body); returns the body."""
+    body = ledger.encode()
     if saved is not None and saved == body:
         return body
-    if not inventory.exists:
+    if not ledger.exists:
         namespace = {
             "apiVersion": "v1",
             "kind": "Namespace",
             "metadata": {"name": NAMESPACE, "labels": {ownership.MANAGED_BY: ownership.MANAGER}},
         }
-        await client.apply(namespace, field_manager=ownership.INVENTORY_MANAGER)
-    await client.apply(body, field_manager=ownership.INVENTORY_MANAGER, force=True)
-    inventory.exists = True
+        await client.apply(namespace, field_manager=ownership.LEDGER_MANAGER)
+    await client.apply(body, field_manager=ownership.LEDGER_MANAGER, force=True)
+    ledger.exists = True
     return body
 
 
-__all__ = ["NAMESPACE", "Inventory", "Progress", "config_map_name", "decode", "load", "save"]
+__all__ = ["NAMESPACE", "Ledger", "Progress", "config_map_name", "decode", "load", "save"]

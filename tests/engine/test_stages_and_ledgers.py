@@ -1,10 +1,10 @@
-"""The stage table and the inventory record."""
+"""The stage table and the ledger."""
 
 from __future__ import annotations
 
 import pytest
 
-from fleet.engine import inventories, stages
+from fleet.engine import ledgers, stages
 
 
 def test_one_entry_per_stage_with_kinds_gate_and_reverse_prune_order() -> None:
@@ -17,15 +17,15 @@ def test_one_entry_per_stage_with_kinds_gate_and_reverse_prune_order() -> None:
         stages.stage_of("Deployment")
 
 
-def test_inventory_round_trips_through_its_config_map() -> None:
-    inv = inventories.Inventory(
+def test_ledger_round_trips_through_its_config_map() -> None:
+    inv = ledgers.Ledger(
         cluster="east",
         entries={"/Namespace//a": "v1", "resource.k8s.io/DeviceClass//gpu": "resource.k8s.io/v1"},
-        progress=inventories.Progress(revision="r", done=["namespaces"], complete=False),
+        progress=ledgers.Progress(revision="r", done=["namespaces"], complete=False),
     )
     body = inv.encode()
     labels = {"app.kubernetes.io/managed-by": "fleet", "fleet.gpufleet.dev/cluster": "east"}
-    assert body["metadata"] == {"name": "fleet-inventory-east", "namespace": "fleet-system", "labels": labels}
-    back = inventories.decode("east", body)
+    assert body["metadata"] == {"name": "fleet-ledger-east", "namespace": "fleet-system", "labels": labels}
+    back = ledgers.decode("east", body)
     assert back.entries == inv.entries and back.progress == inv.progress and back.exists
-    assert back.encode() == body, "an unchanged inventory encodes identically (no write)"
+    assert back.encode() == body, "an unchanged ledger encodes identically (no write)"
