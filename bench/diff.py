@@ -28,9 +28,9 @@ from common import result, sandbox
 
 from fleet import engine, kube
 from fleet.engine import ownership, stages
+from fleet.engine.pipelines import load_plan
 from fleet.kube import metrics
 from fleet.sandbox import Sandbox, binaries
-from fleetctl.pipelines import load_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 RESOURCES = stages.WRITTEN_RESOURCES

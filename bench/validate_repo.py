@@ -27,10 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 from bench.common import gpu_slices, peak_rss_mb
+from fleet.engine import pipelines
 from fleet.inventory import Inventory
 from fleet.manifests import read_revision
 from fleet.policy import check, validate
-from fleetctl import pipelines
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fleet"
 SELECTORS = [

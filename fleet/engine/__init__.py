@@ -8,7 +8,8 @@ Cut like gitops-engine and Flux's ssa package, one concept per module:
 - ``normalizations`` pure: comparable objects, and when no dry-run is needed
 - ``diffs``          server-side-apply dry-run diff against listed live objects
 - ``healths``        the gates between stages
-- ``ledgers``    what fleet applied, recorded in the cluster
+- ``ledgers``        what fleet applied, recorded in the cluster (the Ledger)
+- ``pipelines``      checkout → validate → plan, and connecting: shared by the CLI and the controller
 - ``applies``        ``Sync``: the step-wise run (one stage per step), prune, record
 - ``changesets``     the result of every run
 

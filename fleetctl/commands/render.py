@@ -15,7 +15,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from fleetctl.pipelines import load_plan
+from fleet.engine.pipelines import load_plan
 
 
 def register(sub: Any) -> None:

@@ -25,11 +25,11 @@ from typing import Any, TextIO
 import anyio
 
 from fleet import kube
+from fleet.engine import pipelines
 from fleet.errors import FleetError
 from fleet.inventory import Inventory, snapshots
 from fleet.manifests import Finding, Manifest, Revision, cluster_names, kinds, read_revision
 from fleet.policy import Result, Satisfaction, validate
-from fleetctl import pipelines
 
 _RED, _YELLOW, _DIM, _BOLD, _RESET = "\033[31m", "\033[33m", "\033[2m", "\033[1m", "\033[0m"
 
