@@ -17,6 +17,8 @@ official release binaries to use instead of building them.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -24,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,7 +152,36 @@ def _go_env(gobin: Path | None = None) -> dict[str, str]:
 
 
 def build(*, progress: Progress = _stderr, force: bool = False) -> tuple[Binaries, dict[str, float]]:
-    """Build whatever is missing for the pinned versions and return the binaries and step timings."""
+    """Build whatever is missing for the pinned versions and return the binaries and step timings.
+
+    Builders on one machine (two test runs, a test run and ``./dev demo``) take turns on
+    an exclusive lock of the cache: each stages into the same ``.partial`` folders, and a
+    second builder arriving while the first works waits for it, then finds its result.
+    """
+    found = None if force else locate()
+    if found is not None:
+        return found, {}
+    with _build_lock(progress):
+        return _build(progress=progress, force=force)
+
+
+@contextlib.contextmanager
+def _build_lock(progress: Progress) -> Iterator[None]:
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / ".build.lock").open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"==> waiting for another build of the sandbox binaries in {root}")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build(*, progress: Progress, force: bool) -> tuple[Binaries, dict[str, float]]:
     found = None if force else locate()
     if found is not None:
         return found, {}
