@@ -17,6 +17,8 @@ from pydantic import Field, StringConstraints, model_validator
 from fleet.manifests.bases import ClusterSelector, Model, ObjectMeta
 
 API_VERSION = "fleet.gpufleet.dev/v1alpha1"
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+"""The namespace label without which the API server refuses ``adminAccess: true`` requests."""
 
 DriftPolicy = Literal["enforce", "warn", "ignore"]
 """``enforce`` re-applies drifted objects, ``warn`` reports them, ``ignore`` neither."""
@@ -152,6 +154,10 @@ class TeamSpec(Model):
     """Maximum devices per device class, over all the team's claims (ResourceQuota)."""
     drift_policy: DriftPolicy | None = None
     """Overrides the fleet default for the team's objects."""
+    admin_access: bool = False
+    """May the team's requests set ``adminAccess: true`` (monitoring devices already in use)? Fleet then
+    labels the team's namespaces ``resource.kubernetes.io/admin-access: "true"``, without which the API
+    server refuses such requests."""
 
     @model_validator(mode="after")
     def _quota_non_negative(self) -> TeamSpec:
@@ -206,6 +212,7 @@ class Overlay(Model):
 
 
 __all__ = [
+    "ADMIN_ACCESS_LABEL",
     "API_VERSION",
     "Cluster",
     "DriftPolicy",

@@ -9,6 +9,12 @@ templates and claims — stay within the team's quota per class. ``All``
 requests every matching device, which no quota can bound, so it is refused
 for a class with a quota. For ``firstAvailable`` the largest alternative per
 class counts (any of them may be chosen).
+
+``adminAccess: true`` (a request that sees devices already allocated to
+others, for monitoring) is refused by the API server unless the namespace
+carries ``resource.kubernetes.io/admin-access: "true"``. Fleet sets that label
+on the namespaces of a Team with ``adminAccess: true`` (fleet.engine.plans), so
+a request with it is an error exactly when its Team does not allow it.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ def check(manifests: Sequence[Manifest], *, owners: Mapping[str, str]) -> Iterat
             team = teams[manifest.team]
             yield from _namespace(manifest, team=team, owners=owners)
             yield from _classes(manifest, team=team, classes=classes)
+            yield from _admin_access(manifest, team=team)
     for name, claims in sorted(by_team.items()):
         yield from _quota(teams[name], claims=claims)
 
@@ -133,6 +140,22 @@ def _classes(claim: Manifest, *, team: Manifest, classes: set[str]) -> Iterator[
                 "team-device-class",
                 f"request {request.name!r}: team {team.name!r} may not use DeviceClass {name!r}",
                 hint=f"allowed: {', '.join(allowed)}; ask the platform team to add it to {team.file}",
+                object=claim.ref,
+            )
+
+
+def _admin_access(claim: Manifest, *, team: Manifest) -> Iterator[Finding]:
+    if _spec(team).admin_access:
+        return
+    for request in walks.requests(claim):
+        if getattr(request.body, "admin_access", None):  # firstAvailable entries have no adminAccess
+            yield Finding(
+                claim.positions.at((*request.path, "adminAccess")),
+                "team-admin-access",
+                f"request {request.name!r} sets adminAccess, which team {team.name!r} does not allow: the API "
+                f"server refuses it in a namespace without the label {kinds.ADMIN_ACCESS_LABEL}=true",
+                hint=f"remove adminAccess, or let the platform team set adminAccess: true in {team.file} "
+                "(fleet then labels the team's namespaces)",
                 object=claim.ref,
             )
 
