@@ -70,10 +70,16 @@ class Satisfaction:
     capacity: int
     """Copies of the claim that fit at the same time (pods of a Deployment scaling up)."""
     undecided_nodes: int = 0
+    source: str = ""
+    """Whose devices: ``declared pools``, ``snapshot FILE`` or ``live context CTX``."""
 
 
-def evaluate(view: ClusterView, *, inventory: Inventory) -> tuple[list[Finding], list[Satisfaction]]:
-    """Check every claim of ``view`` against ``inventory`` (that cluster's ResourceSlices)."""
+def evaluate(view: ClusterView, *, inventory: Inventory, source: str = "") -> tuple[list[Finding], list[Satisfaction]]:
+    """Check every claim of ``view`` against ``inventory`` (that cluster's ResourceSlices).
+
+    ``source`` says whose devices they are; findings name it, so a reader knows whether a
+    prediction comes from the declared pools, a snapshot or the live cluster.
+    """
     classes = {m.name: m for m in view.device_classes}
     checker = Checker(inventory=inventory, classes={name: m.data for name, m in classes.items()})
     findings: list[Finding] = []
@@ -84,7 +90,7 @@ def evaluate(view: ClusterView, *, inventory: Inventory) -> tuple[list[Finding],
         else:
             report = checker.check_claim(claim.data.get("spec") or {})
         for found in report.findings:
-            finding = located(found, claim=claim, classes=classes, cluster=view.name)
+            finding = located(found, claim=claim, classes=classes, cluster=view.name, source=source)
             if finding is not None:
                 findings.append(finding)
         satisfied.append(
@@ -96,22 +102,22 @@ def evaluate(view: ClusterView, *, inventory: Inventory) -> tuple[list[Finding],
                 report.devices,
                 report.capacity,
                 report.undecided_nodes,
+                source,
             )
         )
     return findings, satisfied
 
 
 def located(
-    found: InventoryFinding, *, claim: Manifest, classes: Mapping[str, Manifest], cluster: str
+    found: InventoryFinding, *, claim: Manifest, classes: Mapping[str, Manifest], cluster: str, source: str = ""
 ) -> Finding | None:
     """The repository finding for one inventory finding about ``claim`` (None if a duplicate)."""
     if found.rule in DUPLICATED_RULES:
         return None
     where = _location(found, claim=claim, classes=classes)
     severity: Severity = "warning" if found.severity == "warning" else "error"
-    return Finding(
-        where, found.rule, found.message, severity=severity, hint=found.hint, object=claim.ref, cluster=cluster
-    )
+    message = f"{found.message} (devices: {source})" if source else found.message
+    return Finding(where, found.rule, message, severity=severity, hint=found.hint, object=claim.ref, cluster=cluster)
 
 
 def _location(found: InventoryFinding, *, claim: Manifest, classes: Mapping[str, Manifest]) -> Location:
@@ -139,7 +145,7 @@ def _location(found: InventoryFinding, *, claim: Manifest, classes: Mapping[str,
 def _in_expression(manifest: Manifest, path: Path, found: InventoryFinding) -> Location:
     if found.line is not None and found.column is not None:
         return locate(manifest, path, line=found.line, col=found.column)
-    return manifest.positions.at(path)
+    return locate(manifest, path, line=1, col=1)  # the whole selector: where its text starts
 
 
 __all__ = ["DUPLICATED_RULES", "InventoryFinding", "Satisfaction", "evaluate", "located"]

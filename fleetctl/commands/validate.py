@@ -29,7 +29,7 @@ from fleet.engine import pipelines
 from fleet.errors import FleetError
 from fleet.inventory import Inventory, snapshots
 from fleet.manifests import Finding, Manifest, Revision, cluster_names, kinds, read_revision
-from fleet.policy import Result, Satisfaction, validate
+from fleet.policy import Result, Satisfaction, declarations, validate
 
 _RED, _YELLOW, _DIM, _BOLD, _RESET = "\033[31m", "\033[33m", "\033[2m", "\033[1m", "\033[0m"
 
@@ -82,8 +82,8 @@ def _validate(args: argparse.Namespace) -> int:
     if not repo.is_dir():
         raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
     revision = read_revision(repo)
-    inventories = _inventories(args, revision=revision)
-    result = validate(revision, clusters=args.cluster, inventories=inventories)
+    inventories, sources = _inventories(args, revision=revision)
+    result = validate(revision, clusters=args.cluster, inventories=inventories, sources=sources)
     findings = result.findings
     out = sys.stdout
     if args.output == "json":
@@ -92,12 +92,17 @@ def _validate(args: argparse.Namespace) -> int:
         out.writelines(f"{line}\n" for line in to_github(findings, repo=repo))
     else:
         out.write(to_text(findings, repo=repo, revision=revision, colour=_colour(out)))
-        out.write(satisfaction_text(result.satisfaction, repo=repo))
+        # the per-claim table for an explicit snapshot or context; declared pools only speak through findings
+        explicit = [s for s in result.satisfaction if s.source != declarations.SOURCE]
+        out.write(satisfaction_text(explicit, repo=repo))
     return 1 if any(f.severity == "error" for f in findings) else 0
 
 
-def _inventories(args: argparse.Namespace, *, revision: Revision) -> dict[str, Inventory]:
-    """``{cluster: Inventory}`` from ``--inventory FILE`` or ``--context CTX`` (empty without either)."""
+def _inventories(args: argparse.Namespace, *, revision: Revision) -> tuple[dict[str, Inventory], dict[str, str]]:
+    """``{cluster: Inventory}`` and ``{cluster: source}`` from ``--inventory FILE`` or ``--context CTX``.
+
+    Empty without either: then each cluster is checked against its declared GPUNodePools.
+    """
     known = cluster_names(revision)
     chosen = args.cluster[0] if len(args.cluster) == 1 else ""
     if args.inventory is not None:
@@ -110,22 +115,22 @@ def _inventories(args: argparse.Namespace, *, revision: Revision) -> dict[str, I
             ) from err
         inventory, recorded = snapshots.load(text, where=str(path))
         cluster = chosen or recorded or (known[0] if len(known) == 1 else "")
-        source = f"inventory {path}"
+        source, label = f"inventory {path}", f"snapshot {path}"
     elif args.context is not None:
         inventory = Inventory.from_slices(anyio.run(_live_slices, args.context, args.kubeconfig))
         by_context = [m.name for m in revision.of_kind("Cluster") if _context_of(m) == args.context]
         cluster = (
             chosen or (by_context[0] if len(by_context) == 1 else "") or (args.context if args.context in known else "")
         )
-        source = f"context {args.context}"
+        source, label = f"context {args.context}", f"live context {args.context}"
     else:
-        return {}
+        return {}, {}
     if cluster not in known:
         raise FleetError(
             f"which cluster is the {source} for? " + (f"{cluster!r} is not a Cluster" if cluster else "not recorded"),
             hint=f"pass --cluster (known clusters: {', '.join(known) or 'none'})",
         )
-    return {cluster: inventory}
+    return {cluster: inventory}, {cluster: label}
 
 
 def _context_of(cluster: Manifest) -> str | None:
@@ -177,7 +182,8 @@ def satisfaction_text(satisfaction: Sequence[Satisfaction], *, repo: Path) -> st
     for s in sorted(satisfaction, key=lambda s: (s.cluster, s.location)):
         verdict = "UNSATISFIABLE" if s.nodes == 0 else f"{s.nodes} node(s), {s.devices} device(s), {s.capacity} at once"
         undecided = f" ({s.undecided_nodes} node(s) undecided)" if s.undecided_nodes else ""
-        lines.append(f"  {s.cluster}: {s.object} ({display_path(repo, s.location.file)}): {verdict}{undecided}")
+        source = f" [{s.source}]" if s.source else ""
+        lines.append(f"  {s.cluster}: {s.object} ({display_path(repo, s.location.file)}): {verdict}{undecided}{source}")
     return "satisfiability:\n" + "\n".join(lines) + "\n" if lines else ""
 
 
@@ -209,6 +215,7 @@ def to_json(result: Result, *, repo: Path, revision: Revision) -> str:
             "devices": s.devices,
             "capacity": s.capacity,
             "undecidedNodes": s.undecided_nodes,
+            "source": s.source,
         }
         for s in result.satisfaction
     ]
