@@ -14,6 +14,7 @@ internal error — an internal error must never look like "your change is bad".
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -28,7 +29,7 @@ from fleet import kube
 from fleet.engine import pipelines
 from fleet.errors import FleetError
 from fleet.inventory import Inventory, snapshots
-from fleet.manifests import Finding, Manifest, Revision, cluster_names, kinds, read_revision
+from fleet.manifests import Finding, Limits, Manifest, Revision, cluster_names, fixes, kinds, read_revision, read_tree
 from fleet.policy import Result, Satisfaction, declarations, validate
 
 _RED, _YELLOW, _DIM, _BOLD, _RESET = "\033[31m", "\033[33m", "\033[2m", "\033[1m", "\033[0m"
@@ -62,6 +63,13 @@ def register(sub: Any) -> None:
         "--kubeconfig", metavar="FILE", help="kubeconfig for --context (default: $KUBECONFIG, ~/.kube/config)"
     )
     parser.add_argument("-o", "--output", choices=("text", "json", "github"), default="text")
+    parser.add_argument(
+        "--fix",
+        action="store_true",
+        help="first rewrite what has one right answer (deprecated resource.k8s.io versions to v1, renamed NVIDIA "
+        "attributes, YAML 1.1 ambiguities), keeping comments and layout; prints each change",
+    )
+    parser.add_argument("--diff", action="store_true", help="with --fix: print the changes as a diff, write nothing")
     parser.set_defaults(func=run)
 
 
@@ -81,6 +89,10 @@ def _validate(args: argparse.Namespace) -> int:
     repo: Path = args.repo
     if not repo.is_dir():
         raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
+    if args.diff and not args.fix:
+        raise FleetError("--diff only goes with --fix", hint="run fleetctl validate --fix --diff")
+    if args.fix:
+        fix_files(repo, diff=args.diff, out=sys.stderr if args.output != "text" else sys.stdout)
     revision = read_revision(repo)
     inventories, sources = _inventories(args, revision=revision)
     result = validate(revision, clusters=args.cluster, inventories=inventories, sources=sources)
@@ -131,6 +143,28 @@ def _inventories(args: argparse.Namespace, *, revision: Revision) -> tuple[dict[
             hint=f"pass --cluster (known clusters: {', '.join(known) or 'none'})",
         )
     return {cluster: inventory}, {cluster: label}
+
+
+def fix_files(repo: Path, *, diff: bool, out: TextIO) -> int:
+    """Apply :func:`fleet.manifests.fixes.fix_text` to every YAML file of ``repo``; the number of changes."""
+    files, _ = read_tree(repo, limits=Limits())
+    count = 0
+    for name, content in sorted(files.items()):
+        try:
+            text = content.decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # validate reports it (yaml-encoding)
+        fixed, changes = fixes.fix_text(text)
+        if not changes:
+            continue
+        count += len(changes)
+        shown = display_path(repo, name)
+        if diff:
+            out.writelines(difflib.unified_diff(text.splitlines(True), fixed.splitlines(True), shown, shown))
+        else:
+            (repo / name).write_text(fixed, encoding="utf-8")
+        out.writelines(f"{shown}:{c.line} {'would fix' if diff else 'fixed'}: {c.what}\n" for c in changes)
+    return count
 
 
 def _context_of(cluster: Manifest) -> str | None:
