@@ -41,6 +41,7 @@ def validate(
     clusters: Sequence[str] = (),
     inventories: Mapping[str, Inventory] | None = None,
     sources: Mapping[str, str] | None = None,
+    live: Mapping[str, satisfiability.Live] | None = None,
     declared: bool = True,
     compiler: selectors.Compiler | None = selectors.dra_compiler,
 ) -> Result:
@@ -48,7 +49,8 @@ def validate(
 
     Devices come from ``inventories`` (``sources`` names them: ``snapshot FILE``, ``live context CTX``)
     or, for the other clusters and with ``declared``, from the cluster's GPUNodePools
-    (:mod:`fleet.policy.declarations`).
+    (:mod:`fleet.policy.declarations`). ``live`` (per cluster, from ``--context``) adds how many
+    copies fit right now and which claims block a template that fits ever but not now.
     """
     inventories = inventories or {}
     sources = sources or {}
@@ -72,7 +74,9 @@ def validate(
             findings.extend(pooled.findings)
             inventory, source = pooled.inventory, declarations.SOURCE
         if inventory is not None:
-            inventory_findings, satisfied = satisfiability.evaluate(view, inventory=inventory, source=source)
+            inventory_findings, satisfied = satisfiability.evaluate(
+                view, inventory=inventory, source=source, live=(live or {}).get(name)
+            )
             removed = {f.location for f in findings if f.rule == "cel-removed-attribute"}
             findings.extend(
                 f for f in inventory_findings if not (f.rule == "cel-unknown-attribute" and f.location in removed)

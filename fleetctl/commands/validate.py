@@ -28,9 +28,10 @@ import anyio
 from fleet import kube
 from fleet.engine import pipelines
 from fleet.errors import FleetError
-from fleet.inventory import Inventory, snapshots
+from fleet.inventory import Inventory, holdings, snapshots
 from fleet.manifests import Finding, Limits, Manifest, Revision, cluster_names, fixes, kinds, read_revision, read_tree
 from fleet.policy import Result, Satisfaction, declarations, validate
+from fleet.policy.satisfiability import Live
 
 _RED, _YELLOW, _DIM, _BOLD, _RESET = "\033[31m", "\033[33m", "\033[2m", "\033[1m", "\033[0m"
 
@@ -94,8 +95,8 @@ def _validate(args: argparse.Namespace) -> int:
     if args.fix:
         fix_files(repo, diff=args.diff, out=sys.stderr if args.output != "text" else sys.stdout)
     revision = read_revision(repo)
-    inventories, sources = _inventories(args, revision=revision)
-    result = validate(revision, clusters=args.cluster, inventories=inventories, sources=sources)
+    inventories, sources, live = _inventories(args, revision=revision)
+    result = validate(revision, clusters=args.cluster, inventories=inventories, sources=sources, live=live)
     findings = result.findings
     out = sys.stdout
     if args.output == "json":
@@ -110,11 +111,14 @@ def _validate(args: argparse.Namespace) -> int:
     return 1 if any(f.severity == "error" for f in findings) else 0
 
 
-def _inventories(args: argparse.Namespace, *, revision: Revision) -> tuple[dict[str, Inventory], dict[str, str]]:
-    """``{cluster: Inventory}`` and ``{cluster: source}`` from ``--inventory FILE`` or ``--context CTX``.
+def _inventories(
+    args: argparse.Namespace, *, revision: Revision
+) -> tuple[dict[str, Inventory], dict[str, str], dict[str, Live]]:
+    """``{cluster: Inventory}``, ``{cluster: source}`` and (``--context``) ``{cluster: Live}``.
 
-    Empty without either: then each cluster is checked against its declared GPUNodePools.
+    Empty without --inventory/--context: then each cluster is checked against its declared GPUNodePools.
     """
+    live: Live | None = None
     known = cluster_names(revision)
     chosen = args.cluster[0] if len(args.cluster) == 1 else ""
     if args.inventory is not None:
@@ -129,20 +133,22 @@ def _inventories(args: argparse.Namespace, *, revision: Revision) -> tuple[dict[
         cluster = chosen or recorded or (known[0] if len(known) == 1 else "")
         source, label = f"inventory {path}", f"snapshot {path}"
     elif args.context is not None:
-        inventory = Inventory.from_slices(anyio.run(_live_slices, args.context, args.kubeconfig))
+        slices, claims = anyio.run(_live_objects, args.context, args.kubeconfig)
+        inventory = Inventory.from_slices(slices)
+        live = Live(slices=slices, claims=holdings.holdings(claims))
         by_context = [m.name for m in revision.of_kind("Cluster") if _context_of(m) == args.context]
         cluster = (
             chosen or (by_context[0] if len(by_context) == 1 else "") or (args.context if args.context in known else "")
         )
         source, label = f"context {args.context}", f"live context {args.context}"
     else:
-        return {}, {}
+        return {}, {}, {}
     if cluster not in known:
         raise FleetError(
             f"which cluster is the {source} for? " + (f"{cluster!r} is not a Cluster" if cluster else "not recorded"),
             hint=f"pass --cluster (known clusters: {', '.join(known) or 'none'})",
         )
-    return {cluster: inventory}, {cluster: label}
+    return {cluster: inventory}, {cluster: label}, ({cluster: live} if live is not None else {})
 
 
 def fix_files(repo: Path, *, diff: bool, out: TextIO) -> int:
@@ -171,11 +177,13 @@ def _context_of(cluster: Manifest) -> str | None:
     return cluster.model.spec.context if isinstance(cluster.model, kinds.Cluster) else None
 
 
-async def _live_slices(context: str, kubeconfig: str | None) -> list[dict[str, Any]]:
+async def _live_objects(context: str, kubeconfig: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ResourceSlices and (for what fits now) the ResourceClaims of every namespace."""
     client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=30)
     try:
-        kind = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
-        return list((await client.list(kind)).items)
+        slices = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
+        claims = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaim")
+        return list((await client.list(slices)).items), list((await client.list(claims)).items)
     finally:
         await client.close()
 
@@ -215,6 +223,8 @@ def satisfaction_text(satisfaction: Sequence[Satisfaction], *, repo: Path) -> st
     lines = []
     for s in sorted(satisfaction, key=lambda s: (s.cluster, s.location)):
         verdict = "UNSATISFIABLE" if s.nodes == 0 else f"{s.nodes} node(s), {s.devices} device(s), {s.capacity} at once"
+        if s.now is not None and s.nodes:
+            verdict += f", {s.now} now"
         undecided = f" ({s.undecided_nodes} node(s) undecided)" if s.undecided_nodes else ""
         source = f" [{s.source}]" if s.source else ""
         lines.append(f"  {s.cluster}: {s.object} ({display_path(repo, s.location.file)}): {verdict}{undecided}{source}")
@@ -250,6 +260,7 @@ def to_json(result: Result, *, repo: Path, revision: Revision) -> str:
             "capacity": s.capacity,
             "undecidedNodes": s.undecided_nodes,
             "source": s.source,
+            "now": s.now,
         }
         for s in result.satisfaction
     ]
