@@ -48,8 +48,7 @@ def check(manifests: Sequence[Manifest], *, owners: Mapping[str, str]) -> Iterat
             by_team[manifest.team].append(manifest)
             team = teams[manifest.team]
             yield from _namespace(manifest, team=team, owners=owners)
-            yield from _classes(manifest, team=team, classes=classes)
-            yield from _admin_access(manifest, team=team)
+            yield from _requests(manifest, team=team, classes=classes)
     for name, claims in sorted(by_team.items()):
         yield from _quota(teams[name], claims=claims)
 
@@ -121,9 +120,13 @@ def _namespace(claim: Manifest, *, team: Manifest, owners: Mapping[str, str]) ->
         )
 
 
-def _classes(claim: Manifest, *, team: Manifest, classes: set[str]) -> Iterator[Finding]:
+def _requests(claim: Manifest, *, team: Manifest, classes: set[str]) -> Iterator[Finding]:
+    """Per request (one walk: 10,000 templates make it count): its class, then adminAccess."""
     allowed = _spec(team).device_classes
+    admin = _spec(team).admin_access
     for request in walks.requests(claim):
+        if not admin and getattr(request.body, "admin_access", None):  # firstAvailable entries have none
+            yield _admin_access(claim, team=team, request=request)
         name = request.body.device_class_name
         where = claim.positions.at((*request.path, "deviceClassName"))
         if name not in classes:
@@ -144,20 +147,16 @@ def _classes(claim: Manifest, *, team: Manifest, classes: set[str]) -> Iterator[
             )
 
 
-def _admin_access(claim: Manifest, *, team: Manifest) -> Iterator[Finding]:
-    if _spec(team).admin_access:
-        return
-    for request in walks.requests(claim):
-        if getattr(request.body, "admin_access", None):  # firstAvailable entries have no adminAccess
-            yield Finding(
-                claim.positions.at((*request.path, "adminAccess")),
-                "team-admin-access",
-                f"request {request.name!r} sets adminAccess, which team {team.name!r} does not allow: the API "
-                f"server refuses it in a namespace without the label {kinds.ADMIN_ACCESS_LABEL}=true",
-                hint=f"remove adminAccess, or let the platform team set adminAccess: true in {team.file} "
-                "(fleet then labels the team's namespaces)",
-                object=claim.ref,
-            )
+def _admin_access(claim: Manifest, *, team: Manifest, request: walks.Request) -> Finding:
+    return Finding(
+        claim.positions.at((*request.path, "adminAccess")),
+        "team-admin-access",
+        f"request {request.name!r} sets adminAccess, which team {team.name!r} does not allow: the API "
+        f"server refuses it in a namespace without the label {kinds.ADMIN_ACCESS_LABEL}=true",
+        hint=f"remove adminAccess, or let the platform team set adminAccess: true in {team.file} "
+        "(fleet then labels the team's namespaces)",
+        object=claim.ref,
+    )
 
 
 def _quota(team: Manifest, *, claims: list[Manifest]) -> Iterator[Finding]:
