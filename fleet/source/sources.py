@@ -236,16 +236,20 @@ class GitSource:
                 hint="check the remote is reachable from the controller (network policy, proxy), "
                 "or raise the source timeout for a large repository",
             )
-        if why == "too-large":
+        if why == "cancelled":
+            raise errors.SourceError("git fetch was cancelled", where=self.where)
+        if why != "too-large" and proc.returncode != 0:
+            raise self._error(stderr.decode(errors="replace"))
+        if why == "too-large" or (self.max_bytes is not None and _size(objects) - before > self.max_bytes):
+            # Drop the whole cache repository: what it holds now is over the limit, and a
+            # killed fetch leaves partial packs behind. The next sync starts from scratch.
+            shutil.rmtree(self._git_dir, ignore_errors=True)
             raise errors.TooLarge(
-                f"the fetch brought more than the limit of {self.max_bytes} bytes; it was stopped",
+                f"the fetch brought more than the limit of {self.max_bytes} bytes"
+                + ("; it was stopped" if why else ""),
                 where=self.where,
                 hint="raise the source's max_bytes, or keep large files out of the fleet repository",
             )
-        if why == "cancelled":
-            raise errors.SourceError("git fetch was cancelled", where=self.where)
-        if proc.returncode != 0:
-            raise self._error(stderr.decode(errors="replace"))
 
     def _git(self, repo: git.Repo, args: list[str], *, deadline: float, env: dict[str, str] | None = None) -> str:
         left = deadline - time.monotonic()
