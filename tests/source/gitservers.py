@@ -149,6 +149,8 @@ class SmartHttp:
     token: str
     user: str = "git"
     dumb: bool = False
+    rate: int | None = None
+    """Bytes per second for response bodies (``None``: as fast as possible)."""
     leaks: list[str] = field(default_factory=list)
     """Processes seen (during an upload-pack request) with the token in argv or environment."""
     scanned: int = 0
@@ -243,7 +245,17 @@ class SmartHttp:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(payload)
+                self._write(payload)
+
+            def _write(self, payload: bytes) -> None:
+                if owner.rate is None:
+                    self.wfile.write(payload)
+                    return
+                step = max(1, owner.rate // 20)
+                with contextlib.suppress(OSError):
+                    for start in range(0, len(payload), step):
+                        self.wfile.write(payload[start : start + step])
+                        time.sleep(0.05)
 
             def _body(self) -> bytes:
                 if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -268,7 +280,7 @@ class SmartHttp:
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                self._write(data)
 
         return Handler
 
