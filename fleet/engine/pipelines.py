@@ -1,10 +1,10 @@
 """The pipeline every command and the controller share: checkout → validate → resolve → plan.
 
 A revision that fails validation is never rendered, diffed or applied (DESIGN.md):
-``load_plan`` raises a FleetError listing the findings. The revision id is the commit
-the checkout is at (``git rev-parse HEAD``, ``-dirty`` when the work tree has
-changes); outside git it is a hash of the files' content, so it still changes
-exactly when the content does.
+``load_plan`` raises a FleetError listing the findings. The revision id is
+``fleet.source.revision_id``: the commit the checkout is at, with a hash of the loaded
+content when the work tree differs from it (a resumed run must never skip a stage of
+different content), or that hash alone outside git.
 
 ``plan_and_connect`` connects with the given context, else the Cluster's
 ``spec.context``, else the kubeconfig's current context, and lists the live objects
@@ -15,10 +15,8 @@ work: it must never run on the event loop).
 from __future__ import annotations
 
 import gc
-import hashlib
 import itertools
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,8 +27,10 @@ from fleet.engine import diffs, plans
 from fleet.errors import FleetError
 from fleet.manifests import kinds, load_revision, read_tree
 from fleet.manifests.limits import Limits
+from fleet.manifests.trees import loadable
 from fleet.manifests.views import resolve
 from fleet.policy import check
+from fleet.source import revision_id
 from fleet.telemetry import tracing
 
 
@@ -39,27 +39,6 @@ def tune_gc() -> None:
     (manifests, desired and live objects) that the cyclic collector would otherwise re-scan
     again and again for nothing (measured: about a fifth of the wall time of a 2,000-object diff)."""
     gc.set_threshold(50_000, 50, 1000)
-
-
-def revision_id(repo: Path, *, files: dict[str, bytes]) -> str:
-    """The commit SHA of ``repo`` (``-dirty`` if modified), or ``content-<hash>`` of ``files`` outside git."""
-    try:
-        sha = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--", "."],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        return f"{sha}-dirty" if dirty else sha
-    except (OSError, subprocess.SubprocessError):
-        digest = hashlib.sha256()
-        for name in sorted(files):
-            digest.update(name.encode() + b"\0" + files[name] + b"\0")
-        return f"content-{digest.hexdigest()[:12]}"
 
 
 def load_plan(repo: Path, *, cluster: str) -> plans.Plan:
@@ -81,7 +60,7 @@ def load_plan(repo: Path, *, cluster: str) -> plans.Plan:
             hint=f"run fleetctl validate {repo} --cluster {cluster}",
         )
     view = resolve(revision, cluster=cluster)
-    sha = revision_id(repo, files=files)
+    sha = revision_id(repo, files=files, loadable=loadable)  # git: load_plan runs in a worker thread
     with tracer.start_as_current_span("render", attributes={tracing.CLUSTER: cluster, tracing.REVISION: sha}):
         return plans.plan(view, revision=sha)
 
@@ -140,4 +119,4 @@ def cluster_context(repo: Path, *, cluster: str) -> str | None:
     return None
 
 
-__all__ = ["OVERLAP_MAX_FILES", "cluster_context", "load_plan", "plan_and_connect", "revision_id", "tune_gc"]
+__all__ = ["OVERLAP_MAX_FILES", "cluster_context", "load_plan", "plan_and_connect", "tune_gc"]
