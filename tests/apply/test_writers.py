@@ -125,3 +125,21 @@ def test_lease_identity_names_user_host_and_process() -> None:
     user_host, _, pid = writers.identity().rpartition(":")
     assert "@" in user_host and pid == str(os.getpid())
     assert writers.lease_ref("gpu-east") == kube.Ref(leases.API_VERSION, "Lease", "fleet-system", "fleet-gpu-east")
+
+
+def test_an_apply_that_loses_its_lease_stops_and_says_so(
+    repo: Repo, slow_writer: subprocess.Popen[str], kubectl: Kubectl
+) -> None:
+    ref = writers.lease_ref(repo.cluster)
+    lease = json.loads(kubectl("get", "lease", ref.name, "-n", ref.namespace, "-o", "json").stdout)
+    lease["spec"]["holderIdentity"] = "intruder"
+    kubectl("replace", "-f", "-", stdin=json.dumps(lease))  # carries the resourceVersion it read
+    out, err = slow_writer.communicate(timeout=60)
+    assert slow_writer.returncode == 1
+    assert f"Lease {ref.namespace}/{ref.name} was taken over by intruder" in out
+    assert "pools" in out, "what was done before is reported"
+    assert "Traceback" not in err
+    lease = json.loads(kubectl("get", "lease", ref.name, "-n", ref.namespace, "-o", "json").stdout)
+    assert lease["spec"]["holderIdentity"] == "intruder", "the loser does not release what is no longer its"
+    del lease["spec"]["holderIdentity"]
+    kubectl("replace", "-f", "-", stdin=json.dumps(lease))
