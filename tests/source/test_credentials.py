@@ -72,4 +72,5 @@ def test_public_surface() -> None:
         "TooLarge",
         "Unauthorized",
         "Unreachable",
+        "revision_id",
     ]
