@@ -85,9 +85,10 @@ READER = ("inventory-reader", ["--as=oncall", "--as-group=fleet:inventory-reader
     (APPLIER, "create", "clusterroles.rbac.authorization.k8s.io", "no"),
     (APPLIER, "get", "secrets", "no"),
     (APPLIER, "delete", "pods", "no"),
-    # the writer Lease: read, created, renewed and released in fleet-system only
+    # the writer Lease: read, watched, created, renewed and released in fleet-system only
     (IN_FLEET_SYSTEM, "update", "leases.coordination.k8s.io", "yes"),
     (IN_FLEET_SYSTEM, "create", "leases.coordination.k8s.io", "yes"),
+    (IN_FLEET_SYSTEM, "watch", "leases.coordination.k8s.io", "yes"),
     (IN_FLEET_SYSTEM, "delete", "leases.coordination.k8s.io", "no"),
     (APPLIER, "update", "leases.coordination.k8s.io", "no"),
     # the inventory-reader group reads devices, nothing else
