@@ -2,10 +2,11 @@
 
 The controller issue asks for a hand-over under 2 s when the leader lets go (SIGTERM
 releases the Lease), and "losing the lease stops writing at once". Both depend on the
-retry period (2 s, controller-runtime's), not on expiry (15 s): a released Lease is
-taken at the waiting candidate's next try, and a holder finds out it lost at its next
-renewal. This measures both with the default timings on a real API server, plus what
-the Lease adds to a no-op ``fleetctl apply`` (requests by verb, from its JSON output).
+Lease's events and the retry period (2 s, controller-runtime's), not on expiry (15 s):
+a waiting candidate watches the Lease, so a release wakes it at once, and a holder
+finds out it lost at its next renewal. This measures both with the default timings on
+a real API server, plus what the Lease adds to a no-op ``fleetctl apply`` (requests by
+verb, from its JSON output).
 """
 
 from __future__ import annotations
