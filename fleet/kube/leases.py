@@ -52,6 +52,7 @@ from fleet.errors import FleetError
 from fleet.kube.clients import Client
 from fleet.kube.errors import Conflict, KubeError, NotFound
 from fleet.kube.kinds import Ref
+from fleet.telemetry import tracing
 
 logger = logging.getLogger(__name__)
 
@@ -207,19 +208,27 @@ async def acquire(
     wait: bool = False,
     on_wait: Callable[[Record], None] | None = None,
 ) -> Record:
-    """``try_acquire``; with ``wait``, try again every retry period until the Lease is free."""
+    """``try_acquire``; with ``wait``, try again whenever the Lease changes, at least every retry period.
+
+    One span, ``acquire lease``, with the holder found when this had to wait.
+    """
     observer = Observer()
     waited = False
-    while True:
-        try:
-            return await try_acquire(client=client, ref=ref, identity=identity, timings=timings, observer=observer)
-        except Held as held:
-            if not wait:
-                raise
-            if on_wait is not None and not waited:
-                on_wait(held.record)
-            waited = True
-            await _changed(client=client, ref=ref, since=held.record.resource_version, period=timings.retry_period)
+    attributes = {tracing.KIND: "Lease", tracing.NAMESPACE: ref.namespace, tracing.NAME: ref.name}
+    with tracing.tracer().start_as_current_span("acquire lease", attributes=attributes) as span:
+        while True:
+            try:
+                got = await try_acquire(client=client, ref=ref, identity=identity, timings=timings, observer=observer)
+                span.set_attribute("fleet.lease.transitions", got.transitions)
+                return got
+            except Held as held:
+                span.set_attribute("fleet.lease.holder", held.record.holder)
+                if not wait:
+                    raise
+                if on_wait is not None and not waited:
+                    on_wait(held.record)
+                waited = True
+                await _changed(client=client, ref=ref, since=held.record.resource_version, period=timings.retry_period)
 
 
 async def _changed(*, client: Client, ref: Ref, since: str, period: float) -> None:
