@@ -60,7 +60,7 @@ def slow_writer(sandbox: Sandbox, repo: Repo, tmp_path: Path, kubectl: Kubectl) 
         nodes=3,
         product="NVIDIA A100-SXM4-80GB",
     )
-    proc = fleetctl(sandbox, "apply", str(first.write()), "--cluster", repo.cluster, "--health-timeout", "15")
+    proc = fleetctl(sandbox, "apply", str(first.write()), "--cluster", repo.cluster, "--health-timeout", "25")
     try:
         wait_for("the first apply holds the Lease", lambda: holder(kubectl, repo.cluster).endswith(f":{proc.pid}"))
         wait_for(
