@@ -10,8 +10,12 @@ from pathlib import Path
 
 import anyio
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from fleet.source import GitSource, PathNotFound, RefNotFound, SourceError, TooLarge, Unreachable, sources
+from fleet.telemetry import tracing
 from tests.source.gitservers import Upstream, daemon, git
 
 pytestmark = pytest.mark.anyio
@@ -227,3 +231,47 @@ async def test_concurrent_syncs_are_serialised(upstream: Upstream, cache_dir: Pa
         for _ in range(4):
             group.start_soon(one)
     assert len(set(results)) == 1 and len(results) == 4
+
+
+def _break(cache_dir: Path, what: str) -> None:
+    (git_dir,) = listed(cache_dir, "repos/*.git")
+    if what == "lock":
+        (git_dir / "refs" / "fleet" / "target.lock").write_text("")
+        (git_dir / "shallow.lock").write_text("")
+    elif what == "packs":
+        for pack in git_dir.glob("objects/pack/*.pack"):
+            pack.write_bytes(pack.read_bytes()[:40])
+    else:
+        (git_dir / "config").write_text("[core\n")
+
+
+@pytest.mark.parametrize("damage", ["lock", "packs", "config"])
+async def test_a_damaged_cache_repository_recovers(
+    upstream: Upstream, cache_dir: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    src = source(upstream.url, cache_dir)
+    await src.sync()
+    _break(cache_dir, damage)
+    sha = upstream.commit({"fleet/after.yaml": "x: 1\n"})
+    checkout = await src.sync()
+    assert checkout.revision == sha
+    assert (checkout.path / "after.yaml").exists()
+    assert (checkout.path / "fleet.yaml").read_text() == "kind: Fleet\n", "unchanged files come from the cache"
+    recloned = "cloning afresh" in caplog.text
+    assert recloned is (damage == "config"), "git itself copes with stale locks (removed) and lost packs (refetched)"
+
+
+async def test_sync_is_one_git_fetch_span(upstream: Upstream, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(tracing, "tracer", lambda: provider.get_tracer("fleet"))  # the global provider is set once
+    checkout = await source(upstream.url, cache_dir).sync()
+    with pytest.raises(RefNotFound):
+        await source(upstream.url, cache_dir, ref="gone").sync()
+    ok, failed = exporter.get_finished_spans()
+    assert ok.name == failed.name == "git fetch"
+    assert ok.attributes is not None and failed.attributes is not None
+    assert ok.attributes[tracing.REVISION] == checkout.revision
+    assert ok.attributes["vcs.repository.url.full"] == upstream.url
+    assert failed.attributes["error.type"] == "ref-not-found"
