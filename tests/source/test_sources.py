@@ -275,3 +275,18 @@ async def test_sync_is_one_git_fetch_span(upstream: Upstream, cache_dir: Path, m
     assert ok.attributes[tracing.REVISION] == checkout.revision
     assert ok.attributes["vcs.repository.url.full"] == upstream.url
     assert failed.attributes["error.type"] == "ref-not-found"
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+async def test_recycled_checkout_is_exactly_the_new_commit(upstream: Upstream, cache_dir: Path) -> None:
+    src = source(upstream.url, cache_dir, keep=1, path="")
+    upstream.commit({"fleet/a.yaml": "a: 1\n", "fleet/b/c.yaml": "c: 1\n"})
+    first = await src.sync()
+    upstream.commit({"fleet/a.yaml": None, "fleet/b/c.yaml": "c: 2\n", "fleet/d.yaml": "d: 1\n"})
+    second = await src.sync()
+    assert not first.path.exists(), "the old revision's directory is gone, not showing another revision"
+    expected = {name: (upstream.work / name).read_text() for name in git("ls-files", cwd=upstream.work).splitlines()}
+    assert _tree(second.path) == expected
