@@ -73,6 +73,11 @@ logger = logging.getLogger(__name__)
 
 TARGET = "refs/fleet/target"
 _POLL = 0.2
+_GRACE = 10.0
+_TIMEOUT_HINT = (
+    "check the remote is reachable from the controller (network policy, proxy), "
+    "or raise the source timeout for a large repository"
+)
 _CONFIG = (
     "-c",
     "core.symlinks=false",
@@ -145,10 +150,19 @@ class GitSource:
                 done = threading.Event()
                 work = functools.partial(self._sync_blocking, stop=stop, done=done)
                 try:
-                    checkout = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-                except anyio.get_cancelled_exc_class():
+                    # The thread keeps the deadline itself; this one only catches a thread that
+                    # does not come back (a hung file system), which is then abandoned.
+                    with anyio.fail_after(self.timeout + _GRACE):
+                        checkout = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+                except TimeoutError:
                     stop.set()
-                    with anyio.CancelScope(shield=True):
+                    span.set_attribute("error.type", errors.Unreachable.reason)
+                    raise errors.Unreachable(
+                        f"git did not finish within {self.timeout:g} s", where=self.where, hint=_TIMEOUT_HINT
+                    ) from None
+                except anyio.get_cancelled_exc_class():
+                    stop.set()  # the worker kills git within _POLL seconds and returns
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(_GRACE):
                         await anyio.to_thread.run_sync(done.wait, abandon_on_cancel=True)
                     raise
                 except errors.SourceError as err:
@@ -258,10 +272,7 @@ class GitSource:
             del handle
         if why == "timeout":
             raise errors.Unreachable(
-                f"git fetch did not finish within {self.timeout:g} s",
-                where=self.where,
-                hint="check the remote is reachable from the controller (network policy, proxy), "
-                "or raise the source timeout for a large repository",
+                f"git fetch did not finish within {self.timeout:g} s", where=self.where, hint=_TIMEOUT_HINT
             )
         if why == "cancelled":
             raise errors.SourceError("git fetch was cancelled", where=self.where)
@@ -282,9 +293,7 @@ class GitSource:
         left = deadline - time.monotonic()
         if left <= 0:
             raise errors.Unreachable(
-                f"git did not finish within {self.timeout:g} s",
-                where=self.where,
-                hint="raise the source timeout for a large repository",
+                f"git did not finish within {self.timeout:g} s", where=self.where, hint=_TIMEOUT_HINT
             )
         try:
             out: str = repo.git.execute(
