@@ -32,7 +32,11 @@ Why shaped like this:
   the deadline passes, the objects it wrote exceed ``max_bytes``, or the caller is
   cancelled, the whole group (git, its remote helper, ssh, index-pack) is killed.
   Fetched objects always land in packs (``fetch.unpackLimit=1``), so the size
-  polled is that of ``objects/pack``, partial pack included.
+  polled is that of ``objects/pack``, partial pack included. git's automatic
+  maintenance is off during the fetch (a repack there would count against the
+  limit and the deadline); once more than ``PACK_LIMIT`` packs pile up, the source
+  runs ``git gc --prune=now`` after the checkout, which also drops the objects of
+  commits a force-push left behind.
   ``max_bytes`` also bounds the checked-out tree, summed from ``git ls-tree``
   before anything is written.
 - One ``sync`` at a time per source (an ``anyio.Lock``): a webhook and the poll
@@ -84,10 +88,12 @@ _CONFIG = (
     "-c",
     "fetch.unpackLimit=1",
     "-c",
-    "gc.autoDetach=false",
+    "gc.auto=0",
     "-c",
-    "maintenance.autoDetach=false",
+    "maintenance.auto=false",
 )
+PACK_LIMIT = 20
+"""Packs in the cache repository (one per fetch that brought something) before ``git gc``."""
 
 
 @dataclass(frozen=True)
@@ -197,6 +203,7 @@ class GitSource:
                     hint="check the source's path setting against the repository layout at that commit",
                 )
             self._forget_old(current=sha)
+            self._collect(deadline=deadline)
             return Checkout(revision=sha, path=target, fetched_at=time.time())
         finally:
             done.set()
@@ -349,6 +356,15 @@ class GitSource:
         found = [p for p in self._checkouts.iterdir() if _is_sha(p.name) and self._index(p.name).exists()]
         found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
         return found
+
+    def _collect(self, *, deadline: float) -> None:
+        """Repack and drop what the followed commit no longer reaches, once packs pile up."""
+        if len(list((self._git_dir / "objects" / "pack").glob("*.pack"))) <= PACK_LIMIT:
+            return
+        try:
+            self._git(git.Repo(self._git_dir), ["gc", "--quiet", "--prune=now"], deadline=deadline)
+        except errors.SourceError as err:
+            logger.warning("%s: git gc in the cache repository failed (next sync tries again): %s", self.where, err)
 
     def _forget_old(self, *, current: str) -> None:
         for old in [p for p in self._done() if p.name != current][self.keep - 1 :]:

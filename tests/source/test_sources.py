@@ -290,3 +290,22 @@ async def test_recycled_checkout_is_exactly_the_new_commit(upstream: Upstream, c
     assert not first.path.exists(), "the old revision's directory is gone, not showing another revision"
     expected = {name: (upstream.work / name).read_text() for name in git("ls-files", cwd=upstream.work).splitlines()}
     assert _tree(second.path) == expected
+
+
+async def test_packs_are_collected_and_old_history_dropped(
+    upstream: Upstream, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sources, "PACK_LIMIT", 2)
+    src = source(upstream.url, cache_dir)
+    first = await src.sync()
+    for n in range(4):
+        upstream.commit({"fleet/n.yaml": f"n: {n}\n"})
+        await src.sync()
+    (git_dir,) = listed(cache_dir, "repos/*.git")
+    assert len(listed(git_dir, "objects/pack/*.pack")) <= 2
+    assert not has_object(git_dir, first.revision), "a commit no longer followed is dropped"
+
+
+def has_object(git_dir: Path, sha: str) -> bool:
+    probe = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", sha], capture_output=True, check=False)
+    return probe.returncode == 0
