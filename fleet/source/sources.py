@@ -132,7 +132,7 @@ class GitSource:
     ) -> None:
         urls.check(url)
         self.url = url
-        self.ref = ref
+        self.ref = _ref(ref, url=url)
         self.path = _relative(path, url=url)
         self.cache_dir = cache_dir
         self.credentials = credentials
@@ -235,14 +235,16 @@ class GitSource:
         args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head"]
         if self._shallow:
             try:
-                self._run_fetch(repo, [*args, "--depth=1", self.url, refspec], env=env, deadline=deadline, stop=stop)
+                self._run_fetch(
+                    repo, [*args, "--depth=1", "--", self.url, refspec], env=env, deadline=deadline, stop=stop
+                )
                 return
             except errors.SourceError as err:
                 if "does not support shallow" not in err.what:
                     raise
                 logger.info("%s: the server does not support shallow fetches; fetching the full history", self.where)
                 self._shallow = False
-        self._run_fetch(repo, [*args, self.url, refspec], env=env, deadline=deadline, stop=stop)
+        self._run_fetch(repo, [*args, "--", self.url, refspec], env=env, deadline=deadline, stop=stop)
 
     def _run_fetch(
         self, repo: git.Repo, args: list[str], *, env: dict[str, str], deadline: float, stop: threading.Event
@@ -425,6 +427,18 @@ _UNREACHABLE = (
     "could not read from remote repository",
     "the remote end hung up",
 )
+
+
+def _ref(ref: str | None, *, url: str) -> str | None:
+    if ref is None:
+        return None
+    if not ref or ref.startswith("-") or any(c in ref for c in ": \t\n~^?*[\\") or ".." in ref:
+        raise errors.SourceError(
+            f"{ref!r} is not a branch or tag name",
+            where=urls.redact(url),
+            hint="give a branch or tag name (main, v1.2) or a full ref (refs/heads/main)",
+        )
+    return ref
 
 
 def _relative(path: str, *, url: str) -> str:

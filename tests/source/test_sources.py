@@ -119,6 +119,14 @@ async def test_missing_path(upstream: Upstream, cache_dir: Path) -> None:
     assert "'elsewhere'" in caught.value.what
 
 
+def test_option_like_urls_and_refs_are_refused(cache_dir: Path) -> None:
+    with pytest.raises(SourceError, match="starts with '-'"):
+        GitSource(url="--upload-pack=touch /tmp/pwned", ref=None, path="", cache_dir=cache_dir)
+    for bad in ("--upload-pack=x", "main:refs/heads/x", "a..b", "", "a b"):
+        with pytest.raises(SourceError, match="not a branch or tag name"):
+            GitSource(url="file:///x", ref=bad, path="", cache_dir=cache_dir)
+
+
 def test_path_must_stay_inside(cache_dir: Path) -> None:
     for bad in ("../x", "/abs"):
         with pytest.raises(SourceError):
