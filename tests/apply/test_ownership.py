@@ -14,6 +14,8 @@ import pytest
 
 from fleet import engine, kube
 from fleet.engine import ledgers, ownership
+from fleet.sandbox import Sandbox
+from fleetctl import cli
 from tests.apply.conftest import Engine, actions
 from tests.apply.repos import Repo
 from tests.conftest import Kubectl
@@ -213,3 +215,32 @@ def test_pools_that_pick_the_same_live_node_write_nothing(fleet: Engine, repo: R
     assert fleet.last_client.counts.writes == 0, "nodes' heartbeats make the server's count useless here"
     node = fleet.run(lambda c: c.get(kube.Ref("v1", "Node", "", "l4x4-01")))
     assert label not in node["metadata"]["labels"]
+
+
+def test_cli_lists_the_conflict_diff_exits_1_and_apply_writes_nothing(
+    sandbox: Sandbox,
+    fleet: Engine,
+    repo: Repo,
+    kubectl: Kubectl,
+    cleanup: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(sandbox.kubeconfig))
+    monkeypatch.setenv("NO_COLOR", "1")
+    ns = repo.ns("legacy")
+    cleanup.append(ns)
+    kubectl("create", "namespace", ns)
+    repo.team("ml", namespaces=["legacy"], group="ml-research")
+    path = str(repo.write())
+
+    assert cli.run(["diff", path, "--cluster", repo.cluster]) == 1, "a refused change is a difference, not an error"
+    out = capsys.readouterr().out
+    assert f"error: Namespace {ns}: already exists in cluster {repo.cluster}" in out
+    assert 'field manager "kubectl-create"' in out and "adoptNamespaces" in out
+    assert "Traceback" not in out
+
+    assert cli.run(["apply", path, "--cluster", repo.cluster]) == 1
+    assert f"Namespace {ns}: already exists" in capsys.readouterr().out
+    assert not _ledger(fleet, repo).exists, "nothing written, not even the ledger"
+    assert kubectl("get", "role", "-n", ns, "-o", "name").stdout.strip() == ""

@@ -318,3 +318,24 @@ def test_mig_profiles_and_service_account_owners_are_checked() -> None:
         "spec.mig.profiles.3g-40gb (key): String should match pattern '^([0-9]+c\\.)?[0-9]+g\\.[0-9]+gb(\\+me)?$'",
         "spec.owners[0]: namespace is required for a ServiceAccount and only for it",
     ]
+
+
+def test_team_in_a_reserved_namespace() -> None:
+    team = example_files()["teams/ml-research/team.yaml"]
+    for namespace, why in (
+        (b"kube-system", "belongs to Kubernetes"),
+        (b"default", "belongs to Kubernetes"),
+        (b"fleet-system", "fleet's own"),
+        (b"gpu-operator", "the GPU Operator's"),
+    ):
+        found = findings_with({"teams/ml-research/team.yaml": team.replace(b"[ml-research]", b"[" + namespace + b"]")})
+        finding = only(found, "reserved-namespace")
+        assert why in finding.message and namespace.decode() in finding.message
+        assert (finding.location.file, finding.location.line) == ("teams/ml-research/team.yaml", 7)
+
+
+def test_adopt_namespaces_names_only_the_teams_namespaces() -> None:
+    team = example_files()["teams/ml-research/team.yaml"]
+    assert findings_with({"teams/ml-research/team.yaml": team + b"  adoptNamespaces: true\n"}) == []
+    found = findings_with({"teams/ml-research/team.yaml": team + b"  adoptNamespaces: [inference]\n"})
+    assert "inference, not in namespaces" in only(found, "schema").message
