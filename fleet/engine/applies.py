@@ -186,8 +186,8 @@ class Sync:
                 if c.action in (Action.CREATED, Action.CONFIGURED) and not c.failed
             ]
             span.set_attribute("fleet.writes", len(todo))
-            if any(c.failed for c in found) or refused:
-                self._stopped = True
+            if any(c.failed and not (c.refused and self.options.dry_run) for c in found):
+                self._stopped = True  # a preview goes on past refusals: diff shows everything else too
                 return
             if self.options.dry_run or not (todo or stage.gate in _ALWAYS_CHECKED):
                 return

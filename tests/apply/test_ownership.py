@@ -86,6 +86,7 @@ def test_team_naming_an_existing_namespace_is_a_conflict_and_nothing_is_written(
     assert str(conflict.ref) == f"Namespace {ns}"
     assert "kubectl-create" in conflict.error and "Helm" in conflict.error
     assert "teams/ml/team.yaml" in conflict.error and "adoptNamespaces" in conflict.error
+    assert actions(preview)[f"Role {ns}/fleet-team-claims"] == "created", "the preview goes on past a refusal"
 
     result: list[engine.ChangeSet] = []
     writes = fleet.server_writes(lambda: result.append(fleet.apply()))
