@@ -41,7 +41,7 @@ import anyio
 from fleet.engine import adoptions, blockers, diffs, healths, ledgers, ownership, plans, stages
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.errors import FleetError
-from fleet.kube import Client, KubeError, NotFound, Ref
+from fleet.kube import Client, Kind, KubeError, NotFound, Ref
 from fleet.telemetry import tracing
 
 
@@ -72,6 +72,7 @@ class Sync:
     _stopped: bool = field(init=False, default=False)
     _resumed: bool = field(init=False, default=False)
     _not_pruned: set[str] = field(init=False, default_factory=set)
+    _namespaced: list[Kind] | None = field(init=False, default=None)
     _refused: dict[str, Change] = field(init=False, default_factory=dict)
     """Objects fleet may not write (not its own, not to be adopted; Nodes two pools select), by key."""
 
@@ -338,6 +339,12 @@ class Sync:
                 if change.failed:
                     failed = failed or change.stage
 
+    async def _kinds(self) -> list[Kind]:
+        """The namespaced kinds to list before deleting a namespace: discovered once per run."""
+        if self._namespaced is None:
+            self._namespaced = await blockers.namespaced_kinds(client=self.client)
+        return self._namespaced
+
     async def _preview_block(self, change: Change, found: list[Change]) -> None:
         """In a dry-run, what would refuse this deletion, from the live objects already read."""
         if change.ref.kind == "ResourceClaim":
@@ -347,7 +354,9 @@ class Sync:
                 change.error = blockers.claim_in_use(change.ref, users)
         elif change.ref.kind == "Namespace":
             pruned = {c.ref.key for c in found if c.action == Action.DELETED and not c.release}
-            others = await blockers.foreign_objects(client=self.client, namespace=change.ref.name, ours=pruned)
+            others = await blockers.foreign_objects(
+                client=self.client, namespace=change.ref.name, kinds=await self._kinds(), ours=pruned
+            )
             if others:
                 change.refused = True
                 change.error = blockers.namespace_not_empty(change.ref.name, others)
@@ -370,7 +379,9 @@ class Sync:
                     self.ledger.entries.pop(change.ref.key, None)
                 elif change.ref.kind == "Namespace":
                     ours = set(self.ledger.entries) - self._not_pruned
-                    others = await blockers.foreign_objects(client=self.client, namespace=change.ref.name, ours=ours)
+                    others = await blockers.foreign_objects(
+                        client=self.client, namespace=change.ref.name, kinds=await self._kinds(), ours=ours
+                    )
                     if others:
                         change.refused = True
                         change.error = blockers.namespace_not_empty(change.ref.name, others)
