@@ -58,6 +58,8 @@ def test_configmap_someone_put_in_a_team_namespace_survives_team_removal(
     kubectl("create", "configmap", "notes", "-n", ns, "--from-literal=owner=alice")
 
     repo.teams.clear()
+    [previewed] = fleet.diff().failed
+    assert previewed.refused and "ConfigMap notes" in previewed.error, "diff shows the block before apply"
     pruned = fleet.apply(prune=True)
     [blocked] = pruned.failed
     assert str(blocked.ref) == f"Namespace {ns}"
