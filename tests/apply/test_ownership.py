@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from fleet import engine, kube
-from fleet.engine import ledgers, ownership
-from fleet.sandbox import Sandbox
+from fleet.engine import blockers, ledgers, ownership
+from fleet.sandbox import Sandbox, credentials
 from fleetctl import cli
 from tests.apply.conftest import Engine, actions
 from tests.apply.repos import Repo
@@ -247,3 +247,13 @@ def test_cli_lists_the_conflict_diff_exits_1_and_apply_writes_nothing(
     assert f"Namespace {ns}: already exists" in capsys.readouterr().out
     assert not _ledger(fleet, repo).exists, "nothing written, not even the ledger"
     assert kubectl("get", "role", "-n", ns, "-o", "name").stdout.strip() == ""
+
+
+def test_a_namespace_fleet_may_not_list_everything_in_counts_as_not_empty(fleet: Engine, namespace: str) -> None:
+    async def as_alice(c: kube.Client) -> list[str]:
+        kinds = await blockers.namespaced_kinds(client=c)  # discovery is open to every user
+        return await blockers.foreign_objects(client=c, namespace=namespace, ours=set(), kinds=kinds)
+
+    found = fleet.run(as_alice, context=f"alice@{credentials.CLUSTER}")
+    assert found and all("cannot list them" in f for f in found), "fail closed: unknown is not empty"
+    assert any(f.startswith("secrets (cannot list them") for f in found)
