@@ -34,7 +34,7 @@ import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
@@ -236,15 +236,15 @@ class Sync:
                     started = time.monotonic()
                     try:
                         if change.replace:
-                            fresh = await self._free(change, self.live.get(d.ref.key))
-                            if fresh is None:
+                            preconditions = await self._free(change, self.live.get(d.ref.key))
+                            if preconditions is None:
                                 change.duration = time.monotonic() - started
                                 return
                             with contextlib.suppress(NotFound):
                                 await self.client.delete(
                                     d.ref,
-                                    uid=fresh["metadata"].get("uid"),
-                                    resource_version=fresh["metadata"].get("resourceVersion"),
+                                    uid=preconditions.uid,
+                                    resource_version=preconditions.resource_version,
                                     propagation="Foreground",
                                 )
                             await self._gone(d.ref)
@@ -274,23 +274,26 @@ class Sync:
                 change.refused = True
                 change.error = blockers.claim_in_use(change.ref, users)
 
-    async def _free(self, change: Change, live: dict[str, Any] | None) -> dict[str, Any] | None:
-        """A fresh read of an object about to be deleted; None (and the entry failed) for a claim in use.
+    async def _free(self, change: Change, live: dict[str, Any] | None) -> _Preconditions | None:
+        """The preconditions of a delete fleet may make; None (and the entry failed) for a claim in use.
 
-        The delete then carries this read's resourceVersion: a claim reserved in between fails the
-        delete (409) instead of being deleted from under its new pod.
+        Always the uid fleet listed: an object recreated since by someone else is never deleted.
+        A ResourceClaim is read again first, and deleted only as that read found it (its
+        resourceVersion): a claim reserved in between fails the delete (409) instead of being
+        deleted from under its new pod.
         """
+        if change.ref.kind != "ResourceClaim":
+            return _Preconditions(uid=_uid(live))
         try:
             fresh = await self.client.get(change.ref)
         except NotFound:
-            return live or {"metadata": {}}
-        if change.ref.kind == "ResourceClaim":
-            users = blockers.claim_users(fresh)
-            if users:
-                change.refused = True
-                change.error = blockers.claim_in_use(change.ref, users)
-                return None
-        return fresh
+            return _Preconditions(uid=_uid(live))
+        users = blockers.claim_users(fresh)
+        if users:
+            change.refused = True
+            change.error = blockers.claim_in_use(change.ref, users)
+            return None
+        return _Preconditions(uid=_uid(live), resource_version=(fresh.get("metadata") or {}).get("resourceVersion"))
 
     async def _gone(self, ref: Ref) -> None:
         """Wait (bounded by the health timeout) until a replaced object is really deleted."""
@@ -373,9 +376,10 @@ class Sync:
                     self.ledger.entries.pop(change.ref.key, None)
                 elif change.release:
                     current = await self.client.get(change.ref)
-                    await self.client.patch(
-                        change.ref, ownership.release_patch(current), field_manager=ownership.MANAGER
-                    )
+                    if _uid(current) == _uid(live):  # else someone recreated it since: not the object fleet adopted
+                        await self.client.patch(
+                            change.ref, ownership.release_patch(current), field_manager=ownership.MANAGER
+                        )
                     self.ledger.entries.pop(change.ref.key, None)
                 elif change.ref.kind == "Namespace":
                     ours = set(self.ledger.entries) - self._not_pruned
@@ -386,14 +390,13 @@ class Sync:
                         change.refused = True
                         change.error = blockers.namespace_not_empty(change.ref.name, others)
                     else:
-                        await self.client.delete(change.ref, uid=((live or {}).get("metadata") or {}).get("uid"))
+                        await self.client.delete(change.ref, uid=_uid(live))
                         self.ledger.entries.pop(change.ref.key, None)
                 else:
-                    fresh = await self._free(change, live)
-                    if fresh is not None:
-                        meta = fresh.get("metadata") or {}
+                    preconditions = await self._free(change, live)
+                    if preconditions is not None:
                         await self.client.delete(
-                            change.ref, uid=meta.get("uid"), resource_version=_claim_version(change.ref, meta)
+                            change.ref, uid=preconditions.uid, resource_version=preconditions.resource_version
                         )
                         self.ledger.entries.pop(change.ref.key, None)
             except NotFound:
@@ -432,9 +435,16 @@ class Sync:
         self._saved = await ledgers.save(client=self.client, ledger=self.ledger, saved=self._saved)
 
 
-def _claim_version(ref: Ref, meta: dict[str, Any]) -> str | None:
-    """A claim is deleted only as last read (found free); other kinds only need their uid."""
-    return str(meta.get("resourceVersion") or "") or None if ref.kind == "ResourceClaim" else None
+class _Preconditions(NamedTuple):
+    """What a delete must find: the uid fleet listed, and for a claim the resourceVersion found free."""
+
+    uid: str | None
+    resource_version: str | None = None
+
+
+def _uid(obj: dict[str, Any] | None) -> str | None:
+    uid = ((obj or {}).get("metadata") or {}).get("uid")
+    return str(uid) if uid else None
 
 
 def _apply_drift_policy(change: Change, policy: str) -> None:
