@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from fleet.engine import ownership
 from fleet.manifests import Finding, load_revision
-from fleet.policy import MAX_EXPRESSION_BYTES, check
+from fleet.policy import MAX_EXPRESSION_BYTES, check, structures
 from tests.manifests.repos import example_files, only, rules, template, yaml
 
 
@@ -339,3 +340,14 @@ def test_adopt_namespaces_names_only_the_teams_namespaces() -> None:
     assert findings_with({"teams/ml-research/team.yaml": team + b"  adoptNamespaces: true\n"}) == []
     found = findings_with({"teams/ml-research/team.yaml": team + b"  adoptNamespaces: [inference]\n"})
     assert "inference, not in namespaces" in only(found, "schema").message
+
+
+def test_adopt_annotation_says_true_or_nothing() -> None:
+    dc = example_files()["deviceclasses/gpu.nvidia.com.yaml"]
+    assert b'fleet.gpufleet.dev/adopt: "true"' in dc
+    finding = only(
+        findings_with({"deviceclasses/gpu.nvidia.com.yaml": dc.replace(b'adopt: "true"', b'adopt: "yes"')}),
+        "adopt-annotation",
+    )
+    assert "'yes'" in finding.message and finding.location.line == 9
+    assert structures.ADOPT == ownership.ADOPT
