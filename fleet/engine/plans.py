@@ -266,7 +266,7 @@ class Overlap:
         named = " and ".join(f"{p.name!r} ({p.source})" for p in self.pools)
         return (
             f"Node {self.node} is selected by pools {named}: fleet would rewrite its labels and taints "
-            "back and forth; nothing was applied"
+            "back and forth; fleet applies nothing while this stands"
         )
 
 
