@@ -42,12 +42,8 @@ def tune_gc() -> None:
     gc.set_threshold(50_000, 50, 1000)
 
 
-def load_plan(repo: Path, *, cluster: str, commit: str | None = None) -> plans.Plan:
-    """Validate ``repo`` for ``cluster`` and plan it; FleetError listing the findings if invalid.
-
-    ``commit`` is the revision id when the caller knows it (the controller's
-    ``GitSource`` checks out a commit without a ``.git``); else ``fleet.source.revision_id``.
-    """
+def load_plan(repo: Path, *, cluster: str) -> plans.Plan:
+    """Validate ``repo`` for ``cluster`` and plan it; FleetError listing the findings if invalid."""
     if not repo.is_dir():
         raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
     tracer = tracing.tracer()
@@ -65,7 +61,7 @@ def load_plan(repo: Path, *, cluster: str, commit: str | None = None) -> plans.P
             hint=f"run fleetctl validate {repo} --cluster {cluster}",
         )
     view = resolve(revision, cluster=cluster)
-    sha = commit or revision_id(repo, files=files, loadable=loadable)  # git: load_plan runs in a worker thread
+    sha = revision_id(repo, files=files, loadable=loadable)  # git: load_plan runs in a worker thread
     with tracer.start_as_current_span("render", attributes={tracing.CLUSTER: cluster, tracing.REVISION: sha}):
         return plans.plan(view, revision=sha)
 
@@ -89,9 +85,7 @@ async def connect(
     return await kube.connect(kubeconfig=kubeconfig, context=context, timeout=request_timeout)
 
 
-async def plan_and_list(
-    repo: Path, *, cluster: str, client: kube.Client, commit: str | None = None
-) -> tuple[plans.Plan, diffs.Prefetched]:
+async def plan_and_list(repo: Path, *, cluster: str, client: kube.Client) -> tuple[plans.Plan, diffs.Prefetched]:
     """Validate and plan ``repo`` (in a thread) while listing the live objects.
 
     A writer calls this while it holds the cluster's Lease (``fleet.engine.writers``),
@@ -115,7 +109,7 @@ async def plan_and_list(
         if overlap:
             tg.start_soon(fetch)
         try:
-            planned.append(await anyio.to_thread.run_sync(lambda: load_plan(repo, cluster=cluster, commit=commit)))
+            planned.append(await anyio.to_thread.run_sync(lambda: load_plan(repo, cluster=cluster)))
         except Exception as exc:
             failures.insert(0, exc)  # the repository's error first: it is what the user must fix
             tg.cancel_scope.cancel()

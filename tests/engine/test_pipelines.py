@@ -1,4 +1,4 @@
-"""The pipeline names a plan by its content's revision id, or by the commit its caller fetched."""
+"""The pipeline names a plan by its content's revision id."""
 
 from __future__ import annotations
 
@@ -12,10 +12,8 @@ from fleet.source import checkouts
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fleet"
 
 
-def test_plan_revision_is_the_content_id_or_the_given_commit(tmp_path: Path) -> None:
+def test_plan_revision_outside_git_is_the_content_id(tmp_path: Path) -> None:
     repo = tmp_path / "fleet"
     shutil.copytree(EXAMPLE, repo)  # outside any git work tree
     files, _ = read_tree(repo, limits=Limits())
     assert load_plan(repo, cluster="gpu-east").revision == f"content-{checkouts.content_hash(files)}"
-    sha = "0123456789abcdef0123456789abcdef01234567"
-    assert load_plan(repo, cluster="gpu-east", commit=sha).revision == sha
