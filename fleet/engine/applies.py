@@ -252,7 +252,8 @@ class Sync:
                                 )
                             await self._gone(d.ref)
                         if d.ref.kind == "Node":
-                            await nodes.write(client=self.client, ref=d.ref, body=self._pool_body)
+                            if await nodes.write(client=self.client, ref=d.ref, body=self._pool_body) is None:
+                                change.reason = "no pool selects this Node any more (it changed since it was read)"
                         else:
                             await self.client.apply(
                                 d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force

@@ -112,6 +112,9 @@ def test_a_node_changed_between_the_read_and_the_write_is_read_again(
         [desired] = plans.pool_objects((rule,), nodes=[live])
         return desired.obj
 
+    assert fleet.run(lambda c: nodes.write(client=c, ref=node, body=lambda live: None)) is None
+    assert fleet.last_client is not None and fleet.last_client.counts.writes == 0, "nothing wanted: nothing written"
+
     fleet.run(lambda c: nodes.write(client=c, ref=node, body=body))
     assert len(reads) == 2 and appeared not in reads[0] and appeared in reads[1]
     assert taints(fleet, node) == {"nvidia.com/gpu": "NoSchedule", appeared: "NoSchedule", ours: "PreferNoSchedule"}
