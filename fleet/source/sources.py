@@ -397,6 +397,13 @@ class GitSource:
                 where=self.where,
                 hint="check the source's ref setting (a branch or tag name) against the remote",
             )
+        if any(s in lowered for s in _TLS):
+            return errors.Unreachable(
+                what,
+                where=self.where,
+                hint="the server's TLS certificate is not trusted: mount its CA bundle and give it as the "
+                "source's CA file (credentials.ca_file)",
+            )
         if any(s in lowered for s in _UNREACHABLE):
             return errors.Unreachable(
                 what, where=self.where, hint="check the URL and that the remote is reachable from the controller"
@@ -416,6 +423,7 @@ _UNAUTHORIZED = (
     "returned error: 403",
     "access denied",
 )
+_TLS = ("certificate verification failed", "ssl certificate problem", "certificate verify failed")
 _UNREACHABLE = (
     "could not resolve",
     "connection refused",
