@@ -379,6 +379,13 @@ class GitSource:
         lines = [line.removeprefix("fatal: ").removeprefix("error: ") for line in text.splitlines() if line.strip()]
         what = f"git {verb} failed: " + ("; ".join(lines[-3:]) or "no message")
         lowered = text.lower()
+        if "are too open" in lowered or "bad permissions" in lowered:
+            return errors.Unauthorized(
+                what,
+                where=self.where,
+                hint="ssh refuses a private key others may read: make the key file mode 0600 or stricter "
+                "(or let a user other than the controller's own own it, readable through its group)",
+            )
         if any(s in lowered for s in _UNAUTHORIZED):
             return errors.Unauthorized(
                 what,
