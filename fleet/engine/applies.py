@@ -60,7 +60,8 @@ class Sync:
     """Live objects listed while the plan was being computed (``diffs.prefetch``), if any."""
     live: diffs.LiveIndex = field(init=False, default_factory=dict)
     steps: list[str] = field(init=False, default_factory=list)
-    _saved: dict[str, Any] | None = field(init=False, default=None)
+    _applied: dict[str, dict[str, Any]] = field(init=False, default_factory=dict)
+    """What the API server returned to this stage's writes (by key): the exist gate's evidence."""
     _skip: set[str] = field(init=False, default_factory=set)
     _stopped: bool = field(init=False, default=False)
     _resumed: bool = field(init=False, default=False)
@@ -77,7 +78,6 @@ class Sync:
                 hint="pass --allow-empty if that is really intended",
             )
         self.ledger = await ledgers.load(client=self.client, cluster=self.plan.cluster)
-        self._saved = self.ledger.encode() if self.ledger.exists else None
         progress = self.ledger.progress
         self._resumed = not progress.complete
         if progress.revision == self.plan.revision and not progress.complete:
@@ -85,7 +85,10 @@ class Sync:
         else:
             progress.done = []  # stages done for another revision say nothing about this one
         kinds = {(d.obj["apiVersion"], d.obj["kind"]) for d in self.plan.objects}
-        kinds |= {(v, Ref.from_key(k, version=v.rpartition("/")[2]).kind) for k, v in self.ledger.entries.items()}
+        kinds |= {
+            (e.api_version, Ref.from_key(k, version=e.api_version.rpartition("/")[2]).kind)
+            for k, e in self.ledger.entries.items()
+        }
         if self.plan.pools:
             kinds.add(("v1", "Node"))
         with tracing.tracer().start_as_current_span("read live"):
@@ -154,10 +157,13 @@ class Sync:
                 return
             if self.options.dry_run or not (todo or stage.gate in _ALWAYS_CHECKED):
                 return
-            new = {d.ref.key: d.obj["apiVersion"] for c, d in todo if d.ref.key not in self.ledger.entries}
+            new = {
+                d.ref.key: ledgers.Entry(d.obj["apiVersion"]) for c, d in todo if d.ref.key not in self.ledger.entries
+            }
             if new:
                 self.ledger.entries.update(new)
                 await self._save_progress()
+            self._applied = {}
             # Kinds in the stage's order, one wave each: a RoleBinding is created only after its
             # Role exists (for a non-admin applier the API server resolves the Role to check escalation).
             for kind in stage.kinds:
@@ -174,10 +180,13 @@ class Sync:
                         written=[d.ref for _, d in todo],
                         plan=self.plan,
                         timeout=self.options.health_timeout,
+                        applied=self._applied,
                     )
             except healths.HealthTimeout:
                 self._stopped = True
                 raise
+            finally:
+                self._applied = {}
             if todo:
                 self.ledger.progress.done.append(stage.name)
                 await self._save_progress()
@@ -198,7 +207,7 @@ class Sync:
                             with contextlib.suppress(NotFound):
                                 await self.client.delete(d.ref, uid=uid, propagation="Foreground")
                             await self._gone(d.ref)
-                        await self.client.apply(
+                        self._applied[d.ref.key] = await self.client.apply(
                             d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force
                         )
                     except KubeError as err:
@@ -244,19 +253,30 @@ class Sync:
                 [c.ref.name for c in found if c.ref.kind == "Namespace" and c.action == Action.DELETED]
             )
             span.set_attribute("fleet.deletions", sum(c.action == Action.DELETED for c in found))
-            for change in found:
-                self.changes.entries.append(change)
-                if change.action != Action.DELETED:
-                    continue
-                ns = change.ref.name if change.ref.kind == "Namespace" else change.ref.namespace
-                if ns in blocked:
-                    change.action = Action.SKIPPED
-                    change.error = (
-                        f"namespace {ns} has running pods with allocated claims: "
-                        f"{', '.join(blocked[ns])}; stop them first (the guide's clean-up order)"
-                    )
-                    continue
-                await self._delete(change)
+            limiter = anyio.CapacityLimiter(self.options.concurrency)
+
+            async def delete(change: Change) -> None:
+                async with limiter:
+                    await self._delete(change)
+
+            # One stage at a time, in prune order (claims before the classes they name, namespaces
+            # last); within a stage, deletes run concurrently.
+            for stage in stages.prune_order():
+                async with anyio.create_task_group() as tg:
+                    here = [c for c in found if (c.stage or "claims") == stage.name]
+                    for change in here:
+                        self.changes.entries.append(change)
+                        if change.action != Action.DELETED:
+                            continue
+                        ns = change.ref.name if change.ref.kind == "Namespace" else change.ref.namespace
+                        if ns in blocked:
+                            change.action = Action.SKIPPED
+                            change.error = (
+                                f"namespace {ns} has running pods with allocated claims: "
+                                f"{', '.join(blocked[ns])}; stop them first (the guide's clean-up order)"
+                            )
+                            continue
+                        tg.start_soon(delete, change)
 
     async def _delete(self, change: Change) -> None:
         started = time.monotonic()
@@ -298,31 +318,25 @@ class Sync:
     async def _record(self) -> None:
         if self.options.dry_run:
             return
-        kept = {d.ref.key: d.obj["apiVersion"] for d in self.plan.objects}
-        kept |= {d.ref.key: d.obj["apiVersion"] for d in self.desired(stages.by_name("pools"))}
-        for key, version in self.ledger.entries.items():
-            kept.setdefault(key, version)  # not pruned (prune off, kept, failed): still ours to prune later
+        kept = {d.ref.key: ledgers.Entry(d.obj["apiVersion"]) for d in self.plan.objects}
+        kept |= {d.ref.key: ledgers.Entry(d.obj["apiVersion"]) for d in self.desired(stages.by_name("pools"))}
+        for key, entry in self.ledger.entries.items():
+            kept.setdefault(key, entry)  # not pruned (prune off, kept, failed): still ours to prune later
         self.ledger.entries = kept
         self.ledger.progress = ledgers.Progress(
             revision=self.plan.revision, done=[s.name for s in stages.STAGES], complete=True
         )
         if not self.ledger.exists and not self.ledger.entries:
             return
-        await self._save(force_progress=self._saved is None or self._resumed or bool(self.changes.changed))
+        # A new revision with nothing to do changes only the progress record: keep the old one
+        # rather than write for nothing.
+        progress = self.ledger.index is None or self._resumed or bool(self.changes.changed)
+        await ledgers.save(client=self.client, ledger=self.ledger, progress=progress)
 
     async def _save_progress(self) -> None:
         self.ledger.progress.revision = self.plan.revision
         self.ledger.progress.complete = False
-        await self._save(force_progress=True)
-
-    async def _save(self, *, force_progress: bool) -> None:
-        if not force_progress and self._saved is not None:
-            # Only the progress record would change (a new revision with nothing to do):
-            # keep the old record rather than write for nothing.
-            body = self.ledger.encode()
-            if body["data"]["entries"] == self._saved["data"]["entries"]:
-                return
-        self._saved = await ledgers.save(client=self.client, ledger=self.ledger, saved=self._saved)
+        await ledgers.save(client=self.client, ledger=self.ledger, progress=True)
 
 
 def _apply_drift_policy(change: Change, policy: str) -> None:

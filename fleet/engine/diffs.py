@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 import io
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from ruamel.yaml import YAML
 
 from fleet.engine import normalizations, ownership
 from fleet.engine.changesets import Action, Change
+from fleet.engine.ledgers import Entry
 from fleet.engine.plans import Desired
 from fleet.engine.stages import STAGES
 from fleet.kube import Client, Conflict, Invalid, KubeError, NotFound, Ref
@@ -181,14 +182,14 @@ def _unchanged_in_git(d: Desired, live: dict[str, Any] | None) -> bool:
 
 
 def deletions(
-    *, ledger: dict[str, str], desired_keys: set[str], live: LiveIndex, stage_of: dict[str, str]
+    *, ledger: Mapping[str, Entry], desired_keys: set[str], live: LiveIndex, stage_of: dict[str, str]
 ) -> list[Change]:
-    """Ledger entries (key → apiVersion) no longer desired: deleted, or skipped with the reason."""
+    """Ledger entries no longer desired: deleted, or skipped with the reason."""
     out: list[Change] = []
-    for key, api_version in sorted(ledger.items()):
+    for key, entry in sorted(ledger.items()):
         if key in desired_keys:
             continue
-        ref = Ref.from_key(key, version=api_version.rpartition("/")[2])
+        ref = Ref.from_key(key, version=entry.api_version.rpartition("/")[2])
         current = live.get(key)
         stage = stage_of.get(ref.kind, "")
         if current is None:

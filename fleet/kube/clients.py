@@ -13,7 +13,7 @@ through ``Client.request`` which
 - counts requests by verb, so "a no-op reconcile writes nothing" is checkable from
   the client side too (the server-side proof reads ``apiserver_request_total``).
 
-The verbs (get, list, apply, delete, discover) are thin functions over ``request``.
+The verbs (get, list, apply, create, update, delete, discover) are thin functions over ``request``.
 """
 
 from __future__ import annotations
@@ -270,6 +270,35 @@ class Client:
             params=params,
             body=obj,
             content_type=APPLY_PATCH,
+            where=str(ref),
+        )
+        return result
+
+    async def create(self, obj: dict[str, Any], *, field_manager: str = "fleet") -> dict[str, Any]:
+        """Create ``obj``; ``Conflict`` (reason AlreadyExists) if it exists. The object as stored."""
+        ref = kinds.Ref.of(obj)
+        k = await self.kind(api_version=ref.api_version, kind=ref.kind)
+        result: dict[str, Any] = await self.request(
+            "POST",
+            k.path(namespace=ref.namespace),
+            verb="create",
+            params={"fieldManager": field_manager, "fieldValidation": "Strict"},
+            body=obj,
+            where=str(ref),
+        )
+        return result
+
+    async def update(self, obj: dict[str, Any], *, field_manager: str = "fleet") -> dict[str, Any]:
+        """Replace ``obj`` (PUT). With ``metadata.resourceVersion`` set this is optimistic
+        concurrency: ``Conflict`` when the object changed since that version was read."""
+        ref = kinds.Ref.of(obj)
+        k = await self.kind(api_version=ref.api_version, kind=ref.kind)
+        result: dict[str, Any] = await self.request(
+            "PUT",
+            k.path(namespace=ref.namespace, name=ref.name),
+            verb="update",
+            params={"fieldManager": field_manager, "fieldValidation": "Strict"},
+            body=obj,
             where=str(ref),
         )
         return result
