@@ -151,6 +151,11 @@ def bits_of(key: str) -> str:
     return f"{ns:020b}{own:020b}"
 
 
+def shard_id(stage: str, prefix: str) -> str:
+    """``<stage>`` for a stage's first shard, ``<stage>-<bits>`` once it split."""
+    return f"{stage}-{prefix}" if prefix else stage
+
+
 def stage_of_key(key: str) -> str:
     kind = key.split("/", 3)[1]
     try:
@@ -163,7 +168,7 @@ def layout(
     entries: Mapping[str, Entry], *, existing: Iterable[str], bits: dict[str, str] | None = None
 ) -> dict[str, Entries]:
     """Shard id → entries: each entry in the existing shard of its stage with the longest matching
-    prefix (``<stage>-`` when none matches), splitting shards that would pass ``SPLIT_BYTES``."""
+    prefix (``<stage>`` when none matches), splitting shards that would pass ``SPLIT_BYTES``."""
     cache = {} if bits is None else bits
     prefixes: dict[str, set[str]] = {}
     for shard in existing:
@@ -181,7 +186,7 @@ def layout(
             if b[:n] in known:
                 prefix = b[:n]
                 break
-        groups.setdefault(f"{stage}-{prefix}", {})[key] = entry
+        groups.setdefault(shard_id(stage, prefix), {})[key] = entry
     out: dict[str, Entries] = {}
     todo = list(groups.items())
     while todo:
@@ -190,9 +195,9 @@ def layout(
         if len(prefix) >= MAX_BITS or encoded_size(group) <= SPLIT_BYTES:
             out[shard] = group
             continue
-        halves: dict[str, Entries] = {f"{stage}-{prefix}0": {}, f"{stage}-{prefix}1": {}}
+        halves: dict[str, Entries] = {shard_id(stage, prefix + "0"): {}, shard_id(stage, prefix + "1"): {}}
         for key, entry in group.items():
-            halves[f"{stage}-{prefix}{cache[key][len(prefix)]}"][key] = entry
+            halves[shard_id(stage, prefix + cache[key][len(prefix)])][key] = entry
         todo.extend(halves.items())
     return {shard: group for shard, group in out.items() if group}
 
@@ -290,19 +295,22 @@ async def save(*, client: Client, ledger: Ledger, progress: bool = True) -> int:
     if changed and not ledger.exists:
         await _ensure_namespace(client)
     limiter = anyio.CapacityLimiter(WRITE_CONCURRENCY)
+    failures: list[FleetError] = []
 
     async def write(shard: str) -> None:
         async with limiter:
-            await _write_shard(client=client, ledger=ledger, shard=shard, ours=wanted.get(shard, {}))
+            try:
+                await _write_shard(client=client, ledger=ledger, shard=shard, ours=wanted.get(shard, {}))
+            except FleetError as err:
+                failures.append(err)  # one plain error for the user, not an exception group
 
-    async with anyio.create_task_group() as tg:
-        for shard in changed:
-            if wanted.get(shard):
-                tg.start_soon(write, shard)
-    async with anyio.create_task_group() as tg:
-        for shard in changed:
-            if not wanted.get(shard):
-                tg.start_soon(write, shard)
+    for growing in (True, False):
+        async with anyio.create_task_group() as tg:
+            for shard in changed:
+                if bool(wanted.get(shard)) == growing:
+                    tg.start_soon(write, shard)
+        if failures:
+            raise failures[0]
     writes += len(changed)
     legacy = ledger.index is not None and "entries" in ledger.index.data
     if progress or legacy:
@@ -382,6 +390,8 @@ async def _write_shard(*, client: Client, ledger: Ledger, shard: str, ours: Entr
             want = merged(base=base, ours=ours, theirs=theirs)
             for key in want.keys() - ledger.entries.keys():
                 ledger.entries[key] = want[key]  # another writer's entry: ours to prune later too
+            for key in ours.keys() - want.keys():
+                ledger.entries.pop(key, None)  # another writer removed it (pruned) and we had not touched it
             base = theirs
             ours = want
             stored = (

@@ -32,7 +32,7 @@ def _entries(n: int, *, namespaces: int = 50) -> ledgers.Entries:
 def test_ledger_round_trips_through_its_config_maps() -> None:
     entries = _entries(300)
     layout = ledgers.layout(entries, existing=())
-    assert set(layout) == {"claims-", "namespaces-", "tenancy-"}, "small stages: one shard each"
+    assert set(layout) == {"claims", "namespaces", "tenancy"}, "small stages: one shard each"
     maps = [
         ledgers.body(
             cluster="east", name=ledgers.shard_name("east", s), shard=s, data={"entries": ledgers.encode_entries(e)}
@@ -76,13 +76,13 @@ def test_layout_is_stable_when_one_entry_changes() -> None:
 
 def test_a_split_leaves_its_parent_empty_so_it_is_deleted() -> None:
     entries = _entries(200)
-    parent = ledgers.layout(entries, existing=())["claims-"]
+    parent = ledgers.layout(entries, existing=())["claims"]
     grown = {
         **entries,
         **{f"resource.k8s.io/ResourceClaim/big/c-{i:06d}": ledgers.Entry("resource.k8s.io/v1") for i in range(5000)},
     }
-    after = ledgers.layout(grown, existing=["claims-", "namespaces-", "tenancy-"])
-    assert "claims-" not in after and any(s.startswith("claims-") for s in after)
+    after = ledgers.layout(grown, existing=["claims", "namespaces", "tenancy"])
+    assert "claims" not in after and any(s.startswith("claims-") for s in after)
     assert all(k in {k for g in after.values() for k in g} for k in parent)
 
 
@@ -110,4 +110,4 @@ def test_an_old_single_config_map_ledger_is_read() -> None:
     }
     ledger = ledgers.decode("east", [old])
     assert ledger.entries == {"/Namespace//a": ledgers.Entry("v1")} and ledger.progress.revision == "r"
-    assert ledger.layout() == {"namespaces-": ledger.entries}, "moved into a shard at the next write"
+    assert ledger.layout() == {"namespaces": ledger.entries}, "moved into a shard at the next write"
