@@ -23,17 +23,34 @@ SUFFIXES = (".yaml", ".yml")
 
 
 def read_tree(root: Path, *, limits: Limits) -> tuple[dict[str, bytes], list[Finding]]:
-    """The YAML files under ``root`` and the findings about files not read."""
+    """The YAML files under ``root`` and the findings about files not read.
+
+    ``os.scandir`` rather than ``os.walk`` and ``pathlib``: a directory entry already
+    knows whether it is a symlink or a directory, which saves two system calls and
+    most of the Python work per file (a controller re-reads 10,000 files per poll).
+    """
     root = root.resolve()
     files: dict[str, bytes] = {}
     findings: list[Finding] = []
-    for directory, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        here = Path(directory)
-        for name in [*dirnames, *filenames]:
-            path = here / name
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink() and not _inside(path.resolve(), root):
+    base = str(root)
+
+    def walk(directory: str, rel_dir: str) -> bool:
+        """Read ``directory``; False once the file cap is reached (stop everything)."""
+        try:
+            with os.scandir(directory) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError:
+            return True
+        subdirs: list[os.DirEntry[str]] = []
+        names: list[os.DirEntry[str]] = []
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=True) and not entry.name.startswith("."):
+                subdirs.append(entry)
+            elif not entry.is_dir(follow_symlinks=True):
+                names.append(entry)
+        for entry in [*subdirs, *names]:
+            if entry.is_symlink() and not _inside(Path(entry.path).resolve(), root):
+                rel = rel_dir + entry.name
                 findings.append(
                     Finding(
                         Location(rel),
@@ -42,13 +59,13 @@ def read_tree(root: Path, *, limits: Limits) -> tuple[dict[str, bytes], list[Fin
                         hint="replace the symlink by the file it points to",
                     )
                 )
-                if name in dirnames:
-                    dirnames.remove(name)
-        for name in sorted(filenames):
-            path = here / name
-            rel = path.relative_to(root).as_posix()
+        for entry in names:
+            name = entry.name
+            rel = rel_dir + name
             hidden = name.startswith(".")  # .pre-commit-config.yaml, .yamllint.yml: tools' files, not the fleet's
-            if hidden or not name.endswith(SUFFIXES) or (path.is_symlink() and not _inside(path.resolve(), root)):
+            if hidden or not name.endswith(SUFFIXES):
+                continue
+            if entry.is_symlink() and not _inside(Path(entry.path).resolve(), root):
                 continue
             if len(files) >= limits.max_files:
                 findings.append(
@@ -59,8 +76,11 @@ def read_tree(root: Path, *, limits: Limits) -> tuple[dict[str, bytes], list[Fin
                         hint="split the repository",
                     )
                 )
-                return files, findings
-            size = path.stat().st_size
+                return False
+            try:
+                size = entry.stat().st_size
+            except OSError:
+                continue  # a dangling symlink
             if size > limits.max_file_bytes:
                 findings.append(
                     Finding(
@@ -71,8 +91,16 @@ def read_tree(root: Path, *, limits: Limits) -> tuple[dict[str, bytes], list[Fin
                     )
                 )
                 continue
-            with path.open("rb") as handle:
+            with open(entry.path, "rb") as handle:
                 files[rel] = handle.read(limits.max_file_bytes + 1)
+        for entry in subdirs:
+            if entry.is_symlink():
+                continue  # not followed (as os.walk): it is reported above when it leaves the repository
+            if not walk(entry.path, rel_dir + entry.name + "/"):
+                return False
+        return True
+
+    walk(base, "")
     return files, findings
 
 
