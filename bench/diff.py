@@ -41,8 +41,10 @@ RUSAGE = (
 )
 
 
-def write_repo(root: Path, *, objects: int, changed: int = 0) -> int:
-    """A fleet of about ``objects`` objects: 4 per team namespace, the rest templates. Returns the count."""
+def write_repo(root: Path, *, objects: int, changed: int = 0, prefix: str = "bench") -> int:
+    """A fleet of about ``objects`` objects: 4 per team namespace, the rest templates. Returns the count.
+
+    ``prefix`` names the namespaces (``<prefix>-team<N>``), so two fleets can live side by side."""
     teams = max(1, objects // 200)
     templates = objects - 1 - 4 * teams
     files = {
@@ -58,7 +60,7 @@ def write_repo(root: Path, *, objects: int, changed: int = 0) -> int:
     for t in range(teams):
         files[f"teams/team{t}/team.yaml"] = (
             f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Team\nmetadata:\n  name: team{t}\nspec:\n"
-            f"  namespaces: [bench-team{t}]\n  owners:\n  - kind: Group\n    name: team{t}\n"
+            f"  namespaces: [{prefix}-team{t}]\n  owners:\n  - kind: Group\n    name: team{t}\n"
             f"  deviceClasses: [bench.gpu.example.com]\n  quota:\n    bench.gpu.example.com: 1000000\n"
         )
     for i in range(templates):
@@ -66,7 +68,7 @@ def write_repo(root: Path, *, objects: int, changed: int = 0) -> int:
         label = '\n  labels:\n    bench/changed: "yes"' if i < changed else ""
         files[f"teams/team{t}/t{i}.yaml"] = (
             f"apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata:\n  name: t{i}\n"
-            f"  namespace: bench-team{t}{label}\nspec:\n  spec:\n    devices:\n      requests:\n"
+            f"  namespace: {prefix}-team{t}{label}\nspec:\n  spec:\n    devices:\n      requests:\n"
             f"      - name: gpu\n        exactly:\n          deviceClassName: bench.gpu.example.com\n"
             f"          count: {1 + i % 2}\n"
         )

@@ -290,8 +290,14 @@ async def save(*, client: Client, ledger: Ledger, progress: bool = True) -> int:
     """Write what changed: shards first (new and grown before emptied ones are deleted), then
     the index if ``progress`` and it differs. Returns the number of writes."""
     writes = 0
-    wanted = ledger.layout()
-    changed = [s for s in sorted(wanted.keys() | ledger.shards.keys()) if _differs(ledger, s, wanted.get(s, {}))]
+    legacy = ledger.index is not None and "entries" in ledger.index.data
+    stored = {k: e for shard in ledger.shards.values() for k, e in shard.entries.items()}
+    if not legacy and stored == ledger.entries:
+        changed: list[str] = []  # the shards hold exactly these entries: nothing to lay out again
+        wanted: dict[str, Entries] = {}
+    else:
+        wanted = ledger.layout()
+        changed = [s for s in sorted(wanted.keys() | ledger.shards.keys()) if _differs(ledger, s, wanted.get(s, {}))]
     if changed and not ledger.exists:
         await _ensure_namespace(client)
     limiter = anyio.CapacityLimiter(WRITE_CONCURRENCY)
@@ -312,7 +318,6 @@ async def save(*, client: Client, ledger: Ledger, progress: bool = True) -> int:
         if failures:
             raise failures[0]
     writes += len(changed)
-    legacy = ledger.index is not None and "entries" in ledger.index.data
     if progress or legacy:
         data = {"progress": ledger.progress.to_json()}
         if ledger.index is None or ledger.index.data != data:
