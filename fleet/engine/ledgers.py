@@ -8,8 +8,8 @@ ConfigMaps of ``fleet-system`` labelled with the cluster:
   "done": [stages], "complete"}``. A run killed half-way leaves ``complete: false``
   and the next run for the same revision skips the stages already done;
 - shards ``fleet-ledger-<cluster>-<stage>-<bits>`` hold ``entries``, one line per
-  object: ``<group>/<Kind>/<namespace>/<name> <apiVersion>`` (further words on a
-  line are per-entry flags, see ``Entry``).
+  object: ``<group>/<Kind>/<namespace>/<name> <apiVersion> <origin>``, origin being
+  ``created`` or ``adopted`` (see ``Entry``: pruning deletes only what fleet created).
 
 Why shards: one ConfigMap is capped at 1 MiB by etcd, about 10,000 entries. An
 entry goes to a shard by its stage and by a hash whose leading bits come from its
@@ -40,7 +40,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 import anyio
 
@@ -49,6 +49,9 @@ from fleet.errors import FleetError
 from fleet.kube import Client, Conflict, NotFound, Ref
 
 NAMESPACE = "fleet-system"
+CREATED = "created"
+ADOPTED = "adopted"
+Origin = Literal["created", "adopted"]
 MAX_SHARD_BYTES = 256 * 1024
 """No shard body (its ``entries`` text) is ever larger than this."""
 SPLIT_BYTES = 192 * 1024
@@ -61,18 +64,29 @@ INDEX = "index"
 WRITE_CONCURRENCY = 8
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One recorded object. Add per-entry flags as fields here and in ``words``/``from_words``."""
+class Entry(NamedTuple):
+    """One object fleet manages: the apiVersion it was applied with, and whether fleet created it.
+
+    A line is ``<key> <apiVersion> <origin>``; ``origin`` is ``created`` (fleet created it:
+    pruning may delete it) or ``adopted`` (it existed before and the repository said to
+    adopt it: pruning only releases it). A line without an origin (written before origins
+    were recorded) reads as ``adopted``: fleet cannot tell any more, and releasing is the
+    choice that loses nothing.
+    """
 
     api_version: str
+    origin: Origin = "created"
+
+    @property
+    def adopted(self) -> bool:
+        return self.origin == ADOPTED
 
     def words(self) -> list[str]:
-        return [self.api_version]
+        return [self.api_version, self.origin]
 
     @classmethod
     def from_words(cls, words: list[str]) -> Entry:
-        return cls(api_version=words[0] if words else "")
+        return cls(words[0] if words else "", "created" if words[1:2] == [CREATED] else "adopted")
 
 
 Entries = dict[str, Entry]
@@ -453,6 +467,8 @@ async def _write_index(*, client: Client, ledger: Ledger, data: dict[str, str]) 
 
 
 __all__ = [
+    "ADOPTED",
+    "CREATED",
     "INDEX",
     "MAX_SHARD_BYTES",
     "NAMESPACE",
@@ -461,6 +477,7 @@ __all__ = [
     "Entries",
     "Entry",
     "Ledger",
+    "Origin",
     "Progress",
     "Stored",
     "bits_of",

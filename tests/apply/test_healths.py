@@ -55,12 +55,15 @@ def test_exist_gate_needs_no_request_when_the_writes_prove_it(fleet: Engine, rep
     repo.claim_template("ml", "one-gpu")
     plan = fleet.plan()
 
-    async def main(c: kube.Client) -> dict[str, int]:
-        changes = await engine.reconcile(client=c, plan=plan, options=engine.Options(health_timeout=30))
-        assert not changes.failed
-        return c.counts.snapshot()
+    async def main(c: kube.Client) -> tuple[int, dict[str, int]]:
+        sync = engine.Sync(client=c, plan=plan, options=engine.Options(health_timeout=30))
+        await sync.start()  # reads the ledger and the live objects
+        lists = c.counts.by_verb["list"]
+        while not sync.done:
+            await sync.step()
+        assert not sync.changes.failed and len(sync.changes.changed) == 6
+        return c.counts.by_verb["list"] - lists, c.counts.snapshot()
 
-    counts = fleet.run(main)
+    lists, counts = fleet.run(main)
+    assert lists == 0, "three stages wrote and passed their gates without a list"
     assert counts.get("watch", 0) == 0
-    # One list for the ledger and one per kind of the plan when the run starts; the gates add none.
-    assert counts["list"] == 1 + 6

@@ -86,7 +86,7 @@ async def test_an_old_single_config_map_ledger_moves_into_shards(admin_client: k
     }
     await admin_client.apply(old, field_manager=ownership.LEDGER_MANAGER, force=True)
     ledger = await ledgers.load(client=admin_client, cluster=cluster)
-    assert ledger.entries == {"/Namespace//a": ledgers.Entry("v1")}
+    assert ledger.entries == {"/Namespace//a": ledgers.Entry("v1", "adopted")}, "no origin: adopted"
     await ledgers.save(client=admin_client, ledger=ledger, progress=False)
     index = await admin_client.get(Ref("v1", "ConfigMap", ledgers.NAMESPACE, ledgers.index_name(cluster)))
     assert "entries" not in index["data"]

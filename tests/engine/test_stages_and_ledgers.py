@@ -94,13 +94,14 @@ def test_merge_replays_our_changes_on_theirs() -> None:
     assert ledgers.merged(base=base, ours=ours, theirs=theirs) == {"a": v1, "c": v1, "d": v1}
 
 
-def test_entries_tolerate_more_words_per_line() -> None:
-    """A newer fleet may add per-entry flags after the apiVersion; they do not break reading."""
-    text = "/Namespace//a v1 adopted\nresource.k8s.io/DeviceClass//gpu resource.k8s.io/v1\n"
+def test_entries_read_their_origin_and_an_old_line_reads_as_adopted() -> None:
+    text = "/Namespace//a v1 created\n/Namespace//b v1 adopted\nresource.k8s.io/DeviceClass//gpu resource.k8s.io/v1\n"
     assert ledgers.decode_entries(text) == {
-        "/Namespace//a": ledgers.Entry("v1"),
-        "resource.k8s.io/DeviceClass//gpu": ledgers.Entry("resource.k8s.io/v1"),
+        "/Namespace//a": ledgers.Entry("v1", "created"),
+        "/Namespace//b": ledgers.Entry("v1", "adopted"),
+        "resource.k8s.io/DeviceClass//gpu": ledgers.Entry("resource.k8s.io/v1", "adopted"),
     }
+    assert ledgers.encode_entries(ledgers.decode_entries(text)).splitlines()[2].endswith(" adopted")
 
 
 def test_an_old_single_config_map_ledger_is_read() -> None:
@@ -109,5 +110,5 @@ def test_an_old_single_config_map_ledger_is_read() -> None:
         "data": {"entries": "/Namespace//a v1\n", "progress": '{"revision": "r", "done": [], "complete": true}'},
     }
     ledger = ledgers.decode("east", [old])
-    assert ledger.entries == {"/Namespace//a": ledgers.Entry("v1")} and ledger.progress.revision == "r"
+    assert ledger.entries == {"/Namespace//a": ledgers.Entry("v1", "adopted")} and ledger.progress.revision == "r"
     assert ledger.layout() == {"namespaces": ledger.entries}, "moved into a shard at the next write"
