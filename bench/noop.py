@@ -87,9 +87,7 @@ def main() -> None:
         cold, warm, writes = controller_runs(sb, repo)
         print(f"\nno-op reconcile of {n} objects in one process     wall s   load s   engine s   requests")
         for name, run in (("first (cold)", cold), ("second (warm)", warm)):
-            print(
-                f"  {name:44} {run['wall']:6.2f}   {run['load']:6.2f}   {run['engine']:8.2f}   {run['requests']:.0f}"
-            )
+            print(f"  {name:44} {run['wall']:6.2f}   {run['load']:6.2f}   {run['engine']:8.2f}   {run['requests']:.0f}")
         print(f"  writes of the warm run (API server count)    {writes}")
         figures: dict[str, object] = {
             "objects": n,
