@@ -103,7 +103,7 @@ async def diff_objects(
         for i, d in enumerate(desired):
             current = live.get(d.ref.key)
             if current is not None and normalizations.unchanged_without_dry_run(
-                with_live_revision(d.obj, current), current, manager=d.field_manager
+                with_live_revision(d.obj, current), current, manager=d.field_manager, wanted=d.leaves
             ):
                 changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.UNCHANGED)
                 continue

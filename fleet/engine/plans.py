@@ -37,7 +37,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.engine import ownership, stages
+from fleet.engine import normalizations, ownership, stages
 from fleet.errors import FleetError
 from fleet.kube import Ref
 from fleet.manifests import kinds
@@ -68,6 +68,11 @@ class Desired:
     @functools.cached_property
     def ref(self) -> Ref:
         return Ref.of(self.obj)
+
+    @functools.cached_property
+    def leaves(self) -> frozenset[tuple[str, ...]]:
+        """The field paths applying ``obj`` sets (``normalizations.desired_leaves``), computed once."""
+        return frozenset(normalizations.desired_leaves(self.obj))
 
 
 @dataclass(frozen=True)
