@@ -41,9 +41,8 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
 def kubectl(sandbox: Sandbox) -> Kubectl:
     """Run the sandbox's real kubectl as admin (``context=`` for alice@/bob@fleet-sandbox)."""
 
-    def run(
-        *args: str, context: str | None = None, stdin: str | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, context: str | None = None, stdin: str | None = None,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
         return sandbox.kubectl(*args, context=context, stdin=stdin, check=check)
 
     return run

@@ -18,14 +18,8 @@ def test_demo_validates_diffs_applies_and_runs_a_gpu_pod(tmp_path: Path) -> None
     directory = tmp_path / "demo"
     env = dict(os.environ, FLEET_SANDBOX_DIR=str(directory), NO_COLOR="1")
     try:
-        run = subprocess.run(
-            [sys.executable, "-m", "fleetctl", "demo"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=600,
-            check=False,
-        )
+        run = subprocess.run([sys.executable, "-m", "fleetctl", "demo"], capture_output=True, text=True, env=env,
+                             timeout=600, check=False)
         out = run.stdout
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         assert "(validate: exit 0)" in out
