@@ -2,8 +2,10 @@
 
 Part 1: a fleet of 10,000 objects is applied. Then one process reconciles it twice,
 the way the controller does on every poll: load the repository (with a
-``pipelines.LoadCache`` kept between runs), connect, reconcile with prune. The first
-run is cold (nothing cached), the second warm. Writes are counted by the API server
+``pipelines.LoadCache`` kept between runs), connect, reconcile with prune, the live
+objects coming from watches the process keeps open (``Watched``, as the controller's
+cache: a reconcile lists only the ledger). The first run is cold (nothing cached),
+the second warm. The process keeps one ``diffs.Settled`` for all its runs too. Writes are counted by the API server
 (``apiserver_request_total``), requests by fleet's client.
 
 Part 2 (``--big``, default 100,000; 0 skips it): the fleet grows to that many objects
@@ -27,32 +29,83 @@ from common import result, sandbox
 from diff import CLUSTER, apply_all, fleetctl, server_counts, write_repo
 
 from fleet import engine, kube
-from fleet.engine import pipelines, stages
+from fleet.engine import diffs, pipelines, stages
 from fleet.kube import metrics
+from fleet.kube.clients import WRITE_VERBS
 from fleet.sandbox import Sandbox, binaries
 
 
-async def reconcile_once(sb: Sandbox, repo: Path, cache: pipelines.LoadCache) -> dict[str, float]:
-    """One controller-style reconcile; its wall time split into load and engine, and its counts."""
+class Watched:
+    """Live objects of every kind fleet applies, kept current by one watch per kind (``kube.watch``):
+    what the controller's cache gives each reconcile, so a reconcile lists nothing."""
+
+    def __init__(self) -> None:
+        self.live: dict[str, dict[str, object]] = {}
+        self.kinds: set[tuple[str, str]] = set()
+        self.synced: set[tuple[str, str]] = set()
+        self.ready = anyio.Event()
+
+    async def run(self, client: kube.Client) -> None:
+        kinds = diffs.staged_kinds()
+        async with anyio.create_task_group() as tg:
+            for api_version, kind in sorted(kinds):
+                tg.start_soon(self._follow, client, await client.kind(api_version=api_version, kind=kind), len(kinds))
+
+    async def _follow(self, client: kube.Client, kind: kube.Kind, total: int) -> None:
+        key = (kind.api_version, kind.kind)
+        fresh: dict[str, dict[str, object]] = {}
+        async for event in kube.watch(client=client, kind=kind):
+            ref = kube.Ref.of(event.object).key if event.object else ""
+            if event.type == "LISTED":
+                fresh[ref] = event.object
+            elif event.type == "SYNCED":
+                for k in [k for k, o in self.live.items() if (o["apiVersion"], o["kind"]) == key and k not in fresh]:
+                    del self.live[k]
+                self.live.update(fresh)
+                fresh = {}
+                self.kinds.add(key)
+                self.synced.add(key)
+                if len(self.synced) == total:
+                    self.ready.set()
+            elif event.type == "DELETED":
+                self.live.pop(ref, None)
+            else:
+                self.live[ref] = event.object
+
+    def prefetched(self) -> diffs.Prefetched:
+        return diffs.Prefetched(kinds=set(self.kinds), live=dict(self.live))  # type: ignore[arg-type]
+
+
+async def reconcile_once(
+    client: kube.Client, repo: Path, cache: pipelines.LoadCache, watched: Watched, settled: diffs.Settled
+) -> dict[str, float]:
+    """One controller-style reconcile; its wall time split into load and engine, and its counts.
+
+    One client for the process, as the controller has (kr8s shares one session per
+    kubeconfig and context: closing a second client would cut the watches)."""
     started = time.monotonic()
+    before = client.counts.snapshot()
     plan = await anyio.to_thread.run_sync(lambda: pipelines.load_plan(repo, cluster=CLUSTER, cache=cache))
     loaded = time.monotonic()
-    client = await kube.connect(kubeconfig=str(sb.kubeconfig), timeout=60)
-    try:
-        changes = await engine.reconcile(
-            client=client, plan=plan, options=engine.Options(concurrency=32, prune=True, health_timeout=300)
-        )
-    finally:
-        await client.close()
+    watches = client.counts.by_verb["watch"]
+    changes = await engine.reconcile(
+        client=client,
+        plan=plan,
+        options=engine.Options(concurrency=32, prune=True, health_timeout=300),
+        prefetched=watched.prefetched(),
+        settled=settled,
+    )
     done = time.monotonic()
     assert not changes.failed, [e.error for e in changes.failed][:3]
+    after = client.counts.snapshot()
+    sent = {verb: n - before.get(verb, 0) for verb, n in after.items() if verb != "watch"}
     return {
         "wall": done - started,
         "load": loaded - started,
         "engine": done - loaded,
         "changed": len(changes.changed),
-        "requests": client.counts.total,
-        "client_writes": client.counts.writes,
+        "requests": sum(sent.values()) - (client.counts.by_verb["watch"] - watches),
+        "client_writes": sum(n for verb, n in sent.items() if verb in WRITE_VERBS),
     }
 
 
@@ -62,10 +115,20 @@ def controller_runs(sb: Sandbox, repo: Path) -> tuple[dict[str, float], dict[str
     async def main() -> tuple[dict[str, float], dict[str, float], int]:
         pipelines.tune_gc()
         cache = pipelines.LoadCache()
-        cold = await reconcile_once(sb, repo, cache)
-        before = await server_counts(sb)
-        warm = await reconcile_once(sb, repo, cache)
-        after = await server_counts(sb)
+        watched = Watched()
+        settled = diffs.Settled()
+        client = await kube.connect(kubeconfig=str(sb.kubeconfig), timeout=60)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watched.run, client)
+                await watched.ready.wait()
+                cold = await reconcile_once(client, repo, cache, watched, settled)
+                before = metrics.request_totals(await client.metrics())
+                warm = await reconcile_once(client, repo, cache, watched, settled)
+                after = metrics.request_totals(await client.metrics())
+                tg.cancel_scope.cancel()
+        finally:
+            await client.close()
         return cold, warm, metrics.writes(before, after, resources=set(stages.WRITTEN_RESOURCES))
 
     return anyio.run(main)

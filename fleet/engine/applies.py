@@ -64,6 +64,8 @@ class Sync:
     changes: ChangeSet = field(init=False)
     ledger: ledgers.Ledger = field(init=False)
     prefetched: diffs.Prefetched | None = None
+    settled: diffs.Settled | None = None
+    """The no-dry-run answers of earlier runs (a process that reconciles repeatedly keeps one)."""
     """Live objects listed while the plan was being computed (``diffs.prefetch``), if any."""
     live: diffs.LiveIndex = field(init=False, default_factory=dict)
     steps: list[str] = field(init=False, default_factory=list)
@@ -95,10 +97,7 @@ class Sync:
         else:
             progress.done = []  # stages done for another revision say nothing about this one
         kinds = {(d.obj["apiVersion"], d.obj["kind"]) for d in self.plan.objects}
-        kinds |= {
-            (e.api_version, Ref.from_key(k, version=e.api_version.rpartition("/")[2]).kind)
-            for k, e in self.ledger.entries.items()
-        }
+        kinds |= {(e.api_version, k.split("/", 2)[1]) for k, e in self.ledger.entries.items()}
         if self.plan.pools:
             kinds.add(("v1", "Node"))
         with tracing.tracer().start_as_current_span("read live"):
@@ -166,6 +165,7 @@ class Sync:
             desired = [self._adopting(d) for d in desired if d.ref.key not in self._refused]
             with tracer.start_as_current_span("diff", attributes={tracing.STAGE: stage.name}):
                 found = await diffs.diff_objects(
+                    settled=self.settled,
                     client=self.client,
                     desired=desired,
                     live=self.live,
@@ -410,7 +410,13 @@ class Sync:
         if self.options.dry_run:
             return
         declared = [*self.plan.objects, *self.desired(stages.by_name("pools"))]
-        kept = {d.ref.key: ledgers.Entry(d.obj["apiVersion"], self._origin(d.ref.key)) for d in declared}
+        recorded = self.ledger.entries
+        kept: dict[str, ledgers.Entry] = {}
+        for d in declared:
+            entry = recorded.get(d.ref.key)
+            if entry is None or entry.api_version != d.obj["apiVersion"]:
+                entry = ledgers.Entry(d.obj["apiVersion"], self._origin(d.ref.key))
+            kept[d.ref.key] = entry
         for key, entry in self.ledger.entries.items():
             kept.setdefault(key, entry)  # not pruned (prune off, kept, failed): still ours to prune later
         self.ledger.entries = kept

@@ -19,6 +19,7 @@ import hashlib
 import itertools
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ import anyio
 from fleet import kube
 from fleet.engine import diffs, plans
 from fleet.errors import FleetError
-from fleet.manifests import ParseCache, kinds, load_revision, read_tree
+from fleet.manifests import ParseCache, TreeCache, kinds, load_revision, read_tree
 from fleet.manifests.limits import Limits
 from fleet.manifests.views import resolve
 from fleet.policy import check
@@ -67,12 +68,14 @@ def revision_id(repo: Path, *, files: dict[str, bytes]) -> str:
 class LoadCache:
     """What a long-running process (the controller) keeps between loads of one repository.
 
+    ``tree``: a file whose stat did not change is not read again (``fleet.manifests.TreeCache``).
     ``parsed``: each file is parsed once per content (``fleet.manifests.ParseCache``).
     ``last``: the plan of the last load, reused whole when every file, the cluster and
     the revision id are the same: validation and planning are pure functions of those.
     """
 
     parsed: ParseCache = field(default_factory=ParseCache)
+    tree: TreeCache = field(default_factory=TreeCache)
     last: tuple[bytes, str, str, plans.Plan] | None = None
 
 
@@ -93,7 +96,9 @@ def load_plan(repo: Path, *, cluster: str, cache: LoadCache | None = None) -> pl
         raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
     tracer = tracing.tracer()
     with tracer.start_as_current_span("validate", attributes={tracing.CLUSTER: cluster}) as span:
-        files, problems = read_tree(repo, limits=Limits())
+        if cache is not None:
+            cache.tree.begin(now=time.time())
+        files, problems = read_tree(repo, limits=Limits(), cache=cache.tree if cache else None)
         sha = ""
         if cache is not None and not problems:
             digest = _digest(files)

@@ -103,7 +103,14 @@ class Plan:
     """Team name → its namespaces (for the running-pods guard on removal)."""
 
     def in_stage(self, stage: stages.Stage) -> list[Desired]:
-        return [d for d in self.objects if d.stage == stage]
+        return list(self._by_stage.get(stage.name, ()))
+
+    @functools.cached_property
+    def _by_stage(self) -> dict[str, list[Desired]]:
+        out: dict[str, list[Desired]] = {}
+        for d in self.objects:
+            out.setdefault(d.stage.name, []).append(d)
+        return out
 
 
 def plan(view: ClusterView, *, revision: str) -> Plan:

@@ -27,7 +27,8 @@ API for the engine / ``fleetctl render``:
   reported whole. ``fleet.policy.check`` adds the policy findings
   (``fleet.policy.validate`` also satisfiability against an inventory).
 - ``load_revision(files, cache=ParseCache())`` parses a file only when its
-  content changed since the cache last saw it (the controller keeps one).
+  content changed since the cache last saw it, and ``read_tree(root,
+  cache=TreeCache())`` reads it only when its stat changed (the controller keeps both).
 - Parsing uses libyaml's composer (fast) with YAML 1.2 scalar resolution done
   here; every refusal (alias bomb, size cap, symlink out, ``..``, non-UTF-8,
   duplicate key, YAML 1.1 ambiguity) is a finding: see :mod:`.yamls`,
@@ -40,7 +41,7 @@ from __future__ import annotations
 
 from fleet.manifests import kinds, resources
 from fleet.manifests.bases import ClusterSelector, Model, ObjectMeta
-from fleet.manifests.caches import ParseCache
+from fleet.manifests.caches import ParseCache, TreeCache
 from fleet.manifests.findings import Finding, Severity, has_errors
 from fleet.manifests.limits import Limits
 from fleet.manifests.locations import Location, Path, Positions, Scalar
@@ -69,6 +70,7 @@ __all__ = [
     "Revision",
     "Scalar",
     "Severity",
+    "TreeCache",
     "cluster_names",
     "group_of",
     "has_errors",

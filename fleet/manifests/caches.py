@@ -1,4 +1,4 @@
-"""Parse each file once per content: what a long-running controller keeps between loads.
+"""Read and parse each file once per content: what a long-running controller keeps between loads.
 
 The controller re-reads the repository on every poll, webhook and resync, and
 almost always nothing (or one file) changed. Parsing with positions and validating
@@ -63,4 +63,43 @@ class ParseCache:
         self._used = set()
 
 
-__all__ = ["ParseCache"]
+@dataclass
+class TreeCache:
+    """Path → the bytes read last time and the file's stat, so an unchanged file is not read again.
+
+    ``read_tree(root, cache=)`` stats every file anyway (for the size cap); when size,
+    mtime, ctime and inode are what they were, the bytes are reused instead of opening
+    and reading the file. As git does with its index ("racy git"), a file whose mtime
+    was within ``RACY_SECONDS`` of the moment it was read is read again: a write in the
+    same clock tick would not have moved its mtime. Without ``begin`` every file is racy,
+    so nothing is reused: a safe default.
+    """
+
+    RACY_SECONDS = 2.0
+    files: dict[str, tuple[tuple[int, int, int, int], float, bytes]] = field(default_factory=dict)
+    now: float = 0.0
+    """When this read of the tree began (wall clock, seconds): set by the caller with ``begin``,
+    since this package reads no clock."""
+    reads: int = 0
+    reused: int = 0
+
+    def begin(self, *, now: float) -> None:
+        self.now = now
+
+    def get(self, path: str, stat: tuple[int, int, int, int]) -> bytes | None:
+        found = self.files.get(path)
+        if found is None or found[0] != stat or stat[0] / 1e9 > found[1] - self.RACY_SECONDS:
+            return None
+        self.reused += 1
+        return found[2]
+
+    def put(self, path: str, stat: tuple[int, int, int, int], content: bytes) -> None:
+        self.reads += 1
+        self.files[path] = (stat, self.now, content)
+
+    def keep(self, paths: set[str]) -> None:
+        """Forget files no longer in the tree."""
+        self.files = {p: v for p, v in self.files.items() if p in paths}
+
+
+__all__ = ["ParseCache", "TreeCache"]
