@@ -41,11 +41,14 @@ RUSAGE = (
 )
 
 
-def write_repo(root: Path, *, objects: int, changed: int = 0, prefix: str = "bench", cluster: str = CLUSTER) -> int:
+def write_repo(
+    root: Path, *, objects: int, changed: int = 0, prefix: str = "bench", cluster: str = CLUSTER, per_file: int = 1
+) -> int:
     """A fleet of about ``objects`` objects: 4 per team namespace, the rest templates. Returns the count.
 
     ``prefix`` names the namespaces (``<prefix>-team<N>``) and ``cluster`` the cluster (so its
-    ledger), so two fleets can live side by side in one sandbox."""
+    ledger), so two fleets can live side by side in one sandbox. ``per_file`` templates share a
+    file (YAML documents): above 20,000 files the loader refuses a repository (``Limits``)."""
     teams = max(1, objects // 200)
     templates = objects - 1 - 4 * teams
     files = {
@@ -67,11 +70,16 @@ def write_repo(root: Path, *, objects: int, changed: int = 0, prefix: str = "ben
     for i in range(templates):
         t = i % teams
         label = '\n  labels:\n    bench/changed: "yes"' if i < changed else ""
-        files[f"teams/team{t}/t{i}.yaml"] = (
-            f"apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata:\n  name: t{i}\n"
-            f"  namespace: {prefix}-team{t}{label}\nspec:\n  spec:\n    devices:\n      requests:\n"
-            f"      - name: gpu\n        exactly:\n          deviceClassName: {prefix}.gpu.example.com\n"
-            f"          count: {1 + i % 2}\n"
+        name = f"teams/team{t}/t{i}.yaml" if per_file == 1 else f"teams/team{t}/t{i // (per_file * teams)}.yaml"
+        files[name] = (
+            files.get(name, "")
+            + ("---\n" if name in files else "")
+            + (
+                f"apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata:\n  name: t{i}\n"
+                f"  namespace: {prefix}-team{t}{label}\nspec:\n  spec:\n    devices:\n      requests:\n"
+                f"      - name: gpu\n        exactly:\n          deviceClassName: {prefix}.gpu.example.com\n"
+                f"          count: {1 + i % 2}\n"
+            )
         )
     for path in root.rglob("*.yaml"):
         path.unlink()

@@ -164,7 +164,7 @@ def main() -> None:
             "warm_met": "yes" if warm["wall"] <= 1 and writes == 0 else "no",
         }
         if args.big:
-            n_big = write_repo(repo, objects=args.big)
+            n_big = write_repo(repo, objects=args.big, per_file=10)
             t = time.monotonic()
             big = anyio.run(apply_all, sb, repo)
             print(f"\napplied {n_big} objects in {time.monotonic() - t:.1f}s ({len(big.failed)} failed)", flush=True)
