@@ -170,9 +170,11 @@ def team_objects(team: kinds.Team) -> list[dict[str, Any]]:
     name = team.metadata.name
     subjects = [_subject(o.kind, o.name, o.namespace) for o in team.spec.owners]
     objs: list[dict[str, Any]] = []
+    # without this label the API server refuses requests with adminAccess: true
+    admin = {kinds.ADMIN_ACCESS_LABEL: "true"} if team.spec.admin_access else {}
     for ns in team.spec.namespaces:
         team_label = {ownership.TEAM_LABEL: name}
-        objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": team_label}})
+        objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": team_label | admin}})
         objs.append(
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -213,6 +215,10 @@ def pool_objects(pools: tuple[PoolRule, ...], *, nodes: list[dict[str, Any]]) ->
     pool's, and records the keys it owns in an annotation to tell them apart later.
     The node lifecycle controller also writes that list, so these applies always
     force (``Desired.force``): otherwise every pool with taints would conflict.
+
+    The result is only as fresh as ``nodes``: the engine diffs with the Nodes listed at
+    the start of a run, but writes with this function applied to a Node it has just
+    read, conditional on that read's resourceVersion (``fleet.engine.nodes``).
     """
     stage = stages.by_name("pools")
     out: list[Desired] = []
@@ -276,7 +282,7 @@ class Overlap:
         named = " and ".join(f"{p.name!r} ({p.source})" for p in self.pools)
         return (
             f"Node {self.node} is selected by pools {named}: fleet would rewrite its labels and taints "
-            "back and forth; nothing was applied"
+            "back and forth; fleet applies nothing while this stands"
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleet.engine import ledgers, stages
+from fleet.policy import tenancy
 
 
 def test_one_entry_per_stage_with_kinds_gate_and_reverse_prune_order() -> None:
@@ -112,3 +113,7 @@ def test_an_old_single_config_map_ledger_is_read() -> None:
     ledger = ledgers.decode("east", [old])
     assert ledger.entries == {"/Namespace//a": ledgers.Entry("v1", "adopted")} and ledger.progress.revision == "r"
     assert ledger.layout() == {"namespaces": ledger.entries}, "moved into a shard at the next write"
+
+
+def test_the_ledger_lives_in_the_namespace_teams_may_not_use() -> None:
+    assert tenancy.reserved(ledgers.NAMESPACE) == "which is fleet's own"

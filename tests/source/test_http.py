@@ -7,14 +7,15 @@ directory (``.git/config`` included) contains it, and no error message does.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from fleet.source import Credentials, GitSource, SourceError, TooLarge, Unauthorized
-from tests.source.gitservers import SmartHttp, Upstream, git
+from fleet.source import Credentials, GitSource, SourceError, TooLarge, Unauthorized, Unreachable
+from tests.source.gitservers import SmartHttp, Upstream, git, tls_context
 
 pytestmark = pytest.mark.anyio
 
@@ -46,8 +47,9 @@ def files_containing(directory: Path, needle: bytes) -> list[Path]:
 
 
 async def test_token_auth_and_the_token_is_nowhere(
-    http: tuple[SmartHttp, str], upstream: Upstream, cache_dir: Path, tmp_path: Path
+    http: tuple[SmartHttp, str], upstream: Upstream, cache_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)  # gitpython logs every command it starts at DEBUG
     server, url = http
     src = GitSource(
         url=url, ref="main", path="fleet", cache_dir=cache_dir, credentials=Credentials(token_file=token_file(tmp_path))
@@ -60,6 +62,7 @@ async def test_token_auth_and_the_token_is_nowhere(
     configs = list((cache_dir / "repos").glob("*.git/config"))
     assert configs and all("127.0.0.1" not in c.read_text() for c in configs), "the URL is not stored either"
     assert (cache_dir / "askpass").exists()
+    assert "Popen" in caplog.text and TOKEN not in caplog.text
 
 
 async def test_wrong_token_is_unauthorized_without_the_secret_in_the_message(
@@ -147,3 +150,26 @@ async def test_large_fetch_is_stopped_mid_transfer(upstream: Upstream, cache_dir
         with pytest.raises(TooLarge) as caught:
             await src.sync()
     assert caught.value.what.endswith("it was stopped")
+
+
+async def test_https_with_a_private_ca(upstream: Upstream, cache_dir: Path, tmp_path: Path) -> None:
+    context, ca_file = tls_context(tmp_path / "tls")
+    server = SmartHttp(root=upstream.root, token=TOKEN, tls=context)
+    with server.running() as port:
+        url = f"https://127.0.0.1:{port}/repo.git"
+        token = token_file(tmp_path)
+        untrusted = GitSource(
+            url=url, ref="main", path="fleet", cache_dir=cache_dir / "a", credentials=Credentials(token_file=token)
+        )
+        with pytest.raises(Unreachable) as caught:
+            await untrusted.sync()
+        assert "CA" in caught.value.hint
+        trusted = GitSource(
+            url=url,
+            ref="main",
+            path="fleet",
+            cache_dir=cache_dir / "b",
+            credentials=Credentials(token_file=token, ca_file=ca_file),
+        )
+        checkout = await trusted.sync()
+    assert checkout.revision == git("rev-parse", "HEAD", cwd=upstream.work)

@@ -7,6 +7,7 @@ fetches, another key is refused, and so is an ssh URL without a known_hosts file
 from __future__ import annotations
 
 import getpass
+import os
 import shlex
 import subprocess
 from collections.abc import Iterator
@@ -24,6 +25,8 @@ pytestmark = pytest.mark.anyio
 def sshd(tmp_path: Path) -> Iterator[Sshd]:
     if Sshd.binary() is None:
         pytest.skip("OpenSSH server not installed (apt-get install openssh-server)")
+    if os.geteuid() != 0:
+        pytest.skip("sshd on loopback needs root here (privilege separation directory /run/sshd)")
     server = Sshd(root=tmp_path / "sshd")
     with server.running():
         yield server
@@ -90,3 +93,19 @@ def test_ssh_command_is_strict_and_quoted() -> None:
     assert "StrictHostKeyChecking=yes" in args and "IdentitiesOnly=yes" in args and "BatchMode=yes" in args
     assert "UserKnownHostsFile=/keys/known hosts" in args
     assert args[args.index("-i") + 1] == "/keys/id ed25519"
+
+
+async def test_key_readable_by_others_is_refused_with_the_fix(
+    sshd: Sshd, upstream: Upstream, cache_dir: Path, tmp_path: Path
+) -> None:
+    loose = tmp_path / "loose_ed25519"
+    loose.write_bytes(sshd.client_key.read_bytes())
+    loose.chmod(0o644)
+    known = tmp_path / "known_hosts"
+    known.write_text(sshd.known_hosts())
+    creds = Credentials(ssh_key_file=loose, known_hosts_file=known)
+    with pytest.raises(Unauthorized) as caught:
+        await GitSource(
+            url=url(sshd, upstream), ref="main", path="fleet", cache_dir=cache_dir, credentials=creds
+        ).sync()
+    assert "0600" in caught.value.hint
