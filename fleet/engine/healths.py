@@ -19,16 +19,16 @@ gate, nothing is listed or watched at all.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
 from fleet.engine.plans import Plan
 from fleet.engine.stages import Gate, Stage
 from fleet.errors import FleetError
-from fleet.kube import Client, Kind, Ref, watch
+from fleet.kube import Client, Kind, ListResult, Ref, watch
 
 DRIVER = "gpu.nvidia.com"
 NODE = ("v1", "Node")
@@ -36,6 +36,13 @@ SLICE = ("resource.k8s.io/v1", "ResourceSlice")
 
 Live = Mapping[str, Mapping[str, Any]]
 """Live objects by ``Ref.key``."""
+
+
+class Reader(Protocol):
+    """Where gates may read live objects instead of watching: the controller's watch cache
+    (already current, so reading it costs no request)."""
+
+    async def list(self, kind: Kind, *, namespace: str | None = None) -> ListResult: ...
 
 
 class HealthTimeout(FleetError):
@@ -160,10 +167,14 @@ async def wait(
     plan: Plan,
     timeout: float,  # noqa: ASYNC109 - a gate's own deadline, reported in HealthTimeout
     applied: Mapping[str, Mapping[str, Any]] | None = None,
+    reader: Reader | None = None,
+    interval: float = 0.1,
 ) -> None:
     """Until ``stage`` is healthy, watch what its gate reads; ``HealthTimeout`` after ``timeout`` seconds.
 
     ``applied`` are the objects the API server returned to this stage's writes (by key).
+    With a ``reader`` (a watch cache that is already current) the gate reads it every
+    ``interval`` seconds instead of opening watches of its own.
     """
     seeded: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
     for ref in written:
@@ -186,6 +197,19 @@ async def wait(
 
     if not kinds:
         return  # the API server's answers to the writes prove the gate
+    if reader is not None:
+        await _read_until_healthy(
+            client=client,
+            reader=reader,
+            kinds=kinds,
+            seeded=seeded,
+            judge=lambda live: problems(stage=stage, written=written, plan=plan, live=live),
+            timeout=timeout,
+            interval=interval,
+            stage=stage,
+            cluster=plan.cluster,
+        )
+        return
     last = ["waiting for the first list of " + ", ".join(k for _, k in sorted(kinds))]
     with anyio.move_on_after(timeout):
         async with anyio.create_task_group() as tg:
@@ -200,6 +224,33 @@ async def wait(
                         tg.cancel_scope.cancel()
                         return
     raise HealthTimeout(stage=stage, timeout=timeout, problems=last, cluster=plan.cluster)
+
+
+async def _read_until_healthy(
+    *,
+    client: Client,
+    reader: Reader,
+    kinds: Mapping[tuple[str, str], str | None],
+    seeded: Mapping[tuple[str, str], Mapping[str, Mapping[str, Any]]],
+    judge: Callable[[Mapping[tuple[str, str], Live]], list[str]],
+    timeout: float,  # noqa: ASYNC109 - the gate's own deadline
+    interval: float,
+    stage: Stage,
+    cluster: str,
+) -> None:
+    last: list[str] = []
+    with anyio.move_on_after(timeout):
+        while True:
+            live: dict[tuple[str, str], Live] = dict(seeded)
+            for (api_version, kind), namespace in kinds.items():
+                k = await client.kind(api_version=api_version, kind=kind)
+                items = (await reader.list(k, namespace=namespace)).items
+                live[(api_version, kind)] = {Ref.of(o).key: o for o in items}
+            last = judge(live)
+            if not last:
+                return
+            await anyio.sleep(interval)
+    raise HealthTimeout(stage=stage, timeout=timeout, problems=last, cluster=cluster)
 
 
 async def _follow(client: Client, kind: Kind, namespace: str | None, views: _Views, key: tuple[str, str]) -> None:
@@ -221,4 +272,4 @@ async def _follow(client: Client, kind: Kind, namespace: str | None, views: _Vie
             views.touch()
 
 
-__all__ = ["HealthTimeout", "exist_problems", "pool_problems", "problems", "slice_problems", "wait"]
+__all__ = ["HealthTimeout", "Reader", "exist_problems", "pool_problems", "problems", "slice_problems", "wait"]

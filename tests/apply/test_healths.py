@@ -67,3 +67,19 @@ def test_exist_gate_needs_no_request_when_the_writes_prove_it(fleet: Engine, rep
     lists, counts = fleet.run(main)
     assert lists == 0, "three stages wrote and passed their gates without a list"
     assert counts.get("watch", 0) == 0
+
+
+def test_a_reader_stands_in_for_the_gates_own_watches(fleet: Engine, repo: Repo) -> None:
+    """The controller passes its watch cache as the reader; here the client itself reads (it lists)."""
+    label = f"t{repo.id}.example.com/pool"
+    repo.pool("h100", selector={"sandbox.fleet.gpufleet.dev/pool": "h100x8"}, labels={label: "h100"}, nodes=2)
+    plan = fleet.plan()
+
+    async def main(c: kube.Client) -> dict[str, int]:
+        with pytest.raises(engine.HealthTimeout) as err:
+            await healths.wait(client=c, stage=stages.by_name("pools"), written=[], plan=plan, timeout=1, reader=c)
+        assert "pool h100 labels missing" in str(err.value)
+        return c.counts.snapshot()
+
+    counts = fleet.run(main)
+    assert counts.get("watch", 0) == 0 and counts["list"] >= 1
