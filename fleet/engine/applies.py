@@ -38,7 +38,8 @@ from typing import Any
 
 import anyio
 
-from fleet.engine import adoptions, blockers, diffs, healths, ledgers, ownership, plans, stages
+from fleet import helm
+from fleet.engine import adoptions, blockers, diffs, healths, ledgers, operators, ownership, plans, stages
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.errors import FleetError
 from fleet.kube import Client, KubeError, NotFound, Ref
@@ -54,6 +55,8 @@ class Options:
     concurrency: int = 16
     health_timeout: float = 120.0
     ignore_managers: tuple[str, ...] = ()
+    helm: helm.Settings | None = None
+    """How to run helm for the operator stage; None: the stage reports the release as skipped."""
 
 
 @dataclass
@@ -162,6 +165,9 @@ class Sync:
             if stage.name in self._skip:
                 span.set_attribute("fleet.skipped", "done before the restart")
                 return
+            if stage.gate == stages.Gate.OPERATOR_READY:
+                await self._operator()
+                return
             refused = [self._refused[d.ref.key] for d in desired if d.ref.key in self._refused]
             desired = [self._adopting(d) for d in desired if d.ref.key not in self._refused]
             with tracer.start_as_current_span("diff", attributes={tracing.STAGE: stage.name}):
@@ -222,6 +228,45 @@ class Sync:
             if todo:
                 self.ledger.progress.done.append(stage.name)
                 await self._save_progress()
+
+    async def _operator(self) -> None:
+        """The operator stage: the GPU Operator Helm release (``fleet.engine.operators``), then its gate."""
+        settings = self.options.helm
+        if settings is None:
+            if self.plan.operator is not None:
+                op = self.plan.operator
+                self.changes.entries.append(
+                    Change(
+                        ref=operators.release_ref(release=op.release, namespace=op.namespace),
+                        stage="operator",
+                        action=Action.SKIPPED,
+                        reason="no helm binary configured (fleetctl --helm, $FLEET_HELM)",
+                    )
+                )
+            return
+        run = operators.Stage(
+            client=self.client,
+            h=helm.Helm(settings),
+            plan=self.plan,
+            dry_run=self.options.dry_run,
+            prune=self.options.prune,
+            timeout=self.options.health_timeout,
+        )
+        try:
+            self.changes.entries.extend(await run.run())
+        except operators.OperatorRefused:
+            self._stopped = True
+            raise
+        if any(c.failed for c in run.changes) and not self.options.dry_run:
+            self._stopped = True
+            return
+        if run.changed:
+            with tracing.tracer().start_as_current_span("wait health", attributes={tracing.STAGE: "operator"}):
+                try:
+                    await operators.wait_ready(client=self.client, plan=self.plan, timeout=self.options.health_timeout)
+                except healths.HealthTimeout:
+                    self._stopped = True
+                    raise
 
     async def _apply_all(self, todo: list[tuple[Change, plans.Desired]]) -> None:
         limiter = anyio.CapacityLimiter(self.options.concurrency)

@@ -174,6 +174,16 @@ class Helm:
             )
         return [d for d in _documents(out) if d]
 
+    async def render(
+        self, chart: ChartRef, *, release: str, namespace: str, values: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """The objects an upgrade would apply, rendered by a server-side dry run (``lookup`` sees the cluster)."""
+        argv = ["upgrade", release, *chart.args(), "-n", namespace, "--install", "--reset-values"]
+        argv += ["--dry-run=server", "-o", "json"]
+        with _values_file(values) as path:
+            out = json.loads(await self._run([*argv, "-f", str(path)]) or "{}")
+        return [d for d in _documents(out.get("manifest") or "") if d]
+
     # -- writes -----------------------------------------------------------------------------
 
     async def upgrade(

@@ -41,9 +41,9 @@ from fleet.sandbox import gpus
 
 CHART = "gpu-operator"
 KUBELET_PLUGIN = "nvidia-dra-driver-kubelet-plugin"
-VERSIONS = ("v26.3.0", "v26.7.0", "v26.7.1", "v27.1.0")
-"""Versions the sandbox repository serves: an older one (downgrade), the guide's pin, a patch
-release whose GPUCluster CRD adds ``spec.draDriver.logLevel``, and the next major."""
+VERSIONS = ("v26.7.0", "v26.7.1", "v27.1.0")
+"""Versions the sandbox repository serves: the guide's pin, a patch release whose GPUCluster
+CRD adds ``spec.draDriver.logLevel``, and the next major."""
 
 
 def _crd(
