@@ -8,13 +8,16 @@ arguments into its parameters and runs a command's async main with tracing.
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
 
-from fleet import engine, kube
+from fleet import engine, helm, kube
 from fleet.engine import diffs, pipelines
+from fleet.sandbox import binaries
 from fleet.telemetry import tracing
 
 
@@ -39,6 +42,39 @@ def add_cluster_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--trace", action="store_true", help="print the trace's spans to stderr (console exporter)")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--helm",
+        metavar="PATH",
+        type=Path,
+        help="helm binary for the operator stage (default: $FLEET_HELM, helm on PATH, else the sandbox's)",
+    )
+    parser.add_argument(
+        "--helm-timeout", type=float, default=300.0, metavar="SECONDS", help="seconds one helm call may take"
+    )
+
+
+def helm_binary(given: Path | None) -> Path | None:
+    """--helm, else $FLEET_HELM, else helm on PATH, else the sandbox's binary cache; None if none exists."""
+    if given is not None:
+        return given
+    env = os.environ.get("FLEET_HELM")
+    if env:
+        return Path(env)
+    found = shutil.which("helm")
+    if found:
+        return Path(found)
+    built = binaries.locate()
+    return built["helm"] if built is not None else None
+
+
+def helm_settings(args: argparse.Namespace, *, client: kube.Client) -> helm.Settings | None:
+    """How the operator stage runs helm against the same cluster and context as ``client``."""
+    binary = helm_binary(getattr(args, "helm", None))
+    if binary is None:
+        return None
+    return helm.Settings(
+        binary=binary, kubeconfig=args.kubeconfig, context=client.context, timeout=getattr(args, "helm_timeout", 300.0)
+    )
 
 
 async def plan_and_connect(args: argparse.Namespace) -> tuple[engine.Plan, kube.Client, diffs.Prefetched]:
@@ -55,4 +91,4 @@ def run_async(args: argparse.Namespace, main: Callable[[argparse.Namespace], Awa
     return anyio.run(main, args)
 
 
-__all__ = ["add_cluster_args", "plan_and_connect", "run_async"]
+__all__ = ["add_cluster_args", "helm_binary", "helm_settings", "plan_and_connect", "run_async"]

@@ -230,7 +230,10 @@ async def _items(client: Client, *, api_version: str, kind: str, **kw: Any) -> l
         k = await client.kind(api_version=api_version, kind=kind)
     except NotFound:
         return []
-    return (await client.list(k, **kw)).items
+    try:
+        return (await client.list(k, **kw)).items
+    except NotFound:  # the CRD went away since discovery
+        return []
 
 
 async def allocated_claims(client: Client) -> list[str]:

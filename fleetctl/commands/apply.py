@@ -10,14 +10,17 @@ Exit 0 all applied, 1 something failed (an object, a conflict, a health gate), 2
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import Any
 
 from fleet import engine
+from fleet.engine import operators
+from fleet.errors import FleetError
 from fleet.telemetry import tracing
 from fleetctl import reports
-from fleetctl.pipelines import add_cluster_args, plan_and_connect, run_async
+from fleetctl.pipelines import add_cluster_args, helm_settings, plan_and_connect, run_async
 
 
 def register(sub: Any) -> None:
@@ -58,11 +61,12 @@ async def _apply(args: argparse.Namespace) -> int:
         ignore_managers=tuple(args.ignore_manager),
         health_timeout=args.health_timeout,
     )
-    failure: engine.HealthTimeout | None = None
+    failure: FleetError | None = None
     tracer = tracing.tracer()
     with tracer.start_as_current_span("apply run", attributes={tracing.CLUSTER: args.cluster}) as span:
         plan, client, prefetched = await plan_and_connect(args)
         span.set_attribute(tracing.REVISION, plan.revision)
+        options = dataclasses.replace(options, helm=helm_settings(args, client=client))
         sync = engine.Sync(client=client, plan=plan, options=options, prefetched=prefetched)
         try:
             await sync.start()
@@ -71,7 +75,7 @@ async def _apply(args: argparse.Namespace) -> int:
                 before = len(sync.changes.entries)
                 try:
                     await sync.step()
-                except engine.HealthTimeout as err:
+                except (engine.HealthTimeout, operators.OperatorRefused) as err:
                     failure = err
                     break
                 _progress(step, sync.changes.entries[before:])
