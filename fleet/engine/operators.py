@@ -9,8 +9,10 @@ first. The operator stage does each step, in this order:
 1. **Observe** (reads only): the release (``helm list``), its user values, every other
    release, ClusterPolicies, the live CRDs. A release whose chart version and values
    equal the declared ones is ``unchanged``: no Helm call writes, no API write.
-2. **Guards**, each a refusal naming the reason and the fix: a ClusterPolicy beside the
-   GPUCluster path (no in-place conversion); both ``deployCR`` values true; a separate
+2. **Preflight** (``fleet.engine.preflights``: Kubernetes >= 1.34.2, the resource.k8s.io/v1
+   API, GPU nodes present and Ready), then **guards**, each a refusal naming the reason and
+   the fix: a ClusterPolicy beside the GPUCluster path (no in-place conversion); both
+   ``deployCR`` values true; a separate
    ``dra-driver-nvidia-gpu`` release, or a CRD of the chart owned by another release; a
    downgrade or a major upgrade without ``spec.upgrade.allowDowngrade|allowMajor``; a
    downgrade or removal while ResourceClaims hold the driver's devices.
@@ -46,7 +48,7 @@ from typing import Any
 import anyio
 
 from fleet import helm
-from fleet.engine import healths, normalizations, stages
+from fleet.engine import healths, normalizations, preflights, stages
 from fleet.engine.changesets import Action, Change
 from fleet.engine.plans import OperatorRelease, Plan
 from fleet.errors import FleetError
@@ -61,6 +63,8 @@ UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
 GPUCLUSTER = Ref(api_version="nvidia.com/v1alpha1", kind="GPUCluster", namespace="", name="gpu-cluster")
 CLUSTERPOLICY_API = "nvidia.com/v1"
 RELEASE_API = "helm.sh/v3"
+PREFLIGHT = ("kubernetes-version", "dra-api", "gpu-nodes")
+"""The preflight checks run before an install or upgrade (the ClusterPolicy one is a guard below)."""
 
 
 class OperatorRefused(FleetError):
@@ -316,6 +320,10 @@ class Stage:
             return self.changes
         action = Action.CONFIGURED if obs.release else Action.CREATED
         change = Change(ref=ref, stage="operator", action=action, before=before, after=after, reason=states)
+        for check in await preflights.run(client=self.client, plan=self.plan, only=PREFLIGHT):
+            if not check.ok:
+                self._refuse(ref, (f"preflight check {check.name} failed: {check.detail}", check.hint))
+                return self.changes
         for problem in (
             values_problem(desired.values),
             await self._clusterpolicy_problem(desired),

@@ -167,21 +167,28 @@ class Helm:
     async def template(
         self, chart: ChartRef, *, release: str, namespace: str, values: dict[str, Any]
     ) -> list[dict[str, Any]]:
-        """The chart's objects as an install would create them (rendered against the live API versions)."""
+        """The chart's objects rendered offline (``lookup`` sees nothing, no API versions are checked)."""
         with _values_file(values) as path:
-            out = await self._run(
-                ["template", release, *chart.args(), "-n", namespace, "-f", str(path), "--validate", "--is-upgrade"]
-            )
+            out = await self._run(["template", release, *chart.args(), "-n", namespace, "-f", str(path)])
         return [d for d in _documents(out) if d]
 
     async def render(
         self, chart: ChartRef, *, release: str, namespace: str, values: dict[str, Any]
     ) -> list[dict[str, Any]]:
-        """The objects an upgrade would apply, rendered by a server-side dry run (``lookup`` sees the cluster)."""
+        """The objects an upgrade would apply, rendered by a server-side dry run (``lookup`` sees the cluster).
+
+        A dry run cannot map kinds whose CRDs are not installed yet (a first install):
+        then the chart is rendered offline (``template``) instead.
+        """
         argv = ["upgrade", release, *chart.args(), "-n", namespace, "--install", "--reset-values"]
         argv += ["--dry-run=server", "-o", "json"]
-        with _values_file(values) as path:
-            out = json.loads(await self._run([*argv, "-f", str(path)]) or "{}")
+        try:
+            with _values_file(values) as path:
+                out = json.loads(await self._run([*argv, "-f", str(path)]) or "{}")
+        except HelmError as err:
+            if "no matches for kind" not in err.what and "resource mapping not found" not in err.what:
+                raise
+            return await self.template(chart, release=release, namespace=namespace, values=values)
         return [d for d in _documents(out.get("manifest") or "") if d]
 
     # -- writes -----------------------------------------------------------------------------

@@ -24,8 +24,7 @@ def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "preflight",
         help="the DRA guide's preflight checks (Kubernetes, DRA API, ClusterPolicy, GPU nodes, driver, slices)",
-        description="Check a cluster against the DRA guide's prerequisites. Exit 0 all pass, 1 a check fails, "
-        "2 error.",
+        description="Check a cluster against the DRA guide's prerequisites. Exit 0 all pass, 1 a check fails, 2 error.",
     )
     parser.add_argument("repo", nargs="?", type=Path, help="fleet repository (with --cluster: check its pools)")
     parser.add_argument("--cluster", metavar="C", help="cluster of the repository whose pools to check")
