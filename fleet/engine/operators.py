@@ -24,7 +24,7 @@ first. The operator stage does each step, in this order:
 4. **helm upgrade --install** with exactly the declared values (``--reset-values``),
    labelled ``app.kubernetes.io/managed-by=fleet``. If helm fails, fleet rolls back to
    the last deployed revision from Helm's own history.
-5. **Readiness gate** (``Gate.OPERATOR_READY``): GPUCluster ``gpu-cluster`` state ready
+5. **Readiness gate** (``Gate.OPERATOR_READY``, woken by watches): GPUCluster ``gpu-cluster`` state ready
    with condition Ready=True, the kubelet-plugin DaemonSet available, the driver's
    DeviceClasses present, ResourceSlices for every node of every pool with the pool's
    model and count. A timeout lists what is missing with conditions and events.
@@ -40,6 +40,7 @@ label) is reported in the release entry's reason during and after an upgrade.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ from fleet.engine.changesets import Action, Change
 from fleet.engine.plans import OperatorRelease, Plan
 from fleet.errors import FleetError
 from fleet.kube import Client, KubeError, NotFound, Ref
+from fleet.kube import watch as kube_watch
 
 DRA_DRIVER_CHARTS = ("dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu")
 """The standalone DRA driver chart (renamed from nvidia-dra-driver-gpu): never beside the operator."""
@@ -255,16 +257,67 @@ async def allocated_claims(client: Client) -> list[str]:
     return sorted(out)
 
 
-async def driver_states(client: Client) -> dict[str, str]:
-    """Node → its ``nvidia.com/gpu-driver-upgrade-state`` (only nodes that carry the label)."""
+@dataclass(frozen=True)
+class DriverState:
+    """One GPU node's ``nvidia.com/gpu-driver-upgrade-state`` and since when it holds it."""
+
+    node: str
+    state: str
+    since: datetime.datetime | None
+    events: tuple[str, ...] = ()
+
+    def stuck(self, *, now: datetime.datetime, limit: float) -> bool:
+        return self.state not in DONE_STATES and self.since is not None and (now - self.since).total_seconds() > limit
+
+    def text(self, *, now: datetime.datetime, limit: float) -> str:
+        if not self.stuck(now=now, limit=limit):
+            return f"{self.node} {self.state}"
+        assert self.since is not None
+        minutes = int((now - self.since).total_seconds() // 60)
+        events = f"; events: {' | '.join(self.events)}" if self.events else ""
+        return f"{self.node} stuck in {self.state} for {minutes} min{events}"
+
+
+DONE_STATES = frozenset({"upgrade-done", ""})
+
+
+def label_since(node: dict[str, Any], label: str) -> datetime.datetime | None:
+    """When ``label`` was last written: the time of the managedFields entry that owns it."""
+    key = f"f:{label}"
+    for entry in (node.get("metadata") or {}).get("managedFields") or ():
+        labels = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
+        if key in labels and entry.get("time"):
+            return datetime.datetime.fromisoformat(str(entry["time"]).replace("Z", "+00:00"))
+    return None
+
+
+async def driver_states(client: Client) -> list[DriverState]:
+    """Every node carrying the operator's driver-upgrade label, with since when, and its recent events."""
     nodes = await _items(client, api_version="v1", kind="Node", label_selector=UPGRADE_STATE)
-    return {n["metadata"]["name"]: n["metadata"]["labels"][UPGRADE_STATE] for n in nodes}
+    out = []
+    for n in nodes:
+        name = n["metadata"]["name"]
+        state = n["metadata"]["labels"][UPGRADE_STATE]
+        events: tuple[str, ...] = ()
+        if state not in DONE_STATES:
+            found = await _items(
+                client,
+                api_version="v1",
+                kind="Event",
+                namespace="default",
+                field_selector=f"involvedObject.kind=Node,involvedObject.name={name}",
+            )
+            found.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+            events = tuple(f"{e.get('reason')}: {e.get('message')}" for e in found[-3:])
+        out.append(DriverState(node=name, state=state, since=label_since(n, UPGRADE_STATE), events=events))
+    return sorted(out, key=lambda d: d.node)
 
 
-def _states_text(states: dict[str, str]) -> str:
+def states_text(states: list[DriverState], *, limit: float, now: datetime.datetime | None = None) -> str:
     if not states:
         return ""
-    return "driver upgrade: " + ", ".join(f"{n} {s}" for n, s in sorted(states.items()))
+    now = now or datetime.datetime.now(datetime.UTC)
+    return "driver upgrade: " + ", ".join(s.text(now=now, limit=limit) for s in states)
 
 
 # -- the stage ---------------------------------------------------------------------------------
@@ -314,7 +367,7 @@ class Stage:
             and running == desired.version
             and obs.values == desired.values
         )
-        states = _states_text(await driver_states(self.client))
+        states = states_text(await driver_states(self.client), limit=desired.driver_state_timeout)
         if same:
             self.changes.append(Change(ref=ref, stage="operator", action=Action.UNCHANGED, reason=states))
             return self.changes
@@ -603,6 +656,10 @@ async def ready_problems(*, client: Client, plan: Plan) -> list[str]:
     if missing:
         problems.append(f"DeviceClass {', '.join(missing)}: not installed by the driver")
     problems += await healths.check(client=client, stage=stages.by_name("classes"), written=[], plan=plan)
+    now = datetime.datetime.now(datetime.UTC)
+    for state in await driver_states(client):
+        if state.stuck(now=now, limit=desired.driver_state_timeout):
+            problems.append(f"Node {state.text(now=now, limit=desired.driver_state_timeout)}")
     return problems
 
 
@@ -621,19 +678,51 @@ async def _events(client: Client, *, kind: str, name: str, namespace: str | None
 
 
 async def wait_ready(*, client: Client, plan: Plan, timeout: float) -> None:  # noqa: ASYNC109 - the gate's deadline
+    """Re-check ``ready_problems`` each time a watched object changes; ``HealthTimeout`` after ``timeout``.
+
+    One watch per kind the gate reads (GPUCluster, DaemonSet, DeviceClass, ResourceSlice)
+    wakes the check, so the gate passes as soon as the last condition holds, without
+    polling the API server; a check also runs every 10 s in case a watch is slow to start.
+    """
     problems: list[str] = []
+    send, receive = anyio.create_memory_object_stream[None](1)
+    namespace = plan.operator.namespace if plan.operator else None
+    watched = [
+        (GPUCLUSTER.api_version, GPUCLUSTER.kind, None),
+        ("apps/v1", "DaemonSet", namespace),
+        ("resource.k8s.io/v1", "DeviceClass", None),
+        ("resource.k8s.io/v1", "ResourceSlice", None),
+    ]
+
+    async def wake(api_version: str, kind_name: str, ns: str | None) -> None:
+        try:
+            kind = await client.kind(api_version=api_version, kind=kind_name)
+        except NotFound:
+            return  # not served yet (the CRD): the periodic check covers it
+        async for event in kube_watch(client=client, kind=kind, namespace=ns):
+            if event.type != "LISTED":
+                with contextlib.suppress(anyio.WouldBlock):
+                    send.send_nowait(None)
+
     with anyio.move_on_after(timeout):
-        while True:
-            problems = await ready_problems(client=client, plan=plan)
-            if not problems:
-                return
-            await anyio.sleep(0.5)
+        async with anyio.create_task_group() as tg:
+            for api_version, kind_name, ns in watched:
+                tg.start_soon(wake, api_version, kind_name, ns)
+            while True:
+                problems = await ready_problems(client=client, plan=plan)
+                if not problems:
+                    tg.cancel_scope.cancel()
+                    return
+                with anyio.move_on_after(10):
+                    await receive.receive()
+                await anyio.sleep(0.2)  # let a burst of events settle into one check
     raise healths.HealthTimeout(
         stage=stages.by_name("operator"), timeout=timeout, problems=problems, cluster=plan.cluster
     )
 
 
 __all__ = [
+    "DriverState",
     "OperatorRefused",
     "Stage",
     "allocated_claims",
@@ -641,9 +730,11 @@ __all__ = [
     "dra_release_problem",
     "driver_states",
     "dropped_fields",
+    "label_since",
     "parse_version",
     "ready_problems",
     "release_ref",
+    "states_text",
     "values_problem",
     "version_problem",
     "wait_ready",

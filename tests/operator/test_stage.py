@@ -293,3 +293,17 @@ def _tiny_chart(tmp_path: Path, name: str, *, crd: bool = False) -> Path:
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-config"}, "data": {}}
     (root / "templates" / "object.yaml").write_text(json.dumps(body))
     return root
+
+
+def test_driver_upgrade_states_show_in_diff_and_apply(
+    sandbox: Sandbox, fleet: Engine, helm_settings: helm.Settings, kubectl: Kubectl
+) -> None:
+    with StandInOperator(sandbox):
+        fleet.apply(helm=helm_settings)
+    kubectl("label", "node", "h100x8-01", f"{operators.UPGRADE_STATE}=upgrade-required")
+    try:
+        diff = _operator_entry(fleet.diff(helm=helm_settings))
+        applied = _operator_entry(fleet.apply(helm=helm_settings))
+    finally:
+        kubectl("label", "node", "h100x8-01", f"{operators.UPGRADE_STATE}-")
+    assert diff.reason == applied.reason == "driver upgrade: h100x8-01 upgrade-required"
