@@ -363,7 +363,7 @@ class Sync:
                 if not self.options.dry_run and change.action == Action.DELETED:
                     change.action = Action.SKIPPED
                     change.reason = "no longer declared; not pruned (--prune not given)"
-                elif change.action == Action.DELETED and not change.release:
+                elif change.action == Action.DELETED and (not change.release or change.ref.kind == "Node"):
                     await self._preview_block(change, found)
             self.changes.entries.extend(found)
             return
@@ -390,6 +390,11 @@ class Sync:
             if users:
                 change.refused = True
                 change.error = blockers.claim_in_use(change.ref, users)
+        elif change.ref.kind == "Node":
+            blocked = await operators.pool_node_blocked(self.client, node=change.ref.name)
+            if blocked:
+                change.refused = True
+                change.error = blocked
         elif change.ref.kind == "Namespace":
             pruned = {c.ref.key for c in found if c.action == Action.DELETED and not c.release}
             others = await blockers.foreign_objects(client=self.client, namespace=change.ref.name, ours=pruned)
@@ -403,10 +408,15 @@ class Sync:
         with tracing.tracer().start_as_current_span("apply object", attributes=_attrs(change.ref, change.action)):
             try:
                 if change.release and change.ref.kind == "Node":
-                    await self.client.apply(
-                        plans.release(change.ref, live=live), field_manager=ownership.POOL_MANAGER, force=True
-                    )
-                    self.ledger.entries.pop(change.ref.key, None)
+                    blocked = await operators.pool_node_blocked(self.client, node=change.ref.name)
+                    if blocked:
+                        change.refused = True
+                        change.error = blocked
+                    else:
+                        await self.client.apply(
+                            plans.release(change.ref, live=live), field_manager=ownership.POOL_MANAGER, force=True
+                        )
+                        self.ledger.entries.pop(change.ref.key, None)
                 elif change.release:
                     current = await self.client.get(change.ref)
                     await self.client.patch(

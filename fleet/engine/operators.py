@@ -242,13 +242,14 @@ async def _items(client: Client, *, api_version: str, kind: str, **kw: Any) -> l
         return []
 
 
-async def allocated_claims(client: Client) -> list[str]:
-    """``namespace/name (pod A, pod B)`` for every ResourceClaim allocated devices of the NVIDIA driver."""
+async def allocated_claims(client: Client, *, node: str | None = None) -> list[str]:
+    """``namespace/name (pods A, B)`` for every ResourceClaim allocated devices of the NVIDIA driver
+    (on ``node`` only, when given: the driver publishes one pool per node, named after it)."""
     out = []
     for claim in await _items(client, api_version="resource.k8s.io/v1", kind="ResourceClaim"):
         status = claim.get("status") or {}
         results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or ()
-        if not any(r.get("driver") == DRIVER for r in results):
+        if not any(r.get("driver") == DRIVER and (node is None or r.get("pool") == node) for r in results):
             continue
         meta = claim["metadata"]
         pods = [r.get("name") for r in status.get("reservedFor") or () if r.get("resource", "pods") == "pods"]
@@ -577,6 +578,15 @@ class Stage:
                 change.error = str(err)
 
 
+async def pool_node_blocked(client: Client, *, node: str) -> str:
+    """Why a pool may not give ``node`` back yet: claims hold its GPUs ("" when free)."""
+    claims = await allocated_claims(client, node=node)
+    if not claims:
+        return ""
+    reason, fix = _claims_block(claims, what=f"removing pool node {node} from its pool")
+    return f"{reason}\n  hint: {fix}"
+
+
 def _claims_block(claims: list[str], *, what: str) -> tuple[str, str]:
     shown = ", ".join(claims[:20]) + (f", ... and {len(claims) - 20} more" if len(claims) > 20 else "")
     return (
@@ -732,6 +742,7 @@ __all__ = [
     "dropped_fields",
     "label_since",
     "parse_version",
+    "pool_node_blocked",
     "ready_problems",
     "release_ref",
     "states_text",
