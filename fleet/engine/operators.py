@@ -485,8 +485,8 @@ class Stage:
     async def _roll_back(self, desired: OperatorRelease, change: Change) -> None:
         history = await self.h.history(name=desired.release, namespace=desired.namespace)
         good = [e for e in history if e.get("status") in ("deployed", "superseded")]
-        if not good:
-            return
+        if not good or not history or history[-1].get("status") != "failed":
+            return  # helm refused before writing a revision (or there is nothing to go back to)
         target = int(good[-1]["revision"])
         try:
             await self.h.rollback(name=desired.release, namespace=desired.namespace, revision=target)

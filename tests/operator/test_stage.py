@@ -307,3 +307,18 @@ def test_driver_upgrade_states_show_in_diff_and_apply(
     finally:
         kubectl("label", "node", "h100x8-01", f"{operators.UPGRADE_STATE}-")
     assert diff.reason == applied.reason == "driver upgrade: h100x8-01 upgrade-required"
+
+
+def test_a_failed_upgrade_is_rolled_back_from_helm_history(
+    sandbox: Sandbox, fleet: Engine, op_repo: OperatorRepo, helm_settings: helm.Settings
+) -> None:
+    with StandInOperator(sandbox):
+        fleet.apply(helm=helm_settings)
+    # The API server rejects the DaemonSet (an invalid toleration operator): helm marks revision 2 failed.
+    op_repo.values = {**op_repo.values, "daemonsets": {"tolerations": [{"key": "x", "operator": "Sometimes"}]}}
+    changes = fleet.apply(helm=helm_settings)
+    entry = _operator_entry(changes)
+    assert "helm upgrade failed" in entry.error
+    assert "rolled back to revision 1 (helm history)" in entry.error
+    history = json.loads(_helm(helm_settings, "history", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
+    assert [(h["revision"], h["status"]) for h in history] == [(1, "superseded"), (2, "failed"), (3, "deployed")]
