@@ -53,8 +53,14 @@ def write_repo(root: Path, *, chart_repo: str) -> None:
             "spec": {
                 "namespaces": ["ml"],
                 "owners": [{"kind": "Group", "name": "ml"}],
-                "deviceClasses": ["gpu.nvidia.com"],
+                "deviceClasses": ["bench.gpu.nvidia.com"],
             },
+        },
+        "deviceclasses/bench.yaml": {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "bench.gpu.nvidia.com"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]},
         },
         "operator/gpu-operator.yaml": {
             "apiVersion": "fleet.gpufleet.dev/v1alpha1",
