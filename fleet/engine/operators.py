@@ -546,8 +546,8 @@ class Stage:
         """The operator is no longer declared: uninstall fleet's release, once no claim holds a GPU."""
         try:
             mine = [r for r in await self.h.releases() if r.chart_name == "gpu-operator"]
-        except helm.HelmError:
-            return
+        except helm.HelmMissing:
+            return  # no helm here: nothing fleet could have installed with it
         for r in mine:
             labelled = await self.h.labels(name=r.name, namespace=r.namespace, revision=r.revision)
             if not labelled:
