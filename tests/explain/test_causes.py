@@ -159,3 +159,17 @@ def test_a_running_pod_is_not_pending(
     kubectl("wait", "-n", namespace, "pod/p", "--for=condition=PodScheduled", "--timeout=60s")
     code, out = _explain(sandbox, capsys, "pod", "p", "-n", namespace)
     assert (code, out["cause"]) == (0, "scheduled")
+
+
+def test_a_selector_on_an_attribute_the_driver_no_longer_publishes(
+    sandbox: Sandbox, kubectl: Kubectl, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The guide's "a CEL selector uses an attribute the installed driver does not publish" (``index`` was removed)."""
+    _create(
+        kubectl, namespace, _template("t", expression="device.attributes['gpu.nvidia.com'].index == 0"), _pod("p", "t")
+    )
+    _wait_unschedulable(kubectl, namespace, "p")
+    code, out = _explain(sandbox, capsys, "pod", "p", "-n", namespace)
+    assert (code, out["cause"]) == (1, "no-matching-device")
+    text = "\n".join(out["evidence"])
+    assert "index" in text and "pciBusID" in text  # the removed attribute and what to select by instead
