@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,7 @@ from fleet.engine.plans import OperatorRelease, Plan
 from fleet.errors import FleetError
 from fleet.kube import Client, KubeError, NotFound, Ref
 from fleet.kube import watch as kube_watch
+from fleet.telemetry import tracing
 
 DRA_DRIVER_CHARTS = ("dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu")
 """The standalone DRA driver chart (renamed from nvidia-dra-driver-gpu): never beside the operator."""
@@ -407,14 +409,26 @@ class Stage:
             self.changes.append(change)
             self.changes.extend(await self._object_diff(chart, desired, chart_crds, live_crds))
             return self.changes
-        await self._apply_crds(chart_crds)
-        self.changes.append(change)
-        try:
-            await self.h.upgrade(chart, release=desired.release, namespace=desired.namespace, values=desired.values)
-        except helm.HelmError as err:
-            change.error = str(err)
-            await self._roll_back(desired, change)
-            return self.changes
+        attributes = {
+            tracing.KIND: ref.kind,
+            tracing.NAMESPACE: ref.namespace,
+            tracing.NAME: ref.name,
+            tracing.ACTION: str(change.action),
+            tracing.FIELD_MANAGER: "helm",
+        }
+        with tracing.tracer().start_as_current_span("apply object", attributes=attributes) as span:
+            started = time.monotonic()
+            await self._apply_crds(chart_crds)
+            self.changes.append(change)
+            try:
+                await self.h.upgrade(chart, release=desired.release, namespace=desired.namespace, values=desired.values)
+            except helm.HelmError as err:
+                change.error = str(err)
+                span.set_attribute("error.type", type(err).__name__)
+                await self._roll_back(desired, change)
+                return self.changes
+            finally:
+                change.duration = time.monotonic() - started
         self.changed = True
         return self.changes
 

@@ -220,6 +220,7 @@ def test_removal_waits_for_claims_then_uninstalls_with_hooks(
     kubectl: Kubectl,
     namespace: str,
 ) -> None:
+    op_repo.version = "v26.7.1"
     with StandInOperator(sandbox):
         fleet.apply(helm=helm_settings)
     claim = {
@@ -247,6 +248,11 @@ def test_removal_waits_for_claims_then_uninstalls_with_hooks(
         stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [claim, pod]}),
     )
     kubectl("wait", "-n", namespace, "pod/trainer", "--for=condition=Ready", "--timeout=60s")
+
+    op_repo.version, op_repo.upgrade = "v26.7.0", {"allowDowngrade": True}
+    text = _refusal(fleet, helm_settings)
+    assert "downgrading the operator is blocked while ResourceClaims hold the driver's GPUs" in text
+    assert f"{namespace}/held (pods trainer)" in text
 
     op_repo.version = None
     entry = _operator_entry(fleet.apply(helm=helm_settings, prune=True))
