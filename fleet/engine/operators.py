@@ -679,7 +679,7 @@ async def ready_problems(*, client: Client, plan: Plan) -> list[str]:
     missing = [c for c in DEVICE_CLASSES if c not in classes]
     if missing:
         problems.append(f"DeviceClass {', '.join(missing)}: not installed by the driver")
-    problems += await healths.check(client=client, stage=stages.by_name("classes"), written=[], plan=plan)
+    problems += await preflights.pool_inventory_problems(client=client, plan=plan)
     now = datetime.datetime.now(datetime.UTC)
     for state in await driver_states(client):
         if state.stuck(now=now, limit=desired.driver_state_timeout):

@@ -129,7 +129,7 @@ async def run(*, client: Client, plan: Plan | None = None, only: tuple[str, ...]
         if "driver-version" in only:
             out.append(_driver_versions(gpu_nodes, slices))
         if "pool-inventory" in only and plan is not None and plan.pools:
-            problems = await healths.check(client=client, stage=stages.by_name("classes"), written=[], plan=plan)
+            problems = await pool_inventory_problems(client=client, plan=plan)
             out.append(
                 Check(
                     "pool-inventory",
@@ -142,6 +142,12 @@ async def run(*, client: Client, plan: Plan | None = None, only: tuple[str, ...]
                 )
             )
     return out
+
+
+async def pool_inventory_problems(*, client: Client, plan: Plan) -> list[str]:
+    """Pool nodes whose ResourceSlices lack the pool's model or GPU count: the classes gate's own check
+    (``healths``), the one place the operator stage and preflight ask it."""
+    return await healths.check(client=client, stage=stages.by_name("classes"), written=[], plan=plan)
 
 
 def _gpu_nodes(nodes: list[dict[str, Any]], plan: Plan | None) -> list[dict[str, Any]]:
@@ -205,4 +211,4 @@ def table(checks: list[Check]) -> str:
     return "\n".join(f"{r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2]}".rstrip() for r in rows) + "\n"
 
 
-__all__ = ["ALL", "BEFORE_INSTALL", "Check", "run", "table"]
+__all__ = ["ALL", "BEFORE_INSTALL", "Check", "pool_inventory_problems", "run", "table"]
