@@ -17,7 +17,6 @@ import anyio
 
 from fleet import engine, helm, kube
 from fleet.engine import diffs, pipelines
-from fleet.sandbox import binaries
 from fleet.telemetry import tracing
 
 
@@ -46,7 +45,7 @@ def add_cluster_args(parser: argparse.ArgumentParser) -> None:
         "--helm",
         metavar="PATH",
         type=Path,
-        help="helm binary for the operator stage (default: $FLEET_HELM, helm on PATH, else the sandbox's)",
+        help="helm binary for the operator stage (default: $FLEET_HELM, else helm on PATH)",
     )
     parser.add_argument(
         "--helm-timeout", type=float, default=300.0, metavar="SECONDS", help="seconds one helm call may take"
@@ -54,17 +53,18 @@ def add_cluster_args(parser: argparse.ArgumentParser) -> None:
 
 
 def helm_binary(given: Path | None) -> Path | None:
-    """--helm, else $FLEET_HELM, else helm on PATH, else the sandbox's binary cache; None if none exists."""
+    """--helm, else $FLEET_HELM, else helm on PATH; None if none (the operator stage is then skipped).
+
+    The sandbox's own build is not picked up by itself: ``fleetctl demo`` passes it with
+    --helm, and a sandbox user can export FLEET_HELM (``fleetctl sandbox env`` paths).
+    """
     if given is not None:
         return given
     env = os.environ.get("FLEET_HELM")
     if env:
         return Path(env)
     found = shutil.which("helm")
-    if found:
-        return Path(found)
-    built = binaries.locate()
-    return built["helm"] if built is not None else None
+    return Path(found) if found else None
 
 
 def helm_settings(args: argparse.Namespace, *, client: kube.Client) -> helm.Settings | None:

@@ -394,7 +394,15 @@ class Stage:
             if claims:
                 self._refuse(ref, _claims_block(claims, what="downgrading"))
                 return self.changes
-        chart_crds = await self.h.crds(chart)
+        try:
+            chart_crds = await self.h.crds(chart)
+        except helm.HelmError as err:
+            change.error = (
+                f"cannot read chart {chart}: {err.what}\n  hint: check that spec.chart.repository, name and "
+                "version can be reached from here (helm show chart ...)"
+            )
+            self.changes.append(change)
+            return self.changes
         live_crds = {
             c["metadata"]["name"]: c
             for c in await _items(self.client, api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
