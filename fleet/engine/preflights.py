@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.engine import healths, stages
+from fleet.engine import healths
 from fleet.engine.plans import Plan
 from fleet.kube import Client, NotFound
 
@@ -146,8 +146,12 @@ async def run(*, client: Client, plan: Plan | None = None, only: tuple[str, ...]
 
 async def pool_inventory_problems(*, client: Client, plan: Plan) -> list[str]:
     """Pool nodes whose ResourceSlices lack the pool's model or GPU count: the classes gate's own check
-    (``healths``), the one place the operator stage and preflight ask it."""
-    return await healths.check(client=client, stage=stages.by_name("classes"), written=[], plan=plan)
+    (``healths.slice_problems``) over a fresh list, the one place the operator stage and preflight ask it."""
+    if not plan.pools:
+        return []
+    nodes = {n["metadata"]["name"]: n for n in await _items(client, "v1", "Node")}
+    slices = {s["metadata"]["name"]: s for s in await _items(client, "resource.k8s.io/v1", "ResourceSlice")}
+    return healths.slice_problems(plan, nodes=nodes, slices=slices)
 
 
 def _gpu_nodes(nodes: list[dict[str, Any]], plan: Plan | None) -> list[dict[str, Any]]:
