@@ -55,7 +55,9 @@ def pull_requests() -> list[PullRequest]:
     for path in sorted(CORPUS.glob("*.diff")):
         text = path.read_bytes().decode("utf-8", "replace")
         head, _, body = text.partition("\ndiff --git ")
-        fields = dict(line.split(": ", 1) for line in head.splitlines() if ": " in line and not line.startswith("Expect"))
+        fields = dict(
+            line.split(": ", 1) for line in head.splitlines() if ": " in line and not line.startswith("Expect")
+        )
         expected = tuple(
             Expectation(rule=m["rule"], file=m["file"], line=int(m["line"]), message=m["message"])
             for m in map(EXPECT.match, head.splitlines())

@@ -61,8 +61,12 @@ class Tenancy:
 def tenancy(sandbox: Sandbox, kubectl: Kubectl) -> Iterator[Tenancy]:
     prefix = f"h-{uuid.uuid4().hex[:6]}"
     view = resolve(read_revision(EXAMPLE), cluster="gpu-east")
-    names = {ns: f"{prefix}-{ns}" for team in view.teams if isinstance(team.model, kinds.Team)
-             for ns in team.model.spec.namespaces}
+    names = {
+        ns: f"{prefix}-{ns}"
+        for team in view.teams
+        if isinstance(team.model, kinds.Team)
+        for ns in team.model.spec.namespaces
+    }
     groups: dict[str, str] = {}
     objects: list[dict[str, Any]] = []
     quota: dict[str, int] = {}
@@ -100,8 +104,16 @@ def _documents(pr: PullRequest, repo: Path) -> list[dict[str, Any]]:
 
 def _ref(obj: dict[str, Any]) -> list[str]:
     meta = obj["metadata"]
-    kind = f"{obj['kind'].lower()}.{obj['apiVersion'].split('/')[0]}" if "/" in obj["apiVersion"] else obj["kind"].lower()
+    kind = (
+        f"{obj['kind'].lower()}.{obj['apiVersion'].split('/')[0]}" if "/" in obj["apiVersion"] else obj["kind"].lower()
+    )
     return [kind, meta["name"], *(["-n", meta["namespace"]] if "namespace" in meta else [])]
+
+
+def _version(kubectl: Kubectl, obj: dict[str, Any]) -> str:
+    """The object's resourceVersion as admin reads it, "" when it does not exist."""
+    result = kubectl("get", *_ref(obj), "-o", "jsonpath={.metadata.resourceVersion}", check=False)
+    return result.stdout.strip() if result.returncode == 0 else ""
 
 
 def test_the_team_can_do_its_own_work(tenancy: Tenancy, kubectl: Kubectl) -> None:
@@ -114,10 +126,12 @@ def test_the_team_can_do_its_own_work(tenancy: Tenancy, kubectl: Kubectl) -> Non
 
 
 @pytest.mark.parametrize("pr", ESCALATIONS, ids=[pr.name for pr in ESCALATIONS])
-def test_the_api_server_refuses_each_escalation(pr: PullRequest, tenancy: Tenancy, kubectl: Kubectl,
-                                               tmp_path: Path) -> None:
+def test_the_api_server_refuses_each_escalation(
+    pr: PullRequest, tenancy: Tenancy, kubectl: Kubectl, tmp_path: Path
+) -> None:
     docs = [tenancy.rename(d) for d in _documents(pr, pr.checkout(into=tmp_path))]
     assert docs, pr.name
+    before = [_version(kubectl, doc) for doc in docs]
     refusals: list[str] = []
     admitted: list[dict[str, Any]] = []
     for doc in docs:
@@ -137,9 +151,8 @@ def test_the_api_server_refuses_each_escalation(pr: PullRequest, tenancy: Tenanc
             assert len(refusals) == len(docs)
             for refusal in refusals:
                 assert "forbidden" in refusal.lower(), refusal
-        for doc in docs:
-            if doc not in admitted:
-                assert kubectl("get", *_ref(doc), check=False).returncode != 0, f"{_ref(doc)} exists"
+        after = [_version(kubectl, doc) if doc not in admitted else rv for doc, rv in zip(docs, before, strict=True)]
+        assert after == before, "a refused object changed in the cluster (resourceVersion before → after)"
     finally:
         for doc in admitted:
             kubectl("delete", *_ref(doc), check=False)

@@ -22,13 +22,34 @@ from tests.manifests.repos import ROOT
 
 PRS = pull_requests()
 RULE_GROUPS = {
-    "escalation": {"team-cluster-scoped", "team-kind", "team-namespace", "team-admin-access", "reserved-namespace",
-                   "team-device-class", "unknown-kind", "team-folder"},
-    "selectors and CEL": {"claim-unsatisfiable", "cel-removed-attribute", "cel-unknown-attribute", "cel-runtime-error",
-                          "cel", "cel-too-long"},
+    "escalation": {
+        "team-cluster-scoped",
+        "team-kind",
+        "team-namespace",
+        "team-admin-access",
+        "reserved-namespace",
+        "team-device-class",
+        "unknown-kind",
+        "team-folder",
+    },
+    "selectors and CEL": {
+        "claim-unsatisfiable",
+        "cel-removed-attribute",
+        "cel-unknown-attribute",
+        "cel-runtime-error",
+        "cel",
+        "cel-too-long",
+    },
     "quota": {"team-quota"},
-    "YAML and files": {"yaml-limit", "file-too-large", "path-escape", "yaml-duplicate-key", "yaml-syntax",
-                       "yaml-encoding", "yaml-ambiguous"},
+    "YAML and files": {
+        "yaml-limit",
+        "file-too-large",
+        "path-escape",
+        "yaml-duplicate-key",
+        "yaml-syntax",
+        "yaml-encoding",
+        "yaml-ambiguous",
+    },
     "duplicates": {"duplicate-object"},
     "names, fields and versions": {"dns-label", "schema", "unknown-kind", "deprecated-api"},
     "overlays": {"overlay-patch", "overlay-target"},
@@ -43,7 +64,9 @@ def test_corpus_covers_the_issue() -> None:
         assert rules & members, f"no PR in the corpus exercises {group}"
 
 
-def _errors(repo: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, set[tuple[str, str, int]], dict[tuple[str, str, int], str]]:
+def _errors(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, set[tuple[str, str, int]], dict[tuple[str, str, int], str]]:
     capsys.readouterr()
     code = cli.run(["validate", str(repo), "-o", "json"])
     findings = json.loads(capsys.readouterr().out)["findings"]
@@ -56,7 +79,9 @@ def _errors(repo: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, set[tu
 
 
 @pytest.mark.parametrize("pr", PRS, ids=[pr.name for pr in PRS])
-def test_validate_rejects_with_a_precise_finding(pr: PullRequest, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_rejects_with_a_precise_finding(
+    pr: PullRequest, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     repo = pr.checkout(into=tmp_path)
     code, errors, messages = _errors(repo, capsys)
     assert code == 1, f"{pr.name}: {pr.subject} was accepted"
@@ -68,8 +93,15 @@ def test_validate_rejects_with_a_precise_finding(pr: PullRequest, tmp_path: Path
 def test_cli_exit_code(tmp_path: Path) -> None:
     pr = next(p for p in PRS if p.name == "clusterrole")
     repo = pr.checkout(into=tmp_path)
-    result = subprocess.run([sys.executable, "-m", "fleetctl", "validate", str(repo)], capture_output=True, text=True,
-                            cwd=ROOT, timeout=120, check=False, env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [sys.executable, "-m", "fleetctl", "validate", str(repo)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+        env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 1, result.stderr
     assert "teams/ml-research/clusterrole.yaml:1" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
