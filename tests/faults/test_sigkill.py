@@ -1,12 +1,14 @@
 """``fleetctl apply`` SIGKILLed at random points of a rollout, restarted each time, loses nothing.
 
-Until the controller can be killed the same way, the writer it shares with the CLI is:
-revision A (templates ``t-000``...) is applied, then revision B changes half of them,
-drops some and adds others, and ``fleetctl apply --prune --wait`` for B is SIGKILLed
-after a random delay, several times, each restart waiting out the dead writer's Lease
-(``--wait``). A last run completes. Then, object by object: every template of B exists
-with B's content, none of A's dropped ones is left, none of B's was pruned, and the
-ledger's progress recorded after each kill shows where the next run resumed.
+Until the controller can be killed the same way, the writer it shares with the CLI is.
+Revision A (240 templates) is applied. Revision B changes 180 of them, drops 60 and
+adds 60. ``fleetctl apply --prune --wait`` for B is SIGKILLed at a random point of the
+rollout (once a random number of templates carry B's content; ``--concurrency 2`` so
+that a rollout lasts long enough to be hit anywhere), several times; each
+restart waits out the dead writer's Lease (``--wait``). A last run completes. Then,
+object by object: every template of B exists with B's content, none of A's dropped
+ones is left, none of B's was pruned; the ledger's progress after each kill shows where
+the next run resumed.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tests.apply.repos import Repo
 from tests.conftest import Kubectl
 
 KILLS = 5
+CHANGED = 240  # templates B writes: 180 changed, 60 added
 SEED = int(os.environ.get("FLEET_FAULT_SEED", "11"))
 
 
@@ -53,6 +56,8 @@ def _apply(repo: Path, *, cluster: str, sandbox: Sandbox) -> subprocess.Popen[st
             str(sandbox.kubeconfig),
             "--context",
             credentials.CLUSTER,
+            "--concurrency",
+            "2",
             "--health-timeout",
             "60",
         ],
@@ -60,6 +65,49 @@ def _apply(repo: Path, *, cluster: str, sandbox: Sandbox) -> subprocess.Popen[st
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+
+def _wait_for_writes(sandbox: Sandbox, *, namespace: str, count: int, run: subprocess.Popen[str]) -> None:
+    """Return once ``count`` templates were written with B's content (a watch), or the run ended."""
+    watch = subprocess.Popen(
+        [
+            str(sandbox.binary("kubectl")),
+            "--kubeconfig",
+            str(sandbox.kubeconfig),
+            "get",
+            "resourceclaimtemplates",
+            "-n",
+            namespace,
+            "--watch-only",
+            "-o",
+            "jsonpath={.spec.spec.devices.requests[0].exactly.count}{'\\n'}",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert watch.stdout is not None
+        seen = 0
+        for line in watch.stdout:
+            seen += line.strip() == "2"
+            if seen >= count or run.poll() is not None:
+                return
+    finally:
+        watch.kill()
+        watch.wait()
+
+
+def _written(kubectl: Kubectl, namespace: str) -> int:
+    """Templates in ``namespace`` that already carry revision B's content (count 2)."""
+    result = kubectl(
+        "get",
+        "resourceclaimtemplates",
+        "-n",
+        namespace,
+        "-o",
+        "jsonpath={.items[*].spec.spec.devices.requests[0].exactly.count}",
+    )
+    return result.stdout.split().count("2")
 
 
 def _progress(kubectl: Kubectl, cluster: str) -> dict[str, object]:
@@ -81,25 +129,32 @@ def test_sigkill_at_random_points_then_live_equals_desired(
     fleet: Engine, repo: Repo, sandbox: Sandbox, kubectl: Kubectl
 ) -> None:
     repo.team("ml", namespaces=["ml"], group="ml-research", quota=None)
-    _templates(repo, names=range(120), count=1)
+    _templates(repo, names=range(240), count=1)
     fleet.apply(prune=True)
-    _templates(repo, names=range(30, 150), count=2)  # drop t-000..029, change 030..119, add 120..149
+    _templates(repo, names=range(60, 300), count=2)  # drop t-000..059, change 060..239, add 240..299
     path = repo.write()
     rng = random.Random(SEED)
     resumed: list[dict[str, object]] = []
     for _ in range(KILLS):
         run = _apply(path, cluster=repo.cluster, sandbox=sandbox)
-        time.sleep(rng.uniform(1.0, 6.0))
+        # a random point of what is left of the rollout: after that many more writes of B's content,
+        # seen through a watch; when (almost) all are written, a random moment of the rest (prune, ledger)
+        before = _written(kubectl, repo.ns("ml"))
+        if CHANGED - before > 5:
+            _wait_for_writes(sandbox, namespace=repo.ns("ml"), count=rng.randrange(1, CHANGED - before), run=run)
+        else:
+            time.sleep(rng.uniform(0.5, 4.0))
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=30)
-        resumed.append(_progress(kubectl, repo.cluster))
+        resumed.append({"killed_at": _written(kubectl, repo.ns("ml")), **_progress(kubectl, repo.cluster)})
     final = _apply(path, cluster=repo.cluster, sandbox=sandbox)
     out, _ = final.communicate(timeout=300)
     print("ledger progress after each kill:", *resumed, sep="\n  ")
     assert final.returncode == 0, out
     live = json.loads(kubectl("get", "resourceclaimtemplates", "-n", repo.ns("ml"), "-o", "json").stdout)["items"]
     counts = {t["metadata"]["name"]: t["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] for t in live}
-    desired = {f"t-{i:03d}": 2 for i in range(30, 150)}
+    desired = {f"t-{i:03d}": 2 for i in range(60, 300)}
+    assert sum(not p.get("complete") for p in resumed) >= KILLS - 1, "the kills missed the rollout"
     assert sorted(set(desired) - set(counts)) == [], "missing after the kills"
     assert sorted(set(counts) - set(desired)) == [], "left over from revision A (not pruned)"
     assert {n: c for n, c in counts.items() if c != 2} == {}, "another revision's content"
