@@ -10,6 +10,7 @@ the rule, and the API server's own request counters (``apiserver_request_total``
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import anyio
@@ -20,6 +21,7 @@ from fleet.engine import stages
 from fleet.kube import metrics
 from fleet.sandbox import Sandbox, credentials
 from fleetctl import cli
+from tests.conftest import Kubectl
 from tests.hostile_prs.corpus import PullRequest, pull_requests
 
 # Found by this test: findings that only the declared-pool check makes (validate without a cluster)
@@ -36,6 +38,17 @@ PRS = [
     else pytest.param(pr, id=pr.name)
     for pr in pull_requests()
 ]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def quiet_cluster(kubectl: Kubectl) -> None:
+    """The counters are cluster-wide: wait until no namespace left by earlier tests is still being emptied."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        phases = kubectl("get", "namespaces", "-o", "jsonpath={.items[*].status.phase}").stdout.split()
+        if "Terminating" not in phases:
+            return
+        time.sleep(1)
 
 
 def _counters(sandbox: Sandbox) -> str:

@@ -87,7 +87,7 @@ def tenancy(sandbox: Sandbox, kubectl: Kubectl) -> Iterator[Tenancy]:
     try:
         yield Tenancy(prefix=prefix, namespaces=names, groups=groups, quota=quota)
     finally:
-        kubectl("delete", "namespace", *names.values(), "--wait=false", check=False)
+        kubectl("delete", "namespace", *names.values(), "--wait=true", "--timeout=120s", check=False)
 
 
 def _as_team(tenancy: Tenancy, team: str) -> list[str]:
