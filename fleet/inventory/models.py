@@ -150,7 +150,7 @@ MODELS: dict[str, GpuModel] = {
         node_memory="256Gi",
     ),
     # Model-level values from an NVML reading of a real H200, driver 580.159.04
-    # (fixtures/nvml/h200.json beside the project); tests/sandbox checks them with model_from_nvml.
+    # (tests/fixtures/nvml/h200.json); tests/sandbox checks them with model_from_nvml.
     "h200": GpuModel(
         key="h200",
         instance_type="p5en.48xlarge",

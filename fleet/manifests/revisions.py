@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -51,6 +51,10 @@ class Manifest:
     model: Model | None = None
     team: str | None = None
     """The folder name for files under ``teams/<team>/``, else None (see :func:`team_of`)."""
+    memo: dict[str, Any] = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
+    """Values derived from this (immutable) object by the rules, computed once: the policy walks a
+    claim's requests for several rules, and a revision may hold 10,000 claims. Not an init field:
+    ``dataclasses.replace`` (an overlay's patched copy) starts with an empty memo."""
     salvaged: bool = False
     """The object failed its schema; ``model``/``data`` are what was left after dropping the
     offending fields (:mod:`fleet.manifests.salvages`), kept so the other rules still run."""
@@ -236,6 +240,8 @@ def _deprecated(
 
 
 def _unknown_kind(*, document: Document, api_version: str, kind: str, obj: str) -> Finding | None:
+    if (api_version, kind) in registry.MODELS:
+        return None  # the common case, answered without building the lists below
     group = registry.group_of(api_version)
     if group not in (registry.group_of(FLEET_API_VERSION), "resource.k8s.io"):
         return None
