@@ -73,6 +73,8 @@ def problems(changes: ChangeSet, *, use_colour: bool) -> str:
         elif entry.action == Action.SKIPPED and entry.reason:
             head = f"{_YELLOW}skipped{_RESET}" if use_colour else "skipped"
             lines.append(f"{head}: {entry.ref}: {entry.reason}\n")
+        elif entry.reason and entry.ref.kind == "HelmRelease":  # the operator's driver-upgrade states
+            lines.append(f"note: {entry.ref}: {entry.reason}\n")
     return "".join(lines)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import signal
 import sys
@@ -27,12 +28,12 @@ from typing import Any
 import anyio
 
 from fleet import engine, kube
-from fleet.engine import writers
+from fleet.engine import operators, writers
 from fleet.errors import FleetError
 from fleet.kube import leases
 from fleet.telemetry import tracing
 from fleetctl import reports
-from fleetctl.pipelines import add_cluster_args, connect, plan_and_list, run_async
+from fleetctl.pipelines import add_cluster_args, connect, helm_settings, plan_and_list, run_async
 
 TERMINATED = 143
 
@@ -132,6 +133,7 @@ async def _run(args: argparse.Namespace) -> int:
             async with _writing(args, client):
                 plan, prefetched = await plan_and_list(args, client=client)
                 span.set_attribute(tracing.REVISION, plan.revision)
+                options = dataclasses.replace(options, helm=helm_settings(args, client=client))
                 sync = engine.Sync(client=client, plan=plan, options=options, prefetched=prefetched)
                 await sync.start()
                 while not sync.done:
@@ -139,7 +141,7 @@ async def _run(args: argparse.Namespace) -> int:
                     before = len(sync.changes.entries)
                     try:
                         await sync.step()
-                    except engine.HealthTimeout as err:
+                    except (engine.HealthTimeout, operators.OperatorRefused) as err:
                         failure = err
                         break
                     _progress(step, sync.changes.entries[before:])

@@ -20,7 +20,7 @@ from fleet import engine
 from fleet.engine.diffs import unified
 from fleet.telemetry import tracing
 from fleetctl import reports
-from fleetctl.pipelines import add_cluster_args, plan_and_connect, run_async
+from fleetctl.pipelines import add_cluster_args, helm_settings, plan_and_connect, run_async
 
 
 def register(sub: Any) -> None:
@@ -47,7 +47,11 @@ async def _diff(args: argparse.Namespace) -> int:
                 client=client,
                 plan=plan,
                 prefetched=prefetched,
-                options=engine.Options(concurrency=args.concurrency, ignore_managers=tuple(args.ignore_manager)),
+                options=engine.Options(
+                    concurrency=args.concurrency,
+                    ignore_managers=tuple(args.ignore_manager),
+                    helm=helm_settings(args, client=client),
+                ),
             )
         finally:
             await client.close()
