@@ -58,6 +58,8 @@ class Sync:
     ledger: ledgers.Ledger = field(init=False)
     prefetched: diffs.Prefetched | None = None
     """Live objects listed while the plan was being computed (``diffs.prefetch``), if any."""
+    reader: healths.Reader | None = None
+    """Where health gates read live objects (default: the client, by listing; the controller: its watch cache)."""
     live: diffs.LiveIndex = field(init=False, default_factory=dict)
     steps: list[str] = field(init=False, default_factory=list)
     _saved: dict[str, Any] | None = field(init=False, default=None)
@@ -141,6 +143,9 @@ class Sync:
                     preview_creations=self.options.dry_run,
                 )
             for change, d in zip(found, desired, strict=True):
+                if change.action == Action.CREATED and self._deleted_outside(d.ref.key):
+                    change.drift = True
+                    change.reason = "deleted in the cluster"
                 _apply_drift_policy(change, d.drift)
             self.changes.entries.extend(found)
             todo = [
@@ -174,6 +179,7 @@ class Sync:
                         written=[d.ref for _, d in todo],
                         plan=self.plan,
                         timeout=self.options.health_timeout,
+                        reader=self.reader,
                     )
             except healths.HealthTimeout:
                 self._stopped = True
@@ -181,6 +187,10 @@ class Sync:
             if todo:
                 self.ledger.progress.done.append(stage.name)
                 await self._save_progress()
+
+    def _deleted_outside(self, key: str) -> bool:
+        """Recorded by a complete run, now missing: someone deleted it (not a crash before its create)."""
+        return key in self.ledger.entries and key not in self.live and not self._resumed
 
     async def _apply_all(self, todo: list[tuple[Change, plans.Desired]]) -> None:
         limiter = anyio.CapacityLimiter(self.options.concurrency)
@@ -326,17 +336,18 @@ class Sync:
 
 
 def _apply_drift_policy(change: Change, policy: str) -> None:
-    """Cluster-side drift under ``warn`` is reported, under ``ignore`` hidden; git changes always apply."""
+    """Cluster-side drift under ``report`` is reported, under ``ignore`` hidden; git changes always apply."""
     if not change.drift or policy == "enforce":
         return
     by = f" ({change.error.splitlines()[0]})" if change.error else ""
     change.error = ""  # a conflict over drift is what the policy is about, not a failure
-    if policy == "warn":
+    what = "deleted in the cluster" if change.action == Action.CREATED else "changed in the cluster"
+    if policy == "report":
         change.action = Action.SKIPPED
-        change.reason = f"changed in the cluster{by}; drift policy warn: reported, not re-applied"
+        change.reason = f"{what}{by}; drift policy report: reported, not re-applied"
     else:
         change.action = Action.UNCHANGED
-        change.reason = "changed in the cluster; drift policy ignore"
+        change.reason = f"{what}; drift policy ignore"
 
 
 _ALWAYS_CHECKED = (stages.Gate.CLASSES_PUBLISHED, stages.Gate.POOLS_APPLIED)

@@ -7,21 +7,29 @@ polls until the list is empty or the timeout passes, then raises ``HealthTimeout
 with the last problems: an operator reading it knows which object to look at and why.
 
 Gates only read. Objects that a stage did not write were already live, so the
-``exist`` gate checks only what was just written.
+``exist`` gate checks only what was just written. They read through a ``Reader``:
+the client (one list per kind) for the CLI, the watch caches for the controller,
+which must not list on every reconcile.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
 from fleet.engine.plans import Plan
 from fleet.engine.stages import Gate, Stage
 from fleet.errors import FleetError
-from fleet.kube import Client, Ref
+from fleet.kube import Client, Kind, ListResult, Ref
 
 DRIVER = "gpu.nvidia.com"
+
+
+class Reader(Protocol):
+    """Where gates read live objects: ``kube.Client`` or the controller's watch cache."""
+
+    async def list(self, kind: Kind, *, namespace: str | None = None) -> ListResult: ...
 
 
 class HealthTimeout(FleetError):
@@ -39,13 +47,15 @@ class HealthTimeout(FleetError):
         self.problems = problems
 
 
-async def check(*, client: Client, stage: Stage, written: list[Ref], plan: Plan) -> list[str]:
+async def check(
+    *, client: Client, stage: Stage, written: list[Ref], plan: Plan, reader: Reader | None = None
+) -> list[str]:
     """The problems keeping ``stage`` from being healthy (empty when healthy)."""
-    problems = await _exist(client=client, refs=written)
+    problems = await _exist(client=client, refs=written, reader=reader or client)
     if stage.gate == Gate.CLASSES_PUBLISHED:
-        problems += await _slices(client=client, plan=plan)
+        problems += await _slices(client=client, plan=plan, reader=reader or client)
     elif stage.gate == Gate.POOLS_APPLIED:
-        problems += await _pools(client=client, plan=plan)
+        problems += await _pools(client=client, plan=plan, reader=reader or client)
     return problems
 
 
@@ -57,19 +67,20 @@ async def wait(
     plan: Plan,
     timeout: float,  # noqa: ASYNC109 - a gate's own deadline, reported in HealthTimeout
     interval: float = 0.5,
+    reader: Reader | None = None,
 ) -> None:
     """Poll ``check`` until healthy; ``HealthTimeout`` with the last problems after ``timeout`` seconds."""
     problems: list[str] = []
     with anyio.move_on_after(timeout):
         while True:
-            problems = await check(client=client, stage=stage, written=written, plan=plan)
+            problems = await check(client=client, stage=stage, written=written, plan=plan, reader=reader)
             if not problems:
                 return
             await anyio.sleep(interval)
     raise HealthTimeout(stage=stage, timeout=timeout, problems=problems, cluster=plan.cluster)
 
 
-async def _exist(*, client: Client, refs: list[Ref]) -> list[str]:
+async def _exist(*, client: Client, refs: list[Ref], reader: Reader) -> list[str]:
     """One list per kind (not a GET per object): every ref present, Namespaces Active."""
     problems: list[str] = []
     by_kind: dict[tuple[str, str], list[Ref]] = {}
@@ -79,7 +90,7 @@ async def _exist(*, client: Client, refs: list[Ref]) -> list[str]:
         k = await client.kind(api_version=api_version, kind=kind)
         namespaces = {r.namespace for r in wanted}
         scope = next(iter(namespaces)) if k.namespaced and len(namespaces) == 1 else None
-        live = {Ref.of(o).key: o for o in (await client.list(k, namespace=scope)).items}
+        live = {Ref.of(o).key: o for o in (await reader.list(k, namespace=scope)).items}
         for ref in wanted:
             obj = live.get(ref.key)
             if obj is None:
@@ -91,18 +102,18 @@ async def _exist(*, client: Client, refs: list[Ref]) -> list[str]:
     return problems
 
 
-async def _nodes(client: Client) -> list[dict[str, Any]]:
-    return (await client.list(await client.kind(api_version="v1", kind="Node"))).items
+async def _nodes(client: Client, reader: Reader) -> list[dict[str, Any]]:
+    return (await reader.list(await client.kind(api_version="v1", kind="Node"))).items
 
 
-async def _slices(*, client: Client, plan: Plan) -> list[str]:
+async def _slices(*, client: Client, plan: Plan, reader: Reader) -> list[str]:
     if not plan.pools:
         return []
-    nodes = await _nodes(client)
+    nodes = await _nodes(client, reader)
     kind = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
     devices: dict[str, int] = {}
     products: dict[str, set[str]] = {}
-    for s in (await client.list(kind)).items:
+    for s in (await reader.list(kind)).items:
         spec = s.get("spec") or {}
         node = spec.get("nodeName")
         if spec.get("driver") != DRIVER or not node:
@@ -138,10 +149,10 @@ async def _slices(*, client: Client, plan: Plan) -> list[str]:
     return problems
 
 
-async def _pools(*, client: Client, plan: Plan) -> list[str]:
+async def _pools(*, client: Client, plan: Plan, reader: Reader) -> list[str]:
     if not plan.pools:
         return []
-    nodes = await _nodes(client)
+    nodes = await _nodes(client, reader)
     problems: list[str] = []
     for pool in plan.pools:
         matching = [n for n in nodes if pool.matches(n)]
@@ -158,4 +169,4 @@ async def _pools(*, client: Client, plan: Plan) -> list[str]:
     return problems
 
 
-__all__ = ["HealthTimeout", "check", "wait"]
+__all__ = ["HealthTimeout", "Reader", "check", "wait"]

@@ -20,6 +20,7 @@ import itertools
 import os
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -28,6 +29,7 @@ from fleet import kube
 from fleet.engine import diffs, plans
 from fleet.errors import FleetError
 from fleet.manifests import kinds, load_revision, read_tree
+from fleet.manifests.findings import Finding
 from fleet.manifests.limits import Limits
 from fleet.manifests.views import resolve
 from fleet.policy import check
@@ -62,17 +64,42 @@ def revision_id(repo: Path, *, files: dict[str, bytes]) -> str:
         return f"content-{digest.hexdigest()[:12]}"
 
 
-def load_plan(repo: Path, *, cluster: str) -> plans.Plan:
-    """Validate ``repo`` for ``cluster`` and plan it; FleetError listing the findings if invalid."""
+@dataclass(frozen=True)
+class Checked:
+    """A checkout validated for one cluster: its plan, or the error findings that refuse it."""
+
+    revision: str
+    plan: plans.Plan | None
+    findings: tuple[Finding, ...] = ()
+
+
+def check_and_plan(repo: Path, *, cluster: str, revision: str | None = None) -> Checked:
+    """Validate ``repo`` for ``cluster`` and plan it if it validates (CPU work: run it in a thread).
+
+    ``revision`` names the checkout when the caller knows it (the controller's git
+    source); otherwise it is ``revision_id``.
+    """
     if not repo.is_dir():
         raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
     tracer = tracing.tracer()
     with tracer.start_as_current_span("validate", attributes={tracing.CLUSTER: cluster}) as span:
         files, problems = read_tree(repo, limits=Limits())
-        revision = load_revision(files, findings=tuple(problems))
-        findings = [f for f in check(revision, clusters=[cluster]) if f.severity == "error"]
+        loaded = load_revision(files, findings=tuple(problems))
+        findings = tuple(f for f in check(loaded, clusters=[cluster]) if f.severity == "error")
         span.set_attribute("fleet.findings", len(findings))
+    sha = revision or revision_id(repo, files=files)
     if findings:
+        return Checked(revision=sha, plan=None, findings=findings)
+    view = resolve(loaded, cluster=cluster)
+    with tracer.start_as_current_span("render", attributes={tracing.CLUSTER: cluster, tracing.REVISION: sha}):
+        return Checked(revision=sha, plan=plans.plan(view, revision=sha))
+
+
+def load_plan(repo: Path, *, cluster: str) -> plans.Plan:
+    """Validate ``repo`` for ``cluster`` and plan it; FleetError listing the findings if invalid."""
+    checked = check_and_plan(repo, cluster=cluster)
+    if checked.plan is None:
+        findings = checked.findings
         shown = "\n  ".join(f"{f.location} {f.rule} {f.message}" for f in findings[:10])
         more = f"\n  ... and {len(findings) - 10} more" if len(findings) > 10 else ""
         raise FleetError(
@@ -80,10 +107,7 @@ def load_plan(repo: Path, *, cluster: str) -> plans.Plan:
             where=str(repo),
             hint=f"run fleetctl validate {repo} --cluster {cluster}",
         )
-    view = resolve(revision, cluster=cluster)
-    sha = revision_id(repo, files=files)
-    with tracer.start_as_current_span("render", attributes={tracing.CLUSTER: cluster, tracing.REVISION: sha}):
-        return plans.plan(view, revision=sha)
+    return checked.plan
 
 
 OVERLAP_MAX_FILES = 5_000
@@ -140,4 +164,13 @@ def cluster_context(repo: Path, *, cluster: str) -> str | None:
     return None
 
 
-__all__ = ["OVERLAP_MAX_FILES", "cluster_context", "load_plan", "plan_and_connect", "revision_id", "tune_gc"]
+__all__ = [
+    "OVERLAP_MAX_FILES",
+    "Checked",
+    "check_and_plan",
+    "cluster_context",
+    "load_plan",
+    "plan_and_connect",
+    "revision_id",
+    "tune_gc",
+]

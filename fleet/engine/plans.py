@@ -17,9 +17,11 @@ the work the DRA guide otherwise asks an operator to do by hand:
   engine has listed them.
 
 Every object is stamped with ownership labels and source/revision annotations, and
-carries its drift policy (the team's ``driftPolicy``, else the Fleet default): when the
-cluster changed an object git did not, ``enforce`` re-applies it, ``warn`` reports it
-without writing, ``ignore`` leaves it alone silently.
+carries its drift policy: when the cluster changed an object git did not, ``enforce``
+re-applies it, ``report`` records it without writing, ``ignore`` leaves it alone
+silently. The most specific declaration wins: the team's ``driftPolicyByKind``, the
+team's ``driftPolicy``, the Fleet's ``defaults.driftPolicyByKind``, then its
+``defaults.driftPolicy`` (``drift_policy``, see ``drift_policy``).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ class Desired:
     source: str
     field_manager: str = ownership.MANAGER
     drift: str = "enforce"
-    """What to do when the cluster changed the object but git did not: enforce, warn, ignore."""
+    """What to do when the cluster changed the object but git did not: enforce, report, ignore."""
     force: bool = False
     """Always take ownership (pool Nodes: their taints are an atomic list shared with controllers)."""
 
@@ -84,6 +86,8 @@ class Plan:
     pools: tuple[PoolRule, ...] = ()
     teams: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Team name → its namespaces (for the running-pods guard on removal)."""
+    prune: bool = True
+    """The Fleet's ``defaults.prune``: whether the controller prunes (``fleetctl apply`` asks ``--prune``)."""
 
     def in_stage(self, stage: stages.Stage) -> list[Desired]:
         return [d for d in self.objects if d.stage == stage]
@@ -96,20 +100,21 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
     teams: dict[str, tuple[str, ...]] = {}
 
     fleet = view.fleet.model if view.fleet is not None else None
-    default_drift = fleet.spec.defaults.drift_policy if isinstance(fleet, kinds.Fleet) else "enforce"
-    drift_of: dict[str, str] = {}
+    defaults = fleet.spec.defaults if isinstance(fleet, kinds.Fleet) else kinds.FleetDefaults()
+    team_specs: dict[str, kinds.TeamSpec] = {}
 
-    def add(obj: dict[str, Any], source: str, drift: str = default_drift) -> None:
+    def add(obj: dict[str, Any], source: str, team: str = "") -> None:
         stamped = ownership.stamp(obj, cluster=cluster, revision=revision, source=source)
+        drift = drift_policy(obj["kind"], team=team_specs.get(team), defaults=defaults)
         out.append(Desired(obj=stamped, stage=stages.stage_of(obj["kind"]), source=source, drift=drift))
 
     for team in view.teams:
         model = team.model
         assert isinstance(model, kinds.Team)
         teams[team.name] = tuple(model.spec.namespaces)
-        drift_of[team.name] = model.spec.drift_policy or default_drift
+        team_specs[team.name] = model.spec
         for obj in team_objects(model):
-            add(obj, str(team.location), drift_of[team.name])
+            add(obj, str(team.location), team.name)
     for manifest in view.device_classes:
         add(_clean(manifest.data), str(manifest.location))
     default_ns = {name: namespaces[0] for name, namespaces in teams.items()}
@@ -121,10 +126,22 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
             obj["metadata"]["namespace"] = default_ns[team_name]
         if team_name:
             obj["metadata"].setdefault("labels", {})[ownership.TEAM_LABEL] = team_name
-        add(obj, str(manifest.location), drift_of.get(team_name, default_drift))
+        add(obj, str(manifest.location), team_name)
     pools = tuple(_pool_rule(p.model, str(p.location)) for p in view.pools if isinstance(p.model, kinds.GPUNodePool))
     ordered = sorted(out, key=lambda d: (stages.index(d.stage), d.ref))
-    return Plan(cluster=cluster, revision=revision, objects=tuple(ordered), pools=pools, teams=teams)
+    return Plan(
+        cluster=cluster, revision=revision, objects=tuple(ordered), pools=pools, teams=teams, prune=defaults.prune
+    )
+
+
+def drift_policy(kind: str, *, team: kinds.TeamSpec | None, defaults: kinds.FleetDefaults) -> str:
+    """The drift policy of an object of ``kind``: the most specific declaration wins."""
+    if team is not None:
+        if kind in team.drift_policy_by_kind:
+            return team.drift_policy_by_kind[kind]
+        if team.drift_policy:
+            return team.drift_policy
+    return defaults.drift_policy_by_kind.get(kind, defaults.drift_policy)
 
 
 def team_objects(team: kinds.Team) -> list[dict[str, Any]]:
