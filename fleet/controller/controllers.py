@@ -32,10 +32,10 @@ truth, so a field someone took with ``kubectl edit`` is taken back under ``enfor
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -45,6 +45,7 @@ from opentelemetry import trace
 
 from fleet import engine
 from fleet.controller import caches, leaders, statuses
+from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
 from fleet.engine import ownership, pipelines
 from fleet.errors import FleetError
@@ -98,8 +99,7 @@ class Controller:
     leader: leaders.Leader = field(default_factory=leaders.Leader)
     report: statuses.Report = field(init=False)
     stats: Stats = field(default_factory=Stats)
-    on_changes: Callable[[engine.ChangeSet], None] | None = None
-    """Called with every reconcile's ChangeSet (metrics)."""
+    metrics: Metrics = field(default_factory=Metrics)
     queue: WorkQueue = field(default_factory=WorkQueue)
     cache: caches.Cache = field(init=False)
     writer: statuses.Writer = field(init=False)
@@ -129,6 +129,11 @@ class Controller:
             tg.start_soon(self._lag)
             tg.start_soon(self._work)
 
+    async def stop(self) -> None:
+        """Stop taking work and stop writing (the object in flight finishes: the engine shields it)."""
+        self.queue.close()
+        self.leader.lost()
+
     def poke(self, *, reason: str = "webhook") -> None:
         """Fetch now (the webhook calls this after verifying the delivery)."""
         logger.info("fetch requested: %s", reason)
@@ -150,10 +155,12 @@ class Controller:
     async def fetch(self) -> None:
         """Sync the source; a new revision queues a reconcile, a failure is reported (and retried by polling)."""
         self.stats.fetches += 1
+        started = time.monotonic()
         try:
             checkout = await self.source.sync()
         except FleetError as err:
             self.stats.fetch_errors += 1
+            self.metrics.fetch_errors.labels(reason=getattr(err, "reason", "error")).inc()
             logger.warning("git fetch failed: %s", err)
             first = str(err).splitlines()[0]
             if self.report.source_reachable or self.report.source_error != first:
@@ -161,6 +168,8 @@ class Controller:
                 self.report.source_error = first
                 self.queue.add(self.key, reason="source unreachable")
             return
+        finally:
+            self.metrics.fetch_duration.observe(time.monotonic() - started)
         if not self.report.source_reachable:
             self.report.source_reachable, self.report.source_error = True, ""
             self.queue.add(self.key, reason="source reachable again")
@@ -181,6 +190,9 @@ class Controller:
             lag = max(0.0, time.monotonic() - start - self.options.lag_interval)
             self.stats.loop_lag = lag
             self.stats.max_loop_lag = max(self.stats.max_loop_lag, lag)
+            self.metrics.loop_lag.set(lag)
+            self.metrics.queue_depth.set(len(self.queue))
+            self.metrics.leader.set(1 if self.leader.leading else 0)
 
     async def _on_event(self, etype: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         if not self.cache.synced or self.good is None:
@@ -206,11 +218,17 @@ class Controller:
     async def _work(self) -> None:
         await self.cache.wait_synced()
         while True:
-            item = await self.queue.get()
+            try:
+                item = await self.queue.get()
+            except anyio.EndOfStream:
+                return
             try:
                 await self.leader.wait()
                 self.stats.last_reasons = item.reasons
+                started = time.monotonic()
                 ok = await self.reconcile(reasons=item.reasons)
+                result = "invalid" if self.report.findings else ("success" if ok else "failed")
+                self.metrics.reconcile_duration.labels(result=result).observe(time.monotonic() - started)
             finally:
                 self.queue.done(item.key)
             if ok:
@@ -306,8 +324,8 @@ class Controller:
         complete = not error and not changes.failed and not sync.steps
         if complete:
             self.report.applied = plan.revision
-        if self.on_changes is not None:
-            self.on_changes(changes)
+            self.metrics.last_success.set(time.time())
+        self.metrics.record_changeset(changes)
         for reason, message, warning in statuses.events_for(changes):
             await self.writer.event(reason=reason, message=message, warning=warning)
         if error:
@@ -331,8 +349,6 @@ def _with_policy(plan: engine.Plan, policy: str | None) -> engine.Plan:
     """``--drift-policy`` replaces the policy of every object whose repository left it at the default."""
     if policy is None:
         return plan
-    import dataclasses
-
     objects = tuple(dataclasses.replace(d, drift=policy) if d.drift == "enforce" else d for d in plan.objects)
     return dataclasses.replace(plan, objects=objects)
 

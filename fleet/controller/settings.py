@@ -80,19 +80,26 @@ class Settings(BaseSettings):
     interval: float = Field(60.0, description="how often to poll the repository (default 1m)")
     resync: float = Field(600.0, description="full reconcile even without a change (default 10m)")
     webhook_secret_file: Path | None = Field(None, description="file holding the webhook's HMAC secret")
-    git_credentials_file: Path | None = Field(
-        None, description="file with git credentials (a token, or an SSH private key for ssh:// URLs)"
-    )
+    git_token_file: Path | None = Field(None, description="file holding an HTTPS token for the repository")
+    git_ssh_key_file: Path | None = Field(None, description="file holding an SSH private key for ssh:// URLs")
+    git_known_hosts_file: Path | None = Field(None, description="known_hosts file for ssh:// URLs")
     listen: tuple[str, int] = Field(("0.0.0.0", 8080), description="HOST:PORT of /webhook, /healthz, /readyz, /metrics")
     kubeconfig: str | None = Field(None, description="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     context: str | None = Field(None, description="kubeconfig context")
     leader_elect: bool = Field(True, description="hold the cluster's Lease before writing (default on)")
     drift_policy: DriftPolicy | None = Field(
-        None, description="drift policy for what the repository leaves unset: enforce, report or ignore"
+        None,
+        description="report or ignore: use it instead of enforce for every object (a freeze); "
+        "default: the repository's policies",
     )
     health_timeout: float = Field(120.0, description="how long a stage's health gate may take (default 2m)")
     state_dir: Path = Field(Path("/tmp/fleet"), description="where the checkout lives (a writable emptyDir)")
     identity: str = Field("", description="this replica's name in the Lease (default: hostname_pid)")
+    service_account_dir: Path = Field(
+        Path("/var/run/secrets/kubernetes.io/serviceaccount"),
+        description="where the pod's service account token and CA are (in-cluster configuration)",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
 
     @field_validator("interval", "resync", "health_timeout", mode="before")
     @classmethod
@@ -107,7 +114,7 @@ class Settings(BaseSettings):
         host, port = value
         return (str(host), int(port))
 
-    @field_validator("webhook_secret_file", "git_credentials_file")
+    @field_validator("webhook_secret_file", "git_token_file", "git_ssh_key_file", "git_known_hosts_file")
     @classmethod
     def _readable(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_file():

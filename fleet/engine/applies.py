@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from fleet.engine import diffs, healths, ledgers, ownership, plans, stages
 from fleet.engine.changesets import Action, Change, ChangeSet
@@ -202,15 +203,12 @@ class Sync:
                 attrs[tracing.FIELD_MANAGER] = d.field_manager
                 with tracer.start_as_current_span("apply object", attributes=attrs) as span:
                     started = time.monotonic()
+                    # Shielded: a cancelled run (SIGTERM, lost leadership) finishes the object in
+                    # flight rather than leave a replace half done; objects not started are not started.
+                    await anyio.lowlevel.checkpoint()
                     try:
-                        if change.replace:
-                            uid = (self.live.get(d.ref.key, {}).get("metadata") or {}).get("uid")
-                            with contextlib.suppress(NotFound):
-                                await self.client.delete(d.ref, uid=uid, propagation="Foreground")
-                            await self._gone(d.ref)
-                        await self.client.apply(
-                            d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force
-                        )
+                        with anyio.CancelScope(shield=True):
+                            await self._write(change, d)
                     except KubeError as err:
                         change.error = str(err)
                         span.set_attribute("error.type", type(err).__name__)
@@ -219,6 +217,14 @@ class Sync:
         async with anyio.create_task_group() as tg:
             for change, d in todo:
                 tg.start_soon(one, change, d)
+
+    async def _write(self, change: Change, d: plans.Desired) -> None:
+        if change.replace:
+            uid = (self.live.get(d.ref.key, {}).get("metadata") or {}).get("uid")
+            with contextlib.suppress(NotFound):
+                await self.client.delete(d.ref, uid=uid, propagation="Foreground")
+            await self._gone(d.ref)
+        await self.client.apply(d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force)
 
     async def _gone(self, ref: Ref) -> None:
         """Wait (bounded by the health timeout) until a replaced object is really deleted."""
