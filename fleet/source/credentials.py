@@ -104,9 +104,9 @@ def ssh_command(credentials: Credentials, *, url: str) -> str:
 
 def check(credentials: Credentials | None, *, url: str) -> None:
     """Refuse unusable credentials before git runs: missing files, ssh without known_hosts."""
+    if urls.scheme(url) == "ssh":
+        ssh_command(credentials or Credentials(), url=url)
     if credentials is None:
-        if urls.scheme(url) == "ssh":
-            ssh_command(Credentials(), url=url)
         return
     for label, path in (
         ("token file", credentials.token_file),
@@ -119,8 +119,6 @@ def check(credentials: Credentials | None, *, url: str) -> None:
                 where=urls.redact(url),
                 hint="check the Secret is mounted at that path and readable by the controller's user",
             )
-    if urls.scheme(url) == "ssh":
-        ssh_command(credentials, url=url)
 
 
 def secrets(credentials: Credentials | None) -> list[str]:

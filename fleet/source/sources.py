@@ -32,7 +32,11 @@ Why shaped like this:
   ``max_bytes`` also bounds the checked-out tree, summed from ``git ls-tree``
   before anything is written.
 - One ``sync`` at a time per source (an ``anyio.Lock``): a webhook and the poll
-  timer may both ask; the second one then fetches again, which is cheap.
+  timer may both ask; the second one then fetches again, which is cheap. The cache
+  directory belongs to one source: lock files and partial packs that a killed git
+  left behind are removed before the next fetch, and a fetch that fails for a
+  reason that is not the remote's (a broken cache repository) is retried once from
+  a fresh clone.
 
 Errors are ``fleet.source.errors.SourceError`` subclasses whose ``where`` is the URL
 without credentials; git's own message is quoted with secrets scrubbed.
@@ -155,11 +159,18 @@ class GitSource:
         try:
             deadline = time.monotonic() + self.timeout
             creds.check(self.credentials, url=self.url)
-            repo = self._repo()
             env = creds.environment(self.credentials, url=self.url, helper_dir=self.cache_dir)
-            self._fetch(repo, env=env, deadline=deadline, stop=stop)
-            sha = self._git(repo, ["rev-parse", "--verify", f"{TARGET}^{{commit}}"], deadline=deadline).strip()
-            root = self._checkout(repo, sha=sha, deadline=deadline)
+            existed = (self._git_dir / "HEAD").exists()
+            try:
+                sha, root = self._attempt(env=env, deadline=deadline, stop=stop)
+            except errors.SourceError as err:
+                if not existed or type(err) is not errors.SourceError or stop.is_set():
+                    raise
+                # Not the remote's fault (unreachable, refused, missing ref, too large): a broken
+                # cache repository (lost or corrupt objects, a bad shallow file). A fresh clone repairs it.
+                logger.warning("%s: the cache repository failed (%s); cloning afresh", self.where, err.what)
+                shutil.rmtree(self._git_dir, ignore_errors=True)
+                sha, root = self._attempt(env=env, deadline=deadline, stop=stop)
             target = root.joinpath(*PurePosixPath(self.path).parts) if self.path else root
             if not target.is_dir():
                 raise errors.PathNotFound(
@@ -172,9 +183,21 @@ class GitSource:
         finally:
             done.set()
 
+    def _attempt(self, *, env: dict[str, str], deadline: float, stop: threading.Event) -> tuple[str, Path]:
+        repo = self._repo()
+        self._fetch(repo, env=env, deadline=deadline, stop=stop)
+        sha = self._git(repo, ["rev-parse", "--verify", f"{TARGET}^{{commit}}"], deadline=deadline).strip()
+        return sha, self._checkout(repo, sha=sha, deadline=deadline)
+
     def _repo(self) -> git.Repo:
         if (self._git_dir / "HEAD").exists():
-            return git.Repo(self._git_dir)
+            _clear_leftovers(self._git_dir)
+            try:
+                return git.Repo(self._git_dir)
+            except Exception as err:  # gitpython raises its own, configparser's and OS errors alike
+                raise errors.SourceError(
+                    f"the cache repository {self._git_dir} is unreadable: {err}", where=self.where
+                ) from err
         self._git_dir.parent.mkdir(parents=True, exist_ok=True)
         partial = self._git_dir.with_suffix(".partial")
         shutil.rmtree(partial, ignore_errors=True)
@@ -236,16 +259,20 @@ class GitSource:
                 hint="check the remote is reachable from the controller (network policy, proxy), "
                 "or raise the source timeout for a large repository",
             )
-        if why == "too-large":
+        if why == "cancelled":
+            raise errors.SourceError("git fetch was cancelled", where=self.where)
+        if why != "too-large" and proc.returncode != 0:
+            raise self._error(stderr.decode(errors="replace"), verb="fetch")
+        if why == "too-large" or (self.max_bytes is not None and _size(objects) - before > self.max_bytes):
+            # Drop the whole cache repository: what it holds now is over the limit, and a
+            # killed fetch leaves partial packs behind. The next sync starts from scratch.
+            shutil.rmtree(self._git_dir, ignore_errors=True)
             raise errors.TooLarge(
-                f"the fetch brought more than the limit of {self.max_bytes} bytes; it was stopped",
+                f"the fetch brought more than the limit of {self.max_bytes} bytes"
+                + ("; it was stopped" if why else ""),
                 where=self.where,
                 hint="raise the source's max_bytes, or keep large files out of the fleet repository",
             )
-        if why == "cancelled":
-            raise errors.SourceError("git fetch was cancelled", where=self.where)
-        if proc.returncode != 0:
-            raise self._error(stderr.decode(errors="replace"))
 
     def _git(self, repo: git.Repo, args: list[str], *, deadline: float, env: dict[str, str] | None = None) -> str:
         left = deadline - time.monotonic()
@@ -260,7 +287,7 @@ class GitSource:
                 [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *_CONFIG, *args], env=env, kill_after_timeout=left
             )
         except git.GitCommandError as err:
-            raise self._error(str(err.stderr)) from None
+            raise self._error(str(err.stderr), verb=args[0]) from None
         return out
 
     def _checkout(self, repo: git.Repo, *, sha: str, deadline: float) -> Path:
@@ -296,11 +323,11 @@ class GitSource:
         for old in entries[self.keep - 1 :]:
             shutil.rmtree(old, ignore_errors=True)
 
-    def _error(self, stderr: str) -> errors.SourceError:
+    def _error(self, stderr: str, *, verb: str) -> errors.SourceError:
         text = creds.scrub(stderr.strip(), secrets=creds.secrets(self.credentials))
         text = text.replace(self.url, self.where)
         lines = [line.removeprefix("fatal: ").removeprefix("error: ") for line in text.splitlines() if line.strip()]
-        what = "git fetch failed: " + ("; ".join(lines[-3:]) or "no message")
+        what = f"git {verb} failed: " + ("; ".join(lines[-3:]) or "no message")
         lowered = text.lower()
         if any(s in lowered for s in _UNAUTHORIZED):
             return errors.Unauthorized(
@@ -370,6 +397,19 @@ def _size(directory: Path) -> int:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(root, name)).st_size
     return total
+
+
+def _clear_leftovers(git_dir: Path) -> None:
+    """Lock files and partial packs of a git process that was killed (timeout, too large, restart).
+
+    Only this source's own ``sync`` uses the cache repository, and never two at once, so
+    any lock found here is stale; left in place it would fail every later fetch."""
+    for pattern in ("*.lock", "refs/**/*.lock", "objects/pack/tmp_*", "objects/incoming-*"):
+        for leftover in git_dir.glob(pattern):
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
 
 
 def _tree_size(listing: str) -> int:
