@@ -107,7 +107,6 @@ class Controller:
     good: engine.Plan | None = None
     _checked: str = ""
     _poke: anyio.Event = field(default_factory=anyio.Event)
-    _ready: anyio.Event = field(default_factory=anyio.Event)
 
     def __post_init__(self) -> None:
         self.report = statuses.Report(cluster=self.options.cluster)
@@ -141,8 +140,8 @@ class Controller:
 
     @property
     def ready(self) -> bool:
-        """Caches synced and a first checkout planned: what /readyz answers."""
-        return self.cache.synced and self._ready.is_set()
+        """Caches synced and a first checkout fetched (leader or follower): what /readyz answers."""
+        return self.cache.synced and self.checkout is not None
 
     async def _poll(self) -> None:
         while True:
@@ -266,8 +265,6 @@ class Controller:
                 return True
             self.report.reconciling = False
             await self._write_status()
-            if self.checkout is not None and not self.report.findings:
-                self._ready.set()
             return ok and self.report.source_reachable
 
     async def _plan(self) -> None:
@@ -299,7 +296,6 @@ class Controller:
                 + (f" (and {len(checked.findings) - 1} more)" if len(checked.findings) > 1 else ""),
                 warning=True,
             )
-        self._ready.set()
 
     async def _sync(self, plan: engine.Plan) -> bool:
         options = engine.Options(

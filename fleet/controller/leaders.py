@@ -5,11 +5,12 @@ writing at once: every reconcile runs inside ``writing()``, a cancel scope that
 ``lost()`` cancels, so a replica that loses its Lease stops between two requests,
 not after its reconcile.
 
-``elect`` is the one function that decides leadership. With ``--no-leader-elect``
-the replica leads alone. The per-cluster Lease (``coordination.k8s.io``, acquire,
-renew and release with resourceVersion preconditions, controller-runtime's 15 s /
-10 s / 2 s timings) is being built in the engine by another branch; until it lands
-``elect`` also leads alone and says so in the log, and the Lease plugs in here only.
+``elect`` is the one function that decides leadership: it holds the cluster's
+writer Lease (``fleet.engine.writers.lock``, the same Lease ``fleetctl apply`` takes,
+so an apply against a cluster whose controller leads is refused naming the holder)
+with controller-runtime's timings (15 s duration, 10 s renew deadline, 2 s retry),
+waiting as a follower while another replica holds it. With ``--no-leader-elect`` the
+replica leads alone.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from contextlib import contextmanager
 
 import anyio
 
-from fleet.kube import Client
+from fleet.engine import writers
+from fleet.kube import Client, KubeError, leases
 
 logger = logging.getLogger(__name__)
 
@@ -69,16 +71,42 @@ class Leader:
                 self._scopes.discard(scope)
 
 
-async def elect(*, client: Client, cluster: str, identity: str, enabled: bool, leader: Leader) -> None:
-    """Lead for as long as this runs (the seam for the engine's Lease; see the module docstring)."""
-    del client, cluster  # used by the Lease once it lands
-    if enabled:
-        logger.warning("leader election: the Lease is not available in this build; leading alone as %s", identity)
-    leader.gained(identity=identity)
-    try:
-        await anyio.sleep_forever()
-    finally:
-        leader.lost()
+async def elect(
+    *,
+    client: Client,
+    cluster: str,
+    identity: str,
+    enabled: bool,
+    leader: Leader,
+    timings: leases.Timings | None = None,
+) -> None:
+    """Campaign for the cluster's Lease and lead while holding it, again and again, until cancelled.
+
+    With ``enabled=False`` this replica leads alone (one replica, or a test). Cancelled
+    (SIGTERM), the Lease is released on the way out, so a follower takes over at its
+    next try (one retry period) instead of after a whole duration.
+    """
+    if not enabled:
+        leader.gained(identity=identity)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            leader.lost()
+    timings = timings or leases.Timings()
+    while True:
+        try:
+            async with writers.lock(client=client, cluster=cluster, holder=identity, wait=True, timings=timings):
+                logger.info("leading: holding Lease %s", writers.lease_ref(cluster))
+                leader.gained(identity=identity)
+                try:
+                    await anyio.sleep_forever()
+                finally:
+                    leader.lost()
+        except leases.Lost as err:
+            logger.warning("lost the Lease, stopped writing: %s", err)
+        except KubeError as err:
+            logger.warning("leader election: %s; trying again in %gs", err, timings.retry_period)
+            await anyio.sleep(timings.retry_period)
 
 
 __all__ = ["Leader", "elect"]

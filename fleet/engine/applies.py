@@ -17,9 +17,11 @@ after its stage: later stages depend on earlier ones.
 Pruning deletes ledger objects the plan no longer declares, in reverse stage
 order, with the live ``uid`` as precondition (a recreated object of the same name
 is never deleted by mistake); pool Nodes are released (fleet-pools gives back its
-labels and taints), never deleted. An empty plan is refused unless allowed, and a
-namespace whose pods run with allocated claims is not deleted: the run fails and
-lists the pods.
+labels and taints), never deleted. Every Node write, applying a pool or releasing
+it, is computed from a fresh read and carries its resourceVersion
+(``fleet.engine.nodes``): a taint somebody else added or removed meanwhile stays so.
+An empty plan is refused unless allowed, and a namespace whose pods run with
+allocated claims is not deleted: the run fails and lists the pods.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from fleet.engine import diffs, healths, ledgers, ownership, plans, stages
+from fleet.engine import diffs, healths, ledgers, nodes, plans, stages
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.errors import FleetError
 from fleet.kube import Client, KubeError, NotFound, Ref
@@ -224,7 +226,15 @@ class Sync:
             with contextlib.suppress(NotFound):
                 await self.client.delete(d.ref, uid=uid, propagation="Foreground")
             await self._gone(d.ref)
-        await self.client.apply(d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force)
+        if d.ref.kind == "Node":
+            await nodes.write(client=self.client, ref=d.ref, body=self._pool_body)
+        else:
+            await self.client.apply(d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force)
+
+    def _pool_body(self, node: dict[str, Any]) -> dict[str, Any] | None:
+        """What the pools apply to ``node`` as just read (None once no pool matches it)."""
+        found = plans.pool_objects(self.plan.pools, nodes=[node])
+        return found[0].obj if found else None
 
     async def _gone(self, ref: Ref) -> None:
         """Wait (bounded by the health timeout) until a replaced object is really deleted."""
@@ -279,11 +289,8 @@ class Sync:
         with tracing.tracer().start_as_current_span("apply object", attributes=_attrs(change.ref, change.action)):
             try:
                 if change.ref.kind == "Node":
-                    await self.client.apply(
-                        plans.release(change.ref, live=self.live.get(change.ref.key)),
-                        field_manager=ownership.POOL_MANAGER,
-                        force=True,
-                    )
+                    ref = change.ref
+                    await nodes.write(client=self.client, ref=ref, body=lambda live: plans.release(ref, live=live))
                 else:
                     uid = (self.live.get(change.ref.key, {}).get("metadata") or {}).get("uid")
                     await self.client.delete(change.ref, uid=uid)

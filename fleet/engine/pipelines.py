@@ -1,10 +1,10 @@
 """The pipeline every command and the controller share: checkout → validate → resolve → plan.
 
 A revision that fails validation is never rendered, diffed or applied (DESIGN.md):
-``load_plan`` raises a FleetError listing the findings. The revision id is the commit
-the checkout is at (``git rev-parse HEAD``, ``-dirty`` when the work tree has
-changes); outside git it is a hash of the files' content, so it still changes
-exactly when the content does.
+``load_plan`` raises a FleetError listing the findings. The revision id is
+``fleet.source.revision_id``: the commit the checkout is at, with a hash of the loaded
+content when the work tree differs from it (a resumed run must never skip a stage of
+different content), or that hash alone outside git.
 
 ``plan_and_connect`` connects with the given context, else the Cluster's
 ``spec.context``, else the kubeconfig's current context, and lists the live objects
@@ -15,10 +15,8 @@ work: it must never run on the event loop).
 from __future__ import annotations
 
 import gc
-import hashlib
 import itertools
 import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +29,10 @@ from fleet.errors import FleetError
 from fleet.manifests import kinds, load_revision, read_tree
 from fleet.manifests.findings import Finding
 from fleet.manifests.limits import Limits
+from fleet.manifests.trees import loadable
 from fleet.manifests.views import resolve
 from fleet.policy import check
+from fleet.source import revision_id
 from fleet.telemetry import tracing
 
 
@@ -41,27 +41,6 @@ def tune_gc() -> None:
     (manifests, desired and live objects) that the cyclic collector would otherwise re-scan
     again and again for nothing (measured: about a fifth of the wall time of a 2,000-object diff)."""
     gc.set_threshold(50_000, 50, 1000)
-
-
-def revision_id(repo: Path, *, files: dict[str, bytes]) -> str:
-    """The commit SHA of ``repo`` (``-dirty`` if modified), or ``content-<hash>`` of ``files`` outside git."""
-    try:
-        sha = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--", "."],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        return f"{sha}-dirty" if dirty else sha
-    except (OSError, subprocess.SubprocessError):
-        digest = hashlib.sha256()
-        for name in sorted(files):
-            digest.update(name.encode() + b"\0" + files[name] + b"\0")
-        return f"content-{digest.hexdigest()[:12]}"
 
 
 @dataclass(frozen=True)
@@ -87,7 +66,7 @@ def check_and_plan(repo: Path, *, cluster: str, revision: str | None = None) -> 
         loaded = load_revision(files, findings=tuple(problems))
         findings = tuple(f for f in check(loaded, clusters=[cluster]) if f.severity == "error")
         span.set_attribute("fleet.findings", len(findings))
-    sha = revision or revision_id(repo, files=files)
+    sha = revision or revision_id(repo, files=files, loadable=loadable)  # git: this runs in a worker thread
     if findings:
         return Checked(revision=sha, plan=None, findings=findings)
     view = resolve(loaded, cluster=cluster)
@@ -171,6 +150,5 @@ __all__ = [
     "cluster_context",
     "load_plan",
     "plan_and_connect",
-    "revision_id",
     "tune_gc",
 ]
