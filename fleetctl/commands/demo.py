@@ -28,8 +28,10 @@ PROFILES = EXAMPLE.parent / "sandbox"
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
-        "demo", help="sandbox + example fleet: validate, diff, apply, run a GPU pod",
-        description="Run fleet end to end on the local sandbox with the example fleet repository.")
+        "demo",
+        help="sandbox + example fleet: validate, diff, apply, run a GPU pod",
+        description="Run fleet end to end on the local sandbox with the example fleet repository.",
+    )
     parser.add_argument("repo", nargs="?", type=Path, default=EXAMPLE, help="fleet repository (default: the example)")
     parser.add_argument("--cluster", default="gpu-east", help="which Cluster of the repository the sandbox plays")
     parser.set_defaults(func=_demo)
@@ -66,12 +68,25 @@ def _gpu_pod(sb: clusters.Sandbox) -> int:
         print("no single-gpu template was applied; skipping the pod", file=sys.stderr)
         return 1
     ns = owned[0]["metadata"]["namespace"]
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gpu-pod", "namespace": ns},
-           "spec": {"restartPolicy": "Never",
-                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
-                    "containers": [{"name": "workload", "image": "ubuntu:22.04", "command": ["bash", "-c"],
-                                    "args": ["nvidia-smi -L; sleep 3600"], "resources": {"claims": [{"name": "gpu"}]}}],
-                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "gpu-pod", "namespace": ns},
+        "spec": {
+            "restartPolicy": "Never",
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
+            "containers": [
+                {
+                    "name": "workload",
+                    "image": "ubuntu:22.04",
+                    "command": ["bash", "-c"],
+                    "args": ["nvidia-smi -L; sleep 3600"],
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        },
+    }
     print(f"\n$ kubectl apply -n {ns} -f gpu-pod.yaml   # the guide's pod, with the team's template", flush=True)
     sb.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
     deadline = time.monotonic() + 60
@@ -85,7 +100,9 @@ def _gpu_pod(sb: clusters.Sandbox) -> int:
     for c in claims:
         for r in c.get("status", {}).get("allocation", {}).get("devices", {}).get("results", []):
             print(f"claim {c['metadata']['name']}: {r['driver']} pool {r['pool']} device {r['device']}")
-    print(f"\nThe sandbox keeps running. Try:\n  export KUBECONFIG={sb.kubeconfig}\n"
-          f"  fleetctl diff {EXAMPLE} --cluster gpu-east --context {credentials.CLUSTER}\n"
-          "  fleetctl sandbox down")
+    print(
+        f"\nThe sandbox keeps running. Try:\n  export KUBECONFIG={sb.kubeconfig}\n"
+        f"  fleetctl diff {EXAMPLE} --cluster gpu-east --context {credentials.CLUSTER}\n"
+        "  fleetctl sandbox down"
+    )
     return 0 if claims else 1

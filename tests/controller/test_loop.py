@@ -8,6 +8,8 @@ loop's own counters; what it asserts about the cluster it reads from the API ser
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ import pytest
 from fleet import kube
 from fleet.controller import statuses
 from fleet.engine import ownership
-from fleet.sandbox import Sandbox
+from fleet.sandbox import Sandbox, credentials
 from tests.apply.repos import Repo
 from tests.controller.conftest import Remote, eventually, running
 
@@ -43,6 +45,12 @@ def condition(obj: dict[str, Any], kind: str) -> str:
         if c["type"] == kind:
             return str(c["status"])
     return ""
+
+
+def fleetctl_status(sandbox: Sandbox, cluster: str, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "fleetctl", "status", "--cluster", cluster, "--kubeconfig", str(sandbox.kubeconfig)]
+    argv += ["--context", credentials.CLUSTER, *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
 
 
 def managed_versions(sandbox: Sandbox, cluster: str) -> dict[str, str]:
@@ -115,10 +123,17 @@ async def test_a_bad_commit_changes_nothing_and_the_fix_recovers(
             status["findings"]
         )
         assert managed_versions(sandbox, repo.cluster) == before
+        shown = fleetctl_status(sandbox, repo.cluster)
+        assert shown.returncode == 1, shown.stderr
+        assert "teams/ml/team.yaml:6:3 schema unknown field 'spec.bogus'" in shown.stdout
+        assert f"applied    {good}" in shown.stdout and f"attempted  {bad}" in shown.stdout
 
         fixed = remote.push(repo, message="fix")
         await eventually(lambda: _ready_at(admin_client, repo.cluster, fixed), what="Ready after the fix")
         assert condition(await fleetsync(admin_client, repo.cluster), "Stalled") == "False"
+        shown = fleetctl_status(sandbox, repo.cluster, "-o", "json")
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        assert json.loads(shown.stdout)[0]["status"]["lastAppliedRevision"] == fixed
 
 
 @pytest.mark.parametrize("policy", ["enforce", "report"])
