@@ -25,7 +25,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-
 from bench.common import gpu_slices, peak_rss_mb
 from fleet.engine import pipelines
 from fleet.inventory import Inventory

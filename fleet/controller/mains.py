@@ -47,6 +47,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(
         level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    if config.log_level != "debug":
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request (Lease renewals every 2 s)
     try:
         anyio.run(run, config)
     except FleetError as err:
@@ -106,7 +108,7 @@ async def run(config: settings.Settings) -> None:
             secret=secret,
             ref=config.ref or None,
         )
-        host, port = config.listen
+        host, port = config.address
         async with anyio.create_task_group() as tg:
             bound = await tg.start(functools.partial(servers.serve, app=app, host=host, port=port))
             logger.info("serving /webhook /healthz /readyz /metrics on %s:%s", host, bound)

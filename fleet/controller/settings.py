@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import pydantic_settings
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -83,7 +84,7 @@ class Settings(BaseSettings):
     git_token_file: Path | None = Field(None, description="file holding an HTTPS token for the repository")
     git_ssh_key_file: Path | None = Field(None, description="file holding an SSH private key for ssh:// URLs")
     git_known_hosts_file: Path | None = Field(None, description="known_hosts file for ssh:// URLs")
-    listen: tuple[str, int] = Field(("0.0.0.0", 8080), description="HOST:PORT of /webhook, /healthz, /readyz, /metrics")
+    listen: str = Field(":8080", description="HOST:PORT of /webhook, /healthz, /readyz, /metrics (default :8080)")
     kubeconfig: str | None = Field(None, description="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     context: str | None = Field(None, description="kubeconfig context")
     leader_elect: bool = Field(True, description="hold the cluster's Lease before writing (default on)")
@@ -106,13 +107,16 @@ class Settings(BaseSettings):
     def _duration(cls, value: Any) -> float:
         return parse_duration(value)
 
-    @field_validator("listen", mode="before")
+    @field_validator("listen")
     @classmethod
-    def _listen(cls, value: Any) -> tuple[str, int]:
-        if isinstance(value, str):
-            return parse_listen(value)
-        host, port = value
-        return (str(host), int(port))
+    def _listen(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """``--listen`` as (host, port); an empty host is every interface."""
+        return parse_listen(self.listen)
 
     @field_validator("webhook_secret_file", "git_token_file", "git_ssh_key_file", "git_known_hosts_file")
     @classmethod
@@ -157,22 +161,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse(argv: Sequence[str], *, environ: Mapping[str, str] | None = None) -> Settings:
+def parse(argv: Sequence[str]) -> Settings:
     """Settings from ``argv`` and the environment; ``SettingsError`` listing every invalid one."""
     given = vars(build_parser().parse_args(list(argv)))
-    env = dict(environ) if environ is not None else None
     try:
-        if env is None:
-            return Settings(**given)
-        return _from_mapping(given, env)
+        return Settings(**given)
     except ValidationError as exc:
         raise SettingsError([_problem(e, given=given) for e in exc.errors()]) from None
-
-
-def _from_mapping(given: dict[str, Any], env: dict[str, str]) -> Settings:
-    values = {name: env[env_var(name)] for name in Settings.model_fields if env_var(name) in env}
-    values.update(given)
-    return Settings.model_validate(values)
+    except pydantic_settings.SettingsError as exc:  # a variable the environment source cannot decode
+        raise SettingsError([str(exc)]) from None
 
 
 def _problem(error: Any, *, given: dict[str, Any]) -> str:

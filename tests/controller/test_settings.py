@@ -14,19 +14,34 @@ from fleet.controller import settings
 REQUIRED = {"FLEET_REPO": "file:///srv/fleet.git", "FLEET_CLUSTER": "gpu-east"}
 
 
-def test_defaults_follow_the_issue() -> None:
-    s = settings.parse([], environ=REQUIRED)
+@pytest.fixture(autouse=True)
+def environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """Only the variables a test sets: none of the developer's FLEET_* leak in."""
+    for name in list(os.environ):
+        if name.startswith("FLEET_"):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def setenv(monkeypatch: pytest.MonkeyPatch, values: dict[str, str]) -> None:
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_defaults_follow_the_issue(environment: pytest.MonkeyPatch) -> None:
+    setenv(environment, REQUIRED)
+    s = settings.parse([])
     assert s.interval == 60.0 and s.resync == 600.0
-    assert s.listen == ("0.0.0.0", 8080)
+    assert s.address == ("0.0.0.0", 8080)
     assert s.leader_elect is True
     assert s.ref == "" and s.kubeconfig is None and s.drift_policy is None
 
 
-def test_a_flag_beats_its_variable() -> None:
-    env = {**REQUIRED, "FLEET_INTERVAL": "5m", "FLEET_LISTEN": "127.0.0.1:9000"}
-    s = settings.parse(["--interval", "1m30s", "--no-leader-elect", "--drift-policy", "report"], environ=env)
+def test_a_flag_beats_its_variable(environment: pytest.MonkeyPatch) -> None:
+    setenv(environment, {**REQUIRED, "FLEET_INTERVAL": "5m", "FLEET_LISTEN": "127.0.0.1:9000"})
+    s = settings.parse(["--interval", "1m30s", "--no-leader-elect", "--drift-policy", "report"])
     assert s.interval == 90.0
-    assert s.listen == ("127.0.0.1", 9000)
+    assert s.address == ("127.0.0.1", 9000)
     assert s.leader_elect is False
     assert s.drift_policy == "report"
 
@@ -44,10 +59,12 @@ def test_bad_durations_are_refused(text: str) -> None:
         settings.parse_duration(text)
 
 
-def test_every_invalid_setting_is_one_line_naming_flag_and_variable(tmp_path: Path) -> None:
-    env = {"FLEET_DRIFT_POLICY": "warn", "FLEET_LISTEN": "localhost"}
+def test_every_invalid_setting_is_one_line_naming_flag_and_variable(
+    environment: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    setenv(environment, {"FLEET_DRIFT_POLICY": "warn", "FLEET_LISTEN": "localhost", "FLEET_LEADER_ELECT": "false"})
     with pytest.raises(settings.SettingsError) as caught:
-        settings.parse(["--interval", "soon", "--webhook-secret-file", str(tmp_path / "missing")], environ=env)
+        settings.parse(["--interval", "soon", "--webhook-secret-file", str(tmp_path / "missing")])
     problems = caught.value.problems
     assert problems == [
         "--repo / FLEET_REPO: required, not set",
