@@ -256,6 +256,8 @@ class Controller:
             span.set_attribute(tracing.REVISION, plan.revision)
             self.report.enforced = plan.revision
             self.report.reconciling = True
+            if plan.revision != self.report.applied:
+                await self._write_status()  # Reconciling=True while a new revision is applied
             ok = False
             with self.leader.writing() as scope:
                 ok = await self._sync(plan)
