@@ -106,6 +106,9 @@ class Controller:
     checkout: Any = None
     good: engine.Plan | None = None
     _checked: str = ""
+    _reported: set[tuple[str, str, str, str]] = field(default_factory=set)
+    """Drift already announced by an Event: drift left alone under ``report`` is seen by every
+    reconcile, and one Event per object (until it changes or goes) is enough."""
     _poke: anyio.Event = field(default_factory=anyio.Event)
 
     def __post_init__(self) -> None:
@@ -324,8 +327,10 @@ class Controller:
             self.report.applied = plan.revision
             self.metrics.last_success.set(time.time())
         self.metrics.record_changeset(changes)
-        for reason, message, warning in statuses.events_for(changes):
+        reported = {(d["kind"], d["namespace"], d["name"], d["action"]) for d in statuses.drift_of(changes)}
+        for reason, message, warning in statuses.events_for(changes, already=self._reported):
             await self.writer.event(reason=reason, message=message, warning=warning)
+        self._reported = reported
         if error:
             await self.writer.event(reason="Failed", message=error.splitlines()[0], warning=True)
         trace.get_current_span().set_attribute("fleet.writes", len(changes.changed))

@@ -86,7 +86,7 @@ def drift_of(changes: ChangeSet | None) -> list[dict[str, str]]:
                 "name": entry.ref.name,
                 "stage": entry.stage,
                 "action": "repaired" if repaired else ("reported" if entry.action == Action.SKIPPED else "ignored"),
-                "reason": entry.reason or entry.error,
+                "reason": entry.reason or entry.error or "changed in the cluster",
             }
         )
     return out
@@ -267,8 +267,13 @@ class Writer:
             logger.warning("could not record Event %s: %s", reason, err)
 
 
-def events_for(changes: ChangeSet) -> list[tuple[str, str, bool]]:
-    """(reason, message, warning) Events for a ChangeSet: applied, pruned, failed, drift."""
+def events_for(
+    changes: ChangeSet, *, already: set[tuple[str, str, str, str]] | None = None
+) -> list[tuple[str, str, bool]]:
+    """(reason, message, warning) Events for a ChangeSet: applied, pruned, failed, drift.
+
+    ``already`` holds (kind, namespace, name, action) of drift announced before: not again.
+    """
     out: list[tuple[str, str, bool]] = []
     counts = Counter(str(e.action) for e in changes.entries if not e.failed and not e.drift)
     written = counts.get("created", 0) + counts.get("configured", 0)
@@ -282,6 +287,8 @@ def events_for(changes: ChangeSet) -> list[tuple[str, str, bool]]:
         if entry.failed:
             out.append(("Failed", f"{entry.ref}: {entry.error.splitlines()[0]}", True))
     for d in drift_of(changes):
+        if already and (d["kind"], d["namespace"], d["name"], d["action"]) in already:
+            continue
         obj = f"{d['kind']} {d['namespace'] + '/' if d['namespace'] else ''}{d['name']}"
         out.append(("Drift", f"{obj}: {d['reason']} ({d['action']})", d["action"] != "repaired"))
     return out

@@ -60,6 +60,10 @@ def test_drift_is_listed_with_what_was_done_and_an_event_each() -> None:
     assert body["driftCount"] == 2
     reasons = [(reason, warning) for reason, _, warning in statuses.events_for(changes)]
     assert reasons == [("Drift", False), ("Drift", True)]
+    announced = {("RoleBinding", "ml", "fleet-team-claims", "reported")}
+    assert [m for _, m, _ in statuses.events_for(changes, already=announced)] == [
+        "DeviceClass gpu: changed in the cluster (repaired)"
+    ]
 
 
 def test_transition_times_change_only_with_the_status() -> None:

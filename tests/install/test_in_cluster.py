@@ -24,6 +24,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fleet.sandbox import Sandbox
 from tests.controller.conftest import Remote, git
@@ -125,3 +126,32 @@ def test_the_installed_controller_reconciles_the_example_as_its_service_account(
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize(("overlay", "replicas", "leader_elect"), [("single-replica", 1, "false"), ("ha", 2, "true")])
+def test_controller_overlays_render_a_locked_down_deployment(
+    gpu_east: Sandbox, overlay: str, replicas: int, leader_elect: str
+) -> None:
+    rendered = gpu_east.kubectl("kustomize", str(ROOT / "overlays" / overlay)).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    [config] = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "fleet-controller"]
+    assert {d["kind"] for d in docs} >= {"CustomResourceDefinition", "Service", "ClusterRole", "ServiceAccount"}
+    spec = deployment["spec"]
+    assert spec["replicas"] == replicas
+    pod = spec["template"]["spec"]
+    [container] = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container.get("env") or ()} | dict(config["data"])
+    assert env.get("FLEET_LEADER_ELECT", "true") == leader_elect
+    assert pod["serviceAccountName"] == "fleet"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = container["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert set(container["resources"]) == {"requests", "limits"}
+    for role in (d for d in docs if d["kind"] in ("ClusterRole", "Role")):
+        for rule in role["rules"]:
+            assert "*" not in rule["verbs"] and "*" not in rule["resources"], role["metadata"]["name"]

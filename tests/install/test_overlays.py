@@ -83,6 +83,11 @@ READER = ("inventory-reader", ["--as=oncall", "--as-group=fleet:inventory-reader
         (APPLIER, "create", "clusterroles.rbac.authorization.k8s.io", "no"),
         (APPLIER, "get", "secrets", "no"),
         (APPLIER, "delete", "pods", "no"),
+        (APPLIER, "update", "deviceclasses.resource.k8s.io", "no"),
+        (APPLIER, "patch", "fleetsyncs.fleet.gpufleet.dev/status", "yes"),
+        (APPLIER, "create", "fleetsyncs.fleet.gpufleet.dev", "yes"),
+        (APPLIER, "delete", "fleetsyncs.fleet.gpufleet.dev", "no"),
+        (APPLIER, "create", "events", "yes"),
         # the inventory-reader group reads devices, nothing else
         (READER, "list", "resourceslices.resource.k8s.io", "yes"),
         (READER, "list", "deviceclasses.resource.k8s.io", "yes"),
