@@ -8,7 +8,9 @@ Cut like gitops-engine and Flux's ssa package, one concept per module:
 - ``normalizations`` pure: comparable objects, and when no dry-run is needed
 - ``diffs``          server-side-apply dry-run diff against listed live objects
 - ``healths``        the gates between stages
-- ``ledgers``        what fleet applied, recorded in the cluster (the Ledger)
+- ``ledgers``        what fleet applied, recorded in the cluster (the Ledger), created or adopted
+- ``adoptions``      pure: existing objects fleet may not take over, pools overlapping on a live Node
+- ``blockers``       what forbids a deletion: claims in use, what others put in a namespace
 - ``pipelines``      checkout → validate → plan, and connecting: shared by the CLI and the controller
 - ``applies``        ``Sync``: the step-wise run (one stage per step), prune, record
 - ``changesets``     the result of every run

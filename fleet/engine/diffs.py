@@ -10,7 +10,12 @@ already is what fleet would apply. Only the rest get a dry-run, concurrently.
 
 Ledger entries the revision no longer declares come out as deletions (or as
 skipped, with the reason, when the object is annotated to be kept or no longer
-carries fleet's label).
+carries fleet's label). An entry fleet adopted rather than created, and a pool
+Node, comes out as a release: fleet gives back what it set, the object stays.
+
+A dry-run rejected only because immutable fields would change (every cause of the
+API's ``Invalid`` status is an immutable-field cause) is a replace: delete, then
+create. Any other rejection is an error, whatever its text says.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import anyio
 import anyio.to_thread
 from ruamel.yaml import YAML
 
-from fleet.engine import normalizations, ownership
+from fleet.engine import ledgers, normalizations, ownership
 from fleet.engine.changesets import Action, Change
 from fleet.engine.plans import Desired
 from fleet.engine.stages import STAGES
@@ -153,7 +158,7 @@ async def _diff_one(
             duration=time.monotonic() - started,
         )
     except Invalid as err:
-        if live is not None and "immutable" in str(err):
+        if live is not None and err.immutable:
             # e.g. a ResourceClaimTemplate's spec: replace it, as Flux's force does.
             return Change(
                 ref=d.ref,
@@ -197,26 +202,29 @@ def _unchanged_in_git(d: Desired, live: dict[str, Any] | None) -> bool:
 
 
 def deletions(
-    *, ledger: dict[str, str], desired_keys: set[str], live: LiveIndex, stage_of: dict[str, str]
+    *, ledger: dict[str, ledgers.Entry], desired_keys: set[str], live: LiveIndex, stage_of: dict[str, str]
 ) -> list[Change]:
-    """Ledger entries (key → apiVersion) no longer desired: deleted, or skipped with the reason."""
+    """Ledger entries no longer desired: deleted, released (adopted, or a pool Node), or skipped with the reason."""
     out: list[Change] = []
-    for key, api_version in sorted(ledger.items()):
+    for key, entry in sorted(ledger.items()):
         if key in desired_keys:
             continue
-        ref = Ref.from_key(key, version=api_version.rpartition("/")[2])
+        ref = Ref.from_key(key, version=entry.api_version.rpartition("/")[2])
         current = live.get(key)
         stage = stage_of.get(ref.kind, "")
         if current is None:
             continue  # already gone: only the ledger remains
-        if ref.kind == "Node":
+        if ref.kind == "Node" or (entry.adopted and not ownership.kept(current)):
+            what = "pool labels and taints" if ref.kind == "Node" else "adopted: fleet's labels, annotations and fields"
             out.append(
                 Change(
                     ref=ref,
                     stage=stage,
                     action=Action.DELETED,
+                    release=True,
                     before=normalizations.normalise(current),
-                    reason="pool labels and taints released (the Node stays)",
+                    after=None if ref.kind == "Node" else normalizations.normalise(_released(current)),
+                    reason=f"{what} released (the {ref.kind} stays)",
                 )
             )
         elif ownership.kept(current):
@@ -240,6 +248,17 @@ def deletions(
         else:
             out.append(Change(ref=ref, stage=stage, action=Action.DELETED, before=normalizations.normalise(current)))
     return out
+
+
+def _released(live: dict[str, Any]) -> dict[str, Any]:
+    """``live`` as a release leaves it, near enough for a preview: without fleet's labels and annotations."""
+    meta = dict(live.get("metadata") or {})
+    for name in ("labels", "annotations"):
+        kept = {k: v for k, v in (meta.get(name) or {}).items() if not k.startswith(ownership.DOMAIN + "/")}
+        if name == "labels" and kept.get(ownership.MANAGED_BY) == ownership.MANAGER:
+            del kept[ownership.MANAGED_BY]
+        meta[name] = kept
+    return {**live, "metadata": meta}
 
 
 def with_live_revision(obj: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
@@ -272,7 +291,7 @@ def unified(change: Change) -> str:
     name += change.ref.name
     before = _yaml(change.before).splitlines(keepends=True)
     after = _yaml(change.after).splitlines(keepends=True)
-    if change.action == Action.DELETED:
+    if change.action == Action.DELETED and not change.release:
         after = []
     lines = difflib.unified_diff(before, after, fromfile=f"live {name}", tofile=f"merged {name}", n=3)
     return "".join(lines)

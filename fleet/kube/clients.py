@@ -13,8 +13,8 @@ through ``Client.request`` which
 - counts requests by verb, so "a no-op reconcile writes nothing" is checkable from
   the client side too (the server-side proof reads ``apiserver_request_total``).
 
-The verbs (get, list, apply, create, update, delete, discover) are thin functions over
-``request``; ``update`` always carries the resourceVersion it read (never a blind write).
+The verbs (get, list, apply, create, update, patch, delete, discover) are thin functions
+over ``request``; ``update`` always carries the resourceVersion it read (never a blind write).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 WRITE_VERBS = frozenset({"apply", "create", "update", "patch", "delete"})
 APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
 DISCOVERY_ACCEPT = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 
 
@@ -306,6 +307,20 @@ class Client:
             verb="update",
             params={"fieldManager": field_manager, "fieldValidation": "Strict"},
             body=obj,
+            where=str(ref),
+        )
+        return result
+
+    async def patch(self, ref: kinds.Ref, body: dict[str, Any], *, field_manager: str) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386) of ``ref``; put ``metadata.resourceVersion`` in ``body`` as a precondition."""
+        k = await self.kind(api_version=ref.api_version, kind=ref.kind)
+        result: dict[str, Any] = await self.request(
+            "PATCH",
+            k.path(namespace=ref.namespace, name=ref.name),
+            verb="patch",
+            params={"fieldManager": field_manager},
+            body=body,
+            content_type=MERGE_PATCH,
             where=str(ref),
         )
         return result

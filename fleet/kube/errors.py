@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 from fleet.errors import FleetError
 
+IMMUTABLE_DETAIL = "field is immutable"
+"""apimachinery's ``validation.FieldImmutableErrorMsg``: the detail of every immutable-field cause."""
 _MANAGER = re.compile(r'conflicts? with "([^"]+)"')
 _SCHEMA_ERROR = re.compile(r"failed to create typed patch object|field not declared in schema")
 
@@ -40,6 +42,16 @@ class Cause:
     field: str
     message: str
     reason: str = ""
+
+    @property
+    def immutable(self) -> bool:
+        """The field may not change once set (Kubernetes' ``ValidateImmutableField``).
+
+        The API reports it as a ``FieldValueInvalid`` cause on the field, whose
+        detail is apimachinery's constant ``FieldImmutableErrorMsg``; the cause's
+        type and field are structured, only that fixed detail is text.
+        """
+        return self.reason == "FieldValueInvalid" and bool(self.field) and self.message.endswith(IMMUTABLE_DETAIL)
 
 
 class KubeError(FleetError):
@@ -91,6 +103,11 @@ class Invalid(KubeError):
     ) -> None:
         super().__init__(what, where=where, hint=hint, status=status, reason=reason)
         self.causes = causes
+
+    @property
+    def immutable(self) -> bool:
+        """Rejected only because fields that may not change would change: every cause says so."""
+        return bool(self.causes) and all(c.immutable for c in self.causes)
 
 
 class TooManyRequests(KubeError):
@@ -197,6 +214,7 @@ def from_status(*, status: int, body: object, where: str, retry_after: float = 0
 
 
 __all__ = [
+    "IMMUTABLE_DETAIL",
     "Cause",
     "Conflict",
     "Forbidden",

@@ -17,6 +17,8 @@ from pydantic import Field, StringConstraints, model_validator
 from fleet.manifests.bases import ClusterSelector, Model, ObjectMeta
 
 API_VERSION = "fleet.gpufleet.dev/v1alpha1"
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+"""The namespace label without which the API server refuses ``adminAccess: true`` requests."""
 
 DriftPolicy = Literal["enforce", "report", "ignore"]
 """What to do when the cluster changed an object git did not: ``enforce`` repairs it,
@@ -157,6 +159,14 @@ class TeamSpec(Model):
     """Overrides the fleet default for the team's objects."""
     drift_policy_by_kind: dict[str, DriftPolicy] = Field(default_factory=dict)
     """Per kind, for the team's objects: overrides the team's and the fleet's policies."""
+    adopt_namespaces: bool | list[str] = False
+    """Namespaces that exist before fleet and that fleet may take over: ``true`` for all of
+    ``namespaces``, or a list of them. Without it, an existing namespace is a conflict.
+    An adopted namespace is released (fleet's labels and fields removed), never deleted."""
+    admin_access: bool = False
+    """May the team's requests set ``adminAccess: true`` (monitoring devices already in use)? Fleet then
+    labels the team's namespaces ``resource.kubernetes.io/admin-access: "true"``, without which the API
+    server refuses such requests."""
 
     @model_validator(mode="after")
     def _quota_non_negative(self) -> TeamSpec:
@@ -164,6 +174,20 @@ class TeamSpec(Model):
             if value < 0:
                 raise ValueError(f"quota for {name} must be ≥ 0, got {value}")
         return self
+
+    @model_validator(mode="after")
+    def _adopts_own_namespaces(self) -> TeamSpec:
+        if isinstance(self.adopt_namespaces, list):
+            unknown = [n for n in self.adopt_namespaces if n not in self.namespaces]
+            if unknown:
+                raise ValueError(f"adoptNamespaces names {', '.join(unknown)}, not in namespaces")
+        return self
+
+    def adopted_namespaces(self) -> set[str]:
+        """The namespaces fleet may adopt if they exist already."""
+        if isinstance(self.adopt_namespaces, bool):
+            return set(self.namespaces) if self.adopt_namespaces else set()
+        return set(self.adopt_namespaces)
 
 
 class Team(Model):
@@ -211,6 +235,7 @@ class Overlay(Model):
 
 
 __all__ = [
+    "ADMIN_ACCESS_LABEL",
     "API_VERSION",
     "Cluster",
     "DriftPolicy",

@@ -9,6 +9,17 @@ templates and claims — stay within the team's quota per class. ``All``
 requests every matching device, which no quota can bound, so it is refused
 for a class with a quota. For ``firstAvailable`` the largest alternative per
 class counts (any of them may be chosen).
+
+``adminAccess: true`` (a request that sees devices already allocated to
+others, for monitoring) is refused by the API server unless the namespace
+carries ``resource.kubernetes.io/admin-access: "true"``. Fleet sets that label
+on the namespaces of a Team with ``adminAccess: true`` (fleet.engine.plans), so
+a request with it is an error exactly when its Team does not allow it.
+
+A team never gets a reserved namespace (``reserved-namespace``): ``kube-*`` and
+``default`` belong to Kubernetes, ``fleet-system`` to fleet itself (its ledger),
+and the GPU Operator's namespace to the operator. fleet would grant the team's
+owners claims there, put a quota on it, and on removal try to prune it.
 """
 
 from __future__ import annotations
@@ -18,6 +29,21 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from fleet.manifests import Finding, Manifest, kinds
 from fleet.policy import walks
+
+FLEET_NAMESPACE = "fleet-system"
+"""fleet's own namespace (its ledger, Lease and ServiceAccount; ``fleet.engine.ledgers.NAMESPACE``)."""
+DEFAULT_OPERATOR_NAMESPACE = str(kinds.GPUOperatorSpec.model_fields["namespace"].default)
+
+
+def reserved(namespace: str, *, operator_namespace: str | None = None) -> str:
+    """Why ``namespace`` may not be a team's ("" when it may); the operator's namespace defaults to gpu-operator."""
+    if namespace.startswith("kube-") or namespace == "default":
+        return "which belongs to Kubernetes"
+    if namespace == FLEET_NAMESPACE:
+        return "which is fleet's own"
+    if namespace == (operator_namespace or DEFAULT_OPERATOR_NAMESPACE):
+        return "which is the GPU Operator's"
+    return ""
 
 
 def check(manifests: Sequence[Manifest], *, owners: Mapping[str, str]) -> Iterator[Finding]:
@@ -30,6 +56,10 @@ def check(manifests: Sequence[Manifest], *, owners: Mapping[str, str]) -> Iterat
     teams = _teams(manifests)
     classes = {m.name for m in manifests if m.kind == "DeviceClass"}
     yield from _shared_namespaces(teams)
+    operators = [m.model for m in manifests if isinstance(m.model, kinds.GPUOperator)]
+    operator_namespace = operators[0].spec.namespace if operators else None
+    for team in teams.values():
+        yield from _reserved(team, operator_namespace=operator_namespace)
     for team in teams.values():
         yield from _team_classes(team, classes=classes)
     by_team: dict[str, list[Manifest]] = defaultdict(list)
@@ -42,7 +72,7 @@ def check(manifests: Sequence[Manifest], *, owners: Mapping[str, str]) -> Iterat
             by_team[manifest.team].append(manifest)
             team = teams[manifest.team]
             yield from _namespace(manifest, team=team, owners=owners)
-            yield from _classes(manifest, team=team, classes=classes)
+            yield from _requests(manifest, team=team, classes=classes)
     for name, claims in sorted(by_team.items()):
         yield from _quota(teams[name], claims=claims)
 
@@ -80,6 +110,19 @@ def _shared_namespaces(teams: dict[str | None, Manifest]) -> Iterator[Finding]:
                 )
 
 
+def _reserved(team: Manifest, *, operator_namespace: str | None) -> Iterator[Finding]:
+    for index, namespace in enumerate(_spec(team).namespaces):
+        why = reserved(namespace, operator_namespace=operator_namespace)
+        if why:
+            yield Finding(
+                team.positions.at(("spec", "namespaces", index)),
+                "reserved-namespace",
+                f"team {team.name!r} names namespace {namespace!r}, {why}",
+                hint="give the team a namespace of its own",
+                object=team.ref,
+            )
+
+
 def _team_classes(team: Manifest, *, classes: set[str]) -> Iterator[Finding]:
     for index, name in enumerate(_spec(team).device_classes):
         if name not in classes:
@@ -114,9 +157,13 @@ def _namespace(claim: Manifest, *, team: Manifest, owners: Mapping[str, str]) ->
         )
 
 
-def _classes(claim: Manifest, *, team: Manifest, classes: set[str]) -> Iterator[Finding]:
+def _requests(claim: Manifest, *, team: Manifest, classes: set[str]) -> Iterator[Finding]:
+    """Per request (one walk: 10,000 templates make it count): its class, then adminAccess."""
     allowed = _spec(team).device_classes
+    admin = _spec(team).admin_access
     for request in walks.requests(claim):
+        if not admin and getattr(request.body, "admin_access", None):  # firstAvailable entries have none
+            yield _admin_access(claim, team=team, request=request)
         name = request.body.device_class_name
         where = claim.positions.at((*request.path, "deviceClassName"))
         if name not in classes:
@@ -135,6 +182,18 @@ def _classes(claim: Manifest, *, team: Manifest, classes: set[str]) -> Iterator[
                 hint=f"allowed: {', '.join(allowed)}; ask the platform team to add it to {team.file}",
                 object=claim.ref,
             )
+
+
+def _admin_access(claim: Manifest, *, team: Manifest, request: walks.Request) -> Finding:
+    return Finding(
+        claim.positions.at((*request.path, "adminAccess")),
+        "team-admin-access",
+        f"request {request.name!r} sets adminAccess, which team {team.name!r} does not allow: the API "
+        f"server refuses it in a namespace without the label {kinds.ADMIN_ACCESS_LABEL}=true",
+        hint=f"remove adminAccess, or let the platform team set adminAccess: true in {team.file} "
+        "(fleet then labels the team's namespaces)",
+        object=claim.ref,
+    )
 
 
 def _quota(team: Manifest, *, claims: list[Manifest]) -> Iterator[Finding]:
@@ -184,4 +243,4 @@ def _quota(team: Manifest, *, claims: list[Manifest]) -> Iterator[Finding]:
             )
 
 
-__all__ = ["check", "namespace_owners"]
+__all__ = ["DEFAULT_OPERATOR_NAMESPACE", "FLEET_NAMESPACE", "check", "namespace_owners", "reserved"]

@@ -4,7 +4,9 @@ Every changed object is previewed with a server-side-apply dry-run and shown as 
 unified diff (colour on a terminal, not with ``NO_COLOR``), followed by a summary
 table per stage. Objects fleet applied earlier that the revision no longer declares
 are shown as deletions. Exit codes follow ``kubectl diff``: 0 no differences,
-1 differences, 2 error.
+1 differences, 2 error. A change fleet refuses (an existing object it may not adopt,
+a claim in use, a namespace others use) is listed as an error and counts as a
+difference (1): the revision cannot be applied as it is.
 """
 
 from __future__ import annotations
@@ -64,6 +66,6 @@ async def _diff(args: argparse.Namespace) -> int:
         out.write(reports.diff_text(changes, use_colour=use_colour))
         out.write(reports.problems(changes, use_colour=use_colour))
         sys.stderr.write(reports.summary_table(changes))
-    if changes.failed:
+    if any(not e.refused for e in changes.failed):
         return 2
-    return 1 if changes.changed else 0
+    return 1 if changes.changed or changes.failed else 0  # a refused change is a difference apply will not make

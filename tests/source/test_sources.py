@@ -119,6 +119,14 @@ async def test_missing_path(upstream: Upstream, cache_dir: Path) -> None:
     assert "'elsewhere'" in caught.value.what
 
 
+def test_option_like_urls_and_refs_are_refused(cache_dir: Path) -> None:
+    with pytest.raises(SourceError, match="starts with '-'"):
+        GitSource(url="--upload-pack=touch /tmp/pwned", ref=None, path="", cache_dir=cache_dir)
+    for bad in ("--upload-pack=x", "main:refs/heads/x", "a..b", "", "a b"):
+        with pytest.raises(SourceError, match="not a branch or tag name"):
+            GitSource(url="file:///x", ref=bad, path="", cache_dir=cache_dir)
+
+
 def test_path_must_stay_inside(cache_dir: Path) -> None:
     for bad in ("../x", "/abs"):
         with pytest.raises(SourceError):
@@ -275,3 +283,37 @@ async def test_sync_is_one_git_fetch_span(upstream: Upstream, cache_dir: Path, m
     assert ok.attributes[tracing.REVISION] == checkout.revision
     assert ok.attributes["vcs.repository.url.full"] == upstream.url
     assert failed.attributes["error.type"] == "ref-not-found"
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+async def test_recycled_checkout_is_exactly_the_new_commit(upstream: Upstream, cache_dir: Path) -> None:
+    src = source(upstream.url, cache_dir, keep=1, path="")
+    upstream.commit({"fleet/a.yaml": "a: 1\n", "fleet/b/c.yaml": "c: 1\n"})
+    first = await src.sync()
+    upstream.commit({"fleet/a.yaml": None, "fleet/b/c.yaml": "c: 2\n", "fleet/d.yaml": "d: 1\n"})
+    second = await src.sync()
+    assert not first.path.exists(), "the old revision's directory is gone, not showing another revision"
+    expected = {name: (upstream.work / name).read_text() for name in git("ls-files", cwd=upstream.work).splitlines()}
+    assert _tree(second.path) == expected
+
+
+async def test_packs_are_collected_and_old_history_dropped(
+    upstream: Upstream, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sources, "PACK_LIMIT", 2)
+    src = source(upstream.url, cache_dir)
+    first = await src.sync()
+    for n in range(4):
+        upstream.commit({"fleet/n.yaml": f"n: {n}\n"})
+        await src.sync()
+    (git_dir,) = listed(cache_dir, "repos/*.git")
+    assert len(listed(git_dir, "objects/pack/*.pack")) <= 2
+    assert not has_object(git_dir, first.revision), "a commit no longer followed is dropped"
+
+
+def has_object(git_dir: Path, sha: str) -> bool:
+    probe = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", sha], capture_output=True, check=False)
+    return probe.returncode == 0
