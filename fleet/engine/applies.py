@@ -23,12 +23,12 @@ Pruning deletes ledger objects the plan no longer declares, in reverse stage
 order, with the live ``uid`` as precondition (a recreated object of the same name
 is never deleted by mistake). Objects fleet adopted, and pool Nodes, are released
 (fleet gives back its labels, annotations and fields), never deleted. Every Node
-write, applying a pool or releasing it, is computed from a fresh read and carries its
-resourceVersion (``fleet.engine.nodes``): a taint somebody else added or removed
-meanwhile stays so. A namespace is deleted only while it holds nothing fleet did not
-put there, and a ResourceClaim in use is never deleted nor replaced (``blockers``);
-such an entry fails, and pruning stops after its stage. An empty plan is refused
-unless allowed.
+write, applying a pool or releasing it, is computed from a fresh read and carries
+its resourceVersion (``fleet.engine.nodes``), so a taint somebody else added or
+removed meanwhile stays so. A namespace is deleted only while it holds nothing
+fleet did not put there, and a ResourceClaim in use is never deleted nor replaced
+(``blockers``); such an entry fails, and pruning stops after its stage. An empty
+plan is refused unless allowed.
 """
 
 from __future__ import annotations
@@ -278,7 +278,8 @@ class Sync:
                 )
             await self._gone(d.ref)
         if d.ref.kind == "Node":
-            await nodes.write(client=self.client, ref=d.ref, body=self._pool_body)
+            if await nodes.write(client=self.client, ref=d.ref, body=self._pool_body) is None:
+                change.reason = "no pool selects this Node any more (it changed since it was read)"
         else:
             await self.client.apply(d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force)
 
@@ -398,9 +399,7 @@ class Sync:
             try:
                 if change.release and change.ref.kind == "Node":
                     ref = change.ref
-                    await nodes.write(
-                        client=self.client, ref=ref, body=lambda current: plans.release(ref, live=current)
-                    )
+                    await nodes.write(client=self.client, ref=ref, body=lambda node: plans.release(ref, live=node))
                     self.ledger.entries.pop(change.ref.key, None)
                 elif change.release:
                     current = await self.client.get(change.ref)

@@ -35,16 +35,20 @@ Body = Callable[[dict[str, Any]], dict[str, Any] | None]
 """The body to apply, computed from the Node as just read (None: nothing to write)."""
 
 
-async def write(*, client: Client, ref: Ref, body: Body) -> dict[str, Any]:
+async def write(*, client: Client, ref: Ref, body: Body) -> dict[str, Any] | None:
     """Apply ``body(fresh node)`` as ``fleet-pools``, conditional on the Node not changing since the read.
 
-    Returns the Node as written (or as read, when nothing needed writing). Raises
-    ``kube.Conflict`` when the Node changed during every attempt: nothing was written.
+    Returns the Node as written, or as read when it already was as wanted; None when
+    ``body`` wants nothing of the Node as it is now (no pool selects it any more).
+    Raises ``kube.Conflict`` when the Node changed during every attempt: nothing was
+    written.
     """
     for _ in range(ATTEMPTS):
         live = await client.get(ref)
         wanted = body(live)
-        if wanted is None or normalizations.unchanged_without_dry_run(wanted, live, manager=ownership.POOL_MANAGER):
+        if wanted is None:
+            return None
+        if normalizations.unchanged_without_dry_run(wanted, live, manager=ownership.POOL_MANAGER):
             return live
         meta = {**wanted["metadata"], "resourceVersion": live["metadata"]["resourceVersion"]}
         try:

@@ -6,10 +6,11 @@ A revision that fails validation is never rendered, diffed or applied (DESIGN.md
 content when the work tree differs from it (a resumed run must never skip a stage of
 different content), or that hash alone outside git.
 
-``plan_and_connect`` connects with the given context, else the Cluster's
-``spec.context``, else the kubeconfig's current context, and lists the live objects
-while the repository is parsed and validated in a worker thread (loading is CPU
-work: it must never run on the event loop).
+``connect`` uses the given context, else the Cluster's ``spec.context``, else the
+kubeconfig's current context. ``plan_and_list`` lists the live objects while the
+repository is parsed and validated in a worker thread (loading is CPU work: it must
+never run on the event loop); a writer calls it once it holds the cluster's Lease.
+``plan_and_connect`` is both, for readers.
 """
 
 from __future__ import annotations
@@ -95,6 +96,54 @@ loader's peak memory and the listed objects would otherwise add up (measured at 
 objects: 337 MiB overlapped; the overlap saves well under a second)."""
 
 
+async def connect(
+    repo: Path,
+    *,
+    cluster: str,
+    context: str | None = None,
+    kubeconfig: str | None = None,
+    request_timeout: float = 30.0,
+) -> kube.Client:
+    """A client for ``cluster``: ``context``, else the Cluster's ``spec.context``, else the current one."""
+    context = context or await anyio.to_thread.run_sync(lambda: cluster_context(repo, cluster=cluster))
+    return await kube.connect(kubeconfig=kubeconfig, context=context, timeout=request_timeout)
+
+
+async def plan_and_list(repo: Path, *, cluster: str, client: kube.Client) -> tuple[plans.Plan, diffs.Prefetched]:
+    """Validate and plan ``repo`` (in a thread) while listing the live objects.
+
+    A writer calls this while it holds the cluster's Lease (``fleet.engine.writers``),
+    so the listing it diffs against is not one another writer was changing.
+    """
+    count = await anyio.to_thread.run_sync(
+        lambda: sum(1 for _ in itertools.islice(_yaml_files(repo), OVERLAP_MAX_FILES + 1))
+    )
+    overlap = count <= OVERLAP_MAX_FILES
+    listing: list[diffs.Prefetched] = []
+    planned: list[plans.Plan] = []
+    failures: list[Exception] = []
+
+    async def fetch() -> None:
+        try:
+            listing.append(await diffs.prefetch(client=client))
+        except Exception as exc:  # raised below, not as a task group's ExceptionGroup
+            failures.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        if overlap:
+            tg.start_soon(fetch)
+        try:
+            planned.append(await anyio.to_thread.run_sync(lambda: load_plan(repo, cluster=cluster)))
+        except Exception as exc:
+            failures.insert(0, exc)  # the repository's error first: it is what the user must fix
+            tg.cancel_scope.cancel()
+    if not failures and not overlap:
+        await fetch()
+    if failures:
+        raise failures[0]
+    return planned[0], listing[0]
+
+
 async def plan_and_connect(
     repo: Path,
     *,
@@ -103,26 +152,16 @@ async def plan_and_connect(
     kubeconfig: str | None = None,
     request_timeout: float = 30.0,
 ) -> tuple[plans.Plan, kube.Client, diffs.Prefetched]:
-    """Validate and plan ``repo`` (in a thread) while connecting and listing live objects."""
-    context = context or cluster_context(repo, cluster=cluster)
-    client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=request_timeout)
-    overlap = sum(1 for _ in itertools.islice(_yaml_files(repo), OVERLAP_MAX_FILES + 1)) <= OVERLAP_MAX_FILES
+    """``connect``, then ``plan_and_list``: for readers (``diff``), which hold no Lease."""
+    client = await connect(
+        repo, cluster=cluster, context=context, kubeconfig=kubeconfig, request_timeout=request_timeout
+    )
     try:
-        listing: list[diffs.Prefetched] = []
-
-        async def fetch() -> None:
-            listing.append(await diffs.prefetch(client=client))
-
-        async with anyio.create_task_group() as tg:
-            if overlap:
-                tg.start_soon(fetch)
-            plan = await anyio.to_thread.run_sync(lambda: load_plan(repo, cluster=cluster))
-        if not overlap:
-            await fetch()
+        plan, prefetched = await plan_and_list(repo, cluster=cluster, client=client)
     except BaseException:
         await client.close()
         raise
-    return plan, client, listing[0]
+    return plan, client, prefetched
 
 
 def _yaml_files(repo: Path) -> Iterator[str]:
@@ -148,7 +187,9 @@ __all__ = [
     "Checked",
     "check_and_plan",
     "cluster_context",
+    "connect",
     "load_plan",
     "plan_and_connect",
+    "plan_and_list",
     "tune_gc",
 ]

@@ -13,7 +13,7 @@ through ``Client.request`` which
 - counts requests by verb, so "a no-op reconcile writes nothing" is checkable from
   the client side too (the server-side proof reads ``apiserver_request_total``).
 
-The verbs (get, list, apply, create, update, patch, delete, discover) are thin functions
+The verbs (get, list, apply, patch, create, update, delete, discover) are thin functions
 over ``request``; ``update`` always carries the resourceVersion it read (never a blind write).
 """
 

@@ -23,9 +23,9 @@ through ``fleet.engine.writers``.
   holder, the Lease is lost and the work under it is cancelled at once, before any
   candidate may take it over (candidates wait a whole duration, longer than the
   deadline). The ``hold`` then raises ``Lost``.
-- **Releasing** clears the holder on the way out (also on cancellation, shielded),
-  so a waiting candidate takes over at its next try, one retry period later, not
-  after a duration.
+- **Releasing** clears the holder on the way out (also on cancellation, shielded).
+  A waiting candidate watches the Lease between its tries, so it takes a released
+  Lease within a request's latency, not at its next try nor after a duration.
 
 ``Timings`` default to controller-runtime's leader election: 15 s duration, 10 s
 renew deadline, 2 s retry period.
@@ -38,6 +38,7 @@ renew deadline, 2 s retry period.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -51,6 +52,7 @@ from fleet.errors import FleetError
 from fleet.kube.clients import Client
 from fleet.kube.errors import Conflict, KubeError, NotFound
 from fleet.kube.kinds import Ref
+from fleet.telemetry import tracing
 
 logger = logging.getLogger(__name__)
 
@@ -206,19 +208,54 @@ async def acquire(
     wait: bool = False,
     on_wait: Callable[[Record], None] | None = None,
 ) -> Record:
-    """``try_acquire``; with ``wait``, try again every retry period until the Lease is free."""
+    """``try_acquire``; with ``wait``, try again whenever the Lease changes, at least every retry period.
+
+    One span, ``acquire lease``, with the holder found when this had to wait.
+    """
     observer = Observer()
     waited = False
-    while True:
+    attributes = {tracing.KIND: "Lease", tracing.NAMESPACE: ref.namespace, tracing.NAME: ref.name}
+    with tracing.tracer().start_as_current_span("acquire lease", attributes=attributes) as span:
+        while True:
+            try:
+                got = await try_acquire(client=client, ref=ref, identity=identity, timings=timings, observer=observer)
+                span.set_attribute("fleet.lease.transitions", got.transitions)
+                return got
+            except Held as held:
+                span.set_attribute("fleet.lease.holder", held.record.holder)
+                if not wait:
+                    raise
+                if on_wait is not None and not waited:
+                    on_wait(held.record)
+                waited = True
+                await _changed(client=client, ref=ref, since=held.record.resource_version, period=timings.retry_period)
+
+
+async def _changed(*, client: Client, ref: Ref, since: str, period: float) -> None:
+    """Return when the Lease changes after ``since`` (a watch event), or after ``period`` at the latest.
+
+    A released Lease is then taken within a request's latency, not at the next retry
+    period; expiry, which no event announces, is still checked every ``period``. If
+    the Lease cannot be watched (RBAC, an old resourceVersion), this simply sleeps.
+    """
+    with anyio.move_on_after(period):
         try:
-            return await try_acquire(client=client, ref=ref, identity=identity, timings=timings, observer=observer)
-        except Held as held:
-            if not wait:
-                raise
-            if on_wait is not None and not waited:
-                on_wait(held.record)
-            waited = True
-        await anyio.sleep(timings.retry_period)
+            kind = await client.kind(api_version=API_VERSION, kind="Lease")
+            params = {
+                "watch": "1",
+                "fieldSelector": f"metadata.name={ref.name}",
+                "resourceVersion": since,
+                "timeoutSeconds": str(max(1, math.ceil(period))),
+            }
+            async with client.stream(
+                "GET", kind.path(namespace=ref.namespace), verb="watch", params=params, read_timeout=period + 5
+            ) as response:
+                async for line in response.aiter_lines():
+                    if line.strip():
+                        return
+        except KubeError as err:
+            logger.debug("cannot watch %s, polling instead: %s", ref, err)
+        await anyio.sleep_forever()  # the rest of the period
 
 
 async def renew(*, client: Client, holding: Holding, timings: Timings) -> Record:

@@ -10,8 +10,8 @@ is the URL without credentials. How credentials stay secret:
 ``fleet.source.credentials``; how fetch, checkout and limits work:
 ``fleet.source.sources``.
 
-- ``checkouts``  the revision id of a local checkout: its commit, and a content hash
-                 when the work tree differs from that commit
+A local checkout (``fleetctl``) is named by ``revision_id`` (``fleet.source.checkouts``):
+its commit, with a hash of the loaded content when the work tree differs from it.
 """
 
 from __future__ import annotations

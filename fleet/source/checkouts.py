@@ -17,9 +17,9 @@ bytes), compared with the commit:
 Comparing blob ids (git's own ``sha1("blob <size>\\0" + content)``) with the tree
 needs no ``git status`` and sees exactly the files the loader reads, also ignored or
 untracked ones that ``git status`` would hide or that lie outside the repository
-sub-folder. GitPython reads the commit and its trees; it talks to a ``git`` process,
-so callers on an event loop run this in a worker thread (``fleet.engine.pipelines``
-loads the plan in one).
+sub-folder. GitPython finds the repository and ``HEAD`` and lists the commit's tree
+(``git ls-tree``); it runs ``git`` processes, so callers on an event loop run this in a
+worker thread (``fleet.engine.pipelines`` loads the plan in one).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
+
+import git
 
 
 def revision_id(repo: Path, *, files: Mapping[str, bytes], loadable: Callable[[str], bool]) -> str:
@@ -61,10 +63,6 @@ def blob_id(data: bytes) -> str:
 def _head(repo: Path, *, loadable: Callable[[str], bool]) -> tuple[str, dict[str, str]] | None:
     """``HEAD``'s SHA and the blob ids of the loadable files under ``repo`` in it; None outside git."""
     try:
-        import git  # GitPython fails at import when no git executable is installed
-    except ImportError:
-        return None
-    try:
         checkout = git.Repo(repo, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return None
@@ -72,23 +70,22 @@ def _head(repo: Path, *, loadable: Callable[[str], bool]) -> tuple[str, dict[str
         if checkout.bare or checkout.working_tree_dir is None:
             return None
         try:
-            commit = checkout.head.commit
+            sha = checkout.head.commit.hexsha
         except ValueError:  # a repository without any commit yet
             return None
         prefix = repo.resolve().relative_to(Path(checkout.working_tree_dir).resolve()).as_posix()
+        # One `git ls-tree` (10,000 files: 0.02 s) rather than GitPython's tree objects (0.4 s).
+        listing = checkout.git.ls_tree("-r", "-z", "--full-tree", sha, "--", "." if prefix == "." else f"{prefix}/")
         blobs: dict[str, str] = {}
-        try:
-            tree = commit.tree if prefix == "." else commit.tree / prefix
-        except KeyError:
-            return commit.hexsha, blobs  # the folder is not in the commit at all
-        for item in tree.traverse():
-            if not isinstance(item, git.Blob):
+        for entry in listing.split("\0"):
+            info, _, path = entry.partition("\t")
+            fields = info.split()
+            if len(fields) != 3 or fields[1] != "blob":
                 continue
-            path = str(item.path)
             rel = PurePosixPath(path).relative_to(prefix).as_posix() if prefix != "." else path
             if loadable(rel):
-                blobs[rel] = item.hexsha
-        return commit.hexsha, blobs
+                blobs[rel] = fields[2]
+        return sha, blobs
     except git.GitError:
         return None
     finally:

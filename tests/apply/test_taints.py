@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from fleet import engine, kube
+from fleet.engine import nodes, plans
 from tests.apply.conftest import Engine, actions
 from tests.apply.repos import Repo
 from tests.conftest import Kubectl
@@ -82,3 +85,47 @@ def test_taints_changed_between_read_and_write_stay_changed(
     released = fleet.run(release_with_a_change_before_prune)
     assert actions(released)[f"Node {NODE}"] == "deleted" and not released.failed
     assert taints(fleet, node) == {later: "NoSchedule"}, "fleet gives back only its own taint"
+
+
+def test_a_node_changed_between_the_read_and_the_write_is_read_again(
+    fleet: Engine, repo: Repo, kubectl: Kubectl, node: kube.Ref
+) -> None:
+    """The race the fresh read cannot close: a change lands after fleet's GET, before its write (409)."""
+    ours = f"t{repo.id}.example.com/dedicated"
+    appeared = f"t{repo.id}.example.com/appeared"
+    rule = plans.PoolRule(
+        name="l4",
+        selector={"sandbox.fleet.gpufleet.dev/pool": "l4x4"},
+        labels={f"t{repo.id}.example.com/p": "l4"},
+        taints=({"key": ours, "effect": "PreferNoSchedule"},),
+        nodes=1,
+        gpu_product="NVIDIA L4",
+        gpus_per_node=4,
+        source="pools/l4.yaml:1:1",
+    )
+    reads: list[set[str]] = []
+
+    def body(live: dict[str, Any]) -> dict[str, Any] | None:
+        reads.append({t["key"] for t in live["spec"].get("taints") or ()})
+        if len(reads) == 1:
+            kubectl("taint", "node", NODE, f"{appeared}=yes:NoSchedule")  # lands between GET and write
+        [desired] = plans.pool_objects((rule,), nodes=[live])
+        return desired.obj
+
+    assert fleet.run(lambda c: nodes.write(client=c, ref=node, body=lambda live: None)) is None
+    assert fleet.last_client is not None and fleet.last_client.counts.writes == 0, "nothing wanted: nothing written"
+
+    fleet.run(lambda c: nodes.write(client=c, ref=node, body=body))
+    assert len(reads) == 2 and appeared not in reads[0] and appeared in reads[1]
+    assert taints(fleet, node) == {"nvidia.com/gpu": "NoSchedule", appeared: "NoSchedule", ours: "PreferNoSchedule"}
+
+    def always_changed(live: dict[str, Any]) -> dict[str, Any] | None:
+        kubectl("annotate", "node", NODE, f"t{repo.id}.example.com/tick={uuid.uuid4().hex}", "--overwrite")
+        return plans.release(node, live=live)
+
+    with pytest.raises(kube.Conflict) as err:
+        fleet.run(lambda c: nodes.write(client=c, ref=node, body=always_changed))
+    assert f"{nodes.ATTEMPTS} times in a row" in str(err.value) and str(node) in str(err.value)
+    assert ours in taints(fleet, node), "nothing was written: the release did not happen"
+    kubectl("annotate", "node", NODE, f"t{repo.id}.example.com/tick-")
+    fleet.run(lambda c: nodes.write(client=c, ref=node, body=lambda live: plans.release(node, live=live)))

@@ -200,3 +200,50 @@ async def test_errors_of_the_body_pass_unchanged_and_the_lease_is_released(
     record = await leases.read(client=admin_client, ref=ref)
     assert record is not None and record.holder == ""
     assert json.dumps(record.lease["spec"]).count("holderIdentity") == 0
+
+
+SLOW_TRIES = leases.Timings(duration=120.0, renew_deadline=100.0, retry_period=90.0)
+
+
+async def test_a_waiting_candidate_is_woken_by_the_release_not_by_its_next_try(
+    admin_client: kube.Client, namespace: str
+) -> None:
+    """With 90 s between tries, only the watch on the Lease can hand it over before the guard."""
+    ref = lease(namespace)
+    waiting = anyio.Event()
+
+    async def holder() -> None:
+        async with leases.hold(client=admin_client, ref=ref, identity="a", timings=SLOW_TRIES):
+            await waiting.wait()
+            await anyio.sleep(0.5)  # the candidate is in its watch by now
+
+    async def candidate() -> None:
+        await leases.acquire(
+            client=admin_client, ref=ref, identity="b", timings=SLOW_TRIES, wait=True, on_wait=lambda _: waiting.set()
+        )
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(holder)
+            await anyio.sleep(0.2)
+            tg.start_soon(candidate)
+    assert (await leases.read(client=admin_client, ref=ref)).holder == "b"  # type: ignore[union-attr]
+
+
+async def test_a_candidate_that_may_not_watch_polls_instead(
+    sandbox: Sandbox, admin_client: kube.Client, namespace: str, kubectl: Kubectl
+) -> None:
+    ref = lease(namespace)
+    kubectl("create", "role", ref.name, "-n", namespace, "--verb=get,create,update", "--resource=leases")
+    kubectl("create", "rolebinding", ref.name, "-n", namespace, f"--role={ref.name}", "--user=alice")
+    alice = await kube.connect(kubeconfig=str(sandbox.kubeconfig), context=f"alice@{credentials.CLUSTER}")
+    try:
+        with anyio.fail_after(GUARD):
+            async with leases.hold(client=admin_client, ref=ref, identity="a", timings=FAST):
+                with anyio.move_on_after(1.0):
+                    await leases.acquire(client=alice, ref=ref, identity="alice", timings=FAST, wait=True)
+                assert alice.counts.by_verb["watch"] >= 1, "it tried to watch"
+            got = await leases.acquire(client=alice, ref=ref, identity="alice", timings=FAST, wait=True)
+    finally:
+        await alice.close()
+    assert got.holder == "alice"
