@@ -134,6 +134,15 @@ def test_sigterm_releases_the_lease_and_exits_cleanly(
     first = remote.push(repo, message="a team")
     proc = replicas.start("a")
     wait_for(lambda: ready_at(sandbox, replicas.cluster, first), within=60, what="Ready\n" + replicas.log("a"))
+    # While the controller leads, `fleetctl apply` is refused before it writes, naming the holder.
+    work = remote.work
+    applied = subprocess.run(
+        [sys.executable, "-m", "fleetctl", "apply", str(work), "--cluster", replicas.cluster,
+         "--kubeconfig", str(sandbox.kubeconfig), "--context", credentials.CLUSTER],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert applied.returncode == 2, applied.stdout + applied.stderr
+    assert f"Lease fleet-system/fleet-{replicas.cluster} is held by a" in applied.stderr, applied.stderr
     replicas.start("b")
     time.sleep(3)  # b is up and waiting for the Lease
     signalled = datetime.now(UTC)
