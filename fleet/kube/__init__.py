@@ -31,7 +31,7 @@ retries, error types and request accounting are decided once, here.
 
 from __future__ import annotations
 
-from fleet.kube.clients import SERVICE_ACCOUNT_DIR, Client, ListResult, RequestCounts, connect, in_cluster
+from fleet.kube.clients import Client, ListResult, RequestCounts, connect, in_cluster
 from fleet.kube.errors import (
     Cause,
     Conflict,
@@ -48,7 +48,6 @@ from fleet.kube.retries import RetryPolicy
 from fleet.kube.watches import Event, watch
 
 __all__ = [
-    "SERVICE_ACCOUNT_DIR",
     "Cause",
     "Client",
     "Conflict",
