@@ -47,7 +47,7 @@ from fleet import engine
 from fleet.controller import caches, leaders, statuses
 from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
-from fleet.engine import ownership, pipelines
+from fleet.engine import diffs, ownership, pipelines
 from fleet.errors import FleetError
 from fleet.kube import Client
 from fleet.telemetry import tracing
@@ -105,6 +105,10 @@ class Controller:
     writer: statuses.Writer = field(init=False)
     checkout: Any = None
     good: engine.Plan | None = None
+    loads: pipelines.LoadCache = field(default_factory=pipelines.LoadCache)
+    """Kept between plans: a commit re-reads and re-parses only the files it changed."""
+    settled: diffs.Settled = field(default_factory=diffs.Settled)
+    """Kept between reconciles: a repeated no-op re-derives no "unchanged" answer."""
     _checked: str = ""
     _reported: set[tuple[str, str, str, str]] = field(default_factory=set)
     """Drift already announced by an Event: drift left alone under ``report`` is seen by every
@@ -281,7 +285,7 @@ class Controller:
         try:
             checked = await anyio.to_thread.run_sync(
                 lambda: pipelines.check_and_plan(
-                    Path(checkout.path), cluster=self.options.cluster, revision=checkout.revision
+                    Path(checkout.path), cluster=self.options.cluster, revision=checkout.revision, cache=self.loads
                 )
             )
         except FleetError as err:
@@ -310,7 +314,12 @@ class Controller:
             allow_empty=False,
         )
         sync = engine.Sync(
-            client=self.client, plan=plan, options=options, prefetched=self.cache.prefetched(), reader=self.cache
+            client=self.client,
+            plan=plan,
+            options=options,
+            prefetched=self.cache.prefetched(),
+            reader=self.cache,
+            settled=self.settled,
         )
         error = ""
         try:

@@ -69,11 +69,14 @@ class Sync:
     ledger: ledgers.Ledger = field(init=False)
     prefetched: diffs.Prefetched | None = None
     """Live objects listed while the plan was being computed (``diffs.prefetch``), if any."""
+    settled: diffs.Settled | None = None
+    """The no-dry-run answers of earlier runs (a process that reconciles repeatedly keeps one)."""
     reader: healths.Reader | None = None
     """Where health gates read live objects (default: the client, by listing; the controller: its watch cache)."""
     live: diffs.LiveIndex = field(init=False, default_factory=dict)
     steps: list[str] = field(init=False, default_factory=list)
-    _saved: dict[str, Any] | None = field(init=False, default=None)
+    _applied: dict[str, dict[str, Any]] = field(init=False, default_factory=dict)
+    """What the API server returned to this stage's writes (by key): the exist gate's evidence."""
     _skip: set[str] = field(init=False, default_factory=set)
     _stopped: bool = field(init=False, default=False)
     _resumed: bool = field(init=False, default=False)
@@ -94,7 +97,6 @@ class Sync:
                 hint="pass --allow-empty if that is really intended",
             )
         self.ledger = await ledgers.load(client=self.client, cluster=self.plan.cluster)
-        self._saved = self.ledger.encode() if self.ledger.exists else None
         progress = self.ledger.progress
         self._resumed = not progress.complete
         if progress.revision == self.plan.revision and not progress.complete:
@@ -102,10 +104,7 @@ class Sync:
         else:
             progress.done = []  # stages done for another revision say nothing about this one
         kinds = {(d.obj["apiVersion"], d.obj["kind"]) for d in self.plan.objects}
-        kinds |= {
-            (e.api_version, Ref.from_key(k, version=e.api_version.rpartition("/")[2]).kind)
-            for k, e in self.ledger.entries.items()
-        }
+        kinds |= {(e.api_version, k.split("/", 2)[1]) for k, e in self.ledger.entries.items()}
         if self.plan.pools:
             kinds.add(("v1", "Node"))
         with tracing.tracer().start_as_current_span("read live"):
@@ -173,6 +172,7 @@ class Sync:
             desired = [self._adopting(d) for d in desired if d.ref.key not in self._refused]
             with tracer.start_as_current_span("diff", attributes={tracing.STAGE: stage.name}):
                 found = await diffs.diff_objects(
+                    settled=self.settled,
                     client=self.client,
                     desired=desired,
                     live=self.live,
@@ -209,6 +209,7 @@ class Sync:
             if new:
                 self.ledger.entries.update(new)
                 await self._save_progress()
+            self._applied = {}
             # Kinds in the stage's order, one wave each: a RoleBinding is created only after its
             # Role exists (for a non-admin applier the API server resolves the Role to check escalation).
             for kind in stage.kinds:
@@ -225,11 +226,14 @@ class Sync:
                         written=[d.ref for _, d in todo],
                         plan=self.plan,
                         timeout=self.options.health_timeout,
+                        applied=self._applied,
                         reader=self.reader,
                     )
             except healths.HealthTimeout:
                 self._stopped = True
                 raise
+            finally:
+                self._applied = {}
             if todo:
                 self.ledger.progress.done.append(stage.name)
                 await self._save_progress()
@@ -278,10 +282,15 @@ class Sync:
                 )
             await self._gone(d.ref)
         if d.ref.kind == "Node":
-            if await nodes.write(client=self.client, ref=d.ref, body=self._pool_body) is None:
+            written = await nodes.write(client=self.client, ref=d.ref, body=self._pool_body)
+            if written is None:
                 change.reason = "no pool selects this Node any more (it changed since it was read)"
+            else:
+                self._applied[d.ref.key] = written
         else:
-            await self.client.apply(d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force)
+            self._applied[d.ref.key] = await self.client.apply(
+                d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force
+            )
 
     def _pool_body(self, node: dict[str, Any]) -> dict[str, Any] | None:
         """What the pools apply to ``node`` as just read (None once no pool matches it)."""
@@ -357,18 +366,29 @@ class Sync:
         with tracing.tracer().start_as_current_span("prune") as span:
             span.set_attribute("fleet.deletions", sum(c.action == Action.DELETED for c in found))
             self._not_pruned = {c.ref.key for c in found if c.action != Action.DELETED}
+            limiter = anyio.CapacityLimiter(self.options.concurrency)
+
+            async def delete(change: Change) -> None:
+                async with limiter:
+                    await self._delete(change)
+
+            # One stage at a time, in prune order (claims before the classes they name, namespaces
+            # last); within a stage, deletes run concurrently. A failure stops pruning after its stage.
             failed = ""
-            for change in found:
-                self.changes.entries.append(change)
-                if change.action != Action.DELETED:
+            for stage in stages.prune_order():
+                here = [c for c in found if (c.stage or "claims") == stage.name]
+                self.changes.entries.extend(here)
+                deleting = [c for c in here if c.action == Action.DELETED]
+                if failed:
+                    for change in deleting:
+                        change.action = Action.SKIPPED
+                        change.reason = f"not pruned: pruning stage {failed} failed"
                     continue
-                if failed and change.stage != failed:
-                    change.action = Action.SKIPPED
-                    change.reason = f"not pruned: pruning stage {failed} failed"
-                    continue
-                await self._delete(change)
-                if change.failed:
-                    failed = failed or change.stage
+                async with anyio.create_task_group() as tg:
+                    for change in deleting:
+                        tg.start_soon(delete, change)
+                if any(c.failed for c in deleting):
+                    failed = stage.name
 
     async def _kinds(self) -> list[Kind]:
         """The namespaced kinds to list before deleting a namespace: discovered once per run."""
@@ -436,7 +456,13 @@ class Sync:
         if self.options.dry_run:
             return
         declared = [*self.plan.objects, *self.desired(stages.by_name("pools"))]
-        kept = {d.ref.key: ledgers.Entry(d.obj["apiVersion"], self._origin(d.ref.key)) for d in declared}
+        recorded = self.ledger.entries
+        kept: dict[str, ledgers.Entry] = {}
+        for d in declared:
+            entry = recorded.get(d.ref.key)
+            if entry is None or entry.api_version != d.obj["apiVersion"]:
+                entry = ledgers.Entry(d.obj["apiVersion"], self._origin(d.ref.key))
+            kept[d.ref.key] = entry
         for key, entry in self.ledger.entries.items():
             kept.setdefault(key, entry)  # not pruned (prune off, kept, failed): still ours to prune later
         self.ledger.entries = kept
@@ -445,21 +471,15 @@ class Sync:
         )
         if not self.ledger.exists and not self.ledger.entries:
             return
-        await self._save(force_progress=self._saved is None or self._resumed or bool(self.changes.changed))
+        # A new revision with nothing to do changes only the progress record: keep the old one
+        # rather than write for nothing.
+        progress = self.ledger.index is None or self._resumed or bool(self.changes.changed)
+        await ledgers.save(client=self.client, ledger=self.ledger, progress=progress)
 
     async def _save_progress(self) -> None:
         self.ledger.progress.revision = self.plan.revision
         self.ledger.progress.complete = False
-        await self._save(force_progress=True)
-
-    async def _save(self, *, force_progress: bool) -> None:
-        if not force_progress and self._saved is not None:
-            # Only the progress record would change (a new revision with nothing to do):
-            # keep the old record rather than write for nothing.
-            body = self.ledger.encode()
-            if body["data"]["entries"] == self._saved["data"]["entries"]:
-                return
-        self._saved = await ledgers.save(client=self.client, ledger=self.ledger, saved=self._saved)
+        await ledgers.save(client=self.client, ledger=self.ledger, progress=True)
 
 
 class _Preconditions(NamedTuple):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 import io
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,14 +67,56 @@ class Prefetched:
     live: LiveIndex
 
 
+def staged_kinds() -> set[tuple[str, str]]:
+    """(apiVersion, kind) of every kind the stage table applies."""
+    return {(k.api_version, k.kind) for (_, kind), k in kinds_table().items() if kind in _STAGED}
+
+
 async def prefetch(*, client: Client) -> Prefetched:
     """List every kind the stage table applies before the plan is known.
 
     The CLI runs this while it parses and validates the repository, so the API
     server's listing overlaps fleet's CPU work instead of following it.
     """
-    kinds = {(k.api_version, k.kind) for (_, kind), k in kinds_table().items() if kind in _STAGED}
+    kinds = staged_kinds()
     return Prefetched(kinds=kinds, live=await live_index(client=client, kinds=kinds))
+
+
+class Settled:
+    """What ``normalizations.unchanged_without_dry_run`` answered, kept between runs by a process
+    that reconciles again and again (the controller): the answer is a pure function of the live
+    object's version (uid, resourceVersion) and the desired content (its applied hash and field
+    manager), so a repeated no-op re-derives nothing. Entries not asked for by the last run are
+    dropped (``sweep``): it holds one cluster's worth."""
+
+    def __init__(self) -> None:
+        self.answers: dict[tuple[str, str, str, str, str], bool] = {}
+        self._asked: set[tuple[str, str, str, str, str]] = set()
+
+    def unchanged(self, d: Desired, live: dict[str, Any]) -> bool:
+        meta = live.get("metadata") or {}
+        key = (
+            d.ref.key,
+            str(meta.get("uid", "")),
+            str(meta.get("resourceVersion", "")),
+            normalizations.annotation(d.obj, ownership.APPLIED),
+            d.field_manager,
+        )
+        self._asked.add(key)
+        found = self.answers.get(key)
+        if found is None:
+            found = self.answers[key] = _unchanged(d, live)
+        return found
+
+    def sweep(self) -> None:
+        self.answers = {k: v for k, v in self.answers.items() if k in self._asked}
+        self._asked = set()
+
+
+def _unchanged(d: Desired, live: dict[str, Any]) -> bool:
+    return normalizations.unchanged_without_dry_run(
+        with_live_revision(d.obj, live), live, manager=d.field_manager, wanted=d.leaves
+    )
 
 
 async def diff_objects(
@@ -86,12 +128,15 @@ async def diff_objects(
     ignore_managers: Iterable[str] = (),
     force: bool = False,
     preview_creations: bool = True,
+    settled: Settled | None = None,
 ) -> list[Change]:
     """One Change per desired object: created, configured or unchanged (or skipped, with the error).
 
     ``preview_creations=False`` (apply, not diff) skips the dry-run of objects that do
     not exist yet: the apply that follows says everything the dry-run would have.
+    ``settled`` remembers the no-dry-run answers between runs (see ``Settled``).
     """
+    unchanged = settled.unchanged if settled is not None else _unchanged
     ignored = tuple(ignore_managers)
     changes: list[Change | None] = [None] * len(desired)
     limiter = anyio.CapacityLimiter(concurrency)
@@ -102,11 +147,11 @@ async def diff_objects(
 
     # The pure test is CPU work over every object (about 1 s per 10,000): a worker thread keeps
     # the event loop free for the controller's Lease renewals, probes and webhooks.
-    settled = await anyio.to_thread.run_sync(lambda: _settled_without_dry_run(desired, live))
+    answers = await anyio.to_thread.run_sync(lambda: _answers(desired, live, unchanged))
     async with anyio.create_task_group() as tg:
         for i, d in enumerate(desired):
             current = live.get(d.ref.key)
-            if settled[i]:
+            if answers[i]:
                 changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.UNCHANGED)
                 continue
             if current is None and not preview_creations:
@@ -116,17 +161,14 @@ async def diff_objects(
     return [c for c in changes if c is not None]
 
 
-def _settled_without_dry_run(desired: list[Desired], live: LiveIndex) -> list[bool]:
+def _answers(
+    desired: list[Desired], live: LiveIndex, unchanged: Callable[[Desired, dict[str, Any]], bool]
+) -> list[bool]:
     """For each desired object: live already is what applying it would make (no dry-run needed)."""
     out: list[bool] = []
     for d in desired:
         current = live.get(d.ref.key)
-        out.append(
-            current is not None
-            and normalizations.unchanged_without_dry_run(
-                with_live_revision(d.obj, current), current, manager=d.field_manager
-            )
-        )
+        out.append(current is not None and unchanged(d, current))
     return out
 
 
@@ -310,10 +352,12 @@ def _yaml(obj: dict[str, Any] | None) -> str:
 __all__ = [
     "LiveIndex",
     "Prefetched",
+    "Settled",
     "deletions",
     "diff_objects",
     "live_index",
     "prefetch",
+    "staged_kinds",
     "unified",
     "with_live_revision",
 ]
