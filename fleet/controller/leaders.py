@@ -95,7 +95,14 @@ async def elect(
     timings = timings or leases.Timings()
     while True:
         try:
-            async with writers.lock(client=client, cluster=cluster, holder=identity, wait=True, timings=timings):
+            async with writers.lock(
+                client=client,
+                cluster=cluster,
+                holder=identity,
+                wait=True,
+                timings=timings,
+                on_wait=lambda record: logger.info("following: Lease held by %s", record.describe()),
+            ):
                 logger.info("leading: holding Lease %s", writers.lease_ref(cluster))
                 leader.gained(identity=identity)
                 try:

@@ -144,7 +144,7 @@ def test_sigterm_releases_the_lease_and_exits_cleanly(
     assert applied.returncode == 2, applied.stdout + applied.stderr
     assert f"Lease fleet-system/fleet-{replicas.cluster} is held by a" in applied.stderr, applied.stderr
     replicas.start("b")
-    time.sleep(3)  # b is up and waiting for the Lease
+    wait_for(lambda: "following: Lease held by a" in replicas.log("b"), within=60, what="b follows")
     signalled = datetime.now(UTC)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0, replicas.log("a")
