@@ -1,5 +1,6 @@
-# fleet's image: fleetctl and the library, pinned by constraints.txt.
-# Run as: docker run --rm -v "$PWD:/repo" -e KUBECONFIG=/kube/config -v ~/.kube:/kube fleet validate /repo
+# fleet's image: fleet-controller (the default command) and fleetctl, pinned by constraints.txt.
+# In a cluster: kubectl apply -k overlays/single-replica (or overlays/ha); see docs/install.md.
+# fleetctl:     docker run --rm -v "$PWD:/repo" --entrypoint fleetctl fleet validate /repo
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml constraints.txt README.md ./
@@ -9,14 +10,18 @@ RUN python -m venv /opt/fleet \
  && /opt/fleet/bin/pip install --no-cache-dir -c constraints.txt .
 
 FROM python:3.11-slim
-# git: the controller and `fleetctl` read fleet repositories through GitPython, which runs git.
+# git: the controller's source (and fleetctl on a checkout) runs git; ssh for ssh:// remotes.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends git ca-certificates \
+ && apt-get install -y --no-install-recommends git openssh-client ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --uid 65532 --create-home fleet
+ && useradd --uid 65532 --no-create-home --home-dir /var/cache/fleet fleet \
+ && mkdir -p /var/cache/fleet && chown 65532:65532 /var/cache/fleet
 COPY --from=build /opt/fleet /opt/fleet
 COPY schemas /opt/fleet/share/fleet/schemas
-ENV PATH=/opt/fleet/bin:$PATH PYTHONUNBUFFERED=1
-USER 65532
-ENTRYPOINT ["fleetctl"]
-CMD ["--help"]
+ENV PATH=/opt/fleet/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
+    HOME=/var/cache/fleet FLEET_STATE_DIR=/var/cache/fleet
+USER 65532:65532
+EXPOSE 8080
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+  CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=4)"]
+ENTRYPOINT ["fleet-controller"]

@@ -23,8 +23,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="fleetctl",
         description="GitOps for Kubernetes GPU fleets with Dynamic Resource Allocation.",
     )
-    parser.add_argument("--trace", action="store_true", dest="global_trace",
-                        help="print the run's OpenTelemetry spans to stderr (same as the command's --trace)")
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        dest="global_trace",
+        help="print the run's OpenTelemetry spans to stderr (same as the command's --trace)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import anyio
+import anyio.lowlevel
 
 from fleet import helm
 from fleet.engine import adoptions, blockers, diffs, healths, ledgers, nodes, operators, ownership, plans, stages
@@ -70,9 +71,11 @@ class Sync:
     changes: ChangeSet = field(init=False)
     ledger: ledgers.Ledger = field(init=False)
     prefetched: diffs.Prefetched | None = None
+    """Live objects listed while the plan was being computed (``diffs.prefetch``), if any."""
     settled: diffs.Settled | None = None
     """The no-dry-run answers of earlier runs (a process that reconciles repeatedly keeps one)."""
-    """Live objects listed while the plan was being computed (``diffs.prefetch``), if any."""
+    reader: healths.Reader | None = None
+    """Where health gates read live objects (default: the client, by listing; the controller: its watch cache)."""
     live: diffs.LiveIndex = field(init=False, default_factory=dict)
     steps: list[str] = field(init=False, default_factory=list)
     _applied: dict[str, dict[str, Any]] = field(init=False, default_factory=dict)
@@ -185,6 +188,9 @@ class Sync:
                     preview_creations=self.options.dry_run,
                 )
             for change, d in zip(found, desired, strict=True):
+                if change.action == Action.CREATED and self._deleted_outside(d.ref.key):
+                    change.drift = True
+                    change.reason = "deleted in the cluster"
                 _apply_drift_policy(change, d.drift)
                 if change.replace:
                     self._guard_replace(change)
@@ -227,6 +233,7 @@ class Sync:
                         plan=self.plan,
                         timeout=self.options.health_timeout,
                         applied=self._applied,
+                        reader=self.reader,
                     )
             except healths.HealthTimeout:
                 self._stopped = True
@@ -276,6 +283,10 @@ class Sync:
                     self._stopped = True
                     raise
 
+    def _deleted_outside(self, key: str) -> bool:
+        """Recorded by a complete run, now missing: someone deleted it (not a crash before its create)."""
+        return key in self.ledger.entries and key not in self.live and not self._resumed
+
     async def _apply_all(self, todo: list[tuple[Change, plans.Desired]]) -> None:
         limiter = anyio.CapacityLimiter(self.options.concurrency)
         tracer = tracing.tracer()
@@ -286,30 +297,12 @@ class Sync:
                 attrs[tracing.FIELD_MANAGER] = d.field_manager
                 with tracer.start_as_current_span("apply object", attributes=attrs) as span:
                     started = time.monotonic()
+                    # Shielded: a cancelled run (SIGTERM, lost leadership) finishes the object in
+                    # flight rather than leave a replace half done; objects not started are not started.
+                    await anyio.lowlevel.checkpoint()
                     try:
-                        if change.replace:
-                            preconditions = await self._free(change, self.live.get(d.ref.key))
-                            if preconditions is None:
-                                change.duration = time.monotonic() - started
-                                return
-                            with contextlib.suppress(NotFound):
-                                await self.client.delete(
-                                    d.ref,
-                                    uid=preconditions.uid,
-                                    resource_version=preconditions.resource_version,
-                                    propagation="Foreground",
-                                )
-                            await self._gone(d.ref)
-                        if d.ref.kind == "Node":
-                            written = await nodes.write(client=self.client, ref=d.ref, body=self._pool_body)
-                            if written is None:
-                                change.reason = "no pool selects this Node any more (it changed since it was read)"
-                            else:
-                                self._applied[d.ref.key] = written
-                        else:
-                            self._applied[d.ref.key] = await self.client.apply(
-                                d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force
-                            )
+                        with anyio.CancelScope(shield=True):
+                            await self._write(change, d)
                     except KubeError as err:
                         change.error = str(err)
                         span.set_attribute("error.type", type(err).__name__)
@@ -318,6 +311,31 @@ class Sync:
         async with anyio.create_task_group() as tg:
             for change, d in todo:
                 tg.start_soon(one, change, d)
+
+    async def _write(self, change: Change, d: plans.Desired) -> None:
+        """Apply one object (a replace deletes it first, as ``_free`` allows); Nodes from a fresh read."""
+        if change.replace:
+            preconditions = await self._free(change, self.live.get(d.ref.key))
+            if preconditions is None:
+                return
+            with contextlib.suppress(NotFound):
+                await self.client.delete(
+                    d.ref,
+                    uid=preconditions.uid,
+                    resource_version=preconditions.resource_version,
+                    propagation="Foreground",
+                )
+            await self._gone(d.ref)
+        if d.ref.kind == "Node":
+            written = await nodes.write(client=self.client, ref=d.ref, body=self._pool_body)
+            if written is None:
+                change.reason = "no pool selects this Node any more (it changed since it was read)"
+            else:
+                self._applied[d.ref.key] = written
+        else:
+            self._applied[d.ref.key] = await self.client.apply(
+                d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force
+            )
 
     def _pool_body(self, node: dict[str, Any]) -> dict[str, Any] | None:
         """What the pools apply to ``node`` as just read (None once no pool matches it)."""
@@ -532,17 +550,18 @@ def _uid(obj: dict[str, Any] | None) -> str | None:
 
 
 def _apply_drift_policy(change: Change, policy: str) -> None:
-    """Cluster-side drift under ``warn`` is reported, under ``ignore`` hidden; git changes always apply."""
+    """Cluster-side drift under ``report`` is reported, under ``ignore`` hidden; git changes always apply."""
     if not change.drift or policy == "enforce":
         return
     by = f" ({change.error.splitlines()[0]})" if change.error else ""
     change.error = ""  # a conflict over drift is what the policy is about, not a failure
-    if policy == "warn":
+    what = "deleted in the cluster" if change.action == Action.CREATED else "changed in the cluster"
+    if policy == "report":
         change.action = Action.SKIPPED
-        change.reason = f"changed in the cluster{by}; drift policy warn: reported, not re-applied"
+        change.reason = f"{what}{by}; drift policy report: reported, not re-applied"
     else:
         change.action = Action.UNCHANGED
-        change.reason = "changed in the cluster; drift policy ignore"
+        change.reason = f"{what}; drift policy ignore"
 
 
 _ALWAYS_CHECKED = (stages.Gate.CLASSES_PUBLISHED, stages.Gate.POOLS_APPLIED)

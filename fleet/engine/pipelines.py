@@ -30,6 +30,7 @@ from fleet import kube
 from fleet.engine import diffs, plans
 from fleet.errors import FleetError
 from fleet.manifests import ParseCache, TreeCache, kinds, load_revision, read_tree
+from fleet.manifests.findings import Finding
 from fleet.manifests.limits import Limits
 from fleet.manifests.trees import loadable
 from fleet.manifests.views import resolve
@@ -67,11 +68,22 @@ def _digest(files: dict[str, bytes]) -> bytes:
     return h.digest()
 
 
-def load_plan(repo: Path, *, cluster: str, cache: LoadCache | None = None) -> plans.Plan:
-    """Validate ``repo`` for ``cluster`` and plan it; FleetError listing the findings if invalid.
+@dataclass(frozen=True)
+class Checked:
+    """A checkout validated for one cluster: its plan, or the error findings that refuse it."""
 
-    With a ``cache`` (kept by the caller between calls), unchanged files are not read or
-    parsed again and an unchanged repository is not validated or planned again.
+    revision: str
+    plan: plans.Plan | None
+    findings: tuple[Finding, ...] = ()
+
+
+def check_and_plan(repo: Path, *, cluster: str, revision: str | None = None, cache: LoadCache | None = None) -> Checked:
+    """Validate ``repo`` for ``cluster`` and plan it if it validates (CPU work: run it in a thread).
+
+    ``revision`` names the checkout when the caller knows it (the controller's git
+    source); otherwise it is ``revision_id``. With a ``cache`` (kept by the caller
+    between calls), unchanged files are not read or parsed again and an unchanged
+    repository is not validated or planned again.
     """
     if not repo.is_dir():
         raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
@@ -81,16 +93,36 @@ def load_plan(repo: Path, *, cluster: str, cache: LoadCache | None = None) -> pl
             cache.tree.begin(now=time.time())
         files, problems = read_tree(repo, limits=Limits(), cache=cache.tree if cache else None)
         sha = ""
+        digest = b""
         if cache is not None and not problems:
             digest = _digest(files)
-            sha = revision_id(repo, files=files, loadable=loadable)  # git: load_plan runs in a worker thread
+            sha = revision or revision_id(repo, files=files, loadable=loadable)  # git: a worker thread
             if cache.last is not None and cache.last[:3] == (digest, cluster, sha):
                 span.set_attribute("fleet.cached", True)
-                return cache.last[3]
-        revision = load_revision(files, findings=tuple(problems), cache=cache.parsed if cache else None)
-        findings = [f for f in check(revision, clusters=[cluster]) if f.severity == "error"]
+                return Checked(revision=sha, plan=cache.last[3])
+        loaded = load_revision(files, findings=tuple(problems), cache=cache.parsed if cache else None)
+        findings = tuple(f for f in check(loaded, clusters=[cluster]) if f.severity == "error")
         span.set_attribute("fleet.findings", len(findings))
+    sha = sha or revision or revision_id(repo, files=files, loadable=loadable)
     if findings:
+        return Checked(revision=sha, plan=None, findings=findings)
+    view = resolve(loaded, cluster=cluster)
+    with tracer.start_as_current_span("render", attributes={tracing.CLUSTER: cluster, tracing.REVISION: sha}):
+        plan = plans.plan(view, revision=sha)
+    if cache is not None and not problems:
+        cache.last = (digest, cluster, sha, plan)
+    return Checked(revision=sha, plan=plan)
+
+
+def load_plan(repo: Path, *, cluster: str, cache: LoadCache | None = None) -> plans.Plan:
+    """Validate ``repo`` for ``cluster`` and plan it; FleetError listing the findings if invalid.
+
+    With a ``cache`` (kept by the caller between calls), unchanged files are not read or
+    parsed again and an unchanged repository is not validated or planned again.
+    """
+    checked = check_and_plan(repo, cluster=cluster, cache=cache)
+    if checked.plan is None:
+        findings = checked.findings
         shown = "\n  ".join(f"{f.location} {f.rule} {f.message}" for f in findings[:10])
         more = f"\n  ... and {len(findings) - 10} more" if len(findings) > 10 else ""
         raise FleetError(
@@ -98,13 +130,7 @@ def load_plan(repo: Path, *, cluster: str, cache: LoadCache | None = None) -> pl
             where=str(repo),
             hint=f"run fleetctl validate {repo} --cluster {cluster}",
         )
-    view = resolve(revision, cluster=cluster)
-    sha = sha or revision_id(repo, files=files, loadable=loadable)  # git: load_plan runs in a worker thread
-    with tracer.start_as_current_span("render", attributes={tracing.CLUSTER: cluster, tracing.REVISION: sha}):
-        plan = plans.plan(view, revision=sha)
-    if cache is not None and not problems:
-        cache.last = (_digest(files), cluster, sha, plan)
-    return plan
+    return checked.plan
 
 
 OVERLAP_MAX_FILES = 5_000
@@ -201,7 +227,9 @@ def cluster_context(repo: Path, *, cluster: str) -> str | None:
 
 __all__ = [
     "OVERLAP_MAX_FILES",
+    "Checked",
     "LoadCache",
+    "check_and_plan",
     "cluster_context",
     "connect",
     "load_plan",

@@ -25,9 +25,11 @@ namespace (``kube-*``, ``default``, fleet's own, the operator's): ``plan`` refus
 as ``fleetctl validate`` does (rule ``reserved-namespace``).
 
 Every object is stamped with ownership labels and source/revision annotations, and
-carries its drift policy (the team's ``driftPolicy``, else the Fleet default): when the
-cluster changed an object git did not, ``enforce`` re-applies it, ``warn`` reports it
-without writing, ``ignore`` leaves it alone silently.
+carries its drift policy: when the cluster changed an object git did not, ``enforce``
+re-applies it, ``report`` records it without writing, ``ignore`` leaves it alone
+silently. The most specific declaration wins: the team's ``driftPolicyByKind``, the
+team's ``driftPolicy``, the Fleet's ``defaults.driftPolicyByKind``, then its
+``defaults.driftPolicy`` (``drift_policy``, see ``drift_policy``).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class Desired:
     source: str
     field_manager: str = ownership.MANAGER
     drift: str = "enforce"
-    """What to do when the cluster changed the object but git did not: enforce, warn, ignore."""
+    """What to do when the cluster changed the object but git did not: enforce, report, ignore."""
     force: bool = False
     """Always take ownership (pool Nodes: their taints are an atomic list shared with controllers)."""
     adopt: bool = False
@@ -120,6 +122,8 @@ class Plan:
     teams: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Team name → its namespaces (for the running-pods guard on removal)."""
     operator: OperatorRelease | None = None
+    prune: bool = True
+    """The Fleet's ``defaults.prune``: whether the controller prunes (``fleetctl apply`` asks ``--prune``)."""
 
     def in_stage(self, stage: stages.Stage) -> list[Desired]:
         return list(self._by_stage.get(stage.name, ()))
@@ -139,13 +143,14 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
     teams: dict[str, tuple[str, ...]] = {}
 
     fleet = view.fleet.model if view.fleet is not None else None
-    default_drift = fleet.spec.defaults.drift_policy if isinstance(fleet, kinds.Fleet) else "enforce"
-    drift_of: dict[str, str] = {}
+    defaults = fleet.spec.defaults if isinstance(fleet, kinds.Fleet) else kinds.FleetDefaults()
+    team_specs: dict[str, kinds.TeamSpec] = {}
 
-    def add(obj: dict[str, Any], source: str, drift: str = default_drift, *, adopt: bool = False) -> None:
+    def add(obj: dict[str, Any], source: str, team: str = "", *, adopt: bool = False) -> None:
         requested = _adoption_requested(obj)
         adopt = adopt or requested
         stamped = ownership.stamp(obj, cluster=cluster, revision=revision, source=source)
+        drift = drift_policy(obj["kind"], team=team_specs.get(team), defaults=defaults)
         out.append(Desired(obj=stamped, stage=stages.stage_of(obj["kind"]), source=source, drift=drift, adopt=adopt))
 
     operator = view.operator.model if view.operator is not None else None
@@ -162,11 +167,11 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
                     hint="give the team a namespace of its own",
                 )
         teams[team.name] = tuple(model.spec.namespaces)
-        drift_of[team.name] = model.spec.drift_policy or default_drift
+        team_specs[team.name] = model.spec
         adopted = model.spec.adopted_namespaces()
         for obj in team_objects(model):
             namespace = obj["kind"] == "Namespace" and obj["metadata"]["name"] in adopted
-            add(obj, str(team.location), drift_of[team.name], adopt=namespace)
+            add(obj, str(team.location), team.name, adopt=namespace)
     for manifest in view.device_classes:
         add(_clean(manifest.data), str(manifest.location))
     default_ns = {name: namespaces[0] for name, namespaces in teams.items()}
@@ -178,7 +183,7 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
             obj["metadata"]["namespace"] = default_ns[team_name]
         if team_name:
             obj["metadata"].setdefault("labels", {})[ownership.TEAM_LABEL] = team_name
-        add(obj, str(manifest.location), drift_of.get(team_name, default_drift))
+        add(obj, str(manifest.location), team_name)
     pools = tuple(_pool_rule(p.model, str(p.location)) for p in view.pools if isinstance(p.model, kinds.GPUNodePool))
     ordered = sorted(out, key=lambda d: (stages.index(d.stage), d.ref))
     declared = view.operator
@@ -189,7 +194,18 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         pools=pools,
         teams=teams,
         operator=_operator(declared.model, str(declared.location)) if declared else None,
+        prune=defaults.prune,
     )
+
+
+def drift_policy(kind: str, *, team: kinds.TeamSpec | None, defaults: kinds.FleetDefaults) -> str:
+    """The drift policy of an object of ``kind``: the most specific declaration wins."""
+    if team is not None:
+        if kind in team.drift_policy_by_kind:
+            return team.drift_policy_by_kind[kind]
+        if team.drift_policy:
+            return team.drift_policy
+    return defaults.drift_policy_by_kind.get(kind, defaults.drift_policy)
 
 
 def team_objects(team: kinds.Team) -> list[dict[str, Any]]:

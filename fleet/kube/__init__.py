@@ -31,7 +31,7 @@ retries, error types and request accounting are decided once, here.
 
 from __future__ import annotations
 
-from fleet.kube.clients import Client, ListResult, RequestCounts, connect
+from fleet.kube.clients import Client, ListResult, RequestCounts, connect, in_cluster
 from fleet.kube.errors import (
     Cause,
     Conflict,
@@ -65,5 +65,6 @@ __all__ = [
     "TooManyRequests",
     "Unreachable",
     "connect",
+    "in_cluster",
     "watch",
 ]

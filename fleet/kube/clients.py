@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import warnings
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -364,6 +365,15 @@ class Client:
         return result
 
 
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+_NO_KUBECONFIG = "/nonexistent/fleet-in-cluster/kubeconfig"
+
+
+def in_cluster(*, service_account: str = SERVICE_ACCOUNT_DIR) -> bool:
+    """Whether this process runs with a pod's in-cluster configuration (service host and token present)."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.isfile(os.path.join(service_account, "token"))
+
+
 def _error(response: httpx.Response, *, where: str, retry_after: float = 0.0) -> errors.KubeError:
     body: object
     try:
@@ -379,18 +389,25 @@ async def connect(
     context: str | None = None,
     timeout: float = 30.0,  # noqa: ASYNC109 - the per-request timeout the client keeps, not a wait
     retry: retries.RetryPolicy | None = None,
+    service_account: str | None = None,
 ) -> Client:
     """Open a client like kubectl: ``kubeconfig`` (else ``$KUBECONFIG``, else ~/.kube/config), ``context``.
 
-    Checks the server answers (``/version``) within ``timeout`` seconds; every later
-    request gets the same timeout per attempt.
+    ``service_account`` (a directory holding ``token``, ``ca.crt`` and ``namespace``,
+    in a pod ``SERVICE_ACCOUNT_DIR``) connects with the in-cluster configuration
+    instead: ``KUBERNETES_SERVICE_HOST``/``PORT`` and that token, re-read when it
+    expires (a 401 renews the credentials). Checks the server answers (``/version``)
+    within ``timeout`` seconds; every later request gets the same timeout per attempt.
     """
     where = f"context {context}" if context else (kubeconfig or "kubeconfig")
+    if service_account:
+        where = f"in-cluster ({service_account})"
+        kubeconfig = _NO_KUBECONFIG  # kr8s falls back to the service account when no kubeconfig loads
     try:
         with anyio.fail_after(timeout), warnings.catch_warnings():
             # kr8s warns on any Kubernetes newer than it was tested with; we only use its session.
             warnings.simplefilter("ignore", UserWarning)
-            api = await kr8s.asyncio.api(kubeconfig=kubeconfig, context=context)
+            api = await kr8s.asyncio.api(kubeconfig=kubeconfig, context=context, serviceaccount=service_account)
     except TimeoutError as exc:
         raise errors.Unreachable(
             f"the API server did not answer within {timeout:g}s",
@@ -421,4 +438,13 @@ async def connect(
     )
 
 
-__all__ = ["APPLY_PATCH", "WRITE_VERBS", "Client", "ListResult", "RequestCounts", "connect"]
+__all__ = [
+    "APPLY_PATCH",
+    "SERVICE_ACCOUNT_DIR",
+    "WRITE_VERBS",
+    "Client",
+    "ListResult",
+    "RequestCounts",
+    "connect",
+    "in_cluster",
+]

@@ -118,6 +118,7 @@ def builtin() -> dict[tuple[str, str], Kind]:
         _k("apps", "v1", "Deployment", "deployments", True),
         _k("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False),
         _k("nvidia.com", "v1", "ClusterPolicy", "clusterpolicies", False),
+        _k("fleet.gpufleet.dev", "v1alpha1", "FleetSync", "fleetsyncs", False),
     ]
     return {(k.api_version, k.kind): k for k in kinds}
 

@@ -20,12 +20,15 @@ API_VERSION = "fleet.gpufleet.dev/v1alpha1"
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 """The namespace label without which the API server refuses ``adminAccess: true`` requests."""
 
-DriftPolicy = Literal["enforce", "warn", "ignore"]
-"""``enforce`` re-applies drifted objects, ``warn`` reports them, ``ignore`` neither."""
+DriftPolicy = Literal["enforce", "report", "ignore"]
+"""What to do when the cluster changed an object git did not: ``enforce`` repairs it,
+``report`` records it (status, Event, metric) and leaves it alone, ``ignore`` neither."""
 
 
 class FleetDefaults(Model):
     drift_policy: DriftPolicy = "enforce"
+    drift_policy_by_kind: dict[str, DriftPolicy] = Field(default_factory=dict)
+    """Per kind (e.g. ``DeviceClass: report``): overrides ``driftPolicy`` for objects of that kind."""
     prune: bool = True
     """Delete objects fleet applied earlier that the repository no longer declares."""
 
@@ -167,6 +170,8 @@ class TeamSpec(Model):
     """Maximum devices per device class, over all the team's claims (ResourceQuota)."""
     drift_policy: DriftPolicy | None = None
     """Overrides the fleet default for the team's objects."""
+    drift_policy_by_kind: dict[str, DriftPolicy] = Field(default_factory=dict)
+    """Per kind, for the team's objects: overrides the team's and the fleet's policies."""
     adopt_namespaces: bool | list[str] = False
     """Namespaces that exist before fleet and that fleet may take over: ``true`` for all of
     ``namespaces``, or a list of them. Without it, an existing namespace is a conflict.

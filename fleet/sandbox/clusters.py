@@ -67,6 +67,8 @@ class Sandbox:
     bin_dir: dict[str, str] = field(default_factory=dict)
     pools: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    attached: list[processes.Running] = field(default_factory=list)
+    """Processes started against the sandbox (the demo's controller): stopped by ``down``, not part of its health."""
 
     @property
     def kubeconfig(self) -> Path:
@@ -102,6 +104,7 @@ class Sandbox:
         data = asdict(self)
         data["directory"] = str(self.directory)
         data["components"] = [dict(asdict(c), log=str(c.log)) for c in self.components]
+        data["attached"] = [dict(asdict(c), log=str(c.log)) for c in self.attached]
         tmp = self.directory / "state.json.tmp"
         tmp.write_text(json.dumps(data, indent=2))
         tmp.replace(self.directory / "state.json")
@@ -116,6 +119,10 @@ class Sandbox:
             processes.Running(name=c["name"], pid=c["pid"], binary=c["binary"], log=Path(c["log"]))
             for c in data.get("components", [])
         ]
+        attached = [
+            processes.Running(name=c["name"], pid=c["pid"], binary=c["binary"], log=Path(c["log"]))
+            for c in data.get("attached", [])
+        ]
         return cls(
             directory=directory,
             ports=data["ports"],
@@ -123,6 +130,7 @@ class Sandbox:
             bin_dir=data.get("bin_dir", {}),
             pools=data.get("pools", {}),
             timings=data.get("timings", {}),
+            attached=attached,
         )
 
     def healthy(self) -> bool:
@@ -406,9 +414,9 @@ def down(*, directory: Path | None = None, progress: Progress = _stderr) -> bool
             shutil.rmtree(directory, ignore_errors=True)
         progress(f"no sandbox at {directory}")
         return False
-    for comp in reversed(sb.components):
+    for comp in [*reversed(sb.attached), *reversed(sb.components)]:
         processes.stop(comp)
-    leftovers = [(c.name, p) for c in sb.components for p in processes.group_members(c.pid)]
+    leftovers = [(c.name, p) for c in [*sb.attached, *sb.components] for p in processes.group_members(c.pid)]
     if leftovers:
         raise SandboxError(
             f"processes still running after stop: {leftovers}",
@@ -418,6 +426,17 @@ def down(*, directory: Path | None = None, progress: Progress = _stderr) -> bool
     shutil.rmtree(directory, ignore_errors=True)
     progress(f"sandbox at {directory} stopped and removed")
     return True
+
+
+def attach(sb: Sandbox, *, name: str, argv: list[str], env: dict[str, str] | None = None) -> processes.Running:
+    """Start ``argv`` as a process that belongs to the sandbox: ``down`` stops it (log in ``logs/<name>.log``)."""
+    for old in [c for c in sb.attached if c.name == name]:
+        processes.stop(old)
+        sb.attached.remove(old)
+    running = processes.start(name, argv, logs=sb.directory / "logs", env=env)
+    sb.attached.append(running)
+    sb.save()
+    return running
 
 
 def status(*, directory: Path | None = None) -> dict[str, Any]:
@@ -449,6 +468,7 @@ __all__ = [
     "FIELD_MANAGER",
     "Sandbox",
     "apply",
+    "attach",
     "default_dir",
     "down",
     "publish_gpus",

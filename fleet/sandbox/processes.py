@@ -52,12 +52,18 @@ def port_in_use(port: int) -> bool:
     return False
 
 
-def start(name: str, argv: list[str], *, logs: Path) -> Running:
+def start(name: str, argv: list[str], *, logs: Path, env: dict[str, str] | None = None) -> Running:
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{name}.log"
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+            env=env,
         )
     running = Running(name=name, pid=proc.pid, binary=argv[0], log=log)
     # Until the child has exec'd, /proc shows our own command line; wait for the exec so

@@ -1,30 +1,38 @@
-"""``fleetctl demo``: the whole flow on the embedded default, end to end.
+"""``fleetctl demo``: the whole GitOps flow on the sandbox, driven by the in-cluster controller.
 
-Starts the sandbox (a real control plane) with the GPU nodes the chosen
-cluster of the example repository expects (``examples/sandbox/<cluster>.yaml``:
-16 H100, 4 A100 and 2 H200 nodes for gpu-east), then runs what a platform team runs against the example
-fleet repository: validate, diff, apply, diff again (nothing left to change),
-and finally schedules the guide's single-GPU pod with a team's claim template
-to show the DRA path working. Each step is an ordinary ``fleetctl`` command,
-printed before it runs, so the demo doubles as a tutorial.
+1. Starts the sandbox (a real control plane) with the GPU nodes the chosen cluster of
+   the example repository expects (``examples/sandbox/<cluster>.yaml``: 16 H100,
+   4 A100 and 2 H200 nodes for gpu-east) and validates the example fleet.
+2. Makes a local git repository of the example (``<sandbox>/git``) and starts
+   ``fleet-controller`` against it as part of the sandbox (``fleetctl sandbox down``
+   stops it too), then waits as ``kubectl wait --for=condition=Ready fleetsync/...``.
+3. A pull-request-shaped change: a branch adds a team's claim template, is merged
+   into main and pushed; a signed webhook tells the controller, which applies it
+   within seconds.
+4. A bad commit (a template naming a device class its team may not use) is
+   rejected: ``fleetctl status`` names its file, line and rule, and the cluster
+   keeps the last good revision.
+5. Schedules the guide's single-GPU pod with a team's template (the DRA path), and
+   prints how to look around: status, metrics, traces, logs.
 
-The example fleet installs the GPU Operator from NVIDIA's chart repository, which
-the sandbox cannot reach. The demo serves the stand-in chart (``fleet.sandbox.charts``)
-from a Helm repository on 127.0.0.1, runs on a copy of the repository with one more
-overlay (``overlays/zz-sandbox``) that points ``spec.chart.repository`` at it, and
-plays the operator's controller (``fleet.sandbox.operators``) so the operator stage
-installs, gates and reports like the others.
+Each step prints the command it stands for, so the demo doubles as a tutorial.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import hmac
 import json
+import os
 import shlex
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +40,52 @@ from fleet.sandbox import binaries, charts, clusters, credentials, profiles
 from fleet.sandbox.operators import StandInOperator
 from fleetctl import cli
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fleet"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "fleet"
 PROFILES = EXAMPLE.parent / "sandbox"
+CRD = ROOT / "overlays" / "base" / "fleetsync-crd.yaml"
+SECRET = "fleet-demo-webhook-secret"
+NEW_TEMPLATE = """\
+# Added by a pull request of the ml-research team: two GPUs of the same model.
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: two-h100
+  namespace: ml-research
+spec:
+  spec:
+    devices:
+      requests:
+        - name: gpus
+          exactly:
+            deviceClassName: gpu.nvidia.com
+            count: 2
+            selectors:
+              - cel:
+                  expression: device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'
+"""
+BAD_TEMPLATE = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: passthrough
+  namespace: inference
+spec:
+  spec:
+    devices:
+      requests:
+        - name: gpu
+          exactly:
+            deviceClassName: vfio.gpu.nvidia.com
+"""
 
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "demo",
-        help="sandbox + example fleet: validate, diff, apply, run a GPU pod",
-        description="Run fleet end to end on the local sandbox with the example fleet repository.",
+        help="sandbox + local git repository + fleet-controller: apply, a merged PR, a rejected bad commit",
+        description="Run fleet end to end on the local sandbox: the controller follows a local git repository "
+        "made from the example fleet.",
     )
     parser.add_argument("repo", nargs="?", type=Path, default=EXAMPLE, help="fleet repository (default: the example)")
     parser.add_argument("--cluster", default="gpu-east", help="which Cluster of the repository the sandbox plays")
@@ -54,45 +99,36 @@ def _step(title: str, argv: list[str]) -> int:
     return code
 
 
-def sandbox_overlay(*, cluster: str, chart_repository: str) -> str:
-    """The overlay that points the repository's GPUOperator at the sandbox's chart repository."""
-    return (
-        "# Written by fleetctl demo: install the GPU Operator from the sandbox's loopback chart repository.\n"
-        + json.dumps(
-            {
-                "apiVersion": "fleet.gpufleet.dev/v1alpha1",
-                "kind": "Overlay",
-                "metadata": {"name": "zz-sandbox"},
-                "spec": {
-                    "clusters": {"names": [cluster]},
-                    "patches": [
-                        {
-                            "target": {
-                                "apiVersion": "fleet.gpufleet.dev/v1alpha1",
-                                "kind": "GPUOperator",
-                                "name": "gpu-operator",
-                            },
-                            "patch": {"spec": {"chart": {"repository": chart_repository}}},
-                        }
-                    ],
-                },
-            },
-            indent=2,
-        )
-        + "\n"
-    )
+def _say(text: str) -> None:
+    print(f"\n# {text}", flush=True)
+
+
+def _git(cwd: Path, *args: str) -> str:
+    argv = ["git", "-c", "user.name=fleet demo", "-c", "user.email=demo@fleet.invalid", *args]
+    return subprocess.run(argv, cwd=cwd, check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+
+
+def _shell(cwd: Path, command: str) -> str:
+    print(f"$ {command}", flush=True)
+    return _git(cwd, *shlex.split(command)[1:])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _demo(args: argparse.Namespace) -> int:
     profile = PROFILES / f"{args.cluster}.yaml"
     sb = clusters.up(profile=profiles.load(profile if profile.exists() else None))
-    helm = binaries.locate()
-    if helm is None:
+    found = binaries.locate()
+    if found is None:
         print("the sandbox binaries are not built: run fleetctl sandbox build", file=sys.stderr)
         return 2
     with (
         tempfile.TemporaryDirectory(prefix="fleet-demo-") as tmp,
-        charts.serve(Path(tmp) / "charts", helm=helm["helm"]) as url,
+        charts.serve(Path(tmp) / "charts", helm=found["helm"]) as url,
     ):
         repo = Path(tmp) / "fleet"
         shutil.copytree(args.repo, repo)
@@ -104,21 +140,180 @@ def _demo(args: argparse.Namespace) -> int:
             flush=True,
         )
         with StandInOperator(sb):
-            return _flow(args, sb, repo=str(repo), helm=str(helm["helm"]))
+            return _flow(args, sb, repo=repo, helm=found["helm"])
 
 
-def _flow(args: argparse.Namespace, sb: clusters.Sandbox, *, repo: str, helm: str) -> int:
+def sandbox_overlay(*, cluster: str, chart_repository: str) -> str:
+    """The overlay that points the repository's GPUOperator at the sandbox's chart repository."""
+    overlay = {
+        "apiVersion": "fleet.gpufleet.dev/v1alpha1",
+        "kind": "Overlay",
+        "metadata": {"name": "zz-sandbox"},
+        "spec": {
+            "clusters": {"names": [cluster]},
+            "patches": [
+                {
+                    "target": {
+                        "apiVersion": "fleet.gpufleet.dev/v1alpha1",
+                        "kind": "GPUOperator",
+                        "name": "gpu-operator",
+                    },
+                    "patch": {"spec": {"chart": {"repository": chart_repository}}},
+                }
+            ],
+        },
+    }
+    header = "# Written by fleetctl demo: install the GPU Operator from the sandbox's loopback chart repository.\n"
+    return header + json.dumps(overlay, indent=2) + "\n"
+
+
+def _flow(args: argparse.Namespace, sb: clusters.Sandbox, *, repo: Path, helm: Path) -> int:
+    """The controller's flow on ``repo`` (the example plus the sandbox overlay); the operator stage uses ``helm``."""
     target = ["--cluster", args.cluster, "--kubeconfig", str(sb.kubeconfig), "--context", credentials.CLUSTER]
-    target += ["--helm", helm]
-    if _step("validate", ["validate", repo, "--cluster", args.cluster]) != 0:
+    target += ["--helm", str(helm)]
+    if _step("validate", ["validate", str(repo), "--cluster", args.cluster]) != 0:
         return 1
-    if _step("diff before apply: changes expected", ["diff", repo, *target]) not in (0, 1):
+    if _step("diff before apply: changes expected", ["diff", str(repo), *target]) not in (0, 1):
         return 1
-    if _step("apply", ["apply", repo, *target, "--prune"]) != 0:
+
+    _say("a local git repository made from the example: the controller follows its main branch")
+    git_dir = sb.directory / "git"
+    shutil.rmtree(git_dir, ignore_errors=True)
+    bare, work = git_dir / "fleet.git", git_dir / "work"
+    bare.mkdir(parents=True)
+    _git(bare, "init", "-q", "--bare", "-b", "main")
+    shutil.copytree(repo, work)
+    _git(work, "init", "-q", "-b", "main")
+    _git(work, "remote", "add", "origin", str(bare))
+    _git(work, "add", "-A")
+    _shell(work, "git commit -q -m 'the example fleet'")
+    _shell(work, "git push -q origin main")
+
+    port = _free_port()
+    secret_file = git_dir / "webhook-secret"
+    secret_file.write_text(SECRET)
+    sb.kubectl("apply", "-f", str(CRD))
+    sb.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
+    argv = [
+        sys.executable, "-m", "fleet.controller",
+        "--repo", f"file://{bare}", "--ref", "main", "--cluster", args.cluster,
+        "--kubeconfig", str(sb.kubeconfig), "--context", credentials.CLUSTER,
+        "--interval", "30s", "--listen", f"127.0.0.1:{port}",
+        "--webhook-secret-file", str(secret_file), "--state-dir", str(sb.directory / "controller"),
+        "--helm", str(helm),
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
+    env.setdefault("OTEL_TRACES_EXPORTER", "console")
+    print(f"\n$ fleet-controller {shlex.join(argv[3:])} &", flush=True)
+    controller = clusters.attach(sb, name="fleet-controller", argv=argv, env=env)
+    print(f"  (running as pid {controller.pid}, log {controller.log}; `fleetctl sandbox down` stops it)")
+
+    if _until(lambda: _attempted(sb, args.cluster) != "", within=60) is None:
+        print(f"the controller wrote no FleetSync within 60 s; its log: {controller.log}", file=sys.stderr)
         return 1
-    if _step("diff after apply: nothing left", ["diff", repo, *target]) != 0:
+    print(f"\n$ kubectl wait --for=condition=Ready fleetsync/{args.cluster} --timeout=300s", flush=True)
+    waited = sb.kubectl(
+        "wait", "--for=condition=Ready", f"fleetsync/{args.cluster}", "--timeout=300s", check=False, timeout=330
+    )
+    print(waited.stdout.strip() or waited.stderr.strip())
+    if waited.returncode != 0:
+        print(f"the controller did not get Ready; its log: {controller.log}", file=sys.stderr)
         return 1
-    return _gpu_pod(sb)
+    print(sb.kubectl("get", "fleetsyncs").stdout.rstrip())
+    if _step("diff after the controller applied: nothing left", ["diff", str(repo), *target]) != 0:
+        return 1
+
+    _say(
+        "a pull request adds a claim template for ml-research; it is merged and pushed, the git host calls the webhook"
+    )
+    _shell(work, "git checkout -q -b ml-research/two-h100")
+    (work / "teams" / "ml-research" / "two-h100.yaml").write_text(NEW_TEMPLATE)
+    _git(work, "add", "-A")
+    _shell(work, "git commit -q -m 'ml-research: a two-H100 claim template'")
+    _shell(work, "git checkout -q main")
+    _shell(work, "git merge -q --no-ff -m 'Merge pull request #1 from ml-research/two-h100' ml-research/two-h100")
+    _shell(work, "git push -q origin main")
+    merged = _git(work, "rev-parse", "HEAD")
+    pushed = time.monotonic()
+    _webhook(port, merged)
+    seconds = _until(lambda: _exists(sb, "resourceclaimtemplate", "two-h100", "ml-research"), within=60)
+    if seconds is None:
+        print("the merged template was not applied within 60 s", file=sys.stderr)
+        return 1
+    print(f"  resourceclaimtemplate ml-research/two-h100 applied {time.monotonic() - pushed:.1f} s after the push")
+
+    _say("a bad commit: inference asks for vfio.gpu.nvidia.com, a device class it may not use")
+    before = _versions(sb)
+    (work / "teams" / "inference" / "passthrough.yaml").write_text(BAD_TEMPLATE)
+    _git(work, "add", "-A")
+    _shell(work, "git commit -q -m 'inference: GPU passthrough'")
+    _shell(work, "git push -q origin main")
+    bad = _git(work, "rev-parse", "HEAD")
+    _webhook(port, bad)
+    if _until(lambda: _attempted(sb, args.cluster) == bad, within=60) is None:
+        print("the controller did not look at the bad commit within 60 s", file=sys.stderr)
+        return 1
+    _step("the revision is rejected with its file and line", ["status", "--cluster", args.cluster, *target[2:6]])
+    same = _versions(sb) == before and not _exists(sb, "resourceclaimtemplate", "passthrough", "inference")
+    print(f"  cluster unchanged (every managed object's resourceVersion): {'yes' if same else 'NO'}")
+    if not same:
+        return 1
+    code = _gpu_pod(sb)
+    print(
+        "\nLook around (the sandbox and the controller keep running):\n"
+        f"  export KUBECONFIG={sb.kubeconfig}\n"
+        f"  fleetctl status                                   # FleetSync: revisions, conditions, findings, drift\n"
+        f"  kubectl get fleetsyncs; kubectl get events --field-selector involvedObject.name={args.cluster}\n"
+        f"  curl -s http://127.0.0.1:{port}/metrics | grep ^fleet_   # reconciles, drift, git fetches, loop lag\n"
+        f"  less {controller.log}   # log and trace spans (OTEL_TRACES_EXPORTER=console; otlp for a collector)\n"
+        f"  cd {work} && git revert --no-edit HEAD && git push origin main   # fix: Ready again on the next poll\n"
+        "  fleetctl sandbox down                             # stops the controller and the sandbox"
+    )
+    return code
+
+
+def _webhook(port: int, revision: str) -> None:
+    body = json.dumps({"ref": "refs/heads/main", "after": revision}).encode()
+    signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    headers = {
+        "X-GitHub-Event": "push",
+        "X-GitHub-Delivery": revision,
+        "X-Hub-Signature-256": signature,
+        "Content-Type": "application/json",
+    }
+    print(f"$ curl -X POST http://127.0.0.1:{port}/webhook -H 'X-Hub-Signature-256: sha256=...'  # the git host")
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/webhook", data=body, headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        print(f"  {response.status} {response.read().decode().strip()}")
+
+
+def _until(check: Any, *, within: float) -> float | None:
+    started = time.monotonic()
+    while time.monotonic() - started < within:
+        if check():
+            return time.monotonic() - started
+        time.sleep(0.2)
+    return None
+
+
+def _exists(sb: clusters.Sandbox, kind: str, name: str, namespace: str) -> bool:
+    return sb.kubectl("get", kind, name, "-n", namespace, check=False).returncode == 0
+
+
+def _attempted(sb: clusters.Sandbox, cluster: str) -> str:
+    got = sb.kubectl("get", "fleetsync", cluster, "-o", "json", check=False)
+    if got.returncode != 0:
+        return ""
+    return str((json.loads(got.stdout).get("status") or {}).get("lastAttemptedRevision") or "")
+
+
+def _versions(sb: clusters.Sandbox) -> dict[str, str]:
+    kinds = "namespaces,roles,rolebindings,resourcequotas,deviceclasses,resourceclaimtemplates"
+    items = json.loads(sb.kubectl("get", kinds, "-A", "-l", "app.kubernetes.io/managed-by=fleet", "-o", "json").stdout)[
+        "items"
+    ]
+    return {f"{o['kind']}/{o['metadata'].get('namespace')}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+            for o in items}  # fmt: skip
 
 
 def _gpu_pod(sb: clusters.Sandbox) -> int:
@@ -148,7 +343,8 @@ def _gpu_pod(sb: clusters.Sandbox) -> int:
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         },
     }
-    print(f"\n$ kubectl apply -n {ns} -f gpu-pod.yaml   # the guide's pod, with the team's template", flush=True)
+    _say("the guide's pod, with the team's template: the real scheduler allocates a simulated GPU")
+    print(f"$ kubectl apply -n {ns} -f gpu-pod.yaml", flush=True)
     sb.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -161,9 +357,4 @@ def _gpu_pod(sb: clusters.Sandbox) -> int:
     for c in claims:
         for r in c.get("status", {}).get("allocation", {}).get("devices", {}).get("results", []):
             print(f"claim {c['metadata']['name']}: {r['driver']} pool {r['pool']} device {r['device']}")
-    print(
-        f"\nThe sandbox keeps running. Try:\n  export KUBECONFIG={sb.kubeconfig}\n"
-        f"  fleetctl diff {EXAMPLE} --cluster gpu-east --context {credentials.CLUSTER}\n"
-        "  fleetctl sandbox down"
-    )
     return 0 if claims else 1

@@ -14,11 +14,17 @@ from fleet.sandbox import binaries, clusters, profiles
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
-        "sandbox", help="local Kubernetes control plane with simulated NVIDIA GPU nodes",
+        "sandbox",
+        help="local Kubernetes control plane with simulated NVIDIA GPU nodes",
         description="A real etcd, kube-apiserver, kube-scheduler, kube-controller-manager and KWOK on 127.0.0.1, "
-                    "with GPU nodes whose ResourceSlices look exactly like the NVIDIA DRA driver's.")
-    parser.add_argument("--dir", type=Path, default=None,
-                        help="state directory (default $FLEET_SANDBOX_DIR or ~/.local/state/fleet/sandbox)")
+        "with GPU nodes whose ResourceSlices look exactly like the NVIDIA DRA driver's.",
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="state directory (default $FLEET_SANDBOX_DIR or ~/.local/state/fleet/sandbox)",
+    )
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     build = verbs.add_parser("build", help="build the binaries for the pinned versions (cached)")
@@ -26,15 +32,20 @@ def register(sub: Any) -> None:
     build.set_defaults(func=_build)
 
     upp = verbs.add_parser("up", help="start the sandbox (a no-op when it already runs)")
-    upp.add_argument("--profile", type=Path, default=None,
-                     help="YAML profile of GPU pools, e.g. 'pools: {h100x8: 2, a100x8: 1}' (default: "
-                          + ", ".join(f"{k}: {v}" for k, v in profiles.DEFAULT.items()) + ")")
+    upp.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="YAML profile of GPU pools, e.g. 'pools: {h100x8: 2, a100x8: 1}' (default: "
+        + ", ".join(f"{k}: {v}" for k, v in profiles.DEFAULT.items())
+        + ")",
+    )
     upp.add_argument("--apiserver-port", type=int, default=None, help="fixed kube-apiserver port (default: a free one)")
     upp.set_defaults(func=_up)
 
     verbs.add_parser("down", help="stop every sandbox process and remove its state").set_defaults(func=_down)
 
-    env = verbs.add_parser("env", help="print shell exports for the sandbox (eval \"$(fleetctl sandbox env)\")")
+    env = verbs.add_parser("env", help='print shell exports for the sandbox (eval "$(fleetctl sandbox env)")')
     env.set_defaults(func=_env)
 
     st = verbs.add_parser("status", help="components, ports, nodes and devices")

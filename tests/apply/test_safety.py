@@ -195,7 +195,7 @@ def test_classes_gate_checks_the_published_gpu_model(fleet: Engine, repo: Repo) 
     assert "Node h200x8-01: GPUs are NVIDIA H200, pool h200 expects NVIDIA H100 80GB HBM3" in str(err.value)
 
 
-@pytest.mark.parametrize("policy", ["warn", "ignore"])
+@pytest.mark.parametrize("policy", ["report", "ignore"])
 def test_cluster_drift_follows_the_team_drift_policy(fleet: Engine, repo: Repo, policy: str) -> None:
     repo.team("ml", namespaces=["ml"], group="ml-research", quota=4, drift=policy)
     fleet.apply()
@@ -218,8 +218,8 @@ def test_cluster_drift_follows_the_team_drift_policy(fleet: Engine, repo: Repo, 
     changes = fleet.apply()
     entry = next(e for e in changes.entries if e.ref == quota)
     assert not changes.failed
-    if policy == "warn":
-        assert entry.action == engine.Action.SKIPPED and "drift policy warn" in entry.reason and "ops" in entry.reason
+    if policy == "report":
+        assert entry.action == engine.Action.SKIPPED and "drift policy report" in entry.reason and "ops" in entry.reason
     else:
         assert entry.action == engine.Action.UNCHANGED and "drift policy ignore" in entry.reason
     assert fleet.run(lambda c: c.get(quota))["spec"]["hard"][key] == "9"

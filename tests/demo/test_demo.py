@@ -1,35 +1,42 @@
-"""The README's first command: `fleetctl demo` runs the whole flow on the sandbox and ends clean."""
+"""The README's first command: `fleetctl demo` runs the controller flow on the sandbox; `sandbox down` ends it."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from fleet.sandbox import clusters
+from fleet.sandbox import clusters, processes
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
 
-def test_demo_validates_diffs_applies_and_runs_a_gpu_pod(tmp_path: Path) -> None:
+def test_demo_applies_with_the_controller_merges_a_pr_rejects_a_bad_commit_and_runs_a_gpu_pod(tmp_path: Path) -> None:
     directory = tmp_path / "demo"
     env = dict(os.environ, FLEET_SANDBOX_DIR=str(directory), NO_COLOR="1")
     try:
         run = subprocess.run([sys.executable, "-m", "fleetctl", "demo"], capture_output=True, text=True, env=env,
-                             timeout=600, check=False)
+                             timeout=900, check=False)  # fmt: skip
         out = run.stdout
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         assert "(validate: exit 0)" in out
         assert "(diff before apply: changes expected: exit 1)" in out
-        assert "(apply: exit 0)" in out
-        assert "(diff after apply: nothing left: exit 0)" in out
+        assert "fleetsync.fleet.gpufleet.dev/gpu-east condition met" in out
+        assert "(diff after the controller applied: nothing left: exit 0)" in out
+        assert re.search(r"ml-research/two-h100 applied \d+\.\d s after the push", out)
+        assert re.search(r"teams/inference/passthrough\.yaml:\d+:\d+ \S+", out), out[-3000:]
+        assert "cluster unchanged (every managed object's resourceVersion): yes" in out
         assert "allocated,reserved" in out
         assert "claim gpu-pod-gpu-" in out and "gpu.nvidia.com pool h" in out
-        # The operator stage installed the stand-in GPU Operator from the loopback chart repository.
-        assert "serving the stand-in gpu-operator chart at http://127.0.0.1:" in out
-        assert "operator: 1 created" in run.stderr
+        sb = clusters.Sandbox.load(directory)
+        assert sb is not None and [c.name for c in sb.attached] == ["fleet-controller"]
+        controller = sb.attached[0]
+        assert processes.alive(controller)
+        assert clusters.down(directory=directory)
+        assert not processes.alive(controller) and not processes.group_members(controller.pid)
     finally:
         clusters.down(directory=directory)

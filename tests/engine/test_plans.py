@@ -89,3 +89,33 @@ def test_pools_become_rules_and_node_applies() -> None:
     assert d.obj["metadata"]["labels"][ownership.POOL_LABEL] == "h100"
     assert set(h100.labels.items()) <= set(d.obj["metadata"]["labels"].items())
     assert plans.release(d.ref) == {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}
+
+
+def test_the_most_specific_drift_policy_wins() -> None:
+    from fleet.engine.plans import drift_policy
+    from fleet.manifests import kinds
+
+    defaults = kinds.FleetDefaults.model_validate(
+        {"driftPolicy": "report", "driftPolicyByKind": {"DeviceClass": "ignore"}}
+    )
+    team = kinds.TeamSpec.model_validate(
+        {
+            "namespaces": ["ml"],
+            "owners": [{"kind": "Group", "name": "ml"}],
+            "deviceClasses": ["gpu"],
+            "driftPolicy": "enforce",
+            "driftPolicyByKind": {"RoleBinding": "report"},
+        }
+    )
+    assert drift_policy("DeviceClass", team=None, defaults=defaults) == "ignore"
+    assert drift_policy("Namespace", team=None, defaults=defaults) == "report"
+    assert drift_policy("Role", team=team, defaults=defaults) == "enforce"
+    assert drift_policy("RoleBinding", team=team, defaults=defaults) == "report"
+    assert (
+        drift_policy(
+            "Role",
+            team=kinds.TeamSpec.model_validate({**team.model_dump(by_alias=True), "driftPolicy": None}),
+            defaults=defaults,
+        )
+        == "report"
+    )

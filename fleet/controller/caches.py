@@ -1,0 +1,130 @@
+"""The controller's picture of the cluster: one watch per kind, kept in memory.
+
+A reconcile must read live state without listing (an idle controller sends no LIST,
+and a busy one does not multiply its load on the API server by its reconcile rate),
+so every kind the engine reads — the stage table's kinds plus ResourceSlices for the
+classes gate — is kept by ``fleet.kube.watch``'s list→watch loop: one LIST at start
+(and after a ``410 Gone``), then only watch events and bookmarks.
+
+``Cache`` serves the engine twice: ``prefetched()`` is the ``diffs.Prefetched`` a
+``Sync`` starts from (so it lists nothing), and ``list`` is the engine's
+``healths.Reader`` (so health gates poll memory, not the API server). Objects are
+shared, never copied: the engine only reads them (``normalisations.normalise`` copies
+before it changes anything).
+
+Every change is passed to ``on_event(type, new, old)``: the controller decides
+there which ones are drift worth a reconcile. A relist replaces the kind's objects
+and reports those that vanished meanwhile as ``DELETED``, so a deletion is never
+missed across a 410.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import anyio
+
+from fleet.engine import diffs, stages
+from fleet.kube import Client, Kind, ListResult, Ref, watch
+from fleet.kube.kinds import builtin
+
+OnEvent = Callable[[str, dict[str, Any], dict[str, Any] | None], Awaitable[None] | None]
+READ_ONLY = (("resource.k8s.io/v1", "ResourceSlice"),)
+"""Kinds the engine reads but never writes (the classes gate counts the driver's devices)."""
+
+
+def watched_kinds() -> list[Kind]:
+    """Every kind the stage table applies, plus the read-only ones: what the cache keeps."""
+    staged = {kind for stage in stages.STAGES for kind in stage.kinds}
+    table = builtin()
+    found = [k for (_, kind), k in table.items() if kind in staged]
+    found += [table[key] for key in READ_ONLY]
+    return sorted(found)
+
+
+class Cache:
+    """Live objects of ``kinds``, by ``Ref.key``, kept current by one watch per kind."""
+
+    def __init__(self, *, kinds: Iterable[Kind], on_event: OnEvent | None = None) -> None:
+        self.kinds = list(kinds)
+        self.on_event = on_event
+        self.objects: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
+            (k.api_version, k.kind): {} for k in self.kinds
+        }
+        self.synced_kinds: set[tuple[str, str]] = set()
+        self.events = 0
+        self._synced = anyio.Event()
+
+    @property
+    def synced(self) -> bool:
+        return self._synced.is_set()
+
+    async def wait_synced(self) -> None:
+        await self._synced.wait()
+
+    async def run(self, *, client: Client) -> None:
+        """Watch every kind until cancelled (each stream resumes, relists and backs off by itself)."""
+        async with anyio.create_task_group() as tg:
+            for kind in self.kinds:
+                tg.start_soon(self._watch, client, kind)
+
+    async def _watch(self, client: Client, kind: Kind) -> None:
+        key = (kind.api_version, kind.kind)
+        store = self.objects[key]
+        listing: dict[str, dict[str, Any]] = {}
+        async for event in watch(client=client, kind=kind):
+            if event.type == "LISTED":
+                listing[Ref.of(event.object).key] = event.object
+                continue
+            if event.type == "SYNCED":
+                vanished = {k: o for k, o in store.items() if k not in listing}
+                changed = [(o, store.get(k)) for k, o in listing.items() if _version(store.get(k)) != _version(o)]
+                store.clear()
+                store.update(listing)
+                listing = {}
+                self.synced_kinds.add(key)
+                if len(self.synced_kinds) == len(self.kinds):
+                    self._synced.set()
+                for gone in vanished.values():
+                    await self._notify("DELETED", gone, gone)
+                for new, prior in changed:
+                    if prior is not None:
+                        await self._notify("MODIFIED", new, prior)
+                continue
+            ref = Ref.of(event.object).key
+            old = store.get(ref)
+            if event.type == "DELETED":
+                store.pop(ref, None)
+            else:
+                store[ref] = event.object
+            await self._notify(event.type, event.object, old)
+
+    async def _notify(self, etype: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
+        self.events += 1
+        if self.on_event is not None:
+            result = self.on_event(etype, new, old)
+            if result is not None:
+                await result
+
+    def prefetched(self) -> diffs.Prefetched:
+        """Every cached object as the engine's ``Prefetched`` live state: a Sync lists nothing."""
+        live: diffs.LiveIndex = {}
+        for store in self.objects.values():
+            live.update(store)
+        return diffs.Prefetched(kinds=set(self.objects), live=live)
+
+    async def list(self, kind: Kind, *, namespace: str | None = None) -> ListResult:
+        """The cached objects of ``kind`` (in ``namespace``): the engine's ``healths.Reader``."""
+        store = self.objects.get((kind.api_version, kind.kind))
+        if store is None:
+            raise KeyError(f"{kind.group_kind} is not cached")
+        items = [o for o in store.values() if not namespace or (o.get("metadata") or {}).get("namespace") == namespace]
+        return ListResult(items=items, resource_version="")
+
+
+def _version(obj: dict[str, Any] | None) -> str:
+    return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
+
+
+__all__ = ["READ_ONLY", "Cache", "OnEvent", "watched_kinds"]

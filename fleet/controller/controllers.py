@@ -1,0 +1,371 @@
+"""The controller's event loop: one anyio task group wiring source, watches, queue and engine.
+
+```
+source   poll every --interval (±10 % jitter), or now when poked (webhook) ─┐
+watches  the cache's list→watch per kind; drift on fleet's objects ─────────┼─► queue ─► reconcile
+resync   every --resync, whatever happened                                 ─┘   (one key: the cluster)
+lag      how late the loop runs a timer (fleet_loop_lag_seconds)
+leader   only the Lease holder dequeues; losing it cancels the write in flight
+```
+
+A reconcile is the engine's pipeline for the newest checkout, nothing else:
+``pipelines.check_and_plan`` in a worker thread (loading and validating are CPU work,
+and the loop must keep renewing the Lease and answering probes meanwhile), then a
+step-wise ``engine.Sync`` whose live state is the watch cache (``Cache.prefetched``)
+and whose health gates read the cache too — so a reconcile lists nothing.
+
+A checkout that does not validate is never applied, not even in part: its findings go
+to status and the **last good plan** stays enforced (drift on it is still repaired).
+The next commit is planned afresh, so a fixing commit recovers by itself. A checkout
+whose revision was already planned is not parsed again.
+
+Drift comes from watch events, never from polling: an event on an object carrying
+fleet's labels for this cluster (changed or deleted by someone else) queues a
+reconcile, and the engine's drift policy (enforce, report, ignore) decides what is
+written. Node events count only when labels or taints change (KWOK and kubelets
+rewrite node status all the time).
+
+The controller writes with ``force`` under its field manager: git is the source of
+truth, so a field someone took with ``kubectl edit`` is taken back under ``enforce``
+(as Argo CD and Flux do); under ``report`` nothing is written at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+from opentelemetry import trace
+
+from fleet import engine, helm
+from fleet.controller import caches, leaders, statuses
+from fleet.controller.metrics import Metrics
+from fleet.controller.queues import WorkQueue
+from fleet.engine import diffs, ownership, pipelines
+from fleet.errors import FleetError
+from fleet.kube import Client
+from fleet.telemetry import tracing
+
+logger = logging.getLogger(__name__)
+
+
+class Checkout(Protocol):
+    revision: str
+    path: Path
+
+
+class Source(Protocol):
+    """``fleet.source.GitSource``: the newest commit of the followed ref, checked out."""
+
+    async def sync(self) -> Any: ...
+
+
+@dataclass
+class Stats:
+    """Counters the metrics endpoint and tests read (``fleet.controller.metrics`` exports them)."""
+
+    reconciles: int = 0
+    fetches: int = 0
+    fetch_errors: int = 0
+    plans: int = 0
+    loop_lag: float = 0.0
+    max_loop_lag: float = 0.0
+    last_reasons: tuple[str, ...] = ()
+
+
+@dataclass
+class Options:
+    cluster: str
+    interval: float = 60.0
+    resync: float = 600.0
+    health_timeout: float = 120.0
+    drift_policy: str | None = None
+    """Overrides the repository's Fleet default (``--drift-policy``); None keeps the repository's."""
+    jitter: float = 0.1
+    lag_interval: float = 0.5
+    helm: helm.Settings | None = None
+    """How the operator stage runs helm; None skips the stage (reported as skipped)."""
+
+
+@dataclass
+class Controller:
+    client: Client
+    source: Source
+    options: Options
+    leader: leaders.Leader = field(default_factory=leaders.Leader)
+    report: statuses.Report = field(init=False)
+    stats: Stats = field(default_factory=Stats)
+    metrics: Metrics = field(default_factory=Metrics)
+    queue: WorkQueue = field(default_factory=WorkQueue)
+    cache: caches.Cache = field(init=False)
+    writer: statuses.Writer = field(init=False)
+    checkout: Any = None
+    good: engine.Plan | None = None
+    loads: pipelines.LoadCache = field(default_factory=pipelines.LoadCache)
+    """Kept between plans: a commit re-reads and re-parses only the files it changed."""
+    settled: diffs.Settled = field(default_factory=diffs.Settled)
+    """Kept between reconciles: a repeated no-op re-derives no "unchanged" answer."""
+    _checked: str = ""
+    _reported: set[tuple[str, str, str, str]] = field(default_factory=set)
+    """Drift already announced by an Event: drift left alone under ``report`` is seen by every
+    reconcile, and one Event per object (until it changes or goes) is enough."""
+    _poke: anyio.Event = field(default_factory=anyio.Event)
+
+    def __post_init__(self) -> None:
+        self.report = statuses.Report(cluster=self.options.cluster)
+        self.cache = caches.Cache(kinds=caches.watched_kinds(), on_event=self._on_event)
+        self.writer = statuses.Writer(client=self.client, cluster=self.options.cluster)
+
+    @property
+    def key(self) -> str:
+        return self.options.cluster
+
+    # -- the task group ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run every task until cancelled."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: self.cache.run(client=self.client))
+            tg.start_soon(self._poll)
+            tg.start_soon(self._resync)
+            tg.start_soon(self._lag)
+            tg.start_soon(self._work)
+
+    async def stop(self) -> None:
+        """Stop taking work and stop writing (the object in flight finishes: the engine shields it)."""
+        self.queue.close()
+        self.leader.lost()
+
+    def poke(self, *, reason: str = "webhook") -> None:
+        """Fetch now (the webhook calls this after verifying the delivery)."""
+        logger.info("fetch requested: %s", reason)
+        self._poke.set()
+
+    @property
+    def ready(self) -> bool:
+        """Caches synced and a first checkout fetched (leader or follower): what /readyz answers."""
+        return self.cache.synced and self.checkout is not None
+
+    async def _poll(self) -> None:
+        while True:
+            await self.fetch()
+            delay = self.options.interval * (1 + random.uniform(-self.options.jitter, self.options.jitter))
+            with anyio.move_on_after(delay):
+                await self._poke.wait()
+            self._poke = anyio.Event()
+
+    async def fetch(self) -> None:
+        """Sync the source; a new revision queues a reconcile, a failure is reported (and retried by polling)."""
+        self.stats.fetches += 1
+        started = time.monotonic()
+        try:
+            checkout = await self.source.sync()
+        except FleetError as err:
+            self.stats.fetch_errors += 1
+            self.metrics.fetch_errors.labels(reason=getattr(err, "reason", "error")).inc()
+            logger.warning("git fetch failed: %s", err)
+            first = str(err).splitlines()[0]
+            if self.report.source_reachable or self.report.source_error != first:
+                self.report.source_reachable = False
+                self.report.source_error = first
+                self.queue.add(self.key, reason="source unreachable")
+            return
+        finally:
+            self.metrics.fetch_duration.observe(time.monotonic() - started)
+        if not self.report.source_reachable:
+            self.report.source_reachable, self.report.source_error = True, ""
+            self.queue.add(self.key, reason="source reachable again")
+        if self.checkout is None or checkout.revision != self.checkout.revision:
+            self.checkout = checkout
+            self.queue.add(self.key, reason=f"revision {checkout.revision[:12]}")
+
+    async def _resync(self) -> None:
+        while True:
+            await anyio.sleep(self.options.resync)
+            self.queue.add(self.key, reason="resync")
+
+    async def _lag(self) -> None:
+        """How late a timer fires: the event loop's lag (blocking work on the loop shows here)."""
+        while True:
+            start = time.monotonic()
+            await anyio.sleep(self.options.lag_interval)
+            lag = max(0.0, time.monotonic() - start - self.options.lag_interval)
+            self.stats.loop_lag = lag
+            self.stats.max_loop_lag = max(self.stats.max_loop_lag, lag)
+            self.metrics.loop_lag.set(lag)
+            self.metrics.queue_depth.set(len(self.queue))
+            self.metrics.leader.set(1 if self.leader.leading else 0)
+
+    async def _on_event(self, etype: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if not self.cache.synced or self.good is None:
+            return
+        if new.get("kind") == "Node":
+            if etype == "MODIFIED" and _node_shape(new) == _node_shape(old):
+                return
+            if any(p.matches(new) for p in self.good.pools):
+                self.queue.add(self.key, reason=f"Node {new['metadata']['name']} {etype.lower()}")
+            return
+        labels = (new.get("metadata") or {}).get("labels") or {}
+        if labels.get(ownership.MANAGED_BY) != ownership.MANAGER:
+            if old is None or ((old.get("metadata") or {}).get("labels") or {}).get(ownership.MANAGED_BY) is None:
+                return
+        elif labels.get(ownership.CLUSTER_LABEL, self.options.cluster) != self.options.cluster:
+            return
+        if etype == "ADDED":
+            return  # fleet's own creations; a re-creation by someone else is not drift
+        meta = new.get("metadata") or {}
+        where = f"{meta.get('namespace')}/" if meta.get("namespace") else ""
+        self.queue.add(self.key, reason=f"{new.get('kind')} {where}{meta.get('name')} {etype.lower()}")
+
+    async def _work(self) -> None:
+        await self.cache.wait_synced()
+        while True:
+            try:
+                item = await self.queue.get()
+            except anyio.EndOfStream:
+                return
+            try:
+                await self.leader.wait()
+                self.stats.last_reasons = item.reasons
+                started = time.monotonic()
+                ok = await self.reconcile(reasons=item.reasons)
+                result = "invalid" if self.report.findings else ("success" if ok else "failed")
+                self.metrics.reconcile_duration.labels(result=result).observe(time.monotonic() - started)
+            finally:
+                self.queue.done(item.key)
+            if ok:
+                self.queue.forget(item.key)
+            else:
+                delay = self.queue.add_rate_limited(item.key, reason="retry")
+                logger.info("reconcile failed; retrying in %.2fs", delay)
+
+    # -- one reconcile -----------------------------------------------------------------------
+
+    async def reconcile(self, *, reasons: tuple[str, ...] = ()) -> bool:
+        """Plan the newest checkout (if new) and apply the newest good plan; True when nothing failed."""
+        self.stats.reconciles += 1
+        tracer = tracing.tracer()
+        with tracer.start_as_current_span(
+            "reconcile", attributes={tracing.CLUSTER: self.options.cluster, "fleet.reasons": list(reasons)}
+        ) as span:
+            ctx = span.get_span_context()
+            self.report.trace_id = f"{ctx.trace_id:032x}" if ctx.trace_id else ""
+            self.report.last_reconcile = statuses.now()
+            await self._plan()
+            plan = self.good
+            if plan is None:
+                await self._write_status()
+                return self.checkout is None or not self.report.findings
+            span.set_attribute(tracing.REVISION, plan.revision)
+            self.report.enforced = plan.revision
+            self.report.reconciling = True
+            if plan.revision != self.report.applied:
+                await self._write_status()  # Reconciling=True while a new revision is applied
+            ok = False
+            with self.leader.writing() as scope:
+                ok = await self._sync(plan)
+            if scope.cancelled_caught:
+                logger.warning("leadership lost during the reconcile: stopped writing")
+                self.report.reconciling = False
+                return True
+            self.report.reconciling = False
+            await self._write_status()
+            return ok and self.report.source_reachable
+
+    async def _plan(self) -> None:
+        checkout = self.checkout
+        if checkout is None or checkout.revision == self._checked:
+            return
+        self.stats.plans += 1
+        self.report.attempted = checkout.revision
+        try:
+            checked = await anyio.to_thread.run_sync(
+                lambda: pipelines.check_and_plan(
+                    Path(checkout.path), cluster=self.options.cluster, revision=checkout.revision, cache=self.loads
+                )
+            )
+        except FleetError as err:
+            self.report.error = str(err)
+            self.report.findings = ()
+            return
+        self._checked = checkout.revision
+        self.report.findings = checked.findings
+        if checked.plan is not None:
+            self.good = _with_policy(checked.plan, self.options.drift_policy)
+            self.report.error = ""
+        else:
+            first = checked.findings[0]
+            await self.writer.event(
+                reason="ValidationFailed",
+                message=f"revision {checkout.revision[:12]} not applied: {first.location} {first.rule} {first.message}"
+                + (f" (and {len(checked.findings) - 1} more)" if len(checked.findings) > 1 else ""),
+                warning=True,
+            )
+
+    async def _sync(self, plan: engine.Plan) -> bool:
+        options = engine.Options(
+            prune=plan.prune,
+            force_conflicts=True,
+            health_timeout=self.options.health_timeout,
+            allow_empty=False,
+            helm=self.options.helm,
+        )
+        sync = engine.Sync(
+            client=self.client,
+            plan=plan,
+            options=options,
+            prefetched=self.cache.prefetched(),
+            reader=self.cache,
+            settled=self.settled,
+        )
+        error = ""
+        try:
+            await sync.start()
+            while not sync.done:
+                await sync.step()
+        except FleetError as err:
+            error = str(err)
+        changes = sync.changes
+        self.report.changes = changes
+        self.report.error = error
+        complete = not error and not changes.failed and not sync.steps
+        if complete:
+            self.report.applied = plan.revision
+            self.metrics.last_success.set(time.time())
+        self.metrics.record_changeset(changes)
+        reported = {(d["kind"], d["namespace"], d["name"], d["action"]) for d in statuses.drift_of(changes)}
+        for reason, message, warning in statuses.events_for(changes, already=self._reported):
+            await self.writer.event(reason=reason, message=message, warning=warning)
+        self._reported = reported
+        if error:
+            await self.writer.event(reason="Failed", message=error.splitlines()[0], warning=True)
+        trace.get_current_span().set_attribute("fleet.writes", len(changes.changed))
+        return complete
+
+    async def _write_status(self) -> None:
+        try:
+            await self.writer.write(self.report)
+        except FleetError as err:
+            logger.warning("could not write FleetSync status: %s", err)
+
+
+def _node_shape(node: dict[str, Any] | None) -> tuple[Any, ...]:
+    node = node or {}
+    return ((node.get("metadata") or {}).get("labels"), (node.get("spec") or {}).get("taints"))
+
+
+def _with_policy(plan: engine.Plan, policy: str | None) -> engine.Plan:
+    """``--drift-policy`` replaces the policy of every object whose repository left it at the default."""
+    if policy is None:
+        return plan
+    objects = tuple(dataclasses.replace(d, drift=policy) if d.drift == "enforce" else d for d in plan.objects)
+    return dataclasses.replace(plan, objects=objects)
+
+
+__all__ = ["Controller", "Options", "Source", "Stats"]

@@ -1,0 +1,150 @@
+"""``fleet-controller`` (and ``python -m fleet.controller``): settings in, one task group out.
+
+Start-up is where a controller must be strict: invalid settings end the process
+with exit 2 and one line per setting (``settings.SettingsError``), an unreachable
+API server or an unusable kubeconfig with exit 1 and the usual what/where/hint —
+never a traceback. After that the process runs until SIGTERM/SIGINT:
+
+- the HTTP server (``servers``: /webhook, /healthz, /readyz, /metrics),
+- leader election (``leaders.elect``),
+- the controller loop (``controllers.Controller``).
+
+The cluster is reached with the in-cluster configuration when the process runs in a
+pod (``KUBERNETES_SERVICE_HOST`` and a service account token), else like kubectl
+(``--kubeconfig``/``$KUBECONFIG``, ``--context``). On SIGTERM the write in flight is
+finished (the engine shields each object's request), the ledger already holds the
+progress, leadership is released, and the process exits 0.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+
+from fleet import helm, kube
+from fleet.controller import controllers, leaders, servers, settings
+from fleet.controller.metrics import Metrics
+from fleet.errors import FleetError
+from fleet.source import Credentials, GitSource
+from fleet.telemetry import tracing
+
+logger = logging.getLogger("fleet.controller")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    try:
+        config = settings.parse(sys.argv[1:] if argv is None else argv)
+    except settings.SettingsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    logging.basicConfig(
+        level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    if config.log_level != "debug":
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request (Lease renewals every 2 s)
+    try:
+        anyio.run(run, config)
+    except FleetError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        pass
+
+
+async def connect(config: settings.Settings) -> kube.Client:
+    """In-cluster first (a pod), then the kubeconfig like kubectl."""
+    account = str(config.service_account_dir)
+    if config.kubeconfig is None and kube.in_cluster(service_account=account):
+        return await kube.connect(service_account=account)
+    return await kube.connect(kubeconfig=config.kubeconfig, context=config.context)
+
+
+def build(config: settings.Settings, *, client: kube.Client, metrics: Metrics) -> controllers.Controller:
+    credentials = Credentials(
+        token_file=config.git_token_file,
+        ssh_key_file=config.git_ssh_key_file,
+        known_hosts_file=config.git_known_hosts_file,
+    )
+    source = GitSource(
+        url=config.repo,
+        ref=config.ref or None,
+        path=config.path,
+        cache_dir=config.state_dir / "git",
+        credentials=credentials,
+    )
+    options = controllers.Options(
+        cluster=config.cluster,
+        interval=config.interval,
+        resync=config.resync,
+        health_timeout=config.health_timeout,
+        drift_policy=config.drift_policy,
+        helm=_helm(config),
+    )
+    ctl = controllers.Controller(client=client, source=source, options=options, metrics=metrics)
+    ctl.report.repository = source.where
+    ctl.report.ref = config.ref
+    ctl.report.path = config.path
+    return ctl
+
+
+def _helm(config: settings.Settings) -> helm.Settings | None:
+    """helm for the operator stage, against the controller's own cluster (in-cluster when no kubeconfig)."""
+    found = config.helm or (Path(p) if (p := shutil.which("helm")) else None)
+    if found is None:
+        return None
+    return helm.Settings(
+        binary=found, kubeconfig=config.kubeconfig, context=config.context, home=config.state_dir / "helm"
+    )
+
+
+async def run(config: settings.Settings) -> None:
+    tracing.setup()
+    client = await connect(config)
+    identity = config.identity or f"{socket.gethostname()}_{os.getpid()}"
+    metrics = Metrics()
+    try:
+        ctl = build(config, client=client, metrics=metrics)
+        secret = config.webhook_secret_file.read_bytes().strip() if config.webhook_secret_file else None
+        app = servers.build(
+            metrics=metrics,
+            ready=lambda: ctl.ready,
+            on_push=lambda ref: ctl.poke(reason=f"push to {ref}"),
+            secret=secret,
+            ref=config.ref or None,
+        )
+        host, port = config.address
+        async with anyio.create_task_group() as tg:
+            bound = await tg.start(functools.partial(servers.serve, app=app, host=host, port=port))
+            logger.info("serving /webhook /healthz /readyz /metrics on %s:%s", host, bound)
+            tg.start_soon(
+                functools.partial(
+                    leaders.elect,
+                    client=client,
+                    cluster=config.cluster,
+                    identity=identity,
+                    enabled=config.leader_elect,
+                    leader=ctl.leader,
+                )
+            )
+            tg.start_soon(ctl.run)
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    logger.info("%s: finishing the write in flight, then stopping", signal.Signals(signum).name)
+                    await ctl.stop()
+                    tg.cancel_scope.cancel()
+                    break
+    finally:
+        with anyio.CancelScope(shield=True):
+            await client.close()
+
+
+__all__ = ["build", "connect", "main", "run"]

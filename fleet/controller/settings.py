@@ -1,0 +1,195 @@
+"""The controller's settings: flags, each also ``FLEET_<FLAG>`` in the environment.
+
+A controller runs unattended for months; a typo in its Deployment must stop it at
+start with a line that names the flag, its environment variable and the value, not
+with a traceback at the first reconcile an hour later. So every setting is parsed
+and checked once, here, into one frozen model (pydantic-settings reads the
+environment, argparse the flags; a flag beats its variable), and ``parse`` raises
+``SettingsError`` listing every invalid setting, one line each.
+
+Durations are written as Go and kubectl write them (``90s``, ``1m``, ``1h30m``,
+``500ms``); ``--listen`` is ``HOST:PORT`` with an empty host meaning every interface.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic_settings
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from fleet.errors import FleetError
+
+DriftPolicy = Literal["enforce", "report", "ignore"]
+ENV_PREFIX = "FLEET_"
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+class SettingsError(FleetError):
+    """One or more settings are invalid; ``problems`` has one line per setting."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(
+            "invalid settings:\n  " + "\n  ".join(problems),
+            where="fleet-controller",
+            hint="fix the flags or FLEET_* variables named above (fleet-controller --help lists them)",
+        )
+        self.problems = problems
+
+
+def parse_duration(text: str | float) -> float:
+    """Seconds in a Go-style duration (``1m30s``, ``500ms``); a bare number is seconds."""
+    if isinstance(text, int | float):
+        seconds = float(text)
+    else:
+        raw = text.strip()
+        try:
+            seconds = float(raw)
+        except ValueError:
+            parts = _DURATION.findall(raw)
+            if not parts or "".join(n + u for n, u in parts) != raw:
+                raise ValueError(f"{text!r} is not a duration (write e.g. 30s, 1m, 1h30m)") from None
+            seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if seconds <= 0:
+        raise ValueError(f"{text!r} must be longer than zero")
+    return seconds
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``:8080`` = every interface) → (host, port)."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{text!r} is not HOST:PORT (write e.g. :8080 or 127.0.0.1:8080)")
+    return (host.strip("[]") or "0.0.0.0", int(port))
+
+
+class Settings(BaseSettings):
+    """Everything the controller needs to know before it starts."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid", populate_by_name=True)
+
+    repo: str = Field(min_length=1, description="git URL of the fleet repository (https://, ssh://, git@, file://)")
+    ref: str = Field("", description="branch, tag or commit to follow (default: the remote's default branch)")
+    path: str = Field("", description="directory of the fleet inside the repository (default: its root)")
+    cluster: str = Field(min_length=1, description="this cluster's name (clusters/<name>.yaml in the repository)")
+    interval: float = Field(60.0, description="how often to poll the repository (default 1m)")
+    resync: float = Field(600.0, description="full reconcile even without a change (default 10m)")
+    webhook_secret_file: Path | None = Field(None, description="file holding the webhook's HMAC secret")
+    git_token_file: Path | None = Field(None, description="file holding an HTTPS token for the repository")
+    git_ssh_key_file: Path | None = Field(None, description="file holding an SSH private key for ssh:// URLs")
+    git_known_hosts_file: Path | None = Field(None, description="known_hosts file for ssh:// URLs")
+    listen: str = Field(":8080", description="HOST:PORT of /webhook, /healthz, /readyz, /metrics (default :8080)")
+    kubeconfig: str | None = Field(None, description="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    context: str | None = Field(None, description="kubeconfig context")
+    leader_elect: bool = Field(True, description="hold the cluster's Lease before writing (default on)")
+    drift_policy: DriftPolicy | None = Field(
+        None,
+        description="report or ignore: use it instead of enforce for every object (a freeze); "
+        "default: the repository's policies",
+    )
+    health_timeout: float = Field(120.0, description="how long a stage's health gate may take (default 2m)")
+    helm: Path | None = Field(
+        None, description="helm binary for the GPU Operator stage (default: helm on PATH; without one it is skipped)"
+    )
+    state_dir: Path = Field(Path("/tmp/fleet"), description="where the checkout lives (a writable emptyDir)")
+    identity: str = Field("", description="this replica's name in the Lease (default: hostname_pid)")
+    service_account_dir: Path = Field(
+        Path("/var/run/secrets/kubernetes.io/serviceaccount"),
+        description="where the pod's service account token and CA are (in-cluster configuration)",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
+
+    @field_validator("interval", "resync", "health_timeout", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float:
+        return parse_duration(value)
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """``--listen`` as (host, port); an empty host is every interface."""
+        return parse_listen(self.listen)
+
+    @field_validator("webhook_secret_file", "git_token_file", "git_ssh_key_file", "git_known_hosts_file")
+    @classmethod
+    def _readable(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"{value} is not a readable file")
+        return value
+
+    @model_validator(mode="after")
+    def _resync_after_poll(self) -> Settings:
+        if self.resync < self.interval:
+            raise ValueError(f"--resync ({self.resync:g}s) must not be shorter than --interval ({self.interval:g}s)")
+        return self
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def env_var(name: str) -> str:
+    return ENV_PREFIX + name.upper()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Flags for every setting; each help line names its environment variable."""
+    parser = argparse.ArgumentParser(
+        prog="fleet-controller",
+        description="The in-cluster GitOps controller: keeps one cluster at the newest valid revision of a "
+        "fleet repository. Every flag can also be set as FLEET_<FLAG> (e.g. FLEET_REPO).",
+    )
+    for name, info in Settings.model_fields.items():
+        kwargs: dict[str, Any] = {
+            "dest": name,
+            "default": argparse.SUPPRESS,
+            "help": f"{info.description} [{env_var(name)}]",
+        }
+        if name == "leader_elect":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["metavar"] = name.upper().replace("_", "-")
+        parser.add_argument(flag(name), **kwargs)
+    return parser
+
+
+def parse(argv: Sequence[str]) -> Settings:
+    """Settings from ``argv`` and the environment; ``SettingsError`` listing every invalid one."""
+    given = vars(build_parser().parse_args(list(argv)))
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        raise SettingsError([_problem(e, given=given) for e in exc.errors()]) from None
+    except pydantic_settings.SettingsError as exc:  # a variable the environment source cannot decode
+        raise SettingsError([str(exc)]) from None
+
+
+def _problem(error: Any, *, given: dict[str, Any]) -> str:
+    loc = [str(part) for part in error.get("loc", ())]
+    message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+    if not loc:
+        return message
+    name = loc[0]
+    source = flag(name) if name in given else f"{flag(name)} / {env_var(name)}"
+    if error.get("type") == "missing":
+        return f"{source}: required, not set"
+    if error.get("type") == "extra_forbidden":
+        return f"{env_var(name)}: unknown setting"
+    value = error.get("input")
+    if isinstance(value, str) and value not in message:
+        message += f" (got {value!r})"
+    return f"{source}: {message}"
+
+
+__all__ = ["DriftPolicy", "Settings", "SettingsError", "build_parser", "parse", "parse_duration", "parse_listen"]

@@ -1,0 +1,308 @@
+"""What the controller tells ``kubectl``: the ``FleetSync`` object's status, and Events on it.
+
+One cluster-scoped ``FleetSync`` per cluster (``fleetsyncs.fleet.gpufleet.dev``,
+installed by ``overlays/base``), named after the cluster. Its status is a *view* of
+the controller's ``Report`` — the newest checkout, its validation findings, the last
+ChangeSet — built by the pure ``status`` function, so it is tested without a cluster.
+
+Conditions follow kstatus, so ``kubectl wait --for=condition=Ready fleetsync/<c>``
+and Argo CD / Flux health checks work unchanged:
+
+| condition | True when |
+|---|---|
+| ``Ready`` | the newest revision is applied completely and nothing failed |
+| ``Reconciling`` | a reconcile is running (or the newest revision is not applied yet) |
+| ``Stalled`` | the newest revision cannot be applied as it is (it does not validate) |
+
+Each condition carries ``observedGeneration``; ``lastTransitionTime`` changes only when
+its status does. Status is written through the ``status`` subresource by server-side
+apply carrying the ``resourceVersion`` last read, so a stale writer (a replica that
+lost the Lease) gets a Conflict instead of overwriting a newer status.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet.engine.changesets import Action, ChangeSet
+from fleet.kube import Client, Conflict, KubeError, NotFound, Ref
+from fleet.manifests.findings import Finding
+
+logger = logging.getLogger(__name__)
+
+GROUP = "fleet.gpufleet.dev"
+API_VERSION = f"{GROUP}/v1alpha1"
+KIND = "FleetSync"
+FIELD_MANAGER = "fleet-controller"
+EVENT_NAMESPACE = "default"
+"""Events about cluster-scoped objects live in ``default``, as kubectl looks for them."""
+MAX_LISTED = 50
+
+
+@dataclass
+class Report:
+    """Everything the controller knows that status shows; filled by the reconciler."""
+
+    cluster: str
+    repository: str = ""
+    ref: str = ""
+    path: str = ""
+    attempted: str = ""
+    """Revision of the newest checkout, valid or not."""
+    applied: str = ""
+    """Revision last applied completely."""
+    enforced: str = ""
+    """Revision being enforced now (the last good one when the newest does not validate)."""
+    source_reachable: bool = True
+    source_error: str = ""
+    findings: tuple[Finding, ...] = ()
+    changes: ChangeSet | None = None
+    error: str = ""
+    reconciling: bool = False
+    trace_id: str = ""
+    last_reconcile: str = ""
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def drift_of(changes: ChangeSet | None) -> list[dict[str, str]]:
+    """The drifted objects of a ChangeSet: what changed in the cluster and what was done about it."""
+    out: list[dict[str, str]] = []
+    for entry in changes.entries if changes else ():
+        if not entry.drift:
+            continue
+        repaired = entry.action in (Action.CREATED, Action.CONFIGURED) and not entry.failed
+        out.append(
+            {
+                "kind": entry.ref.kind,
+                "namespace": entry.ref.namespace,
+                "name": entry.ref.name,
+                "stage": entry.stage,
+                "action": "repaired" if repaired else ("reported" if entry.action == Action.SKIPPED else "ignored"),
+                "reason": entry.reason or entry.error or "changed in the cluster",
+            }
+        )
+    return out
+
+
+def status(report: Report, *, generation: int, previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The FleetSync status for ``report`` (pure; ``previous`` keeps condition transition times)."""
+    changes = report.changes
+    stages: list[dict[str, Any]] = []
+    if changes is not None:
+        for stage, counts in changes.summary().items():
+            row: dict[str, Any] = {"name": stage}
+            row.update({str(a): counts.get(str(a), 0) for a in Action})
+            row["failed"] = sum(1 for e in changes.entries if e.stage == stage and e.failed)
+            stages.append(row)
+    failed = [e for e in (changes.entries if changes else ()) if e.failed]
+    drift = drift_of(changes)
+    invalid = bool(report.findings)
+    ready = (
+        not invalid
+        and not report.error
+        and not failed
+        and report.source_reachable
+        and bool(report.applied)
+        and report.applied == report.attempted
+    )
+    if invalid:
+        ready_reason, ready_message = "ValidationFailed", f"revision {report.attempted[:12]} does not validate"
+    elif not report.source_reachable:
+        ready_reason, ready_message = "SourceUnreachable", report.source_error
+    elif report.error or failed:
+        ready_reason = "ReconcileFailed"
+        ready_message = report.error or f"{len(failed)} object(s) failed: {failed[0].ref}: {failed[0].error}"
+    elif ready:
+        ready_reason, ready_message = "Applied", f"revision {report.applied[:12]} applied"
+    else:
+        ready_reason, ready_message = "Progressing", f"applying revision {report.attempted[:12]}"
+    reconciling = report.reconciling or (not ready and not invalid and not report.error and not failed)
+    conditions = [
+        _condition("Ready", ready, ready_reason, ready_message, generation, previous),
+        _condition(
+            "Reconciling",
+            reconciling,
+            "Progressing" if reconciling else "Idle",
+            f"reconciling revision {report.attempted[:12]}" if reconciling else "",
+            generation,
+            previous,
+        ),
+        _condition(
+            "Stalled",
+            invalid,
+            "ValidationFailed" if invalid else "Healthy",
+            ready_message if invalid else "",
+            generation,
+            previous,
+        ),
+    ]
+    return {
+        "observedGeneration": generation,
+        "lastAttemptedRevision": report.attempted,
+        "lastAppliedRevision": report.applied,
+        "enforcedRevision": report.enforced,
+        "sourceReachable": report.source_reachable,
+        "sourceError": report.source_error,
+        "stages": stages,
+        "findings": [
+            {"location": str(f.location), "rule": f.rule, "message": f.message} for f in report.findings[:MAX_LISTED]
+        ],
+        "findingCount": len(report.findings),
+        "drift": drift[:MAX_LISTED],
+        "driftCount": len(drift),
+        "lastError": report.error or (f"{failed[0].ref}: {failed[0].error}" if failed else ""),
+        "traceID": report.trace_id,
+        "lastReconcileTime": report.last_reconcile,
+        "conditions": conditions,
+    }
+
+
+def _condition(
+    kind: str, value: bool, reason: str, message: str, generation: int, previous: dict[str, Any] | None
+) -> dict[str, Any]:
+    text = "True" if value else "False"
+    before = next((c for c in (previous or {}).get("conditions") or () if c.get("type") == kind), None)
+    since = before["lastTransitionTime"] if before and before.get("status") == text else now()
+    return {
+        "type": kind,
+        "status": text,
+        "reason": reason,
+        "message": message[:1000],
+        "observedGeneration": generation,
+        "lastTransitionTime": since,
+    }
+
+
+def ref(cluster: str) -> Ref:
+    return Ref(api_version=API_VERSION, kind=KIND, namespace="", name=cluster)
+
+
+@dataclass
+class Writer:
+    """Writes one cluster's FleetSync status and Events; remembers the last object it read."""
+
+    client: Client
+    cluster: str
+    current: dict[str, Any] | None = None
+    written: dict[str, Any] = field(default_factory=dict)
+
+    async def ensure(self, *, report: Report) -> dict[str, Any]:
+        """Create (or update) the FleetSync object's spec; returns the live object."""
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": {"name": self.cluster},
+            "spec": {"repository": report.repository, "ref": report.ref, "path": report.path},
+        }
+        self.current = await self.client.apply(body, field_manager=FIELD_MANAGER, force=True)
+        return self.current
+
+    async def write(self, report: Report) -> None:
+        """Write the status for ``report`` if it changed; a stale read is re-read once, never forced."""
+        for attempt in range(2):
+            if self.current is None or attempt:
+                try:
+                    self.current = await self.client.get(ref(self.cluster))
+                except NotFound:
+                    self.current = await self.ensure(report=report)
+            meta = self.current.get("metadata") or {}
+            previous = self.current.get("status") or {}
+            body = status(report, generation=int(meta.get("generation") or 1), previous=previous)
+            if _same(body, previous):
+                return
+            patch = {
+                "apiVersion": API_VERSION,
+                "kind": KIND,
+                "metadata": {"name": self.cluster, "resourceVersion": meta.get("resourceVersion")},
+                "status": body,
+            }
+            try:
+                self.current = await self.client.apply(
+                    patch, field_manager=FIELD_MANAGER, force=True, subresource="status"
+                )
+                self.written = body
+                return
+            except Conflict:
+                continue
+
+    async def event(self, *, reason: str, message: str, warning: bool = False) -> None:
+        """An Event on the FleetSync object (best effort: a failed Event never fails a reconcile)."""
+        involved = self.current or {}
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{self.cluster}.{uuid.uuid4().hex[:16]}", "namespace": EVENT_NAMESPACE},
+            "involvedObject": {
+                "apiVersion": API_VERSION,
+                "kind": KIND,
+                "name": self.cluster,
+                "uid": (involved.get("metadata") or {}).get("uid", ""),
+            },
+            "reason": reason,
+            "message": message[:1000],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": FIELD_MANAGER},
+            "reportingComponent": FIELD_MANAGER,
+            "reportingInstance": FIELD_MANAGER,
+            "firstTimestamp": stamp[:19] + "Z",
+            "lastTimestamp": stamp[:19] + "Z",
+            "eventTime": stamp,
+            "action": reason,
+            "count": 1,
+        }
+        try:
+            await self.client.request(
+                "POST", f"/api/v1/namespaces/{EVENT_NAMESPACE}/events", verb="create", body=body, where="Event"
+            )
+        except KubeError as err:
+            logger.warning("could not record Event %s: %s", reason, err)
+
+
+def events_for(
+    changes: ChangeSet, *, already: set[tuple[str, str, str, str]] | None = None
+) -> list[tuple[str, str, bool]]:
+    """(reason, message, warning) Events for a ChangeSet: applied, pruned, failed, drift.
+
+    ``already`` holds (kind, namespace, name, action) of drift announced before: not again.
+    """
+    out: list[tuple[str, str, bool]] = []
+    counts = Counter(str(e.action) for e in changes.entries if not e.failed and not e.drift)
+    written = counts.get("created", 0) + counts.get("configured", 0)
+    if written:
+        out.append(
+            ("Applied", f"revision {changes.revision[:12]}: {_counts(counts, ('created', 'configured'))}", False)
+        )
+    if counts.get("deleted"):
+        out.append(("Pruned", f"revision {changes.revision[:12]}: {counts['deleted']} deleted", False))
+    for entry in changes.entries:
+        if entry.failed:
+            out.append(("Failed", f"{entry.ref}: {entry.error.splitlines()[0]}", True))
+    for d in drift_of(changes):
+        if already and (d["kind"], d["namespace"], d["name"], d["action"]) in already:
+            continue
+        obj = f"{d['kind']} {d['namespace'] + '/' if d['namespace'] else ''}{d['name']}"
+        out.append(("Drift", f"{obj}: {d['reason']} ({d['action']})", d["action"] != "repaired"))
+    return out
+
+
+def _counts(counts: Counter[str], keys: tuple[str, ...]) -> str:
+    return ", ".join(f"{counts[k]} {k}" for k in keys if counts.get(k))
+
+
+def _same(new: dict[str, Any], old: dict[str, Any]) -> bool:
+    def strip(s: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in s.items() if k not in ("lastReconcileTime", "traceID")}
+
+    return strip(new) == strip(old)
+
+
+__all__ = ["API_VERSION", "KIND", "Report", "Writer", "drift_of", "events_for", "ref", "status"]

@@ -1,0 +1,112 @@
+"""Controller tests: a real git remote (a bare repository served over ``file://``), the sandbox,
+and the controller's loop running in the test's own event loop.
+
+``remote`` is the repository the controller follows; ``Remote.push(repo)`` writes a
+``tests.apply.repos.Repo`` into the work tree, commits and pushes it, exactly as a
+merged pull request would land. ``running(...)`` starts the controller loop (source,
+watches, queue, reconciler) against the sandbox as admin and stops it afterwards.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from fleet import kube
+from fleet.controller import controllers, leaders
+from fleet.sandbox import Sandbox, credentials
+from fleet.source import GitSource
+from tests.apply.repos import Repo
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD = ROOT / "overlays" / "base" / "fleetsync-crd.yaml"
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
+
+
+class Remote:
+    """A bare repository and a work tree that pushes to it."""
+
+    def __init__(self, root: Path) -> None:
+        self.bare = root / "remote.git"
+        self.work = root / "work"
+        self.bare.mkdir(parents=True)
+        git(self.bare, "init", "-q", "--bare", "-b", "main")
+        self.work.mkdir()
+        git(self.work, "init", "-q", "-b", "main")
+        git(self.work, "remote", "add", "origin", str(self.bare))
+
+    @property
+    def url(self) -> str:
+        return f"file://{self.bare}"
+
+    def push(self, repo: Repo, *, message: str, edit: Callable[[Path], None] | None = None) -> str:
+        """Write ``repo`` into the work tree (then ``edit`` it), commit, push; the new commit's SHA."""
+        repo.root = self.work
+        repo.write()
+        if edit is not None:
+            edit(self.work)
+        git(self.work, "add", "-A")
+        git(self.work, "commit", "-q", "--allow-empty", "-m", message)
+        git(self.work, "push", "-q", "origin", "main")
+        return git(self.work, "rev-parse", "HEAD")
+
+
+@pytest.fixture()
+def remote(tmp_path: Path) -> Remote:
+    return Remote(tmp_path / "git")
+
+
+@pytest.fixture(scope="session")
+def fleetsync_crd(sandbox: Sandbox) -> None:
+    sandbox.kubectl("apply", "-f", str(CRD))
+    sandbox.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
+
+
+@asynccontextmanager
+async def running(
+    sandbox: Sandbox, remote: Remote, *, cluster: str, cache_dir: Path, **options: Any
+) -> AsyncIterator[controllers.Controller]:
+    """The controller loop for ``cluster`` following ``remote``, as the sandbox admin, leading alone."""
+    client = await kube.connect(kubeconfig=str(sandbox.kubeconfig), context=credentials.CLUSTER)
+    source = GitSource(url=remote.url, ref="main", path="", cache_dir=cache_dir)
+    options.setdefault("interval", 1.0)
+    options.setdefault("health_timeout", 30.0)
+    ctl = controllers.Controller(client=client, source=source, options=controllers.Options(cluster=cluster, **options))
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ctl.run)
+            tg.start_soon(
+                lambda: leaders.elect(client=client, cluster=cluster, identity="test", enabled=False, leader=ctl.leader)
+            )
+            yield ctl
+            tg.cancel_scope.cancel()
+    finally:
+        await client.close()
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], *, within: float = 60.0, what: str = "") -> Any:
+    """Poll ``check`` until it returns something truthy; fail naming ``what`` after ``within`` seconds."""
+    last: Any = None
+    with anyio.move_on_after(within):
+        while True:
+            last = await check()
+            if last:
+                return last
+            await anyio.sleep(0.1)
+    raise AssertionError(f"not within {within:g}s: {what} (last: {last!r})")

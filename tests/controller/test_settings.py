@@ -1,0 +1,93 @@
+"""Settings: flags beat FLEET_* variables, and every invalid setting is one clear line at start."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fleet.controller import settings
+
+REQUIRED = {"FLEET_REPO": "file:///srv/fleet.git", "FLEET_CLUSTER": "gpu-east"}
+
+
+@pytest.fixture(autouse=True)
+def environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """Only the variables a test sets: none of the developer's FLEET_* leak in."""
+    for name in list(os.environ):
+        if name.startswith("FLEET_"):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def setenv(monkeypatch: pytest.MonkeyPatch, values: dict[str, str]) -> None:
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_defaults_follow_the_issue(environment: pytest.MonkeyPatch) -> None:
+    setenv(environment, REQUIRED)
+    s = settings.parse([])
+    assert s.interval == 60.0 and s.resync == 600.0
+    assert s.address == ("0.0.0.0", 8080)
+    assert s.leader_elect is True
+    assert s.ref == "" and s.kubeconfig is None and s.drift_policy is None
+
+
+def test_a_flag_beats_its_variable(environment: pytest.MonkeyPatch) -> None:
+    setenv(environment, {**REQUIRED, "FLEET_INTERVAL": "5m", "FLEET_LISTEN": "127.0.0.1:9000"})
+    s = settings.parse(["--interval", "1m30s", "--no-leader-elect", "--drift-policy", "report"])
+    assert s.interval == 90.0
+    assert s.address == ("127.0.0.1", 9000)
+    assert s.leader_elect is False
+    assert s.drift_policy == "report"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90s", 90.0), ("1m", 60.0), ("1h30m", 5400.0), ("500ms", 0.5), ("2", 2.0), ("1m30s", 90.0)]
+)
+def test_durations_are_written_as_go_writes_them(text: str, seconds: float) -> None:
+    assert settings.parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "1x", "m", "1m 30s", "-5s", "0s", "1m30"])
+def test_bad_durations_are_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        settings.parse_duration(text)
+
+
+def test_every_invalid_setting_is_one_line_naming_flag_and_variable(
+    environment: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    setenv(environment, {"FLEET_DRIFT_POLICY": "warn", "FLEET_LISTEN": "localhost", "FLEET_LEADER_ELECT": "false"})
+    with pytest.raises(settings.SettingsError) as caught:
+        settings.parse(["--interval", "soon", "--webhook-secret-file", str(tmp_path / "missing")])
+    problems = caught.value.problems
+    assert problems == [
+        "--repo / FLEET_REPO: required, not set",
+        "--cluster / FLEET_CLUSTER: required, not set",
+        "--interval: 'soon' is not a duration (write e.g. 30s, 1m, 1h30m)",
+        f"--webhook-secret-file: {tmp_path / 'missing'} is not a readable file",
+        "--listen / FLEET_LISTEN: 'localhost' is not HOST:PORT (write e.g. :8080 or 127.0.0.1:8080)",
+        "--drift-policy / FLEET_DRIFT_POLICY: Input should be 'enforce', 'report' or 'ignore' (got 'warn')",
+    ]
+
+
+def test_the_entry_point_fails_with_one_line_per_setting_and_no_traceback() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
+    env["FLEET_INTERVAL"] = "often"
+    proc = subprocess.run(
+        [sys.executable, "-m", "fleet.controller", "--cluster", "c"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "--repo / FLEET_REPO: required, not set" in proc.stderr
+    assert "--interval / FLEET_INTERVAL: 'often' is not a duration" in proc.stderr

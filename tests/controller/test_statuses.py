@@ -1,0 +1,92 @@
+"""FleetSync status as a pure view of what the controller knows: kstatus conditions, counts, findings, drift."""
+
+from __future__ import annotations
+
+from fleet.controller import statuses
+from fleet.engine.changesets import Action, Change, ChangeSet
+from fleet.kube import Ref
+from fleet.manifests.findings import Finding
+from fleet.manifests.locations import Location
+from fleetctl.commands import status as status_command
+
+DC = Ref(api_version="resource.k8s.io/v1", kind="DeviceClass", namespace="", name="gpu")
+RB = Ref(api_version="rbac.authorization.k8s.io/v1", kind="RoleBinding", namespace="ml", name="fleet-team-claims")
+
+
+def conditions(body: dict[str, object]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in body["conditions"]}  # type: ignore[attr-defined, index]
+
+
+def test_applied_revision_is_ready_and_counts_come_from_the_changeset() -> None:
+    changes = ChangeSet(cluster="c", revision="abc", entries=[Change(ref=DC, stage="classes", action=Action.CREATED)])
+    report = statuses.Report(cluster="c", attempted="abc", applied="abc", enforced="abc", changes=changes)
+    body = statuses.status(report, generation=3)
+    assert conditions(body) == {
+        "Ready": ("True", "Applied"),
+        "Reconciling": ("False", "Idle"),
+        "Stalled": ("False", "Healthy"),
+    }
+    assert all(c["observedGeneration"] == 3 for c in body["conditions"])
+    assert body["stages"] == [
+        {"name": "classes", "created": 1, "configured": 0, "unchanged": 0, "deleted": 0, "skipped": 0, "failed": 0}
+    ]
+
+
+def test_an_invalid_revision_is_stalled_names_its_findings_and_keeps_the_last_good_one() -> None:
+    finding = Finding(location=Location("teams/ml/team.yaml", 6, 3), rule="schema", message="unknown field")
+    report = statuses.Report(cluster="c", attempted="bad", applied="good", enforced="good", findings=(finding,))
+    body = statuses.status(report, generation=1)
+    assert conditions(body)["Ready"] == ("False", "ValidationFailed")
+    assert conditions(body)["Stalled"] == ("True", "ValidationFailed")
+    assert conditions(body)["Reconciling"][0] == "False"
+    assert body["findings"] == [{"location": "teams/ml/team.yaml:6:3", "rule": "schema", "message": "unknown field"}]
+    assert body["lastAppliedRevision"] == "good" and body["enforcedRevision"] == "good"
+
+
+def test_drift_is_listed_with_what_was_done_and_an_event_each() -> None:
+    changes = ChangeSet(
+        cluster="c",
+        revision="abc",
+        entries=[
+            Change(ref=DC, stage="classes", action=Action.CONFIGURED, drift=True),
+            Change(ref=RB, stage="tenancy", action=Action.SKIPPED, drift=True, reason="deleted in the cluster; report"),
+        ],
+    )
+    body = statuses.status(statuses.Report(cluster="c", attempted="abc", applied="abc", changes=changes), generation=1)
+    assert [(d["kind"], d["action"]) for d in body["drift"]] == [
+        ("DeviceClass", "repaired"),
+        ("RoleBinding", "reported"),
+    ]
+    assert body["driftCount"] == 2
+    reasons = [(reason, warning) for reason, _, warning in statuses.events_for(changes)]
+    assert reasons == [("Drift", False), ("Drift", True)]
+    announced = {("RoleBinding", "ml", "fleet-team-claims", "reported")}
+    assert [m for _, m, _ in statuses.events_for(changes, already=announced)] == [
+        "DeviceClass gpu: changed in the cluster (repaired)"
+    ]
+
+
+def test_transition_times_change_only_with_the_status() -> None:
+    report = statuses.Report(cluster="c", attempted="a", applied="a")
+    first = statuses.status(report, generation=1)
+    first["conditions"][0]["lastTransitionTime"] = "2020-01-01T00:00:00Z"
+    again = statuses.status(report, generation=1, previous=first)
+    assert again["conditions"][0]["lastTransitionTime"] == "2020-01-01T00:00:00Z"
+    report.source_reachable, report.source_error = False, "cannot reach the remote"
+    moved = statuses.status(report, generation=1, previous=first)
+    assert moved["conditions"][0]["status"] == "False"
+    assert moved["conditions"][0]["lastTransitionTime"] != "2020-01-01T00:00:00Z"
+
+
+def test_fleetctl_status_renders_findings_and_drift() -> None:
+    finding = Finding(location=Location("teams/ml/team.yaml", 6, 3), rule="schema", message="unknown field")
+    report = statuses.Report(cluster="c", attempted="bad", applied="good", enforced="good", findings=(finding,))
+    obj = {
+        "metadata": {"name": "c"},
+        "spec": {"repository": "file:///r"},
+        "status": statuses.status(report, generation=1),
+    }
+    text = status_command.render(obj)
+    assert "teams/ml/team.yaml:6:3 schema unknown field" in text
+    assert "Stalled     True  ValidationFailed" in text
+    assert "enforced   good (the newest revision is not applied)" in text
