@@ -1,15 +1,16 @@
-"""Where the shared inputs every developer and CI have live: ``shared/`` beside the checkout.
+"""Where the test data lives: ``tests/data`` inside the checkout.
 
-CI clones the project into a folder of its own with a copy of ``shared/`` beside it, so the
-path is derived from this file, never written out; ``FLEET_SHARED_DIR`` overrides it.
+The project stands alone: a clone has everything its tests read, so nothing here
+points outside the repository (``tests/data/README.md`` says where each file came from).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("FLEET_SHARED_DIR") or ROOT.parent / "shared")
-FIXTURES = SHARED / "fixtures"
-SEED = SHARED / "seed" / "manifests"
+DATA = ROOT / "tests" / "data"
+FIXTURES = DATA
+"""``resourceslices/`` (NVIDIA DRA driver slices) and ``nvml/`` (an H200 reading)."""
+SEED = DATA / "guide"
+"""The manifests of the guide "How Does DRA Work for GPUs in Kubernetes? A Hands-On Guide"."""

@@ -1,6 +1,6 @@
 """The pipeline every command and the controller share: checkout → validate → resolve → plan.
 
-A revision that fails validation is never rendered, diffed or applied (DESIGN.md):
+A revision that fails validation is never rendered, diffed or applied (docs/architecture.md):
 ``load_plan`` raises a FleetError listing the findings. The revision id is the commit
 the checkout is at (``git rev-parse HEAD``, ``-dirty`` when the work tree has
 changes); outside git it is a hash of the files' content, so it still changes

@@ -7,7 +7,7 @@ own attributes unqualified (``productName``) and the standard ones fully
 qualified (``resource.kubernetes.io/pciBusID``), versions semver-normalised,
 memory as a binary-SI quantity, MIG devices named
 ``gpu-<minor>-mig-<profile>-<giProfileId>-<start>`` with ``memorySlice<i>``
-capacities. Values are those of ``shared/fixtures/resourceslices`` and, for the
+capacities. Values are those of ``tests/data/resourceslices`` and, for the
 H200, of an NVML reading of a real H200 (``model_from_nvml`` derives them, a
 test checks the constants against that reading).
 
@@ -128,7 +128,7 @@ MODELS: dict[str, GpuModel] = {
         node_memory="256Gi",
     ),
     # Model-level values from an NVML reading of a real H200, driver 580.159.04
-    # (shared/fixtures/nvml/h200.json); tests/sandbox checks them with model_from_nvml.
+    # (tests/data/nvml/h200.json); tests/sandbox checks them with model_from_nvml.
     "h200": GpuModel(
         key="h200",
         instance_type="p5en.48xlarge",

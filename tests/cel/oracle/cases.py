@@ -10,15 +10,13 @@ k8s.io/dynamic-resource-allocation v0.36.3 ``CompileCELExpression`` +
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-# shared/ beside the checkout (as tests/paths.py; this file also runs standalone from regenerate.py)
-SHARED = Path(os.environ.get("FLEET_SHARED_DIR") or Path(__file__).resolve().parents[3].parent / "shared")
-FIXTURES = SHARED / "fixtures"
+# tests/data in the checkout (as tests/paths.py; this file also runs standalone from regenerate.py)
+FIXTURES = Path(__file__).resolve().parents[2] / "data"
 HERE = Path(__file__).parent
 GOLDEN = HERE / "golden.jsonl"
 GPU = "device.attributes['gpu.nvidia.com']"
