@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 
 from fleet import engine, kube
-from fleet.engine import diffs, pipelines
+from fleet.engine import listings, pipelines
 from fleet.telemetry import tracing
 
 
@@ -41,7 +41,7 @@ def add_cluster_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
 
-async def plan_and_connect(args: argparse.Namespace) -> tuple[engine.Plan, kube.Client, diffs.Prefetched]:
+async def plan_and_connect(args: argparse.Namespace) -> tuple[engine.Plan, kube.Client, listings.Prefetched]:
     """``fleet.engine.pipelines.plan_and_connect`` with the command's arguments."""
     return await pipelines.plan_and_connect(
         args.repo, cluster=args.cluster, context=args.context, kubeconfig=args.kubeconfig, request_timeout=args.timeout

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
-from fleet.engine import diffs, healths, ledgers, ownership, plans, stages
+from fleet.engine import deletions, diffs, healths, ledgers, listings, ownership, plans, stages
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.errors import FleetError
 from fleet.kube import Client, KubeError, NotFound, Ref
@@ -56,10 +57,13 @@ class Sync:
     options: Options = field(default_factory=Options)
     changes: ChangeSet = field(init=False)
     ledger: ledgers.Ledger = field(init=False)
-    prefetched: diffs.Prefetched | None = None
-    """Live objects listed while the plan was being computed (``diffs.prefetch``), if any."""
-    live: diffs.LiveIndex = field(init=False, default_factory=dict)
+    prefetched: listings.Prefetched | None = None
+    """Live objects listed while the plan was being computed (``listings.prefetch``), if any."""
+    live: listings.LiveIndex = field(init=False, default_factory=dict)
     steps: list[str] = field(init=False, default_factory=list)
+    progress: Callable[[str, int, int], None] | None = None
+    """Told ``(step, objects written, objects to write)`` as a step writes: for progress bars."""
+    _writing: tuple[str, int, int] = field(init=False, default=("", 0, 0))
     _saved: dict[str, Any] | None = field(init=False, default=None)
     _skip: set[str] = field(init=False, default_factory=set)
     _stopped: bool = field(init=False, default=False)
@@ -90,7 +94,7 @@ class Sync:
             kinds.add(("v1", "Node"))
         with tracing.tracer().start_as_current_span("read live"):
             done = self.prefetched.kinds if self.prefetched else set()
-            self.live = await diffs.live_index(client=self.client, kinds=kinds - done)
+            self.live = await listings.live_index(client=self.client, kinds=kinds - done)
             if self.prefetched:
                 self.live.update(self.prefetched.live)
         self.steps = [s.name for s in stages.STAGES] + ["prune", "record"]
@@ -138,7 +142,7 @@ class Sync:
                     concurrency=self.options.concurrency,
                     ignore_managers=self.options.ignore_managers,
                     force=self.options.force_conflicts,
-                    preview_creations=self.options.dry_run,
+                    preview=self.options.dry_run,
                 )
             for change, d in zip(found, desired, strict=True):
                 _apply_drift_policy(change, d.drift)
@@ -149,8 +153,8 @@ class Sync:
                 if c.action in (Action.CREATED, Action.CONFIGURED) and not c.failed
             ]
             span.set_attribute("fleet.writes", len(todo))
-            if any(c.failed for c in found):
-                self._stopped = True
+            if any(c.failed for c in found) and not self.options.dry_run:
+                self._stopped = True  # a preview goes on: it shows every stage, failures included
                 return
             if self.options.dry_run or not (todo or stage.gate in _ALWAYS_CHECKED):
                 return
@@ -160,6 +164,7 @@ class Sync:
                 await self._save_progress()
             # Kinds in the stage's order, one wave each: a RoleBinding is created only after its
             # Role exists (for a non-admin applier the API server resolves the Role to check escalation).
+            self._start_writing(stage.name, len(todo))
             for kind in stage.kinds:
                 await self._apply_all([(c, d) for c, d in todo if d.obj["kind"] == kind])
             await self._apply_all([(c, d) for c, d in todo if d.obj["kind"] not in stage.kinds])
@@ -205,6 +210,7 @@ class Sync:
                         change.error = str(err)
                         span.set_attribute("error.type", type(err).__name__)
                     change.duration = time.monotonic() - started
+                    self._written()
 
         async with anyio.create_task_group() as tg:
             for change, d in todo:
@@ -224,7 +230,7 @@ class Sync:
         desired_keys = {d.ref.key for d in self.plan.objects}
         desired_keys |= {d.ref.key for d in self.desired(stages.by_name("pools"))}
         stage_of = {kind: s.name for s in stages.STAGES for kind in s.kinds}
-        found = diffs.deletions(
+        found = deletions.planned(
             ledger=self.ledger.entries, desired_keys=desired_keys, live=self.live, stage_of=stage_of
         )
         order = {s.name: i for i, s in enumerate(stages.prune_order())}
@@ -244,6 +250,7 @@ class Sync:
                 [c.ref.name for c in found if c.ref.kind == "Namespace" and c.action == Action.DELETED]
             )
             span.set_attribute("fleet.deletions", sum(c.action == Action.DELETED for c in found))
+            self._start_writing("prune", sum(c.action == Action.DELETED for c in found))
             for change in found:
                 self.changes.entries.append(change)
                 if change.action != Action.DELETED:
@@ -257,6 +264,18 @@ class Sync:
                     )
                     continue
                 await self._delete(change)
+                self._written()
+
+    def _start_writing(self, step: str, total: int) -> None:
+        self._writing = (step, 0, total)
+        if self.progress is not None and total:
+            self.progress(step, 0, total)
+
+    def _written(self) -> None:
+        step, done, total = self._writing
+        self._writing = (step, done + 1, total)
+        if self.progress is not None:
+            self.progress(step, done + 1, total)
 
     async def _delete(self, change: Change) -> None:
         started = time.monotonic()
@@ -329,8 +348,10 @@ def _apply_drift_policy(change: Change, policy: str) -> None:
     """Cluster-side drift under ``warn`` is reported, under ``ignore`` hidden; git changes always apply."""
     if not change.drift or policy == "enforce":
         return
-    by = f" ({change.error.splitlines()[0]})" if change.error else ""
+    owners = sorted({c.manager for c in change.conflicts if c.manager})
+    by = f" ({change.error.splitlines()[0]})" if change.error else (f" by {', '.join(owners)}" if owners else "")
     change.error = ""  # a conflict over drift is what the policy is about, not a failure
+    change.conflicts = ()  # the policy does not re-apply, so nothing is taken from anyone
     if policy == "warn":
         change.action = Action.SKIPPED
         change.reason = f"changed in the cluster{by}; drift policy warn: reported, not re-applied"

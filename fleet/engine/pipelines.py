@@ -25,7 +25,7 @@ from pathlib import Path
 import anyio
 
 from fleet import kube
-from fleet.engine import diffs, plans
+from fleet.engine import listings, plans
 from fleet.errors import FleetError
 from fleet.manifests import kinds, load_revision, read_tree
 from fleet.manifests.limits import Limits
@@ -99,16 +99,16 @@ async def plan_and_connect(
     context: str | None = None,
     kubeconfig: str | None = None,
     request_timeout: float = 30.0,
-) -> tuple[plans.Plan, kube.Client, diffs.Prefetched]:
+) -> tuple[plans.Plan, kube.Client, listings.Prefetched]:
     """Validate and plan ``repo`` (in a thread) while connecting and listing live objects."""
     context = context or cluster_context(repo, cluster=cluster)
     client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=request_timeout)
     overlap = sum(1 for _ in itertools.islice(_yaml_files(repo), OVERLAP_MAX_FILES + 1)) <= OVERLAP_MAX_FILES
     try:
-        listing: list[diffs.Prefetched] = []
+        listing: list[listings.Prefetched] = []
 
         async def fetch() -> None:
-            listing.append(await diffs.prefetch(client=client))
+            listing.append(await listings.prefetch(client=client))
 
         async with anyio.create_task_group() as tg:
             if overlap:

@@ -52,9 +52,19 @@ STAGES: tuple[Stage, ...] = (
 # The API resources (plurals) fleet writes: every stage's kinds plus the ledger
 # ConfigMap. Used to count write requests in the API server's own metrics.
 WRITTEN_RESOURCES = frozenset(
-    {"namespaces", "deviceclasses", "roles", "rolebindings", "resourcequotas", "nodes", "resourceclaimtemplates",
-     "resourceclaims", "configmaps"}
+    {
+        "namespaces",
+        "deviceclasses",
+        "roles",
+        "rolebindings",
+        "resourcequotas",
+        "nodes",
+        "resourceclaimtemplates",
+        "resourceclaims",
+        "configmaps",
+    }
 )
+
 
 def by_name(name: str) -> Stage:
     for stage in STAGES:

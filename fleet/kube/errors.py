@@ -30,6 +30,11 @@ from dataclasses import dataclass
 from fleet.errors import FleetError
 
 _MANAGER = re.compile(r'conflicts? with "([^"]+)"')
+FIELD_MANAGER_CONFLICT = "FieldManagerConflict"
+"""``Status.details.causes[].reason`` of one field another manager owns (server-side apply)."""
+IMMUTABLE = ("field is immutable", "cannot change roleRef")
+"""How the API server's causes end for a field that may not change (apimachinery's
+``FieldImmutableErrorMsg``; RBAC words RoleBinding.roleRef its own way)."""
 _SCHEMA_ERROR = re.compile(r"failed to create typed patch object|field not declared in schema")
 
 
@@ -67,9 +72,21 @@ class Conflict(KubeError):
         status: int = 409,
         reason: str = "Conflict",
         managers: tuple[str, ...] = (),
+        causes: tuple[Cause, ...] = (),
     ) -> None:
         super().__init__(what, where=where, hint=hint, status=status, reason=reason)
         self.managers = managers
+        self.causes = causes
+
+    @property
+    def fields(self) -> tuple[tuple[str, str], ...]:
+        """(other field manager, field path) per field-manager conflict, from the server's status causes."""
+        found = []
+        for cause in self.causes:
+            if cause.reason == FIELD_MANAGER_CONFLICT:
+                names = conflict_managers(cause.message)
+                found.append((names[0] if names else "", cause.field))
+        return tuple(found)
 
 
 class Forbidden(KubeError):
@@ -91,6 +108,11 @@ class Invalid(KubeError):
     ) -> None:
         super().__init__(what, where=where, hint=hint, status=status, reason=reason)
         self.causes = causes
+
+    @property
+    def immutable(self) -> bool:
+        """Every rejected field is one that may not change after creation (replace the object instead)."""
+        return bool(self.causes) and all(c.message.endswith(IMMUTABLE) for c in self.causes)
 
 
 class TooManyRequests(KubeError):
@@ -162,7 +184,9 @@ def from_status(*, status: int, body: object, where: str, retry_after: float = 0
             if managers
             else "the object changed or already exists; retry"
         )
-        return Conflict(message, where=where, hint=hint, status=status, reason=reason, managers=managers)
+        return Conflict(
+            message, where=where, hint=hint, status=status, reason=reason, managers=managers, causes=causes
+        )
     if status in (401, 403):
         return Forbidden(
             message,
@@ -197,6 +221,8 @@ def from_status(*, status: int, body: object, where: str, retry_after: float = 0
 
 
 __all__ = [
+    "FIELD_MANAGER_CONFLICT",
+    "IMMUTABLE",
     "Cause",
     "Conflict",
     "Forbidden",

@@ -2,7 +2,8 @@
 
 Only objects that differ are written (a run with nothing to do writes nothing).
 Each stage must pass its health gate before the next starts; progress is printed
-to stderr as stages finish, and the run ends with the per-stage summary table.
+to stderr as stages finish (with a progress bar while a stage writes, on a
+terminal), and the run ends with the per-stage summary table.
 ``--prune`` deletes what fleet applied earlier and the revision no longer declares.
 Exit 0 all applied, 1 something failed (an object, a conflict, a health gate), 2 error.
 """
@@ -13,6 +14,8 @@ import argparse
 import json
 import sys
 from typing import Any
+
+from rich.progress import TaskID
 
 from fleet import engine
 from fleet.telemetry import tracing
@@ -60,23 +63,32 @@ async def _apply(args: argparse.Namespace) -> int:
     )
     failure: engine.HealthTimeout | None = None
     tracer = tracing.tracer()
+    err_console = reports.console(sys.stderr)
     with tracer.start_as_current_span("apply run", attributes={tracing.CLUSTER: args.cluster}) as span:
         plan, client, prefetched = await plan_and_connect(args)
         span.set_attribute(tracing.REVISION, plan.revision)
-        sync = engine.Sync(client=client, plan=plan, options=options, prefetched=prefetched)
-        try:
-            await sync.start()
-            while not sync.done:
-                step = sync.steps[0]
-                before = len(sync.changes.entries)
-                try:
-                    await sync.step()
-                except engine.HealthTimeout as err:
-                    failure = err
-                    break
-                _progress(step, sync.changes.entries[before:])
-        finally:
-            await client.close()
+        with reports.progress_bar(err_console) as bar:
+            tasks: dict[str, TaskID] = {}
+
+            def advance(step: str, done: int, total: int) -> None:
+                if step not in tasks:
+                    tasks[step] = bar.add_task(f"{step}: writing", total=total)
+                bar.update(tasks[step], completed=done, total=total)
+
+            sync = engine.Sync(client=client, plan=plan, options=options, prefetched=prefetched, progress=advance)
+            try:
+                await sync.start()
+                while not sync.done:
+                    step = sync.steps[0]
+                    before = len(sync.changes.entries)
+                    try:
+                        await sync.step()
+                    except engine.HealthTimeout as err:
+                        failure = err
+                        break
+                    bar.console.print(_progress(step, sync.changes.entries[before:]))
+            finally:
+                await client.close()
         span.set_attribute("fleet.writes", client.counts.writes)
     changes = sync.changes
     if args.output == "json":
@@ -85,17 +97,17 @@ async def _apply(args: argparse.Namespace) -> int:
         doc["error"] = str(failure) if failure else ""
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        use_colour = reports.colour(sys.stdout)
-        sys.stdout.write(reports.problems(changes, use_colour=use_colour))
-        sys.stdout.write(reports.summary_table(changes))
+        out = reports.console(sys.stdout)
+        reports.print_problems(out, changes)
+        reports.print_summary(out, changes)
         if failure is not None:
-            sys.stdout.write(f"error: {failure}\n")
+            out.print(f"error: {failure}")
     return 1 if (changes.failed or failure is not None) else 0
 
 
-def _progress(step: str, entries: list[engine.Change]) -> None:
+def _progress(step: str, entries: list[engine.Change]) -> str:
     counts: dict[str, int] = {}
     for e in entries:
         counts[str(e.action)] = counts.get(str(e.action), 0) + 1
     text = ", ".join(f"{n} {a}" for a, n in sorted(counts.items())) or "nothing to do"
-    print(f"{step}: {text}", file=sys.stderr, flush=True)
+    return f"{step}: {text}"

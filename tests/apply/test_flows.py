@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleet import engine, kube
-from fleet.engine import ownership
+from fleet.engine import ownership, previews
 from fleet.errors import FleetError
 from tests.apply.conftest import Engine, actions
 from tests.apply.repos import Repo
@@ -52,7 +52,7 @@ def test_change_configures_only_what_differs(fleet: Engine, repo: Repo) -> None:
         f"ResourceClaimTemplate {ns}/gpus": "configured",
     }
     quota_diff = next(e for e in preview.entries if e.ref.kind == "ResourceQuota")
-    assert engine.diffs.unified(quota_diff).count("\n-") >= 1
+    assert previews.unified(quota_diff).count("\n-") >= 1
 
     applied = fleet.apply()
     assert {str(e.ref): str(e.action) for e in applied.changed} == changed
