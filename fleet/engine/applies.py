@@ -341,7 +341,8 @@ class Sync:
             body = self.ledger.encode()
             if body["data"]["entries"] == self._saved["data"]["entries"]:
                 return
-        self._saved = await ledgers.save(client=self.client, ledger=self.ledger, saved=self._saved)
+        with anyio.CancelScope(shield=True):  # an interrupt never leaves the record half-written
+            self._saved = await ledgers.save(client=self.client, ledger=self.ledger, saved=self._saved)
 
 
 def _apply_drift_policy(change: Change, policy: str) -> None:

@@ -26,7 +26,7 @@ import anyio
 
 from fleet import kube
 from fleet.engine import listings, plans
-from fleet.errors import FleetError
+from fleet.errors import FleetError, user_errors
 from fleet.manifests import kinds, load_revision, read_tree
 from fleet.manifests.limits import Limits
 from fleet.manifests.views import resolve
@@ -110,14 +110,21 @@ async def plan_and_connect(
         async def fetch() -> None:
             listing.append(await listings.prefetch(client=client))
 
-        async with anyio.create_task_group() as tg:
-            if overlap:
-                tg.start_soon(fetch)
-            plan = await anyio.to_thread.run_sync(lambda: load_plan(repo, cluster=cluster))
+        try:
+            async with anyio.create_task_group() as tg:
+                if overlap:
+                    tg.start_soon(fetch)
+                plan = await anyio.to_thread.run_sync(lambda: load_plan(repo, cluster=cluster))
+        except BaseExceptionGroup as group:
+            found = user_errors(group)
+            if not found or len(found) != len(group.exceptions):
+                raise
+            raise found[0] from None  # the invalid revision (or the unreachable cluster) itself
         if not overlap:
             await fetch()
     except BaseException:
-        await client.close()
+        with anyio.CancelScope(shield=True):
+            await client.close()
         raise
     return plan, client, listing[0]
 

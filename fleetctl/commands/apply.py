@@ -15,6 +15,7 @@ import json
 import sys
 from typing import Any
 
+import anyio
 from rich.progress import TaskID
 
 from fleet import engine
@@ -88,7 +89,8 @@ async def _apply(args: argparse.Namespace) -> int:
                         break
                     bar.console.print(_progress(step, sync.changes.entries[before:]))
             finally:
-                await client.close()
+                with anyio.CancelScope(shield=True):
+                    await client.close()
         span.set_attribute("fleet.writes", client.counts.writes)
     changes = sync.changes
     if args.output == "json":

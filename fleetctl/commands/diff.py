@@ -17,6 +17,8 @@ import json
 import sys
 from typing import Any
 
+import anyio
+
 from fleet import engine
 from fleet.engine.previews import unified
 from fleet.telemetry import tracing
@@ -60,7 +62,8 @@ async def _diff(args: argparse.Namespace) -> int:
                 ),
             )
         finally:
-            await client.close()
+            with anyio.CancelScope(shield=True):
+                await client.close()
     out = sys.stdout
     if args.output == "json":
         doc = changes.to_json()

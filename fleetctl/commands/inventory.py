@@ -17,10 +17,9 @@ import json
 import sys
 from typing import Any
 
-import anyio
-
 from fleet import kube
 from fleet.inventory import Inventory, snapshots
+from fleetctl.pipelines import interruptible
 
 
 def register(sub: Any) -> None:
@@ -68,7 +67,7 @@ def table(inventory: Inventory) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    context, slices = anyio.run(lambda: read_slices(context=args.context, kubeconfig=args.kubeconfig))
+    context, slices = interruptible(lambda: read_slices(context=args.context, kubeconfig=args.kubeconfig))
     inventory = Inventory.from_slices(slices)
     if args.output == "text":
         print(table(inventory))

@@ -22,14 +22,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-import anyio
-
 from fleet import kube
 from fleet.engine import pipelines
 from fleet.errors import FleetError
 from fleet.inventory import Inventory, snapshots
 from fleet.manifests import Finding, Manifest, Revision, cluster_names, kinds, read_revision
 from fleet.policy import Result, Satisfaction, validate
+from fleetctl.pipelines import interruptible
 
 _RED, _YELLOW, _DIM, _BOLD, _RESET = "\033[31m", "\033[33m", "\033[2m", "\033[1m", "\033[0m"
 
@@ -112,7 +111,7 @@ def _inventories(args: argparse.Namespace, *, revision: Revision) -> dict[str, I
         cluster = chosen or recorded or (known[0] if len(known) == 1 else "")
         source = f"inventory {path}"
     elif args.context is not None:
-        inventory = Inventory.from_slices(anyio.run(_live_slices, args.context, args.kubeconfig))
+        inventory = Inventory.from_slices(interruptible(lambda: _live_slices(args.context, args.kubeconfig)))
         by_context = [m.name for m in revision.of_kind("Cluster") if _context_of(m) == args.context]
         cluster = (
             chosen or (by_context[0] if len(by_context) == 1 else "") or (args.context if args.context in known else "")
