@@ -9,7 +9,9 @@ exactly when the content does.
 ``plan_and_connect`` connects with the given context, else the Cluster's
 ``spec.context``, else the kubeconfig's current context, and lists the live objects
 while the repository is parsed and validated in a worker thread (loading is CPU
-work: it must never run on the event loop).
+work: it must never run on the event loop). Errors come out as themselves, never
+wrapped in the task group's ExceptionGroup, the invalid revision before the
+unreachable cluster.
 """
 
 from __future__ import annotations
@@ -100,33 +102,40 @@ async def plan_and_connect(
     kubeconfig: str | None = None,
     request_timeout: float = 30.0,
 ) -> tuple[plans.Plan, kube.Client, listings.Prefetched]:
-    """Validate and plan ``repo`` (in a thread) while connecting and listing live objects."""
+    """Validate and plan ``repo`` (in a thread) while connecting and listing live objects.
+
+    An invalid revision is reported as such even when the cluster cannot be reached:
+    the repository is the first thing to fix, and CI shows it without a cluster.
+    """
     context = context or cluster_context(repo, cluster=cluster)
-    client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=request_timeout)
     overlap = sum(1 for _ in itertools.islice(_yaml_files(repo), OVERLAP_MAX_FILES + 1)) <= OVERLAP_MAX_FILES
+    clients: list[kube.Client] = []
+    listing: list[listings.Prefetched] = []
+
+    async def connect() -> None:
+        clients.append(await kube.connect(kubeconfig=kubeconfig, context=context, timeout=request_timeout))
+        if overlap:
+            listing.append(await listings.prefetch(client=clients[0]))
+
     try:
-        listing: list[listings.Prefetched] = []
-
-        async def fetch() -> None:
-            listing.append(await listings.prefetch(client=client))
-
         try:
             async with anyio.create_task_group() as tg:
-                if overlap:
-                    tg.start_soon(fetch)
+                tg.start_soon(connect)
                 plan = await anyio.to_thread.run_sync(lambda: load_plan(repo, cluster=cluster))
         except BaseExceptionGroup as group:
             found = user_errors(group)
             if not found or len(found) != len(group.exceptions):
                 raise
-            raise found[0] from None  # the invalid revision (or the unreachable cluster) itself
-        if not overlap:
-            await fetch()
+            # The invalid revision first, then the cluster's error.
+            raise sorted(found, key=lambda e: isinstance(e, kube.KubeError))[0] from None
+        if not listing:
+            listing.append(await listings.prefetch(client=clients[0]))
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await client.close()
+            for client in clients:
+                await client.close()
         raise
-    return plan, client, listing[0]
+    return plan, clients[0], listing[0]
 
 
 def _yaml_files(repo: Path) -> Iterator[str]:

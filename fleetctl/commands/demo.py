@@ -1,9 +1,9 @@
 """``fleetctl demo``: the whole flow on the embedded default, end to end.
 
-Starts the sandbox (a real control plane) with the GPU nodes the chosen
-cluster of the example repository expects (``examples/sandbox/<cluster>.yaml``:
+Validates the repository, then starts the sandbox (a real control plane) with
+the GPU nodes the chosen cluster of the example repository expects (``examples/sandbox/<cluster>.yaml``:
 16 H100, 4 A100 and 2 H200 nodes for gpu-east), then runs what a platform team runs against the example
-fleet repository: validate, diff, apply, diff again (nothing left to change),
+fleet repository: diff, apply, diff again (nothing left to change),
 and finally schedules the guide's single-GPU pod with a team's claim template
 to show the DRA path working. Each step is an ordinary ``fleetctl`` command,
 printed before it runs, so the demo doubles as a tutorial.
@@ -21,6 +21,7 @@ from typing import Any
 
 from fleet.sandbox import clusters, credentials, profiles
 from fleetctl import cli
+from fleetctl.commands import sandbox
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fleet"
 PROFILES = EXAMPLE.parent / "sandbox"
@@ -28,8 +29,10 @@ PROFILES = EXAMPLE.parent / "sandbox"
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
-        "demo", help="sandbox + example fleet: validate, diff, apply, run a GPU pod",
-        description="Run fleet end to end on the local sandbox with the example fleet repository.")
+        "demo",
+        help="sandbox + example fleet: validate, diff, apply, run a GPU pod",
+        description="Run fleet end to end on the local sandbox with the example fleet repository.",
+    )
     parser.add_argument("repo", nargs="?", type=Path, default=EXAMPLE, help="fleet repository (default: the example)")
     parser.add_argument("--cluster", default="gpu-east", help="which Cluster of the repository the sandbox plays")
     parser.set_defaults(func=_demo)
@@ -38,17 +41,19 @@ def register(sub: Any) -> None:
 def _step(title: str, argv: list[str]) -> int:
     print(f"\n$ fleetctl {shlex.join(argv)}", flush=True)
     code = cli.run(argv)
+    if code == 130:
+        raise KeyboardInterrupt  # Ctrl-C in a step ends the demo, not just the step
     print(f"  ({title}: exit {code})", flush=True)
     return code
 
 
 def _demo(args: argparse.Namespace) -> int:
-    profile = PROFILES / f"{args.cluster}.yaml"
-    sb = clusters.up(profile=profiles.load(profile if profile.exists() else None))
-    target = ["--cluster", args.cluster, "--kubeconfig", str(sb.kubeconfig), "--context", credentials.CLUSTER]
     repo = str(args.repo)
     if _step("validate", ["validate", repo, "--cluster", args.cluster]) != 0:
-        return 1
+        return 1  # an invalid repository: no cluster is started for it
+    profile = PROFILES / f"{args.cluster}.yaml"
+    sb = sandbox.up(directory=None, profile=profiles.load(profile if profile.exists() else None))
+    target = ["--cluster", args.cluster, "--kubeconfig", str(sb.kubeconfig), "--context", credentials.CLUSTER]
     if _step("diff before apply: changes expected", ["diff", repo, *target]) not in (0, 1):
         return 1
     if _step("apply", ["apply", repo, *target, "--prune"]) != 0:
@@ -66,12 +71,25 @@ def _gpu_pod(sb: clusters.Sandbox) -> int:
         print("no single-gpu template was applied; skipping the pod", file=sys.stderr)
         return 1
     ns = owned[0]["metadata"]["namespace"]
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gpu-pod", "namespace": ns},
-           "spec": {"restartPolicy": "Never",
-                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
-                    "containers": [{"name": "workload", "image": "ubuntu:22.04", "command": ["bash", "-c"],
-                                    "args": ["nvidia-smi -L; sleep 3600"], "resources": {"claims": [{"name": "gpu"}]}}],
-                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "gpu-pod", "namespace": ns},
+        "spec": {
+            "restartPolicy": "Never",
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
+            "containers": [
+                {
+                    "name": "workload",
+                    "image": "ubuntu:22.04",
+                    "command": ["bash", "-c"],
+                    "args": ["nvidia-smi -L; sleep 3600"],
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        },
+    }
     print(f"\n$ kubectl apply -n {ns} -f gpu-pod.yaml   # the guide's pod, with the team's template", flush=True)
     sb.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
     deadline = time.monotonic() + 60
@@ -85,7 +103,9 @@ def _gpu_pod(sb: clusters.Sandbox) -> int:
     for c in claims:
         for r in c.get("status", {}).get("allocation", {}).get("devices", {}).get("results", []):
             print(f"claim {c['metadata']['name']}: {r['driver']} pool {r['pool']} device {r['device']}")
-    print(f"\nThe sandbox keeps running. Try:\n  export KUBECONFIG={sb.kubeconfig}\n"
-          f"  fleetctl diff {EXAMPLE} --cluster gpu-east --context {credentials.CLUSTER}\n"
-          "  fleetctl sandbox down")
+    print(
+        f"\nThe sandbox keeps running. Try:\n  export KUBECONFIG={sb.kubeconfig}\n"
+        f"  fleetctl diff {EXAMPLE} --cluster gpu-east --context {credentials.CLUSTER}\n"
+        "  fleetctl sandbox down"
+    )
     return 0 if claims else 1

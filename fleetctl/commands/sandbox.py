@@ -1,4 +1,11 @@
-"""``fleetctl sandbox build|up|down|env|status``: the local control plane with simulated GPU nodes."""
+"""``fleetctl sandbox build|up|down|env|status``: the local control plane with simulated GPU nodes.
+
+``build`` can take half an hour on a cold cache: on a terminal it shows which step
+runs and for how long (a rich progress display on stderr), elsewhere one line per
+step. ``up`` interrupted with Ctrl-C stops what it had started, so no half-started
+sandbox is left behind; ``build`` stages into ``.partial`` folders and only renames
+a finished step, so an interrupted build leaves nothing half-written either.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +13,32 @@ import argparse
 import json
 import shlex
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.progress import TaskID
+from rich.table import Table
+
 from fleet.sandbox import binaries, clusters, profiles
+from fleetctl import reports
 
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
-        "sandbox", help="local Kubernetes control plane with simulated NVIDIA GPU nodes",
+        "sandbox",
+        help="local Kubernetes control plane with simulated NVIDIA GPU nodes",
         description="A real etcd, kube-apiserver, kube-scheduler, kube-controller-manager and KWOK on 127.0.0.1, "
-                    "with GPU nodes whose ResourceSlices look exactly like the NVIDIA DRA driver's.")
-    parser.add_argument("--dir", type=Path, default=None,
-                        help="state directory (default $FLEET_SANDBOX_DIR or ~/.local/state/fleet/sandbox)")
+        "with GPU nodes whose ResourceSlices look exactly like the NVIDIA DRA driver's.",
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="state directory (default $FLEET_SANDBOX_DIR or ~/.local/state/fleet/sandbox)",
+    )
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     build = verbs.add_parser("build", help="build the binaries for the pinned versions (cached)")
@@ -26,15 +46,20 @@ def register(sub: Any) -> None:
     build.set_defaults(func=_build)
 
     upp = verbs.add_parser("up", help="start the sandbox (a no-op when it already runs)")
-    upp.add_argument("--profile", type=Path, default=None,
-                     help="YAML profile of GPU pools, e.g. 'pools: {h100x8: 2, a100x8: 1}' (default: "
-                          + ", ".join(f"{k}: {v}" for k, v in profiles.DEFAULT.items()) + ")")
+    upp.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="YAML profile of GPU pools, e.g. 'pools: {h100x8: 2, a100x8: 1}' (default: "
+        + ", ".join(f"{k}: {v}" for k, v in profiles.DEFAULT.items())
+        + ")",
+    )
     upp.add_argument("--apiserver-port", type=int, default=None, help="fixed kube-apiserver port (default: a free one)")
     upp.set_defaults(func=_up)
 
     verbs.add_parser("down", help="stop every sandbox process and remove its state").set_defaults(func=_down)
 
-    env = verbs.add_parser("env", help="print shell exports for the sandbox (eval \"$(fleetctl sandbox env)\")")
+    env = verbs.add_parser("env", help='print shell exports for the sandbox (eval "$(fleetctl sandbox env)")')
     env.set_defaults(func=_env)
 
     st = verbs.add_parser("status", help="components, ports, nodes and devices")
@@ -43,18 +68,55 @@ def register(sub: Any) -> None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    found, timings = binaries.build(force=args.force)
+    err = reports.console(sys.stderr)
+    with building(err) as progress:
+        found, timings = binaries.build(force=args.force, progress=progress)
     if not timings:
-        print("binaries up to date:", file=sys.stderr)
+        err.print("binaries up to date:")
+    table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 2, 0, 0))
     for name, path in sorted(found.paths.items()):
-        print(f"{name:24} {path}")
+        table.add_row(name, str(path))
+    reports.console(sys.stdout).print(table)
     return 0
+
+
+@contextmanager
+def building(out: Console) -> Iterator[Callable[[str], None]]:
+    """A ``binaries.Progress`` for ``out``: a spinner per build step on a terminal, the step's lines elsewhere."""
+    with reports.progress_bar(out, transient=False) as bar:
+        current: list[TaskID] = []
+
+        def progress(message: str) -> None:
+            if not bar.live.is_started:
+                out.print(message)
+            elif message.startswith("==> "):
+                if current:
+                    bar.update(current[-1], total=1, completed=1)
+                current.append(bar.add_task(message.removeprefix("==> "), total=None))
+            elif not message.lstrip().startswith("..."):  # the bar already shows the time
+                bar.console.print(message)
+
+        yield progress
+        if current:
+            bar.update(current[-1], total=1, completed=1)
 
 
 def _up(args: argparse.Namespace) -> int:
     profile = profiles.load(args.profile)
-    clusters.up(directory=args.dir, profile=profile, apiserver_port=args.apiserver_port)
+    up(directory=args.dir, profile=profile, apiserver_port=args.apiserver_port)
     return 0
+
+
+def up(*, directory: Path | None, profile: profiles.Profile, apiserver_port: int | None = None) -> clusters.Sandbox:
+    """``clusters.up``, undone if interrupted (Ctrl-C): every process it started is stopped again."""
+    existing = clusters.Sandbox.load(directory or clusters.default_dir())
+    ran_before = existing is not None and existing.healthy()
+    try:
+        return clusters.up(directory=directory, profile=profile, apiserver_port=apiserver_port)
+    except KeyboardInterrupt:
+        if not ran_before:  # never stop a sandbox that was already running before this command
+            clusters.down(directory=directory, progress=lambda _m: None)
+        raise
 
 
 def _down(args: argparse.Namespace) -> int:
@@ -69,7 +131,7 @@ def _env(args: argparse.Namespace) -> int:
         return 1
     print(f"export KUBECONFIG={shlex.quote(str(sb.kubeconfig))}")
     print(f"export FLEET_SANDBOX_DIR={shlex.quote(str(sb.directory))}")
-    print(f"export PATH={shlex.quote(str(sb.binary('kubectl').parent))}:\"$PATH\"")
+    print(f'export PATH={shlex.quote(str(sb.binary("kubectl").parent))}:"$PATH"')
     return 0
 
 
