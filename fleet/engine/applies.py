@@ -14,17 +14,24 @@ configured ones are applied, with bounded concurrency. A no-op run therefore mak
 no write request at all, not even to the ledger. A failed object stops the run
 after its stage: later stages depend on earlier ones.
 
+Before anything is written, ``start`` refuses the whole run when the plan wants an
+object that exists but is not fleet's and may not be adopted, or when two pools
+select the same live Node (``adoptions``): a refused apply writes nothing, and
+``diff`` lists the conflicts with the rest of the preview.
+
 Pruning deletes ledger objects the plan no longer declares, in reverse stage
 order, with the live ``uid`` as precondition (a recreated object of the same name
-is never deleted by mistake); pool Nodes are released (fleet-pools gives back its
-labels and taints), never deleted. An empty plan is refused unless allowed, and a
-namespace whose pods run with allocated claims is not deleted: the run fails and
-lists the pods.
+is never deleted by mistake). Objects fleet adopted, and pool Nodes, are released
+(fleet gives back its labels, annotations and fields), never deleted. A namespace
+is deleted only while it holds nothing fleet did not put there, and a
+ResourceClaim in use is never deleted nor replaced (``blockers``); such an entry
+fails, and pruning stops after its stage. An empty plan is refused unless allowed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +39,7 @@ from typing import Any
 
 import anyio
 
-from fleet.engine import deletions, diffs, healths, ledgers, listings, ownership, plans, stages
+from fleet.engine import adoptions, blockers, deletions, diffs, healths, ledgers, listings, ownership, plans, stages
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.errors import FleetError
 from fleet.kube import Client, KubeError, NotFound, Ref
@@ -68,6 +75,9 @@ class Sync:
     _skip: set[str] = field(init=False, default_factory=set)
     _stopped: bool = field(init=False, default=False)
     _resumed: bool = field(init=False, default=False)
+    _not_pruned: set[str] = field(init=False, default_factory=set)
+    _refused: dict[str, Change] = field(init=False, default_factory=dict)
+    """Objects fleet may not write (not its own, not to be adopted; Nodes two pools select), by key."""
 
     def __post_init__(self) -> None:
         self.changes = ChangeSet(cluster=self.plan.cluster, revision=self.plan.revision)
@@ -89,7 +99,10 @@ class Sync:
         else:
             progress.done = []  # stages done for another revision say nothing about this one
         kinds = {(d.obj["apiVersion"], d.obj["kind"]) for d in self.plan.objects}
-        kinds |= {(v, Ref.from_key(k, version=v.rpartition("/")[2]).kind) for k, v in self.ledger.entries.items()}
+        kinds |= {
+            (e.api_version, Ref.from_key(k, version=e.api_version.rpartition("/")[2]).kind)
+            for k, e in self.ledger.entries.items()
+        }
         if self.plan.pools:
             kinds.add(("v1", "Node"))
         with tracing.tracer().start_as_current_span("read live"):
@@ -98,6 +111,14 @@ class Sync:
             if self.prefetched:
                 self.live.update(self.prefetched.live)
         self.steps = [s.name for s in stages.STAGES] + ["prune", "record"]
+        refused = adoptions.conflicts(
+            desired=self.plan.objects, live=self.live, ledger=self.ledger.entries, cluster=self.plan.cluster
+        )
+        refused += adoptions.overlaps(pools=self.plan.pools, nodes=self._nodes())
+        self._refused = {c.ref.key: c for c in refused}
+        if refused and not self.options.dry_run:
+            self.changes.entries.extend(refused)  # before any write: nothing is applied in part
+            self._stopped = True
 
     @property
     def done(self) -> bool:
@@ -123,9 +144,20 @@ class Sync:
 
     def desired(self, stage: stages.Stage) -> list[plans.Desired]:
         if stage.name == "pools":
-            nodes = [o for k, o in self.live.items() if k.startswith("/Node/")]
-            return plans.pool_objects(self.plan.pools, nodes=nodes)
+            return plans.pool_objects(self.plan.pools, nodes=self._nodes())
         return self.plan.in_stage(stage)
+
+    def _nodes(self) -> list[dict[str, Any]]:
+        return [o for k, o in self.live.items() if k.startswith("/Node/")]
+
+    def _adopting(self, d: plans.Desired) -> plans.Desired:
+        """``d``, forced when fleet adopts it now: the repository said to take its fields over."""
+        if d.force or d.ref.key in self.ledger.entries or d.ref.key not in self.live:
+            return d
+        return dataclasses.replace(d, force=True)
+
+    def _origin(self, key: str) -> ledgers.Origin:
+        return adoptions.origin(key, ledger=self.ledger.entries, live_before=self.live)
 
     async def _stage(self, stage: stages.Stage) -> None:
         tracer = tracing.tracer()
@@ -134,6 +166,8 @@ class Sync:
             if stage.name in self._skip:
                 span.set_attribute("fleet.skipped", "done before the restart")
                 return
+            refused = [self._refused[d.ref.key] for d in desired if d.ref.key in self._refused]
+            desired = [self._adopting(d) for d in desired if d.ref.key not in self._refused]
             with tracer.start_as_current_span("diff", attributes={tracing.STAGE: stage.name}):
                 found = await diffs.diff_objects(
                     client=self.client,
@@ -146,19 +180,26 @@ class Sync:
                 )
             for change, d in zip(found, desired, strict=True):
                 _apply_drift_policy(change, d.drift)
+                if change.replace:
+                    self._guard_replace(change)
             self.changes.entries.extend(found)
+            self.changes.entries.extend(refused)
             todo = [
                 (c, d)
                 for c, d in zip(found, desired, strict=True)
                 if c.action in (Action.CREATED, Action.CONFIGURED) and not c.failed
             ]
             span.set_attribute("fleet.writes", len(todo))
-            if any(c.failed for c in found) and not self.options.dry_run:
+            if (any(c.failed for c in found) or refused) and not self.options.dry_run:
                 self._stopped = True  # a preview goes on: it shows every stage, failures included
                 return
             if self.options.dry_run or not (todo or stage.gate in _ALWAYS_CHECKED):
                 return
-            new = {d.ref.key: d.obj["apiVersion"] for c, d in todo if d.ref.key not in self.ledger.entries}
+            new = {
+                d.ref.key: ledgers.Entry(d.obj["apiVersion"], self._origin(d.ref.key))
+                for c, d in todo
+                if d.ref.key not in self.ledger.entries
+            }
             if new:
                 self.ledger.entries.update(new)
                 await self._save_progress()
@@ -199,9 +240,17 @@ class Sync:
                     started = time.monotonic()
                     try:
                         if change.replace:
-                            uid = (self.live.get(d.ref.key, {}).get("metadata") or {}).get("uid")
+                            fresh = await self._free(change, self.live.get(d.ref.key))
+                            if fresh is None:
+                                change.duration = time.monotonic() - started
+                                return
                             with contextlib.suppress(NotFound):
-                                await self.client.delete(d.ref, uid=uid, propagation="Foreground")
+                                await self.client.delete(
+                                    d.ref,
+                                    uid=fresh["metadata"].get("uid"),
+                                    resource_version=fresh["metadata"].get("resourceVersion"),
+                                    propagation="Foreground",
+                                )
                             await self._gone(d.ref)
                         await self.client.apply(
                             d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force
@@ -215,6 +264,38 @@ class Sync:
         async with anyio.create_task_group() as tg:
             for change, d in todo:
                 tg.start_soon(one, change, d)
+
+    def _guard_replace(self, change: Change) -> None:
+        """A replace deletes the object: refuse it for what fleet did not create, and for claims in use."""
+        if self._origin(change.ref.key) == ledgers.ADOPTED:
+            change.refused = True
+            change.error = (
+                f"immutable fields differ, and fleet adopted this object rather than created it: replacing it "
+                f"would delete it\n  hint: change the repository back, or delete {change.ref} yourself"
+            )
+        elif change.ref.kind == "ResourceClaim":
+            users = blockers.claim_users(self.live.get(change.ref.key) or {})
+            if users:
+                change.refused = True
+                change.error = blockers.claim_in_use(change.ref, users)
+
+    async def _free(self, change: Change, live: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A fresh read of an object about to be deleted; None (and the entry failed) for a claim in use.
+
+        The delete then carries this read's resourceVersion: a claim reserved in between fails the
+        delete (409) instead of being deleted from under its new pod.
+        """
+        try:
+            fresh = await self.client.get(change.ref)
+        except NotFound:
+            return live or {"metadata": {}}
+        if change.ref.kind == "ResourceClaim":
+            users = blockers.claim_users(fresh)
+            if users:
+                change.refused = True
+                change.error = blockers.claim_in_use(change.ref, users)
+                return None
+        return fresh
 
     async def _gone(self, ref: Ref) -> None:
         """Wait (bounded by the health timeout) until a replaced object is really deleted."""
@@ -243,28 +324,27 @@ class Sync:
                 if not self.options.dry_run and change.action == Action.DELETED:
                     change.action = Action.SKIPPED
                     change.reason = "no longer declared; not pruned (--prune not given)"
+                elif change.action == Action.DELETED and not change.release:
+                    await self._preview_block(change, found)
             self.changes.entries.extend(found)
             return
         with tracing.tracer().start_as_current_span("prune") as span:
-            blocked = await self._running_claim_pods(
-                [c.ref.name for c in found if c.ref.kind == "Namespace" and c.action == Action.DELETED]
-            )
             span.set_attribute("fleet.deletions", sum(c.action == Action.DELETED for c in found))
+            self._not_pruned = {c.ref.key for c in found if c.action != Action.DELETED}
             self._start_writing("prune", sum(c.action == Action.DELETED for c in found))
+            failed = ""
             for change in found:
                 self.changes.entries.append(change)
                 if change.action != Action.DELETED:
                     continue
-                ns = change.ref.name if change.ref.kind == "Namespace" else change.ref.namespace
-                if ns in blocked:
+                if failed and change.stage != failed:
                     change.action = Action.SKIPPED
-                    change.error = (
-                        f"namespace {ns} has running pods with allocated claims: "
-                        f"{', '.join(blocked[ns])}; stop them first (the guide's clean-up order)"
-                    )
+                    change.reason = f"not pruned: pruning stage {failed} failed"
                     continue
                 await self._delete(change)
                 self._written()
+                if change.failed:
+                    failed = failed or change.stage
 
     def _start_writing(self, step: str, total: int) -> None:
         self._writing = (step, 0, total)
@@ -277,50 +357,66 @@ class Sync:
         if self.progress is not None:
             self.progress(step, done + 1, total)
 
+    async def _preview_block(self, change: Change, found: list[Change]) -> None:
+        """In a dry-run, what would refuse this deletion, from the live objects already read."""
+        if change.ref.kind == "ResourceClaim":
+            users = blockers.claim_users(self.live.get(change.ref.key) or {})
+            if users:
+                change.refused = True
+                change.error = blockers.claim_in_use(change.ref, users)
+        elif change.ref.kind == "Namespace":
+            pruned = {c.ref.key for c in found if c.action == Action.DELETED and not c.release}
+            others = await blockers.foreign_objects(client=self.client, namespace=change.ref.name, ours=pruned)
+            if others:
+                change.refused = True
+                change.error = blockers.namespace_not_empty(change.ref.name, others)
+
     async def _delete(self, change: Change) -> None:
         started = time.monotonic()
+        live = self.live.get(change.ref.key)
         with tracing.tracer().start_as_current_span("apply object", attributes=_attrs(change.ref, change.action)):
             try:
-                if change.ref.kind == "Node":
+                if change.release and change.ref.kind == "Node":
                     await self.client.apply(
-                        plans.release(change.ref, live=self.live.get(change.ref.key)),
-                        field_manager=ownership.POOL_MANAGER,
-                        force=True,
+                        plans.release(change.ref, live=live), field_manager=ownership.POOL_MANAGER, force=True
                     )
+                    self.ledger.entries.pop(change.ref.key, None)
+                elif change.release:
+                    current = await self.client.get(change.ref)
+                    await self.client.patch(
+                        change.ref, ownership.release_patch(current), field_manager=ownership.MANAGER
+                    )
+                    self.ledger.entries.pop(change.ref.key, None)
+                elif change.ref.kind == "Namespace":
+                    ours = set(self.ledger.entries) - self._not_pruned
+                    others = await blockers.foreign_objects(client=self.client, namespace=change.ref.name, ours=ours)
+                    if others:
+                        change.refused = True
+                        change.error = blockers.namespace_not_empty(change.ref.name, others)
+                    else:
+                        await self.client.delete(change.ref, uid=((live or {}).get("metadata") or {}).get("uid"))
+                        self.ledger.entries.pop(change.ref.key, None)
                 else:
-                    uid = (self.live.get(change.ref.key, {}).get("metadata") or {}).get("uid")
-                    await self.client.delete(change.ref, uid=uid)
-                self.ledger.entries.pop(change.ref.key, None)
+                    fresh = await self._free(change, live)
+                    if fresh is not None:
+                        meta = fresh.get("metadata") or {}
+                        await self.client.delete(
+                            change.ref, uid=meta.get("uid"), resource_version=_claim_version(change.ref, meta)
+                        )
+                        self.ledger.entries.pop(change.ref.key, None)
             except NotFound:
                 self.ledger.entries.pop(change.ref.key, None)
             except KubeError as err:
                 change.error = str(err)
         change.duration = time.monotonic() - started
 
-    async def _running_claim_pods(self, namespaces: list[str]) -> dict[str, list[str]]:
-        blocked: dict[str, list[str]] = {}
-        if not namespaces:
-            return blocked
-        pod_kind = await self.client.kind(api_version="v1", kind="Pod")
-        for ns in namespaces:
-            pods = (await self.client.list(pod_kind, namespace=ns)).items
-            running = [
-                p["metadata"]["name"]
-                for p in pods
-                if (p.get("spec") or {}).get("resourceClaims")
-                and (p.get("status") or {}).get("phase") in ("Running", "Pending")
-            ]
-            if running:
-                blocked[ns] = sorted(running)
-        return blocked
-
     async def _record(self) -> None:
         if self.options.dry_run:
             return
-        kept = {d.ref.key: d.obj["apiVersion"] for d in self.plan.objects}
-        kept |= {d.ref.key: d.obj["apiVersion"] for d in self.desired(stages.by_name("pools"))}
-        for key, version in self.ledger.entries.items():
-            kept.setdefault(key, version)  # not pruned (prune off, kept, failed): still ours to prune later
+        declared = [*self.plan.objects, *self.desired(stages.by_name("pools"))]
+        kept = {d.ref.key: ledgers.Entry(d.obj["apiVersion"], self._origin(d.ref.key)) for d in declared}
+        for key, entry in self.ledger.entries.items():
+            kept.setdefault(key, entry)  # not pruned (prune off, kept, failed): still ours to prune later
         self.ledger.entries = kept
         self.ledger.progress = ledgers.Progress(
             revision=self.plan.revision, done=[s.name for s in stages.STAGES], complete=True
@@ -343,6 +439,11 @@ class Sync:
                 return
         with anyio.CancelScope(shield=True):  # an interrupt never leaves the record half-written
             self._saved = await ledgers.save(client=self.client, ledger=self.ledger, saved=self._saved)
+
+
+def _claim_version(ref: Ref, meta: dict[str, Any]) -> str | None:
+    """A claim is deleted only as last read (found free); other kinds only need their uid."""
+    return str(meta.get("resourceVersion") or "") or None if ref.kind == "ResourceClaim" else None
 
 
 def _apply_drift_policy(change: Change, policy: str) -> None:

@@ -51,6 +51,11 @@ class Change:
     reason: str = ""
     replace: bool = False
     """The change touches immutable fields: applied as delete + create."""
+    refused: bool = False
+    """Failed because fleet refused it for safety (not fleet's object, a claim in use, a namespace
+    others use), not because a request failed: ``diff`` shows it as a difference it cannot apply."""
+    release: bool = False
+    """A deletion that keeps the object: fleet only gives back what it set (adopted objects, pool Nodes)."""
     drift: bool = False
     """Configured although git did not change the object: the cluster drifted."""
     conflicts: tuple[FieldConflict, ...] = ()
@@ -72,6 +77,7 @@ class Change:
             "action": str(self.action),
             "duration": round(self.duration, 4),
             "error": self.error,
+            "refused": self.refused,
             "reason": self.reason,
             "conflicts": [{"manager": c.manager, "field": c.field} for c in self.conflicts],
         }

@@ -13,9 +13,13 @@ rest get a dry-run, concurrently.
 A diff never stops at the first surprise. When another field manager owns a field
 fleet sets, a preview (``preview=True``) records the conflicts on the Change (who
 owns which field) and shows what a forced apply would make of the object; the
-apply itself (``preview=False``) fails that object with the server's message. An
-object whose immutable fields change is previewed by dry-running its creation
-under a temporary name, so the merged side is again what the server would store.
+apply itself (``preview=False``) fails that object with the server's message.
+
+A dry-run rejected only because immutable fields would change (every cause of the
+API's ``Invalid`` status is an immutable-field cause) is a replace: delete, then
+create. Any other rejection is an error, whatever its text says. The replacement is
+previewed by dry-running its creation under a temporary name, so the merged side
+is again what the server would store.
 """
 
 from __future__ import annotations

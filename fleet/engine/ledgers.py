@@ -5,7 +5,11 @@ or another machine runs ``fleetctl apply``. So the record lives in the cluster, 
 one ConfigMap per cluster (``fleet-system/fleet-ledger-<cluster>``), written by
 server-side apply as ``fleet-ledger``:
 
-- ``entries``: one line per object, ``<group>/<Kind>/<namespace>/<name> <apiVersion>``;
+- ``entries``: one line per object, ``<group>/<Kind>/<namespace>/<name> <apiVersion> <origin>``,
+  where origin is ``created`` (fleet created it: pruning may delete it) or ``adopted``
+  (it existed before and the repository said to adopt it: pruning only releases it).
+  A line without an origin (written before origins were recorded) reads as
+  ``adopted``: fleet cannot tell any more, and releasing is the choice that loses nothing;
 - ``progress``: JSON ``{"revision", "done": [stages], "complete"}``; a run killed
   half-way leaves ``complete: false`` and the next run for the same revision skips
   the stages already done, so nothing finished is written twice.
@@ -20,12 +24,26 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 from fleet.engine import ownership
 from fleet.kube import Client, NotFound, Ref
 
 NAMESPACE = "fleet-system"
+CREATED = "created"
+ADOPTED = "adopted"
+Origin = Literal["created", "adopted"]
+
+
+class Entry(NamedTuple):
+    """One object fleet manages: the apiVersion it was applied with, and whether fleet created it."""
+
+    api_version: str
+    origin: Origin = "created"
+
+    @property
+    def adopted(self) -> bool:
+        return self.origin == ADOPTED
 
 
 @dataclass
@@ -41,8 +59,8 @@ class Progress:
 @dataclass
 class Ledger:
     cluster: str
-    entries: dict[str, str] = field(default_factory=dict)
-    """Ref.key → apiVersion."""
+    entries: dict[str, Entry] = field(default_factory=dict)
+    """Ref.key → Entry (apiVersion, created|adopted)."""
     progress: Progress = field(default_factory=Progress)
     exists: bool = False
 
@@ -52,7 +70,7 @@ class Ledger:
 
     def encode(self) -> dict[str, Any]:
         """The ConfigMap to apply."""
-        lines = "".join(f"{key} {version}\n" for key, version in sorted(self.entries.items()))
+        lines = "".join(f"{key} {e.api_version} {e.origin}\n" for key, e in sorted(self.entries.items()))
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -73,11 +91,11 @@ def decode(cluster: str, config_map: dict[str, Any] | None) -> Ledger:
     if config_map is None:
         return Ledger(cluster=cluster)
     data = config_map.get("data") or {}
-    entries: dict[str, str] = {}
+    entries: dict[str, Entry] = {}
     for line in (data.get("entries") or "").splitlines():
-        key, _, version = line.strip().rpartition(" ")
-        if key:
-            entries[key] = version
+        parts = line.split()
+        if len(parts) >= 2:
+            entries[parts[0]] = Entry(parts[1], "created" if parts[2:] == [CREATED] else "adopted")
     raw = json.loads(data.get("progress") or "{}")
     progress = Progress(
         revision=str(raw.get("revision", "")), done=list(raw.get("done", [])), complete=bool(raw.get("complete", True))
@@ -110,4 +128,16 @@ async def save(*, client: Client, ledger: Ledger, saved: dict[str, Any] | None) 
     return body
 
 
-__all__ = ["NAMESPACE", "Ledger", "Progress", "config_map_name", "decode", "load", "save"]
+__all__ = [
+    "ADOPTED",
+    "CREATED",
+    "NAMESPACE",
+    "Entry",
+    "Ledger",
+    "Origin",
+    "Progress",
+    "config_map_name",
+    "decode",
+    "load",
+    "save",
+]

@@ -7,6 +7,14 @@ them, so pruning never relies on a label somebody else could copy onto their own
 object. Pruning deletes only what is in the ledger *and* still labelled, and
 never an object annotated ``fleet.gpufleet.dev/prune: disabled``.
 
+fleet deletes only what it created. An object that already existed when fleet
+first wanted it is someone else's: fleet takes it over only when the repository
+says so (the annotation ``fleet.gpufleet.dev/adopt: "true"`` on the manifest, or a
+Team's ``spec.adoptNamespaces``), and otherwise refuses, naming who manages it now
+(``owners``). The ledger records which objects were created and which adopted;
+pruning an adopted object releases it (fleet gives back its fields, labels and
+annotations) and never deletes it.
+
 The ``applied`` annotation is a hash of what fleet applied (see ``fingerprinted``). The
 ``source`` annotation says which file and line declared the object, the
 ``revision`` annotation the commit that last changed it (not the last commit seen:
@@ -34,6 +42,11 @@ KEEP = f"{DOMAIN}/prune"
 KEEP_VALUE = "disabled"
 POOL_TAINTS = f"{DOMAIN}/pool-taints"
 APPLIED = f"{DOMAIN}/applied"
+ADOPT = f"{DOMAIN}/adopt"
+ADOPT_VALUE = "true"
+HELM_RELEASE = "meta.helm.sh/release-name"
+HELM_RELEASE_NAMESPACE = "meta.helm.sh/release-namespace"
+FLEET_MANAGERS = frozenset({MANAGER, POOL_MANAGER, LEDGER_MANAGER})
 
 
 def stamp(obj: dict[str, Any], *, cluster: str, revision: str, source: str) -> dict[str, Any]:
@@ -77,10 +90,77 @@ def kept(live: dict[str, Any]) -> bool:
     return bool(annotations.get(KEEP) == KEEP_VALUE)
 
 
+def adoption_requested(obj: dict[str, Any]) -> bool:
+    """Whether a manifest asks fleet to adopt the object if it already exists."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return bool(annotations.get(ADOPT) == ADOPT_VALUE)
+
+
+def owners(live: dict[str, Any]) -> list[str]:
+    """Who manages ``live`` now, other than fleet, as a person would name them.
+
+    Field managers from managedFields (the most telling evidence: who wrote which
+    fields), then another tool's ``app.kubernetes.io/managed-by`` label and a Helm
+    release annotation. Empty when only fleet (or nobody recorded) manages it.
+    """
+    meta = live.get("metadata") or {}
+    found: dict[str, None] = {}
+    for entry in meta.get("managedFields") or ():
+        manager = str(entry.get("manager") or "")
+        if manager and manager not in FLEET_MANAGERS:
+            found.setdefault(f'field manager "{manager}"', None)
+    label = ((meta.get("labels") or {}).get(MANAGED_BY)) or ""
+    if label and label != MANAGER:
+        found.setdefault(f"{MANAGED_BY}={label}", None)
+    annotations = meta.get("annotations") or {}
+    release = annotations.get(HELM_RELEASE)
+    if release:
+        where = annotations.get(HELM_RELEASE_NAMESPACE)
+        found.setdefault(f"Helm release {where + '/' if where else ''}{release}", None)
+    return list(found)
+
+
+def release_patch(live: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch that gives an adopted object back: fleet's marks removed, its field ownership dropped.
+
+    An empty server-side apply would give fields back by *deleting* the values only
+    fleet owned, and adopting took fields over (often a whole atomic list, like a
+    template's requests): the object would lose content, or the API would refuse an
+    immutable change. So fleet removes its labels and annotations and its own
+    managedFields entries; the values stay, owned by whoever else owns them. The
+    live ``resourceVersion`` makes it a precondition: a stale read fails with 409.
+    """
+    meta = live.get("metadata") or {}
+    labels = {k: None for k, v in (meta.get("labels") or {}).items() if _fleets(k, v)}
+    annotations = {k: None for k, v in (meta.get("annotations") or {}).items() if _fleets(k, v)}
+    fields = [e for e in meta.get("managedFields") or () if e.get("manager") != MANAGER]
+    patch: dict[str, Any] = {"resourceVersion": meta.get("resourceVersion"), "managedFields": fields or [{}]}
+    if labels:
+        patch["labels"] = labels
+    if annotations:
+        patch["annotations"] = annotations
+    return {"metadata": patch}
+
+
+def _fleets(key: str, value: object) -> bool:
+    return key.startswith(f"{DOMAIN}/") or (key == MANAGED_BY and value == MANAGER)
+
+
+def marked_for(live: dict[str, Any], *, cluster: str) -> bool:
+    """Whether ``live`` carries fleet's labels for ``cluster`` (fleet's own, its ledger line lost)."""
+    labels = (live.get("metadata") or {}).get("labels") or {}
+    return managed(live) and labels.get(CLUSTER_LABEL) == cluster
+
+
 __all__ = [
+    "ADOPT",
+    "ADOPT_VALUE",
     "APPLIED",
     "CLUSTER_LABEL",
     "DOMAIN",
+    "FLEET_MANAGERS",
+    "HELM_RELEASE",
+    "HELM_RELEASE_NAMESPACE",
     "KEEP",
     "KEEP_VALUE",
     "LEDGER_MANAGER",
@@ -92,8 +172,12 @@ __all__ = [
     "REVISION",
     "SOURCE",
     "TEAM_LABEL",
+    "adoption_requested",
     "fingerprinted",
     "kept",
     "managed",
+    "marked_for",
+    "owners",
+    "release_patch",
     "stamp",
 ]

@@ -128,6 +128,7 @@ async def plan_and_connect(
                 raise
             # The invalid revision first, then the cluster's error.
             raise sorted(found, key=lambda e: isinstance(e, kube.KubeError))[0] from None
+        await anyio.lowlevel.checkpoint_if_cancelled()  # interrupted while loading: connect never finished
         if not listing:
             listing.append(await listings.prefetch(client=clients[0]))
     except BaseException:

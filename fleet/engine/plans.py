@@ -16,6 +16,14 @@ the work the DRA guide otherwise asks an operator to do by hand:
   rule is expanded into per-Node metadata applies by ``pool_objects`` once the
   engine has listed them.
 
+An object may already exist when fleet first wants it. ``Desired.adopt`` says the
+repository allows fleet to take it over: the manifest carries
+``fleet.gpufleet.dev/adopt: "true"`` (stripped before applying), or, for a team's
+Namespace, the Team's ``spec.adoptNamespaces``. ``release`` builds the apply that
+gives a pool Node back. Team objects never go into a reserved
+namespace (``kube-*``, ``default``, fleet's own, the operator's): ``plan`` refuses,
+as ``fleetctl validate`` does (rule ``reserved-namespace``).
+
 Every object is stamped with ownership labels and source/revision annotations, and
 carries its drift policy (the team's ``driftPolicy``, else the Fleet default): when the
 cluster changed an object git did not, ``enforce`` re-applies it, ``warn`` reports it
@@ -30,9 +38,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.engine import ownership, stages
+from fleet.errors import FleetError
 from fleet.kube import Ref
 from fleet.manifests import kinds
 from fleet.manifests.views import ClusterView
+from fleet.policy import tenancy
 
 CLAIM_RESOURCES = ("resourceclaims", "resourceclaimtemplates")
 CLAIM_VERBS = ("create", "get", "list", "watch", "update", "delete")
@@ -52,6 +62,8 @@ class Desired:
     """What to do when the cluster changed the object but git did not: enforce, warn, ignore."""
     force: bool = False
     """Always take ownership (pool Nodes: their taints are an atomic list shared with controllers)."""
+    adopt: bool = False
+    """The repository allows fleet to take this object over if it exists already (it is then released, not deleted)."""
 
     @functools.cached_property
     def ref(self) -> Ref:
@@ -99,17 +111,31 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
     default_drift = fleet.spec.defaults.drift_policy if isinstance(fleet, kinds.Fleet) else "enforce"
     drift_of: dict[str, str] = {}
 
-    def add(obj: dict[str, Any], source: str, drift: str = default_drift) -> None:
+    def add(obj: dict[str, Any], source: str, drift: str = default_drift, *, adopt: bool = False) -> None:
+        requested = _adoption_requested(obj)
+        adopt = adopt or requested
         stamped = ownership.stamp(obj, cluster=cluster, revision=revision, source=source)
-        out.append(Desired(obj=stamped, stage=stages.stage_of(obj["kind"]), source=source, drift=drift))
+        out.append(Desired(obj=stamped, stage=stages.stage_of(obj["kind"]), source=source, drift=drift, adopt=adopt))
 
+    operator = view.operator.model if view.operator is not None else None
+    operator_ns = operator.spec.namespace if isinstance(operator, kinds.GPUOperator) else None
     for team in view.teams:
         model = team.model
         assert isinstance(model, kinds.Team)
+        for ns in model.spec.namespaces:
+            why = tenancy.reserved(ns, operator_namespace=operator_ns)
+            if why:
+                raise FleetError(
+                    f"team {team.name!r} names namespace {ns!r}, {why}; nothing was planned",
+                    where=f"{team.location} (cluster {cluster})",
+                    hint="give the team a namespace of its own",
+                )
         teams[team.name] = tuple(model.spec.namespaces)
         drift_of[team.name] = model.spec.drift_policy or default_drift
+        adopted = model.spec.adopted_namespaces()
         for obj in team_objects(model):
-            add(obj, str(team.location), drift_of[team.name])
+            namespace = obj["kind"] == "Namespace" and obj["metadata"]["name"] in adopted
+            add(obj, str(team.location), drift_of[team.name], adopt=namespace)
     for manifest in view.device_classes:
         add(_clean(manifest.data), str(manifest.location))
     default_ns = {name: namespaces[0] for name, namespaces in teams.items()}
@@ -215,7 +241,8 @@ def release(ref: Ref, *, live: dict[str, Any] | None = None) -> dict[str, Any]:
 
     Labels and annotations are given back by not applying them. The taints list is
     atomic: giving it back would delete the taints others put there too, so fleet-pools
-    keeps the list and applies it without its own taints.
+    keeps the list and applies it without its own taints. (Other adopted objects are
+    released with ``ownership.release_patch``, which keeps their values.)
     """
     body: dict[str, Any] = {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": {"name": ref.name}}
     meta = (live or {}).get("metadata") or {}
@@ -224,6 +251,42 @@ def release(ref: Ref, *, live: dict[str, Any] | None = None) -> dict[str, Any]:
     if taints:
         body["spec"] = {"taints": [t for t in taints if t.get("key") not in ours]}
     return body
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """A live Node that the selectors of more than one pool pick."""
+
+    node: str
+    pools: tuple[PoolRule, ...]
+
+    def describe(self) -> str:
+        named = " and ".join(f"{p.name!r} ({p.source})" for p in self.pools)
+        return (
+            f"Node {self.node} is selected by pools {named}: fleet would rewrite its labels and taints "
+            "back and forth; nothing was applied"
+        )
+
+
+def overlaps(pools: tuple[PoolRule, ...], *, nodes: list[dict[str, Any]]) -> list[Overlap]:
+    """Live ``nodes`` that more than one pool's node selector matches (validation sees only nested selectors)."""
+    found: list[Overlap] = []
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        rules = tuple(sorted((p for p in pools if p.matches(node)), key=lambda p: p.name))
+        if len(rules) > 1:
+            found.append(Overlap(node=node["metadata"]["name"], pools=rules))
+    return found
+
+
+def _adoption_requested(obj: dict[str, Any]) -> bool:
+    """Whether the manifest carries the adopt annotation; it is removed (it is an instruction, not content)."""
+    if not ownership.adoption_requested(obj):
+        return False
+    annotations = obj["metadata"]["annotations"]
+    del annotations[ownership.ADOPT]
+    if not annotations:
+        del obj["metadata"]["annotations"]
+    return True
 
 
 def _pool_rule(model: kinds.GPUNodePool, source: str) -> PoolRule:
@@ -256,4 +319,14 @@ def _clean(data: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-__all__ = ["Desired", "Plan", "PoolRule", "plan", "pool_objects", "release", "team_objects"]
+__all__ = [
+    "Desired",
+    "Overlap",
+    "Plan",
+    "PoolRule",
+    "overlaps",
+    "plan",
+    "pool_objects",
+    "release",
+    "team_objects",
+]

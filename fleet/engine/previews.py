@@ -24,7 +24,7 @@ def unified(change: Change) -> str:
     name += change.ref.name
     before = yaml_text(change.before).splitlines(keepends=True)
     after = yaml_text(change.after).splitlines(keepends=True)
-    if change.action == Action.DELETED:
+    if change.action == Action.DELETED and not change.release:
         after = []
     lines = difflib.unified_diff(before, after, fromfile=f"live {name}", tofile=f"merged {name}", n=3)
     return "".join(lines)

@@ -13,7 +13,7 @@ through ``Client.request`` which
 - counts requests by verb, so "a no-op reconcile writes nothing" is checkable from
   the client side too (the server-side proof reads ``apiserver_request_total``).
 
-The verbs (get, list, apply, delete, discover) are thin functions over ``request``.
+The verbs (get, list, apply, patch, delete, discover) are thin functions over ``request``.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 WRITE_VERBS = frozenset({"apply", "create", "update", "patch", "delete"})
 APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
 DISCOVERY_ACCEPT = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 
 
@@ -270,6 +271,20 @@ class Client:
             params=params,
             body=obj,
             content_type=APPLY_PATCH,
+            where=str(ref),
+        )
+        return result
+
+    async def patch(self, ref: kinds.Ref, body: dict[str, Any], *, field_manager: str) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386) of ``ref``; put ``metadata.resourceVersion`` in ``body`` as a precondition."""
+        k = await self.kind(api_version=ref.api_version, kind=ref.kind)
+        result: dict[str, Any] = await self.request(
+            "PATCH",
+            k.path(namespace=ref.namespace, name=ref.name),
+            verb="patch",
+            params={"fieldManager": field_manager},
+            body=body,
+            content_type=MERGE_PATCH,
             where=str(ref),
         )
         return result

@@ -29,12 +29,11 @@ from dataclasses import dataclass
 
 from fleet.errors import FleetError
 
+IMMUTABLE_DETAIL = "field is immutable"
+"""apimachinery's ``validation.FieldImmutableErrorMsg``: the detail of every immutable-field cause."""
 _MANAGER = re.compile(r'conflicts? with "([^"]+)"')
 FIELD_MANAGER_CONFLICT = "FieldManagerConflict"
 """``Status.details.causes[].reason`` of one field another manager owns (server-side apply)."""
-IMMUTABLE = ("field is immutable", "cannot change roleRef")
-"""How the API server's causes end for a field that may not change (apimachinery's
-``FieldImmutableErrorMsg``; RBAC words RoleBinding.roleRef its own way)."""
 _SCHEMA_ERROR = re.compile(r"failed to create typed patch object|field not declared in schema")
 
 
@@ -45,6 +44,16 @@ class Cause:
     field: str
     message: str
     reason: str = ""
+
+    @property
+    def immutable(self) -> bool:
+        """The field may not change once set (Kubernetes' ``ValidateImmutableField``).
+
+        The API reports it as a ``FieldValueInvalid`` cause on the field, whose
+        detail is apimachinery's constant ``FieldImmutableErrorMsg``; the cause's
+        type and field are structured, only that fixed detail is text.
+        """
+        return self.reason == "FieldValueInvalid" and bool(self.field) and self.message.endswith(IMMUTABLE_DETAIL)
 
 
 class KubeError(FleetError):
@@ -111,8 +120,8 @@ class Invalid(KubeError):
 
     @property
     def immutable(self) -> bool:
-        """Every rejected field is one that may not change after creation (replace the object instead)."""
-        return bool(self.causes) and all(c.message.endswith(IMMUTABLE) for c in self.causes)
+        """Rejected only because fields that may not change would change: every cause says so."""
+        return bool(self.causes) and all(c.immutable for c in self.causes)
 
 
 class TooManyRequests(KubeError):
@@ -222,7 +231,7 @@ def from_status(*, status: int, body: object, where: str, retry_after: float = 0
 
 __all__ = [
     "FIELD_MANAGER_CONFLICT",
-    "IMMUTABLE",
+    "IMMUTABLE_DETAIL",
     "Cause",
     "Conflict",
     "Forbidden",

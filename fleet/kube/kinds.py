@@ -10,7 +10,7 @@ stable string the inventory stores.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -23,6 +23,12 @@ class Kind:
     kind: str
     plural: str
     namespaced: bool
+    verbs: tuple[str, ...] = field(default=(), compare=False)
+    """What the server allows on it (from discovery; empty for the built-in table)."""
+
+    @property
+    def listable(self) -> bool:
+        return not self.verbs or "list" in self.verbs
 
     @property
     def api_version(self) -> str:
@@ -135,6 +141,7 @@ def from_discovery(document: dict[str, Any]) -> list[Kind]:
                         kind=str(response_kind["kind"]),
                         plural=str(res.get("resource", "")),
                         namespaced=res.get("scope") == "Namespaced",
+                        verbs=tuple(str(v) for v in res.get("verbs") or ()),
                     )
                 )
     return kinds

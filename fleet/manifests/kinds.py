@@ -152,6 +152,10 @@ class TeamSpec(Model):
     """Maximum devices per device class, over all the team's claims (ResourceQuota)."""
     drift_policy: DriftPolicy | None = None
     """Overrides the fleet default for the team's objects."""
+    adopt_namespaces: bool | list[str] = False
+    """Namespaces that exist before fleet and that fleet may take over: ``true`` for all of
+    ``namespaces``, or a list of them. Without it, an existing namespace is a conflict.
+    An adopted namespace is released (fleet's labels and fields removed), never deleted."""
 
     @model_validator(mode="after")
     def _quota_non_negative(self) -> TeamSpec:
@@ -159,6 +163,20 @@ class TeamSpec(Model):
             if value < 0:
                 raise ValueError(f"quota for {name} must be ≥ 0, got {value}")
         return self
+
+    @model_validator(mode="after")
+    def _adopts_own_namespaces(self) -> TeamSpec:
+        if isinstance(self.adopt_namespaces, list):
+            unknown = [n for n in self.adopt_namespaces if n not in self.namespaces]
+            if unknown:
+                raise ValueError(f"adoptNamespaces names {', '.join(unknown)}, not in namespaces")
+        return self
+
+    def adopted_namespaces(self) -> set[str]:
+        """The namespaces fleet may adopt if they exist already."""
+        if isinstance(self.adopt_namespaces, bool):
+            return set(self.namespaces) if self.adopt_namespaces else set()
+        return set(self.adopt_namespaces)
 
 
 class Team(Model):

@@ -9,6 +9,11 @@ templates and claims — stay within the team's quota per class. ``All``
 requests every matching device, which no quota can bound, so it is refused
 for a class with a quota. For ``firstAvailable`` the largest alternative per
 class counts (any of them may be chosen).
+
+A team never gets a reserved namespace (``reserved-namespace``): ``kube-*`` and
+``default`` belong to Kubernetes, ``fleet-system`` to fleet itself (its ledger),
+and the GPU Operator's namespace to the operator. fleet would grant the team's
+owners claims there, put a quota on it, and on removal try to prune it.
 """
 
 from __future__ import annotations
@@ -18,6 +23,21 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from fleet.manifests import Finding, Manifest, kinds
 from fleet.policy import walks
+
+FLEET_NAMESPACE = "fleet-system"
+"""fleet's own namespace (its ledger, Lease and ServiceAccount; ``fleet.engine.ledgers.NAMESPACE``)."""
+DEFAULT_OPERATOR_NAMESPACE = str(kinds.GPUOperatorSpec.model_fields["namespace"].default)
+
+
+def reserved(namespace: str, *, operator_namespace: str | None = None) -> str:
+    """Why ``namespace`` may not be a team's ("" when it may); the operator's namespace defaults to gpu-operator."""
+    if namespace.startswith("kube-") or namespace == "default":
+        return "which belongs to Kubernetes"
+    if namespace == FLEET_NAMESPACE:
+        return "which is fleet's own"
+    if namespace == (operator_namespace or DEFAULT_OPERATOR_NAMESPACE):
+        return "which is the GPU Operator's"
+    return ""
 
 
 def check(manifests: Sequence[Manifest], *, owners: Mapping[str, str]) -> Iterator[Finding]:
@@ -30,6 +50,10 @@ def check(manifests: Sequence[Manifest], *, owners: Mapping[str, str]) -> Iterat
     teams = _teams(manifests)
     classes = {m.name for m in manifests if m.kind == "DeviceClass"}
     yield from _shared_namespaces(teams)
+    operators = [m.model for m in manifests if isinstance(m.model, kinds.GPUOperator)]
+    operator_namespace = operators[0].spec.namespace if operators else None
+    for team in teams.values():
+        yield from _reserved(team, operator_namespace=operator_namespace)
     for team in teams.values():
         yield from _team_classes(team, classes=classes)
     by_team: dict[str, list[Manifest]] = defaultdict(list)
@@ -78,6 +102,19 @@ def _shared_namespaces(teams: dict[str | None, Manifest]) -> Iterator[Finding]:
                     hint="each namespace belongs to one team",
                     object=team.ref,
                 )
+
+
+def _reserved(team: Manifest, *, operator_namespace: str | None) -> Iterator[Finding]:
+    for index, namespace in enumerate(_spec(team).namespaces):
+        why = reserved(namespace, operator_namespace=operator_namespace)
+        if why:
+            yield Finding(
+                team.positions.at(("spec", "namespaces", index)),
+                "reserved-namespace",
+                f"team {team.name!r} names namespace {namespace!r}, {why}",
+                hint="give the team a namespace of its own",
+                object=team.ref,
+            )
 
 
 def _team_classes(team: Manifest, *, classes: set[str]) -> Iterator[Finding]:
@@ -184,4 +221,4 @@ def _quota(team: Manifest, *, claims: list[Manifest]) -> Iterator[Finding]:
             )
 
 
-__all__ = ["check", "namespace_owners"]
+__all__ = ["DEFAULT_OPERATOR_NAMESPACE", "FLEET_NAMESPACE", "check", "namespace_owners", "reserved"]

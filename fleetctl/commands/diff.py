@@ -6,8 +6,11 @@ table per stage. Objects fleet applied earlier that the revision no longer decla
 are shown as deletions. A field another manager owns does not stop the diff: the
 object's change is shown as a forced apply would make it, and the conflict is
 listed with its owner and field. ``--force-conflicts`` previews exactly what
-``fleetctl apply --force-conflicts`` does. Exit codes follow ``kubectl diff``:
-0 no differences, 1 differences or conflicts, 2 error.
+``fleetctl apply --force-conflicts`` does. A change fleet refuses (an existing
+object it may not adopt, a claim in use, a namespace others use) is listed as an
+error and counts as a difference: the revision cannot be applied as it is. Exit
+codes follow ``kubectl diff``: 0 no differences, 1 differences, conflicts or
+refusals, 2 error.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ async def _diff(args: argparse.Namespace) -> int:
         reports.print_diff(console, changes)
         reports.print_problems(console, changes)
         reports.print_summary(reports.console(sys.stderr), changes)
-    if changes.failed:
+    if any(not e.refused for e in changes.failed):
         return 2
-    return 1 if (changes.changed or changes.conflicted) else 0
+    # A conflict or a refused change is a difference apply will not make as it is.
+    return 1 if (changes.changed or changes.conflicted or changes.failed) else 0

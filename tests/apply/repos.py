@@ -19,6 +19,8 @@ class Team:
     group: str
     quota: int | None
     drift: str | None = None
+    adopt: bool | list[str] = False
+    """``spec.adoptNamespaces``: adopt namespaces that exist before fleet (all, or these)."""
 
 
 @dataclass
@@ -46,18 +48,31 @@ class Repo:
         return f"{name}-{self.id}"
 
     def team(
-        self, name: str, *, namespaces: list[str], group: str, quota: int | None = 4, drift: str | None = None
+        self,
+        name: str,
+        *,
+        namespaces: list[str],
+        group: str,
+        quota: int | None = 4,
+        drift: str | None = None,
+        adopt: bool | list[str] = False,
     ) -> None:
-        self.teams[name] = Team(namespaces=[self.ns(n) for n in namespaces], group=group, quota=quota, drift=drift)
+        adopted = adopt if isinstance(adopt, bool) else [self.ns(n) for n in adopt]
+        self.teams[name] = Team(
+            namespaces=[self.ns(n) for n in namespaces], group=group, quota=quota, drift=drift, adopt=adopted
+        )
 
-    def claim_template(self, team: str, name: str, *, count: int = 1, namespace: str | None = None) -> None:
+    def claim_template(
+        self, team: str, name: str, *, count: int = 1, namespace: str | None = None, adopt: bool = False
+    ) -> None:
         ns = self.teams[team].namespaces[0] if namespace is None else namespace
+        annotations = '\n              annotations: {fleet.gpufleet.dev/adopt: "true"}' if adopt else ""
         self.claims[f"{team}/{name}"] = f"""\
             apiVersion: resource.k8s.io/v1
             kind: ResourceClaimTemplate
             metadata:
               name: {name}
-              namespace: {ns}
+              namespace: {ns}{annotations}
             spec:
               spec:
                 devices:
@@ -66,6 +81,23 @@ class Repo:
                     exactly:
                       deviceClassName: {self.device_class_name}
                       count: {count}
+            """
+
+    def claim(self, team: str, name: str, *, count: int = 1) -> None:
+        """A ResourceClaim (not a template) in the team's first namespace."""
+        self.claims[f"{team}/{name}"] = f"""\
+            apiVersion: resource.k8s.io/v1
+            kind: ResourceClaim
+            metadata:
+              name: {name}
+              namespace: {self.teams[team].namespaces[0]}
+            spec:
+              devices:
+                requests:
+                - name: gpu
+                  exactly:
+                    deviceClassName: {self.device_class_name}
+                    count: {count}
             """
 
     def pool(
@@ -137,6 +169,9 @@ class Repo:
             )
             if team.drift:
                 quota += f"\n                  driftPolicy: {team.drift}"
+            if team.adopt:
+                adopt = "true" if team.adopt is True else f"[{', '.join(team.adopt)}]"
+                quota += f"\n                  adoptNamespaces: {adopt}"
             files[f"teams/{name}/team.yaml"] = f"""\
                 apiVersion: fleet.gpufleet.dev/v1alpha1
                 kind: Team

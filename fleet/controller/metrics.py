@@ -1,0 +1,111 @@
+"""The controller's Prometheus metrics: one explicit registry, created by the controller.
+
+prometheus-client rather than the OpenTelemetry metrics SDK: its Prometheus exporter
+(``opentelemetry-exporter-prometheus``) is still a pre-release that itself wraps
+prometheus-client, and renames units and labels on the way out. Traces stay with
+OpenTelemetry (``fleet.telemetry``); metrics are scraped, so the scrape format's own
+library is the shortest path.
+
+Nothing is registered globally: ``Metrics()`` makes its own ``CollectorRegistry``
+(``metrics.registry``), which ``/metrics`` (``servers``) renders, and tests make as
+many as they like. Names follow Prometheus conventions (``_seconds``, ``_total``).
+
+| metric | type | labels |
+|---|---|---|
+| ``fleet_reconcile_duration_seconds`` | histogram | ``result`` (success, failed, invalid...) |
+| ``fleet_objects_total`` | counter | ``stage``, ``action`` (created, configured, deleted...) |
+| ``fleet_drift_detected_total`` | counter | ``stage`` |
+| ``fleet_last_successful_sync_timestamp_seconds`` | gauge | |
+| ``fleet_git_fetch_duration_seconds`` | histogram | |
+| ``fleet_git_fetch_errors_total`` | counter | ``reason`` (``SourceError.reason``) |
+| ``fleet_queue_depth`` | gauge | |
+| ``fleet_loop_lag_seconds`` | gauge | |
+| ``fleet_leader`` | gauge (0/1) | |
+| ``fleet_webhook_requests_total`` | counter | ``result`` (``webhooks.Verdict.result``) |
+
+``record_changeset`` turns an engine ChangeSet into the object counters, so metrics
+are a view of ChangeSets, not a second bookkeeping.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import choose_encoder
+
+from fleet.engine.changesets import Action, ChangeSet
+
+_WRITTEN = frozenset({Action.CREATED, Action.CONFIGURED, Action.DELETED})
+_DURATIONS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+class Metrics:
+    """Every instrument of one controller, in its own registry."""
+
+    def __init__(self, *, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.reconcile_duration = Histogram(
+            "fleet_reconcile_duration_seconds",
+            "Duration of one reconcile, by result.",
+            ["result"],
+            buckets=_DURATIONS,
+            registry=r,
+        )
+        self.objects = Counter(
+            "fleet_objects_total",
+            "Objects applied or pruned, by stage and action (unchanged ones are not counted).",
+            ["stage", "action"],
+            registry=r,
+        )
+        self.drift = Counter(
+            "fleet_drift_detected_total",
+            "Objects found drifted from git (changed in the cluster), by stage.",
+            ["stage"],
+            registry=r,
+        )
+        self.last_success = Gauge(
+            "fleet_last_successful_sync_timestamp_seconds",
+            "Unix time of the last reconcile that applied a revision completely.",
+            registry=r,
+        )
+        self.fetch_duration = Histogram(
+            "fleet_git_fetch_duration_seconds",
+            "Duration of one git fetch and checkout.",
+            buckets=_DURATIONS,
+            registry=r,
+        )
+        self.fetch_errors = Counter(
+            "fleet_git_fetch_errors_total",
+            "Failed git fetches, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.queue_depth = Gauge("fleet_queue_depth", "Items waiting in the work queue.", registry=r)
+        self.loop_lag = Gauge(
+            "fleet_loop_lag_seconds",
+            "How late the event loop ran a timer last time it was measured.",
+            registry=r,
+        )
+        self.leader = Gauge("fleet_leader", "1 while this replica holds the leader Lease, else 0.", registry=r)
+        self.webhook_requests = Counter(
+            "fleet_webhook_requests_total",
+            "Webhook requests, by result (accepted, ignored, unauthorized, replayed, too-large...).",
+            ["result"],
+            registry=r,
+        )
+
+    def record_changeset(self, changeset: ChangeSet) -> None:
+        """Count the written entries of a ChangeSet (created, configured, deleted; failures are not counted)."""
+        for entry in changeset.entries:
+            if entry.drift:
+                self.drift.labels(stage=entry.stage).inc()
+            if not entry.failed and entry.action in _WRITTEN:
+                self.objects.labels(stage=entry.stage, action=str(entry.action)).inc()
+
+    def render(self, *, accept: str = "") -> tuple[bytes, str]:
+        """The exposition for an ``Accept`` header (Prometheus text, or OpenMetrics if asked): body, content type."""
+        encoder, content_type = choose_encoder(accept)
+        return encoder(self.registry), content_type
+
+
+__all__ = ["Metrics"]

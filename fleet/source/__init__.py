@@ -1,0 +1,30 @@
+"""The git source (adapter layer): the newest commit of a remote ref, checked out for the engine.
+
+    source = GitSource(url=..., ref="main", path="fleet", cache_dir=Path("/var/cache/fleet"),
+                       credentials=Credentials(token_file=Path("/etc/fleet/git/token")))
+    checkout = await source.sync()      # Checkout(revision=<sha>, path=<dir>, fetched_at=<time>)
+
+``sync`` may be called at any time (poll timer, webhook); calls are serialised. A
+failure raises a ``SourceError`` subclass (``fleet.source.errors``) whose ``where``
+is the URL without credentials. How credentials stay secret:
+``fleet.source.credentials``; how fetch, checkout and limits work:
+``fleet.source.sources``.
+"""
+
+from __future__ import annotations
+
+from fleet.source.credentials import Credentials
+from fleet.source.errors import PathNotFound, RefNotFound, SourceError, TooLarge, Unauthorized, Unreachable
+from fleet.source.sources import Checkout, GitSource
+
+__all__ = [
+    "Checkout",
+    "Credentials",
+    "GitSource",
+    "PathNotFound",
+    "RefNotFound",
+    "SourceError",
+    "TooLarge",
+    "Unauthorized",
+    "Unreachable",
+]

@@ -1,0 +1,394 @@
+"""The git source: bring the newest commit of one ref from a remote into a directory of its own.
+
+``GitSource.sync()`` is the whole API. It fetches the ref from the remote into a
+**bare** cache repository (cloned, in effect, on the first call), shallow where
+the transport allows it (``--depth=1``; a dumb HTTP server gets a full fetch),
+resolves the commit, and checks that commit's tree out into
+``<cache_dir>/checkouts/<sha>``. The answer is a ``Checkout``: the full commit SHA
+(the Revision), the fleet repository's directory in it, and when it was fetched.
+
+Why shaped like this:
+
+- **Every revision gets its own directory.** The controller loads a checkout in a
+  worker thread while a webhook may already be fetching the next commit; checking
+  out in place would change files under the reader. A new directory is written as
+  ``<sha>.partial`` and renamed when complete, so a directory named by a SHA is
+  always whole. The newest ``keep`` checkouts are kept; a reader holding an older
+  one is reading an obsolete revision anyway.
+- **The remote's URL is never stored.** git fetches from the URL given on each
+  call into ``refs/fleet/target`` with a forced refspec (``+``), so a force-pushed
+  branch is simply followed, and ``.git/config`` holds no URL (and so no login).
+  The cache repository is named after a hash of the URL: a new URL is a new clone.
+- **Credentials are files** (``fleet.source.credentials``): never in argv, env
+  values, config, logs or errors.
+- **Symlinks are checked out as plain files** (``core.symlinks=false``): a commit
+  cannot make the loader read a file outside the checkout (a mounted token, say).
+- **Blocking git runs in worker threads**, each command under the sync's deadline
+  (``timeout``). The fetch runs in its own process group, polled every 0.2 s: when
+  the deadline passes, the objects it wrote exceed ``max_bytes``, or the caller is
+  cancelled, the whole group (git, its remote helper, ssh, index-pack) is killed.
+  Fetched objects always land in packs (``fetch.unpackLimit=1``), so the size
+  polled is that of ``objects/pack``, partial pack included.
+  ``max_bytes`` also bounds the checked-out tree, summed from ``git ls-tree``
+  before anything is written.
+- One ``sync`` at a time per source (an ``anyio.Lock``): a webhook and the poll
+  timer may both ask; the second one then fetches again, which is cheap.
+
+Errors are ``fleet.source.errors.SourceError`` subclasses whose ``where`` is the URL
+without credentials; git's own message is quoted with secrets scrubbed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import anyio
+import anyio.to_thread
+import git
+
+from fleet.source import credentials as creds
+from fleet.source import errors, urls
+from fleet.telemetry import tracing
+
+logger = logging.getLogger(__name__)
+
+TARGET = "refs/fleet/target"
+_POLL = 0.2
+_CONFIG = (
+    "-c",
+    "core.symlinks=false",
+    "-c",
+    "fetch.unpackLimit=1",
+    "-c",
+    "gc.autoDetach=false",
+    "-c",
+    "maintenance.autoDetach=false",
+)
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """One fetched revision, checked out in a directory of its own that does not change."""
+
+    revision: str
+    """The full commit SHA."""
+    path: Path
+    """The fleet repository's directory (the checkout's root joined with the source's ``path``)."""
+    fetched_at: float
+    """``time.time()`` when the fetch finished."""
+
+
+class GitSource:
+    """Follows ``ref`` (a branch or tag; ``None`` = the remote's HEAD) of the repository at ``url``.
+
+    ``path`` is the fleet repository's directory inside the git repository (``""`` for
+    the root). ``cache_dir`` holds the bare cache repository, the checkouts and the
+    askpass helper; it must be private to this process. ``timeout`` bounds one whole
+    ``sync``; ``max_bytes`` (if set) bounds the objects one fetch brings and the
+    size of the checked-out tree.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        ref: str | None,
+        path: str,
+        cache_dir: Path,
+        credentials: creds.Credentials | None = None,
+        timeout: float = 60.0,
+        max_bytes: int | None = None,
+        keep: int = 3,
+    ) -> None:
+        urls.check(url)
+        self.url = url
+        self.ref = ref
+        self.path = _relative(path, url=url)
+        self.cache_dir = cache_dir
+        self.credentials = credentials
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+        self.keep = max(1, keep)
+        self.where = urls.redact(url)
+        digest = hashlib.sha256(url.encode()).hexdigest()[:16]
+        self._git_dir = cache_dir / "repos" / f"{digest}.git"
+        self._checkouts = cache_dir / "checkouts"
+        self._shallow = True
+        self._lock = anyio.Lock()
+
+    async def sync(self) -> Checkout:
+        """Fetch the newest commit of the ref and check it out; raises ``SourceError``."""
+        async with self._lock:
+            with tracing.tracer().start_as_current_span("git fetch") as span:
+                span.set_attribute("vcs.repository.url.full", self.where)
+                span.set_attribute("vcs.ref.head.name", self.ref or "HEAD")
+                stop = threading.Event()
+                done = threading.Event()
+                work = functools.partial(self._sync_blocking, stop=stop, done=done)
+                try:
+                    checkout = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+                except anyio.get_cancelled_exc_class():
+                    stop.set()
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(done.wait, abandon_on_cancel=True)
+                    raise
+                except errors.SourceError as err:
+                    span.set_attribute("error.type", err.reason)
+                    raise
+                span.set_attribute(tracing.REVISION, checkout.revision)
+                return checkout
+
+    # -- everything below runs in a worker thread --------------------------------------------------
+
+    def _sync_blocking(self, *, stop: threading.Event, done: threading.Event) -> Checkout:
+        try:
+            deadline = time.monotonic() + self.timeout
+            creds.check(self.credentials, url=self.url)
+            repo = self._repo()
+            env = creds.environment(self.credentials, url=self.url, helper_dir=self.cache_dir)
+            self._fetch(repo, env=env, deadline=deadline, stop=stop)
+            sha = self._git(repo, ["rev-parse", "--verify", f"{TARGET}^{{commit}}"], deadline=deadline).strip()
+            root = self._checkout(repo, sha=sha, deadline=deadline)
+            target = root.joinpath(*PurePosixPath(self.path).parts) if self.path else root
+            if not target.is_dir():
+                raise errors.PathNotFound(
+                    f"the directory {self.path!r} does not exist in commit {sha[:12]}",
+                    where=self.where,
+                    hint="check the source's path setting against the repository layout at that commit",
+                )
+            self._forget_old(current=sha)
+            return Checkout(revision=sha, path=target, fetched_at=time.time())
+        finally:
+            done.set()
+
+    def _repo(self) -> git.Repo:
+        if (self._git_dir / "HEAD").exists():
+            return git.Repo(self._git_dir)
+        self._git_dir.parent.mkdir(parents=True, exist_ok=True)
+        partial = self._git_dir.with_suffix(".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        git.Repo.init(partial, bare=True)
+        partial.replace(self._git_dir)
+        return git.Repo(self._git_dir)
+
+    def _fetch(self, repo: git.Repo, *, env: dict[str, str], deadline: float, stop: threading.Event) -> None:
+        refspec = f"+{self.ref or 'HEAD'}:{TARGET}"
+        args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head"]
+        if self._shallow:
+            try:
+                self._run_fetch(repo, [*args, "--depth=1", self.url, refspec], env=env, deadline=deadline, stop=stop)
+                return
+            except errors.SourceError as err:
+                if "does not support shallow" not in err.what:
+                    raise
+                logger.info("%s: the server does not support shallow fetches; fetching the full history", self.where)
+                self._shallow = False
+        self._run_fetch(repo, [*args, self.url, refspec], env=env, deadline=deadline, stop=stop)
+
+    def _run_fetch(
+        self, repo: git.Repo, args: list[str], *, env: dict[str, str], deadline: float, stop: threading.Event
+    ) -> None:
+        objects = self._git_dir / "objects" / "pack"
+        before = _size(objects)
+        command = [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *_CONFIG, *args]
+        # gitpython's AutoInterrupt kills the process when collected: keep it until the process is done.
+        handle = repo.git.execute(command, as_process=True, env=env, start_new_session=True)
+        proc = handle.proc
+        assert proc is not None, "gitpython returns a started process"
+        why = ""
+        try:
+            while True:
+                try:
+                    _, stderr = proc.communicate(timeout=_POLL)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if stop.is_set():
+                    why = "cancelled"
+                elif time.monotonic() > deadline:
+                    why = "timeout"
+                elif self.max_bytes is not None and _size(objects) - before > self.max_bytes:
+                    why = "too-large"
+                if why:
+                    _kill_group(proc)
+                    _, stderr = proc.communicate()
+                    break
+        finally:
+            if proc.poll() is None:
+                _kill_group(proc)
+                proc.wait()
+            del handle
+        if why == "timeout":
+            raise errors.Unreachable(
+                f"git fetch did not finish within {self.timeout:g} s",
+                where=self.where,
+                hint="check the remote is reachable from the controller (network policy, proxy), "
+                "or raise the source timeout for a large repository",
+            )
+        if why == "cancelled":
+            raise errors.SourceError("git fetch was cancelled", where=self.where)
+        if why != "too-large" and proc.returncode != 0:
+            raise self._error(stderr.decode(errors="replace"))
+        if why == "too-large" or (self.max_bytes is not None and _size(objects) - before > self.max_bytes):
+            # Drop the whole cache repository: what it holds now is over the limit, and a
+            # killed fetch leaves partial packs behind. The next sync starts from scratch.
+            shutil.rmtree(self._git_dir, ignore_errors=True)
+            raise errors.TooLarge(
+                f"the fetch brought more than the limit of {self.max_bytes} bytes"
+                + ("; it was stopped" if why else ""),
+                where=self.where,
+                hint="raise the source's max_bytes, or keep large files out of the fleet repository",
+            )
+
+    def _git(self, repo: git.Repo, args: list[str], *, deadline: float, env: dict[str, str] | None = None) -> str:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise errors.Unreachable(
+                f"git did not finish within {self.timeout:g} s",
+                where=self.where,
+                hint="raise the source timeout for a large repository",
+            )
+        try:
+            out: str = repo.git.execute(
+                [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *_CONFIG, *args], env=env, kill_after_timeout=left
+            )
+        except git.GitCommandError as err:
+            raise self._error(str(err.stderr)) from None
+        return out
+
+    def _checkout(self, repo: git.Repo, *, sha: str, deadline: float) -> Path:
+        final = self._checkouts / sha
+        if final.is_dir():
+            os.utime(final)
+            return final
+        if self.max_bytes is not None:
+            size = _tree_size(self._git(repo, ["ls-tree", "-r", "-l", "--full-tree", sha], deadline=deadline))
+            if size > self.max_bytes:
+                raise errors.TooLarge(
+                    f"commit {sha[:12]} checks out {size} bytes, over the limit of {self.max_bytes}",
+                    where=self.where,
+                    hint="raise the source's max_bytes, or keep large files out of the fleet repository",
+                )
+        partial = self._checkouts / f"{sha}.partial"
+        index = self._checkouts / f"{sha}.index"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        env = {"GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(partial)}
+        try:
+            self._git(repo, ["read-tree", sha], deadline=deadline, env=env)
+            self._git(repo, ["checkout-index", "--all", "--force"], deadline=deadline, env=env)
+            partial.replace(final)
+        finally:
+            index.unlink(missing_ok=True)
+            shutil.rmtree(partial, ignore_errors=True)
+        return final
+
+    def _forget_old(self, *, current: str) -> None:
+        entries = [p for p in self._checkouts.iterdir() if p.is_dir() and "." not in p.name and p.name != current]
+        entries.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in entries[self.keep - 1 :]:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def _error(self, stderr: str) -> errors.SourceError:
+        text = creds.scrub(stderr.strip(), secrets=creds.secrets(self.credentials))
+        text = text.replace(self.url, self.where)
+        lines = [line.removeprefix("fatal: ").removeprefix("error: ") for line in text.splitlines() if line.strip()]
+        what = "git fetch failed: " + ("; ".join(lines[-3:]) or "no message")
+        lowered = text.lower()
+        if any(s in lowered for s in _UNAUTHORIZED):
+            return errors.Unauthorized(
+                what,
+                where=self.where,
+                hint="check the mounted token (or ssh key) is valid and has read access to the repository",
+            )
+        if "host key verification failed" in lowered:
+            return errors.Unauthorized(
+                what,
+                where=self.where,
+                hint="the server's host key is not in the known_hosts file: add the verified key line",
+            )
+        if "couldn't find remote ref" in lowered or ("remote branch" in lowered and "not found" in lowered):
+            return errors.RefNotFound(
+                f"the ref {self.ref or 'HEAD'!r} does not exist on the remote",
+                where=self.where,
+                hint="check the source's ref setting (a branch or tag name) against the remote",
+            )
+        if any(s in lowered for s in _UNREACHABLE):
+            return errors.Unreachable(
+                what, where=self.where, hint="check the URL and that the remote is reachable from the controller"
+            )
+        return errors.SourceError(
+            what, where=self.where, hint="check the URL points at a git repository the controller may read"
+        )
+
+
+_UNAUTHORIZED = (
+    "authentication failed",
+    "could not read username",
+    "could not read password",
+    "terminal prompts disabled",
+    "permission denied (publickey",
+    "returned error: 401",
+    "returned error: 403",
+    "access denied",
+)
+_UNREACHABLE = (
+    "could not resolve",
+    "connection refused",
+    "failed to connect",
+    "unable to connect",
+    "timed out",
+    "unable to access",
+    "connection reset",
+    "could not read from remote repository",
+    "the remote end hung up",
+)
+
+
+def _relative(path: str, *, url: str) -> str:
+    pure = PurePosixPath(path.strip() or ".")
+    if pure.is_absolute() or ".." in pure.parts:
+        raise errors.SourceError(
+            f"the source path {path!r} must be relative to the repository root and stay inside it",
+            where=urls.redact(url),
+            hint="give the fleet repository's directory relative to the git repository root, e.g. 'fleet'",
+        )
+    return "" if str(pure) == "." else str(pure)
+
+
+def _size(directory: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(directory):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+def _tree_size(listing: str) -> int:
+    total = 0
+    for line in listing.splitlines():
+        meta, _, _name = line.partition("\t")
+        size = meta.split()[-1] if meta else "-"
+        if size.isdigit():
+            total += int(size)
+    return total
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+__all__ = ["TARGET", "Checkout", "GitSource"]

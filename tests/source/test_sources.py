@@ -1,0 +1,229 @@
+"""GitSource against real repositories: ``file://`` and the real ``git daemon`` on loopback."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+
+from fleet.source import GitSource, PathNotFound, RefNotFound, SourceError, TooLarge, Unreachable, sources
+from tests.source.gitservers import Upstream, daemon, git
+
+pytestmark = pytest.mark.anyio
+
+
+def source(url: str, cache_dir: Path, **kw: object) -> GitSource:
+    options: dict[str, object] = {"ref": "main", "path": "fleet", "timeout": 30.0, **kw}
+    return GitSource(url=url, cache_dir=cache_dir, **options)  # type: ignore[arg-type]
+
+
+def listed(directory: Path, pattern: str) -> list[Path]:
+    return list(directory.glob(pattern))
+
+
+async def test_first_sync_checks_out_the_commit_and_path(upstream: Upstream, cache_dir: Path) -> None:
+    sha = git("rev-parse", "HEAD", cwd=upstream.work)
+    checkout = await source(upstream.url, cache_dir).sync()
+    assert checkout.revision == sha
+    assert len(checkout.revision) == 40
+    assert checkout.path == cache_dir / "checkouts" / sha / "fleet"
+    assert (checkout.path / "fleet.yaml").read_text() == "kind: Fleet\n"
+    assert checkout.fetched_at > 0
+
+
+async def test_new_commit_gets_a_new_directory_and_old_ones_are_kept_up_to_keep(
+    upstream: Upstream, cache_dir: Path
+) -> None:
+    src = source(upstream.url, cache_dir, keep=2)
+    first = await src.sync()
+    second_sha = upstream.commit({"fleet/fleet.yaml": "kind: Fleet\n# 2\n"})
+    second = await src.sync()
+    assert second.revision == second_sha != first.revision
+    assert (second.path / "fleet.yaml").read_text().endswith("# 2\n")
+    assert (first.path / "fleet.yaml").read_text() == "kind: Fleet\n", "an older checkout does not change"
+    upstream.commit({"fleet/fleet.yaml": "kind: Fleet\n# 3\n"})
+    third = await src.sync()
+    assert third.path.exists() and second.path.exists()
+    assert not first.path.exists(), "only the newest `keep` checkouts stay"
+
+
+async def test_unchanged_remote_answers_the_same_revision(upstream: Upstream, cache_dir: Path) -> None:
+    src = source(upstream.url, cache_dir)
+    assert (await src.sync()).revision == (await src.sync()).revision
+
+
+async def test_fetch_is_shallow(upstream: Upstream, cache_dir: Path) -> None:
+    for i in range(3):
+        upstream.commit({"fleet/n.yaml": f"n: {i}\n"})
+    await source(upstream.url, cache_dir).sync()
+    repos = list((cache_dir / "repos").iterdir())
+    count = git("--git-dir", str(repos[0]), "rev-list", "--count", sources.TARGET, cwd=cache_dir)
+    assert count == "1"
+
+
+async def test_force_pushed_branch_is_followed(upstream: Upstream, cache_dir: Path) -> None:
+    src = source(upstream.url, cache_dir)
+    upstream.commit({"fleet/a.yaml": "a: 1\n"})
+    before = await src.sync()
+    after_sha = upstream.rewrite({"fleet/a.yaml": "a: rewritten\n"})
+    assert git("--git-dir", str(upstream.bare), "cat-file", "-t", before.revision, cwd=upstream.root, check=False) == ""
+    after = await src.sync()
+    assert after.revision == after_sha != before.revision
+    assert (after.path / "a.yaml").read_text() == "a: rewritten\n"
+
+
+async def test_remote_head_tags_and_full_refs(upstream: Upstream, cache_dir: Path) -> None:
+    head = git("rev-parse", "HEAD", cwd=upstream.work)
+    upstream.tag("v1")
+    upstream.commit({"fleet/b.yaml": "b: 1\n"}, branch="other")
+    assert (await source(upstream.url, cache_dir / "a", ref=None).sync()).revision == head
+    assert (await source(upstream.url, cache_dir / "b", ref="v1").sync()).revision == head
+    other = git("rev-parse", "refs/heads/other", cwd=upstream.bare)
+    assert (await source(upstream.url, cache_dir / "c", ref="refs/heads/other").sync()).revision == other
+
+
+async def test_root_path(upstream: Upstream, cache_dir: Path) -> None:
+    checkout = await source(upstream.url, cache_dir, path="").sync()
+    assert (checkout.path / "README.md").exists()
+    assert checkout.path.name == checkout.revision
+
+
+async def test_symlinks_are_checked_out_as_plain_files(upstream: Upstream, cache_dir: Path) -> None:
+    os.symlink("/etc/hostname", upstream.work / "fleet" / "link.yaml")
+    upstream.commit({})
+    checkout = await source(upstream.url, cache_dir).sync()
+    link = checkout.path / "link.yaml"
+    assert not link.is_symlink()
+    assert link.read_text() == "/etc/hostname"
+
+
+async def test_missing_ref(upstream: Upstream, cache_dir: Path) -> None:
+    with pytest.raises(RefNotFound) as caught:
+        await source(upstream.url, cache_dir, ref="nope").sync()
+    assert caught.value.where == upstream.url
+    assert "'nope'" in caught.value.what and caught.value.hint
+
+
+async def test_missing_path(upstream: Upstream, cache_dir: Path) -> None:
+    with pytest.raises(PathNotFound) as caught:
+        await source(upstream.url, cache_dir, path="elsewhere").sync()
+    assert "'elsewhere'" in caught.value.what
+
+
+def test_path_must_stay_inside(cache_dir: Path) -> None:
+    for bad in ("../x", "/abs"):
+        with pytest.raises(SourceError):
+            GitSource(url="file:///x", ref=None, path=bad, cache_dir=cache_dir)
+
+
+async def test_not_a_repository(tmp_path: Path, cache_dir: Path) -> None:
+    with pytest.raises(SourceError) as caught:
+        await source(f"file://{tmp_path}/missing.git", cache_dir).sync()
+    assert "git fetch failed" in caught.value.what
+
+
+async def test_tree_over_max_bytes_is_refused_before_checkout(upstream: Upstream, cache_dir: Path) -> None:
+    # Highly compressible: a small fetch whose tree is large (what max_bytes on the checkout is for).
+    upstream.commit({"fleet/big.yaml": "x: " + "a" * 200_000 + "\n"})
+    with pytest.raises(TooLarge) as caught:
+        await source(upstream.url, cache_dir, max_bytes=100_000).sync()
+    assert "over the limit of 100000" in caught.value.what
+    assert not listed(cache_dir, "checkouts/*")
+
+
+async def test_fetch_over_max_bytes_is_stopped(upstream: Upstream, cache_dir: Path) -> None:
+    upstream.commit({"fleet/noise.bin": os.urandom(8 * 1024 * 1024)})
+    with pytest.raises(TooLarge) as caught:
+        await source(upstream.url, cache_dir, max_bytes=1024 * 1024).sync()
+    assert "brought more than the limit of 1048576 bytes" in caught.value.what
+    assert not listed(cache_dir, "repos/*"), "what is over the limit is not kept"
+    assert not listed(cache_dir, "checkouts/*")
+
+
+async def test_git_daemon(upstream: Upstream, cache_dir: Path) -> None:
+    with daemon(base=upstream.root) as port:
+        src = source(f"git://127.0.0.1:{port}/repo.git", cache_dir)
+        first = await src.sync()
+        assert first.revision == git("rev-parse", "HEAD", cwd=upstream.work)
+        sha = upstream.rewrite({"fleet/fleet.yaml": "kind: Fleet\n# rewritten\n"})
+        assert (await src.sync()).revision == sha
+
+
+async def test_unreachable_remote(cache_dir: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(Unreachable) as caught:
+        await source(f"git://127.0.0.1:{port}/repo.git", cache_dir).sync()
+    assert caught.value.where == f"git://127.0.0.1:{port}/repo.git"
+
+
+def _silent_server() -> tuple[socket.socket, threading.Event]:
+    """A TCP server that accepts and never answers: git hangs until its deadline."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+        for conn in held:
+            conn.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener, stop
+
+
+def _git_children() -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if "git" in line and "fetch" in line and "ps -eo" not in line]
+
+
+async def test_hanging_remote_times_out_and_git_is_killed(cache_dir: Path) -> None:
+    listener, stop = _silent_server()
+    port = listener.getsockname()[1]
+    try:
+        with anyio.fail_after(20), pytest.raises(Unreachable) as caught:
+            await source(f"git://127.0.0.1:{port}/repo.git", cache_dir, timeout=1.0).sync()
+        assert "did not finish within 1 s" in caught.value.what
+        assert not [p for p in _git_children() if str(port) in p]
+    finally:
+        stop.set()
+        listener.close()
+
+
+async def test_cancelled_sync_kills_git(cache_dir: Path) -> None:
+    listener, stop = _silent_server()
+    port = listener.getsockname()[1]
+    try:
+        with anyio.move_on_after(1.0) as scope:
+            await source(f"git://127.0.0.1:{port}/repo.git", cache_dir, timeout=60.0).sync()
+        assert scope.cancelled_caught
+        assert not [p for p in _git_children() if str(port) in p], "cancelling left git running"
+    finally:
+        stop.set()
+        listener.close()
+
+
+async def test_concurrent_syncs_are_serialised(upstream: Upstream, cache_dir: Path) -> None:
+    src = source(upstream.url, cache_dir)
+    results: list[str] = []
+
+    async def one() -> None:
+        results.append((await src.sync()).revision)
+
+    async with anyio.create_task_group() as group:
+        for _ in range(4):
+            group.start_soon(one)
+    assert len(set(results)) == 1 and len(results) == 4
