@@ -24,6 +24,7 @@ from fleet.engine.previews import unified
 
 COLUMNS = (Action.CREATED, Action.CONFIGURED, Action.UNCHANGED, Action.DELETED, Action.SKIPPED)
 SHOWN = (Action.CREATED, Action.CONFIGURED, Action.DELETED)
+PLAIN_WIDTH = 1000
 _DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("+", "green"), ("-", "red"), ("@@", "cyan"))
 
 
@@ -33,14 +34,17 @@ def console(stream: TextIO) -> Console:
     Lines are never wrapped (a diff line stays one line) and nothing in the text is
     read as markup or highlighted: object names and YAML are printed as they are.
     """
-    return Console(
+    out = Console(
         file=stream,
         highlight=False,
         markup=False,
         emoji=False,
         soft_wrap=True,
-        no_color=True if "NO_COLOR" in os.environ else None,
+        color_system=None if "NO_COLOR" in os.environ else "auto",  # plain text, not even bold
     )
+    if not out.is_terminal:
+        out.width = PLAIN_WIDTH  # a log or a pipe has no width: never squeeze or cut a table for it
+    return out
 
 
 def shown(entry: Change) -> bool:

@@ -17,8 +17,13 @@ import json
 import sys
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
 from fleet import kube
 from fleet.inventory import Inventory, snapshots
+from fleetctl import reports
 from fleetctl.pipelines import interruptible
 
 
@@ -45,32 +50,37 @@ async def read_slices(*, context: str | None, kubeconfig: str | None) -> tuple[s
         await client.close()
 
 
-def table(inventory: Inventory) -> str:
+def print_table(out: Console, inventory: Inventory) -> None:
+    """Nodes, drivers, models and device counts, then the totals per model and any notes."""
     rows = inventory.summary()
     if not rows:
-        return "no devices published (no ResourceSlices, or the DRA driver is not running)"
-    header = ("NODE", "DRIVER", "MODEL", "TYPE", "DEVICES")
-    cells = [header, *((r["node"], r["driver"], r["model"], r["type"], str(r["count"])) for r in rows)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in cells]
+        out.print("no devices published (no ResourceSlices, or the DRA driver is not running)")
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 2, 0, 0))
+    for header in ("NODE", "DRIVER", "MODEL", "TYPE"):
+        table.add_column(header)
+    table.add_column("DEVICES", justify="right")
+    for r in rows:
+        table.add_row(r["node"], r["driver"], r["model"], r["type"], str(r["count"]))
+    out.print(table)
     models: dict[str, int] = {}
     for row in rows:
         models[row["model"]] = models.get(row["model"], 0) + row["count"]
     total = sum(models.values())
-    lines.append("")
-    lines.append(
+    out.print()
+    out.print(
         f"{total} devices on {len(inventory.nodes)} nodes: "
         + ", ".join(f"{n} x {m}" for m, n in sorted(models.items()))
     )
-    lines += [f"note: {note}" for note in inventory.notes]
-    return "\n".join(lines)
+    for note in inventory.notes:
+        out.print(Text.assemble(("note", "yellow"), f": {note}"))
 
 
 def run(args: argparse.Namespace) -> int:
     context, slices = interruptible(lambda: read_slices(context=args.context, kubeconfig=args.kubeconfig))
     inventory = Inventory.from_slices(slices)
     if args.output == "text":
-        print(table(inventory))
+        print_table(reports.console(sys.stdout), inventory)
     else:
         document = snapshots.snapshot(slices=inventory.slices, cluster=context)
         text = snapshots.dump(document) if args.output == "yaml" else json.dumps(document, indent=2) + "\n"

@@ -4,8 +4,8 @@ Loads the checkout (``fleet.manifests``), runs the policy per cluster
 (``fleet.policy``) with the DRA CEL compiler and — given an inventory snapshot
 (``--inventory``) or a live cluster (``--context``) — satisfiability of every
 claim on that cluster's devices (``fleet.inventory``), and prints the findings as
-``file:line:col rule-id message`` plus a ``hint:`` line (colour only on a
-terminal without ``NO_COLOR``) followed by the satisfiability table, as JSON,
+``file:line:col rule-id message`` plus a ``hint:`` line (through rich: colour
+only on a terminal without ``NO_COLOR``) followed by the satisfiability table, as JSON,
 or as GitHub workflow annotations.
 Exit codes: 0 no errors (warnings allowed), 1 errors found, 2 usage or
 internal error — an internal error must never look like "your change is bad".
@@ -20,7 +20,10 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
 
 from fleet import kube
 from fleet.engine import pipelines
@@ -28,9 +31,8 @@ from fleet.errors import FleetError
 from fleet.inventory import Inventory, snapshots
 from fleet.manifests import Finding, Manifest, Revision, cluster_names, kinds, read_revision
 from fleet.policy import Result, Satisfaction, validate
+from fleetctl import reports
 from fleetctl.pipelines import interruptible
-
-_RED, _YELLOW, _DIM, _BOLD, _RESET = "\033[31m", "\033[33m", "\033[2m", "\033[1m", "\033[0m"
 
 
 def register(sub: Any) -> None:
@@ -90,8 +92,9 @@ def _validate(args: argparse.Namespace) -> int:
     elif args.output == "github":
         out.writelines(f"{line}\n" for line in to_github(findings, repo=repo))
     else:
-        out.write(to_text(findings, repo=repo, revision=revision, colour=_colour(out)))
-        out.write(satisfaction_text(result.satisfaction, repo=repo))
+        console = reports.console(out)
+        print_text(console, findings, repo=repo, revision=revision)
+        console.print(satisfaction_text(result.satisfaction, repo=repo), end="")
     return 1 if any(f.severity == "error" for f in findings) else 0
 
 
@@ -140,34 +143,31 @@ async def _live_slices(context: str, kubeconfig: str | None) -> list[dict[str, A
         await client.close()
 
 
-def _colour(out: TextIO) -> bool:
-    return out.isatty() and "NO_COLOR" not in os.environ
-
-
 def display_path(repo: Path, file: str) -> str:
     """The finding's file as seen from the working directory (as CI shows it)."""
     return os.path.normpath(repo / file) if file else os.path.normpath(repo)
 
 
-def to_text(findings: Sequence[Finding], *, repo: Path, revision: Revision, colour: bool) -> str:
-    lines = []
+def print_text(out: Console, findings: Sequence[Finding], *, repo: Path, revision: Revision) -> None:
+    """``file:line:col rule message`` per finding, its hint below, then the count (rule ids in colour)."""
     for f in findings:
         where = f.location
         position = f":{where.line}:{where.col}" if where.line else ""
-        rule = f.rule
-        if colour:
-            rule = f"{_RED if f.severity == 'error' else _YELLOW}{_BOLD}{rule}{_RESET}"
         level = "" if f.severity == "error" else "warning: "
         cluster = f" [cluster {f.cluster}]" if f.cluster else ""
-        lines.append(f"{display_path(repo, where.file)}{position} {rule} {level}{f.message}{cluster}")
+        out.print(
+            Text.assemble(
+                f"{display_path(repo, where.file)}{position} ",
+                (f.rule, "bold red" if f.severity == "error" else "bold yellow"),
+                f" {level}{f.message}{cluster}",
+            )
+        )
         if f.hint:
-            hint = f"  hint: {f.hint}"
-            lines.append(f"{_DIM}{hint}{_RESET}" if colour else hint)
+            out.print(Text(f"  hint: {f.hint}", style="dim"))
     errors = sum(f.severity == "error" for f in findings)
     warnings = len(findings) - errors
     files = len({m.file for m in revision.manifests})
-    lines.append(f"{errors} error(s), {warnings} warning(s) in {len(revision.manifests)} objects, {files} files")
-    return "\n".join(lines) + "\n"
+    out.print(f"{errors} error(s), {warnings} warning(s) in {len(revision.manifests)} objects, {files} files")
 
 
 def satisfaction_text(satisfaction: Sequence[Satisfaction], *, repo: Path) -> str:
