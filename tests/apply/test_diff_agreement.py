@@ -306,6 +306,11 @@ def test_cli_lists_conflicts_exits_1_and_force_previews_the_forced_apply(
     assert "(owned by kubectl-patch)" in plain.stdout
     assert "--force-conflicts" in plain.stdout
 
+    as_json = json.loads(fleetctl("diff", "-o", "json").stdout)
+    quota = next(e for e in as_json["entries"] if e["object"]["kind"] == "ResourceQuota")
+    assert quota["action"] == "configured" and quota["diff"]
+    assert [c["manager"] for c in quota["conflicts"]] == ["kubectl-patch"]
+
     forced = fleetctl("diff", "--force-conflicts")
     assert forced.returncode == 1, forced.stderr
     assert "conflict:" not in forced.stdout

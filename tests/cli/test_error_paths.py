@@ -287,3 +287,21 @@ def test_interrupted_sandbox_up_leaves_nothing_running(tmp_path: Path, sandbox: 
     assert_clean(run, code=130, says="fleetctl sandbox: interrupted")
     assert not clusters.status(directory=directory)["up"]
     assert clusters.Sandbox.load(directory) is None, "the half-started sandbox was stopped and removed"
+
+
+@pytest.mark.sandbox
+def test_forbidden_listing_is_one_message(sandbox: Sandbox) -> None:
+    # alice may not list cluster-wide: the listing runs in a task group beside the loading,
+    # and its Forbidden must come out as itself.
+    run = fleetctl(
+        "diff",
+        str(EXAMPLE),
+        "--cluster",
+        "gpu-east",
+        "--kubeconfig",
+        str(sandbox.kubeconfig),
+        "--context",
+        f"alice@{credentials.CLUSTER}",
+    )
+    assert_clean(run, code=2, says="forbidden")
+    assert run.stderr.startswith("error: ") and "hint: check the credentials" in run.stderr
