@@ -88,10 +88,17 @@ def unchanged_without_dry_run(desired: dict[str, Any], live: dict[str, Any], *, 
     ):
         # Same content as the last apply, and nobody else changed a field we own
         # (changing it would have moved its ownership): live is that apply's result.
-        return True
+        # Every value outside lists must still be there as desired: a writer using
+        # fleet's own manager name keeps ownership, and a doubt costs only a dry-run.
+        return all(_at(desired, w) == _at(live, w) for w in wanted if not _in_list(desired, w))
     if not subset(desired, live):
         return False
     return all(_at(desired, o) == _at(live, o) for o in owned - wanted)
+
+
+def _in_list(obj: Any, path: Path) -> bool:
+    """The leaf at ``path`` is a list (its items may carry server defaults: compared by the hash)."""
+    return isinstance(_at(obj, path), list)
 
 
 def annotation(obj: dict[str, Any], key: str) -> str:
