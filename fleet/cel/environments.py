@@ -8,10 +8,28 @@ measurements).
 
 What Kubernetes declares and how it is mirrored here:
 
-* ``device``: ``kubernetes.DRADevice`` in Go. cel-cpp can only type objects
-  through protobuf messages, and the attribute values are heterogeneous, so
-  ``device`` is declared ``map(string, dyn)``; :mod:`fleet.cel.references`
-  rejects unknown ``device.<field>`` names at compile time instead.
+* ``device``: ``kubernetes.DRADevice`` in Go (k8s.io/dynamic-resource-allocation
+  v0.36.3 ``cel/compile.go``): ``driver`` string, ``allowMultipleAllocations``
+  bool, ``attributes`` ``map(string, map(string, dyn))`` and ``capacity``
+  ``map(string, map(string, Quantity))``. cel-cpp types objects only through
+  protobuf messages, and a protobuf map cannot hold maps, so there are two
+  environments over the same functions:
+
+  - the *checker* (``Environment.checker``) declares ``device`` as a message
+    ``kubernetes.DRADevice`` (so ``device.drvier`` is "undefined field" and
+    ``device['driver']`` has no overload, at the positions the API server
+    reports), with ``attributes`` as ``map<string, google.protobuf.Struct>``
+    (= ``map(string, map(string, dyn))``), plus the *qualified variable*
+    ``device.capacity`` typed ``map(string, map(string, Quantity))``: CEL
+    resolves ``device.capacity`` to the longest declared name, so
+    ``device.capacity['gpu.nvidia.com'].memory > 40`` fails to type-check as it
+    does in Kubernetes. Only ``compile_selector`` uses it, for errors and the
+    result type; it never evaluates (its ``device`` would have to be a message,
+    which cannot carry Quantity maps).
+  - the *runtime* (``Environment.env``) declares ``device`` as
+    ``map(string, dyn)`` and evaluates the same expression text; it accepts
+    everything the checker accepts, and the values are the same, so the
+    results are those of the typed program.
 * ``kubernetes.Quantity`` / ``kubernetes.Semver``: cel-cpp cannot carry opaque
   Python objects, so both are protobuf messages built at run time (one string
   field for the canonical quantity, so message equality is numeric equality;
@@ -42,12 +60,14 @@ from google.protobuf import (  # type: ignore[import-untyped]
     descriptor_pb2,
     descriptor_pool,
     message_factory,
+    struct_pb2,
 )
 
 from fleet.cel import extensions, quantities, semvers
 
 QUANTITY_TYPE = "kubernetes.Quantity"
 SEMVER_TYPE = "kubernetes.Semver"
+DEVICE_TYPE = "kubernetes.DRADevice"
 
 
 class Types:
@@ -68,6 +88,8 @@ class Types:
         semver.field.add(name="pre", number=4, type=string_field, label=optional)
         self.pool = descriptor_pool.DescriptorPool()
         self.pool.Add(file)
+        for proto in _device_file():
+            self.pool.Add(proto)
         self.quantity_class = message_factory.GetMessageClass(self.pool.FindMessageTypeByName(QUANTITY_TYPE))
         self.semver_class = message_factory.GetMessageClass(self.pool.FindMessageTypeByName(SEMVER_TYPE))
 
@@ -93,6 +115,48 @@ class Types:
         if message.pre:
             pre = tuple(int(part) if part.isdigit() else part for part in message.pre.split("."))
         return semvers.Semver(message.major, message.minor, message.patch, pre)
+
+
+def _device_file() -> Any:
+    """``kubernetes.DRADevice`` for the checker: typed fields, attributes as Structs (map(string, dyn))."""
+    struct = descriptor_pb2.FileDescriptorProto()
+    struct_pb2.DESCRIPTOR.CopyToProto(struct)
+    field = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(
+        name="fleet_kubernetes_dra_device.proto",
+        package="kubernetes",
+        syntax="proto3",
+        dependency=[struct.name],
+    )
+    device = file.message_type.add(name="DRADevice")
+    device.field.add(name="driver", json_name="driver", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    device.field.add(
+        name="allowMultipleAllocations",
+        json_name="allowMultipleAllocations",
+        number=2,
+        type=field.TYPE_BOOL,
+        label=field.LABEL_OPTIONAL,
+    )
+    for number, name in ((3, "attributes"), (4, "capacity")):
+        entry = device.nested_type.add(name=f"{name.capitalize()}Entry")
+        entry.options.map_entry = True
+        entry.field.add(name="key", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+        entry.field.add(
+            name="value",
+            number=2,
+            type=field.TYPE_MESSAGE,
+            type_name=".google.protobuf.Struct",
+            label=field.LABEL_OPTIONAL,
+        )
+        device.field.add(
+            name=name,
+            json_name=name,
+            number=number,
+            type=field.TYPE_MESSAGE,
+            type_name=f".{DEVICE_TYPE}.{entry.name}",
+            label=field.LABEL_REPEATED,
+        )
+    return struct, file
 
 
 class NoSuchOverload(TypeError):
@@ -238,14 +302,20 @@ def _functions(types: Types) -> list[Any]:
 
 
 class Environment:
-    """A compiled-once DRA environment: the cel-cpp ``Env`` plus the value types it knows."""
+    """A compiled-once DRA environment: the cel-cpp runtime ``Env``, the typed checker, the value types."""
 
     def __init__(self) -> None:
         self.types = Types()
         T = cel.Type
-        self.env = cel.NewEnv(
+        self.env = self._env({"device": T.Map(T.STRING, T.DYN)})
+        self.checker = self._env(
+            {"device": T(DEVICE_TYPE), "device.capacity": T.Map(T.STRING, T.Map(T.STRING, T(QUANTITY_TYPE)))}
+        )
+
+    def _env(self, variables: dict[str, Any]) -> Any:
+        return cel.NewEnv(
             descriptor_pool=self.types.pool,
-            variables={"device": T.Map(T.STRING, T.DYN)},
+            variables=variables,
             functions=_functions(self.types) + extensions.functions(),
             extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings()],
         )
@@ -257,4 +327,4 @@ def dra_environment() -> Environment:
     return Environment()
 
 
-__all__ = ["QUANTITY_TYPE", "SEMVER_TYPE", "Environment", "NoSuchOverload", "Types", "dra_environment"]
+__all__ = ["DEVICE_TYPE", "QUANTITY_TYPE", "SEMVER_TYPE", "Environment", "NoSuchOverload", "Types", "dra_environment"]

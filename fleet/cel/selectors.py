@@ -1,11 +1,12 @@
 """Compile and evaluate DRA device selectors with Kubernetes' rules.
 
 Compile (``compile_selector``), as the API server does in
-``validateCELSelector``: at most 10 KiB, type-checked in the DRA environment,
-result type ``bool`` (or the attribute "unknown" type), plus fleet's own
-rejection of unknown ``device.<field>`` names that the checker cannot see (see
-:mod:`fleet.cel.environments`). Every problem carries line, column and offset
-inside the expression so ``fleetctl validate`` can point at the YAML file.
+``validateCELSelector``: at most 10 KiB, type-checked against the types
+Kubernetes declares for ``device`` (``capacity`` values are Quantities,
+``driver`` a string, unknown ``device.<field>`` names are errors; see
+:mod:`fleet.cel.environments`), result type ``bool`` (or the attribute
+"unknown" type). Every problem carries line, column and offset inside the
+expression so ``fleetctl validate`` can point at the YAML file.
 
 Evaluate (``Selector.evaluate``), as the scheduler does in ``DeviceMatches``:
 an unknown attribute name in a known domain is an *error* (``no such key``),
@@ -25,6 +26,7 @@ from cel_expr_python import cel
 
 from fleet.cel.devices import Device, Projection, activation, projection
 from fleet.cel.environments import Environment, dra_environment
+from fleet.cel.issues import Issue, as_kubernetes, position
 from fleet.cel.references import Clause, References, find_references, split_clauses, tokenize
 from fleet.errors import FleetError
 
@@ -46,16 +48,6 @@ _TYPE_NAMES = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class Issue:
-    """One compile problem: 1-based line and column, 0-based character offset."""
-
-    message: str
-    line: int
-    column: int
-    offset: int
-
-
 class SelectorCompileError(FleetError):
     """The selector does not compile; ``issues`` has the positions (first one in ``what``)."""
 
@@ -72,13 +64,6 @@ class SelectorCompileError(FleetError):
 
 class SelectorRuntimeError(FleetError):
     """The selector failed on a device, as the scheduler would: the claim cannot be allocated."""
-
-
-def position(expression: str, offset: int) -> tuple[int, int]:
-    """1-based (line, column) of a character offset."""
-    before = expression[:offset]
-    line = before.count("\n") + 1
-    return line, offset - (before.rfind("\n") + 1) + 1
 
 
 def offset_of(expression: str, line: int, column: int) -> int:
@@ -180,22 +165,50 @@ def _check_regex_literals(expression: str, environment: Environment) -> None:
             )
 
 
+def for_checker(expression: str) -> str:
+    """The text the typed checker sees: ``has(device.capacity)`` → ``has(device.driver  )``.
+
+    cel-cpp resolves the qualified variable ``device.capacity`` even inside
+    ``has()``, which then has the map's type instead of bool; Kubernetes
+    answers true (the field is always set). Same length, so positions hold.
+    """
+    tokens = tokenize(expression)
+    for index in range(len(tokens) - 5):
+        window = [token.text for token in tokens[index : index + 6]]
+        if window == ["has", "(", "device", ".", "capacity", ")"]:
+            start = tokens[index + 4].offset
+            expression = expression[:start] + "driver  " + expression[start + 8 :]
+    return expression
+
+
+def _hint(issues: list[Issue]) -> str:
+    message = issues[0].message
+    if "not found in struct" in message or "undefined field" in message:
+        return "device has the fields driver, attributes, capacity and allowMultipleAllocations"
+    if "kubernetes.Quantity" in message:
+        return (
+            "capacities are Quantities: compare with quantity(), e.g. "
+            "device.capacity['gpu.nvidia.com'].memory.isGreaterThan(quantity('40Gi')) or .compareTo(quantity(...)) >= 0"
+        )
+    if "kubernetes.Semver" in message:
+        return "versions are Semvers: compare with semver(), e.g. .isGreaterThan(semver('580.0.0'))"
+    return ""
+
+
 def _compile(expression: str, environment: Environment) -> Selector:
     _check_length(expression)
     references = find_references(expression)
+    try:
+        checked = environment.checker.compile(for_checker(expression))
+    except RuntimeError as err:
+        issues = as_kubernetes(expression, _issues_from(expression, str(err)))
+        raise SelectorCompileError(expression, issues, hint=_hint(issues)) from None
     try:
         program = environment.env.compile(expression)
     except RuntimeError as err:
         raise SelectorCompileError(expression, _issues_from(expression, str(err))) from None
     _check_regex_literals(expression, environment)
-    if references.unknown_fields:
-        name, offset = references.unknown_fields[0]
-        raise SelectorCompileError(
-            expression,
-            [Issue(f"undefined field '{name}'", *position(expression, offset), offset)],
-            hint="device has the fields driver, attributes, capacity and allowMultipleAllocations",
-        )
-    returned = program.return_type()
+    returned = checked.return_type()
     if returned not in (cel.Type.BOOL, cel.Type.DYN):
         name = _TYPE_NAMES.get(returned.name(), returned.name())
         raise SelectorCompileError(
@@ -222,6 +235,7 @@ __all__ = [
     "SelectorCompileError",
     "SelectorRuntimeError",
     "compile_selector",
+    "for_checker",
     "offset_of",
     "position",
     "runtime_message",

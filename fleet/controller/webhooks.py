@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -58,15 +59,17 @@ class Deliveries:
     def __init__(self, *, size: int = 4096) -> None:
         self.size = size
         self._ids: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
 
     def seen(self, delivery: str) -> bool:
-        """True when ``delivery`` was recorded before; records it otherwise."""
-        if delivery in self._ids:
-            return True
-        self._ids[delivery] = None
-        if len(self._ids) > self.size:
-            self._ids.popitem(last=False)
-        return False
+        """True when ``delivery`` was recorded before; records it otherwise (thread-safe)."""
+        with self._lock:
+            if delivery in self._ids:
+                return True
+            self._ids[delivery] = None
+            if len(self._ids) > self.size:
+                self._ids.popitem(last=False)
+            return False
 
 
 def receive(

@@ -11,7 +11,9 @@ Cut like gitops-engine and Flux's ssa package, one concept per module:
 - ``deletions``      what pruning would delete (ledger entries no longer declared), or why not
 - ``previews``       a Change as a unified YAML diff
 - ``healths``        the gates between stages
-- ``ledgers``        what fleet applied, recorded in the cluster (the Ledger)
+- ``ledgers``        what fleet applied, recorded in the cluster (the Ledger), created or adopted
+- ``adoptions``      pure: existing objects fleet may not take over, pools overlapping on a live Node
+- ``blockers``       what forbids a deletion: claims in use, what others put in a namespace
 - ``pipelines``      checkout → validate → plan, and connecting: shared by the CLI and the controller
 - ``applies``        ``Sync``: the step-wise run (one stage per step), prune, record
 - ``changesets``     the result of every run

@@ -48,7 +48,7 @@ def conflicts(
                 refused=True,
                 error=(
                     f"already exists in cluster {cluster} and fleet did not create it ({by}); "
-                    f"declared at {d.source}. Nothing was applied.\n  hint: {_hint(d)}"
+                    f"declared at {d.source}. fleet applies nothing while this stands.\n  hint: {_hint(d)}"
                 ),
             )
         )

@@ -35,14 +35,14 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
 from fleet.engine import adoptions, blockers, deletions, diffs, healths, ledgers, listings, ownership, plans, stages
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.errors import FleetError
-from fleet.kube import Client, KubeError, NotFound, Ref
+from fleet.kube import Client, Kind, KubeError, NotFound, Ref
 from fleet.telemetry import tracing
 
 
@@ -76,6 +76,7 @@ class Sync:
     _stopped: bool = field(init=False, default=False)
     _resumed: bool = field(init=False, default=False)
     _not_pruned: set[str] = field(init=False, default_factory=set)
+    _namespaced: list[Kind] | None = field(init=False, default=None)
     _refused: dict[str, Change] = field(init=False, default_factory=dict)
     """Objects fleet may not write (not its own, not to be adopted; Nodes two pools select), by key."""
 
@@ -190,8 +191,8 @@ class Sync:
                 if c.action in (Action.CREATED, Action.CONFIGURED) and not c.failed
             ]
             span.set_attribute("fleet.writes", len(todo))
-            if (any(c.failed for c in found) or refused) and not self.options.dry_run:
-                self._stopped = True  # a preview goes on: it shows every stage, failures included
+            if any(c.failed for c in found) and not self.options.dry_run:
+                self._stopped = True  # a preview goes on: it shows every stage, failures and refusals included
                 return
             if self.options.dry_run or not (todo or stage.gate in _ALWAYS_CHECKED):
                 return
@@ -240,15 +241,15 @@ class Sync:
                     started = time.monotonic()
                     try:
                         if change.replace:
-                            fresh = await self._free(change, self.live.get(d.ref.key))
-                            if fresh is None:
+                            preconditions = await self._free(change, self.live.get(d.ref.key))
+                            if preconditions is None:
                                 change.duration = time.monotonic() - started
                                 return
                             with contextlib.suppress(NotFound):
                                 await self.client.delete(
                                     d.ref,
-                                    uid=fresh["metadata"].get("uid"),
-                                    resource_version=fresh["metadata"].get("resourceVersion"),
+                                    uid=preconditions.uid,
+                                    resource_version=preconditions.resource_version,
                                     propagation="Foreground",
                                 )
                             await self._gone(d.ref)
@@ -279,23 +280,26 @@ class Sync:
                 change.refused = True
                 change.error = blockers.claim_in_use(change.ref, users)
 
-    async def _free(self, change: Change, live: dict[str, Any] | None) -> dict[str, Any] | None:
-        """A fresh read of an object about to be deleted; None (and the entry failed) for a claim in use.
+    async def _free(self, change: Change, live: dict[str, Any] | None) -> _Preconditions | None:
+        """The preconditions of a delete fleet may make; None (and the entry failed) for a claim in use.
 
-        The delete then carries this read's resourceVersion: a claim reserved in between fails the
-        delete (409) instead of being deleted from under its new pod.
+        Always the uid fleet listed: an object recreated since by someone else is never deleted.
+        A ResourceClaim is read again first, and deleted only as that read found it (its
+        resourceVersion): a claim reserved in between fails the delete (409) instead of being
+        deleted from under its new pod.
         """
+        if change.ref.kind != "ResourceClaim":
+            return _Preconditions(uid=_uid(live))
         try:
             fresh = await self.client.get(change.ref)
         except NotFound:
-            return live or {"metadata": {}}
-        if change.ref.kind == "ResourceClaim":
-            users = blockers.claim_users(fresh)
-            if users:
-                change.refused = True
-                change.error = blockers.claim_in_use(change.ref, users)
-                return None
-        return fresh
+            return _Preconditions(uid=_uid(live))
+        users = blockers.claim_users(fresh)
+        if users:
+            change.refused = True
+            change.error = blockers.claim_in_use(change.ref, users)
+            return None
+        return _Preconditions(uid=_uid(live), resource_version=(fresh.get("metadata") or {}).get("resourceVersion"))
 
     async def _gone(self, ref: Ref) -> None:
         """Wait (bounded by the health timeout) until a replaced object is really deleted."""
@@ -357,6 +361,12 @@ class Sync:
         if self.progress is not None:
             self.progress(step, done + 1, total)
 
+    async def _kinds(self) -> list[Kind]:
+        """The namespaced kinds to list before deleting a namespace: discovered once per run."""
+        if self._namespaced is None:
+            self._namespaced = await blockers.namespaced_kinds(client=self.client)
+        return self._namespaced
+
     async def _preview_block(self, change: Change, found: list[Change]) -> None:
         """In a dry-run, what would refuse this deletion, from the live objects already read."""
         if change.ref.kind == "ResourceClaim":
@@ -366,7 +376,9 @@ class Sync:
                 change.error = blockers.claim_in_use(change.ref, users)
         elif change.ref.kind == "Namespace":
             pruned = {c.ref.key for c in found if c.action == Action.DELETED and not c.release}
-            others = await blockers.foreign_objects(client=self.client, namespace=change.ref.name, ours=pruned)
+            others = await blockers.foreign_objects(
+                client=self.client, namespace=change.ref.name, kinds=await self._kinds(), ours=pruned
+            )
             if others:
                 change.refused = True
                 change.error = blockers.namespace_not_empty(change.ref.name, others)
@@ -383,25 +395,27 @@ class Sync:
                     self.ledger.entries.pop(change.ref.key, None)
                 elif change.release:
                     current = await self.client.get(change.ref)
-                    await self.client.patch(
-                        change.ref, ownership.release_patch(current), field_manager=ownership.MANAGER
-                    )
+                    if _uid(current) == _uid(live):  # else someone recreated it since: not the object fleet adopted
+                        await self.client.patch(
+                            change.ref, ownership.release_patch(current), field_manager=ownership.MANAGER
+                        )
                     self.ledger.entries.pop(change.ref.key, None)
                 elif change.ref.kind == "Namespace":
                     ours = set(self.ledger.entries) - self._not_pruned
-                    others = await blockers.foreign_objects(client=self.client, namespace=change.ref.name, ours=ours)
+                    others = await blockers.foreign_objects(
+                        client=self.client, namespace=change.ref.name, kinds=await self._kinds(), ours=ours
+                    )
                     if others:
                         change.refused = True
                         change.error = blockers.namespace_not_empty(change.ref.name, others)
                     else:
-                        await self.client.delete(change.ref, uid=((live or {}).get("metadata") or {}).get("uid"))
+                        await self.client.delete(change.ref, uid=_uid(live))
                         self.ledger.entries.pop(change.ref.key, None)
                 else:
-                    fresh = await self._free(change, live)
-                    if fresh is not None:
-                        meta = fresh.get("metadata") or {}
+                    preconditions = await self._free(change, live)
+                    if preconditions is not None:
                         await self.client.delete(
-                            change.ref, uid=meta.get("uid"), resource_version=_claim_version(change.ref, meta)
+                            change.ref, uid=preconditions.uid, resource_version=preconditions.resource_version
                         )
                         self.ledger.entries.pop(change.ref.key, None)
             except NotFound:
@@ -441,9 +455,16 @@ class Sync:
             self._saved = await ledgers.save(client=self.client, ledger=self.ledger, saved=self._saved)
 
 
-def _claim_version(ref: Ref, meta: dict[str, Any]) -> str | None:
-    """A claim is deleted only as last read (found free); other kinds only need their uid."""
-    return str(meta.get("resourceVersion") or "") or None if ref.kind == "ResourceClaim" else None
+class _Preconditions(NamedTuple):
+    """What a delete must find: the uid fleet listed, and for a claim the resourceVersion found free."""
+
+    uid: str | None
+    resource_version: str | None = None
+
+
+def _uid(obj: dict[str, Any] | None) -> str | None:
+    uid = ((obj or {}).get("metadata") or {}).get("uid")
+    return str(uid) if uid else None
 
 
 def _apply_drift_policy(change: Change, policy: str) -> None:

@@ -50,9 +50,15 @@ def claim_in_use(ref: Ref, users: list[str]) -> str:
     )
 
 
-async def foreign_objects(*, client: Client, namespace: str, ours: Collection[str], concurrency: int = 8) -> list[str]:
+async def namespaced_kinds(*, client: Client) -> list[Kind]:
+    """One version per namespaced resource the server can list (discovery: two requests)."""
+    return _namespaced_listable(await client.discover())
+
+
+async def foreign_objects(
+    *, client: Client, namespace: str, ours: Collection[str], kinds: list[Kind], concurrency: int = 8
+) -> list[str]:
     """``Kind name`` of every object in ``namespace`` that fleet did not put there (``ours``: ledger keys)."""
-    kinds = _namespaced_listable(await client.discover())
     found: list[str] = []
     limiter = anyio.CapacityLimiter(concurrency)
 
@@ -96,4 +102,4 @@ def namespace_not_empty(namespace: str, objects: list[str]) -> str:
     )
 
 
-__all__ = ["claim_in_use", "claim_users", "foreign_objects", "namespace_not_empty"]
+__all__ = ["claim_in_use", "claim_users", "foreign_objects", "namespace_not_empty", "namespaced_kinds"]

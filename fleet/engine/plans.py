@@ -158,9 +158,11 @@ def team_objects(team: kinds.Team) -> list[dict[str, Any]]:
     name = team.metadata.name
     subjects = [_subject(o.kind, o.name, o.namespace) for o in team.spec.owners]
     objs: list[dict[str, Any]] = []
+    # without this label the API server refuses requests with adminAccess: true
+    admin = {kinds.ADMIN_ACCESS_LABEL: "true"} if team.spec.admin_access else {}
     for ns in team.spec.namespaces:
         team_label = {ownership.TEAM_LABEL: name}
-        objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": team_label}})
+        objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": team_label | admin}})
         objs.append(
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -264,7 +266,7 @@ class Overlap:
         named = " and ".join(f"{p.name!r} ({p.source})" for p in self.pools)
         return (
             f"Node {self.node} is selected by pools {named}: fleet would rewrite its labels and taints "
-            "back and forth; nothing was applied"
+            "back and forth; fleet applies nothing while this stands"
         )
 
 

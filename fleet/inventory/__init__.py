@@ -9,7 +9,7 @@ loads an inventory for ``fleetctl validate --inventory``. Pure: no I/O.
 
 from __future__ import annotations
 
-from fleet.inventory import snapshots
+from fleet.inventory import holdings, models, snapshots
 from fleet.inventory.claims import AlternativeReport, Checker, ClaimReport
 from fleet.inventory.findings import Finding
 from fleet.inventory.inventories import ALL_NODES, Inventory, InventoryDevice, InventoryError
@@ -23,5 +23,7 @@ __all__ = [
     "Inventory",
     "InventoryDevice",
     "InventoryError",
+    "holdings",
+    "models",
     "snapshots",
 ]

@@ -225,8 +225,7 @@ class Checker:
                             "cel-runtime-error",
                             f"selector #{failure.index} fails on {failure.devices} devices on {len(match.error_nodes)} "
                             f"nodes: {failure.message}",
-                            hint="pods using this claim stay Pending on those nodes; guard the attribute with has(...) "
-                            "or use optional chaining (.? followed by orValue())",
+                            hint=_runtime_hint(failure.message),
                             severity="warning" if satisfiable else "error",
                             request=alternative.name,
                             request_index=alternative.request_index,
@@ -261,6 +260,19 @@ class Checker:
                     f"{constraint.attribute} and that enough of them share (or differ in) its value on one node",
                 )
         return explanations.unsatisfiable_together(requests=[a[0].request for a in shape.requests])
+
+
+def _runtime_hint(message: str) -> str:
+    if "overload" in message.lower():
+        return (
+            "pods using this claim stay Pending on those nodes: an attribute's type does not fit the operation. "
+            "Version attributes (driverVersion, cudaComputeCapability, ...) compare with semver('580.0.0') and "
+            ".isGreaterThan()/.compareTo(), capacities with quantity('40Gi'), strings with '...'"
+        )
+    return (
+        "pods using this claim stay Pending on those nodes; guard the attribute with has(...) "
+        "or use optional chaining (.? followed by orValue())"
+    )
 
 
 __all__ = ["AlternativeReport", "Checker", "ClaimReport"]

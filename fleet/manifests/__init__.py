@@ -36,7 +36,7 @@ Repository layout and kinds: ``docs/repo-format.md``; JSON Schemas: ``schemas/``
 
 from __future__ import annotations
 
-from fleet.manifests import kinds, resources
+from fleet.manifests import fixes, kinds, resources
 from fleet.manifests.bases import ClusterSelector, Model, ObjectMeta
 from fleet.manifests.findings import Finding, Severity, has_errors
 from fleet.manifests.limits import Limits
@@ -66,6 +66,7 @@ __all__ = [
     "Scalar",
     "Severity",
     "cluster_names",
+    "fixes",
     "group_of",
     "has_errors",
     "kinds",

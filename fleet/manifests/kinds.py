@@ -17,6 +17,8 @@ from pydantic import Field, StringConstraints, model_validator
 from fleet.manifests.bases import ClusterSelector, Model, ObjectMeta
 
 API_VERSION = "fleet.gpufleet.dev/v1alpha1"
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+"""The namespace label without which the API server refuses ``adminAccess: true`` requests."""
 
 DriftPolicy = Literal["enforce", "warn", "ignore"]
 """``enforce`` re-applies drifted objects, ``warn`` reports them, ``ignore`` neither."""
@@ -156,6 +158,10 @@ class TeamSpec(Model):
     """Namespaces that exist before fleet and that fleet may take over: ``true`` for all of
     ``namespaces``, or a list of them. Without it, an existing namespace is a conflict.
     An adopted namespace is released (fleet's labels and fields removed), never deleted."""
+    admin_access: bool = False
+    """May the team's requests set ``adminAccess: true`` (monitoring devices already in use)? Fleet then
+    labels the team's namespaces ``resource.kubernetes.io/admin-access: "true"``, without which the API
+    server refuses such requests."""
 
     @model_validator(mode="after")
     def _quota_non_negative(self) -> TeamSpec:
@@ -224,6 +230,7 @@ class Overlay(Model):
 
 
 __all__ = [
+    "ADMIN_ACCESS_LABEL",
     "API_VERSION",
     "Cluster",
     "DriftPolicy",

@@ -25,6 +25,7 @@ from fleet.manifests.findings import Finding
 from fleet.manifests.kinds import API_VERSION as FLEET_API_VERSION
 from fleet.manifests.limits import Limits
 from fleet.manifests.locations import Location, Positions
+from fleet.manifests.salvages import salvage
 from fleet.manifests.validations import findings_from
 from fleet.manifests.yamls import Document, parse
 
@@ -49,6 +50,9 @@ class Manifest:
     model: Model | None = None
     team: str | None = None
     """The folder name for files under ``teams/<team>/``, else None (see :func:`team_of`)."""
+    salvaged: bool = False
+    """The object failed its schema; ``model``/``data`` are what was left after dropping the
+    offending fields (:mod:`fleet.manifests.salvages`), kept so the other rules still run."""
 
     @property
     def location(self) -> Location:
@@ -149,11 +153,19 @@ def _manifest(document: Document) -> tuple[Manifest | None, list[Finding]]:
         return None, [unknown]
     model_class = registry.MODELS.get((api_version, kind))
     model: Model | None = None
+    problems: list[Finding] = []
+    salvaged = False
+    positions = document.positions
     if model_class is not None:
         try:
             model = model_class.model_validate(data)
         except ValidationError as err:
-            return None, findings_from(err, model=model_class, positions=document.positions, obj=ref)
+            problems = findings_from(err, model=model_class, positions=document.positions, obj=ref)
+            rescued = salvage(data, model=model_class, error=err, positions=document.positions)
+            if rescued is None:
+                return None, problems
+            model, data, positions = rescued
+            salvaged = True
     elif not name:
         return None, [Finding(where, "schema", f"{kind} has no metadata.name", hint="add metadata.name", object=ref)]
     manifest = Manifest(
@@ -163,11 +175,12 @@ def _manifest(document: Document) -> tuple[Manifest | None, list[Finding]]:
         name=name,
         namespace=str(namespace) if namespace else None,
         data=data,
-        positions=document.positions,
+        positions=positions,
         model=model,
         team=team_of(document.file),
+        salvaged=salvaged,
     )
-    return manifest, []
+    return manifest, problems
 
 
 def _unknown_kind(*, document: Document, api_version: str, kind: str, obj: str) -> Finding | None:

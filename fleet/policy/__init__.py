@@ -13,10 +13,11 @@ each):
 structure                 duplicate-object, dns-label, team-folder,
                           team-kind, team-cluster-scoped,
                           deviceclass-location, claim-location,
+                          adopt-annotation,
                           unsupported-kind, fleet-root, cluster-reference
 per cluster               team-namespace, reserved-namespace,
-                          team-device-class,
-                          unknown-device-class, team-quota, operator-values,
+                          team-device-class, unknown-device-class,
+                          team-quota, team-admin-access, operator-values,
                           pool-overlap, quantity, cluster-version,
                           cel-too-long, cel (compile, via ``compiler``),
                           cel-removed-attribute,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from fleet.inventory import Inventory
 from fleet.manifests import Finding, Manifest, Revision, cluster_names, kinds, resolve
-from fleet.policy import operators, pools, satisfiability, selectors, structures, tenancy
+from fleet.policy import declarations, operators, pools, satisfiability, selectors, structures, tenancy
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ def check(
     compiler: selectors.Compiler | None = selectors.dra_compiler,
 ) -> list[Finding]:
     """Every finding of ``revision``, for ``clusters`` (default: all clusters)."""
-    return validate(revision, clusters=clusters, compiler=compiler).findings
+    return validate(revision, clusters=clusters, compiler=compiler, declared=False).findings
 
 
 def validate(
@@ -40,10 +40,20 @@ def validate(
     *,
     clusters: Sequence[str] = (),
     inventories: Mapping[str, Inventory] | None = None,
+    sources: Mapping[str, str] | None = None,
+    live: Mapping[str, satisfiability.Live] | None = None,
+    declared: bool = True,
     compiler: selectors.Compiler | None = selectors.dra_compiler,
 ) -> Result:
-    """:func:`check`, plus satisfiability of every claim on the clusters in ``inventories``."""
+    """:func:`check`, plus satisfiability of every claim on each cluster's devices.
+
+    Devices come from ``inventories`` (``sources`` names them: ``snapshot FILE``, ``live context CTX``)
+    or, for the other clusters and with ``declared``, from the cluster's GPUNodePools
+    (:mod:`fleet.policy.declarations`). ``live`` (per cluster, from ``--context``) adds how many
+    copies fit right now and which claims block a template that fits ever but not now.
+    """
     inventories = inventories or {}
+    sources = sources or {}
     satisfaction: list[satisfiability.Satisfaction] = []
     found: list[Finding] = [*revision.findings, *structures.check(revision)]
     names = list(clusters) or cluster_names(revision)
@@ -58,8 +68,15 @@ def validate(
             continue  # its file does not load: already a finding, nothing to resolve
         view = resolve(revision, cluster=name)
         findings = [*view.findings, *view_findings(view.manifests, owners=owners, compiler=compiler)]
-        if name in inventories:
-            inventory_findings, satisfied = satisfiability.evaluate(view, inventory=inventories[name])
+        inventory, source = inventories.get(name), sources.get(name, "snapshot")
+        if inventory is None and declared:
+            pooled = declarations.declared(view)
+            findings.extend(pooled.findings)
+            inventory, source = pooled.inventory, declarations.SOURCE
+        if inventory is not None:
+            inventory_findings, satisfied = satisfiability.evaluate(
+                view, inventory=inventory, source=source, live=(live or {}).get(name)
+            )
             removed = {f.location for f in findings if f.rule == "cel-removed-attribute"}
             findings.extend(
                 f for f in inventory_findings if not (f.rule == "cel-unknown-attribute" and f.location in removed)

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from fleet.inventory import Checker, Inventory
+from fleet.inventory import Checker, Inventory, holdings
 from fleet.manifests import ClusterView, Finding, Location, Manifest, Path, Severity
 from fleet.policy import walks
 from fleet.policy.selectors import locate
@@ -70,21 +70,58 @@ class Satisfaction:
     capacity: int
     """Copies of the claim that fit at the same time (pods of a Deployment scaling up)."""
     undecided_nodes: int = 0
+    source: str = ""
+    """Whose devices: ``declared pools``, ``snapshot FILE`` or ``live context CTX``."""
+    now: int | None = None
+    """Copies that fit right now, with the devices live claims hold taken out (live cluster only)."""
 
 
-def evaluate(view: ClusterView, *, inventory: Inventory) -> tuple[list[Finding], list[Satisfaction]]:
-    """Check every claim of ``view`` against ``inventory`` (that cluster's ResourceSlices)."""
+@dataclass(frozen=True)
+class Live:
+    """A live cluster's ResourceSlices as published and the devices its allocated claims hold."""
+
+    slices: list[dict[str, Any]]
+    claims: list[holdings.Holding]
+    """The allocated claims and the devices each holds."""
+
+    @property
+    def taken(self) -> frozenset[holdings.DeviceKey]:
+        return frozenset().union(*(h.devices for h in self.claims))
+
+
+MAX_BLOCKERS_CHECKED = 50
+"""Claims tried one by one when naming what blocks a template (each try re-checks the template)."""
+
+
+def evaluate(
+    view: ClusterView, *, inventory: Inventory, source: str = "", live: Live | None = None
+) -> tuple[list[Finding], list[Satisfaction]]:
+    """Check every claim of ``view`` against ``inventory`` (that cluster's ResourceSlices).
+
+    ``source`` says whose devices they are; findings name it, so a reader knows whether a
+    prediction comes from the declared pools, a snapshot or the live cluster. With ``live``
+    (``--context``), each claim also gets how many copies fit *now*, and a template that fits
+    ever but not now is a ``claim-blocked`` warning naming the claims that hold its devices.
+    """
     classes = {m.name: m for m in view.device_classes}
-    checker = Checker(inventory=inventory, classes={name: m.data for name, m in classes.items()})
+    class_data = {name: m.data for name, m in classes.items()}
+    checker = Checker(inventory=inventory, classes=class_data)
+    now_checker = None
+    if live is not None:
+        now_checker = Checker(
+            inventory=Inventory.from_slices(holdings.without(live.slices, live.taken)), classes=class_data
+        )
     findings: list[Finding] = []
     satisfied: list[Satisfaction] = []
     for claim in view.claims:
-        if claim.kind == "ResourceClaimTemplate":
-            report = checker.check_template(claim.data)
-        else:
-            report = checker.check_claim(claim.data.get("spec") or {})
+        report = _check(checker, claim)
+        now = None
+        if now_checker is not None and live is not None:
+            now = _check(now_checker, claim).capacity
+            if report.capacity > 0 and now == 0:
+                findings.append(_blocked(claim, live=live, classes=class_data, cluster=view.name, source=source))
         for found in report.findings:
-            finding = located(found, claim=claim, classes=classes, cluster=view.name)
+            finding = located(found, claim=claim, classes=classes, cluster=view.name, source=source)
             if finding is not None:
                 findings.append(finding)
         satisfied.append(
@@ -96,22 +133,60 @@ def evaluate(view: ClusterView, *, inventory: Inventory) -> tuple[list[Finding],
                 report.devices,
                 report.capacity,
                 report.undecided_nodes,
+                source,
+                now,
             )
         )
     return findings, satisfied
 
 
+def _check(checker: Checker, claim: Manifest) -> Any:
+    if claim.kind == "ResourceClaimTemplate":
+        return checker.check_template(claim.data)
+    return checker.check_claim(claim.data.get("spec") or {})
+
+
+def _blocked(claim: Manifest, *, live: Live, classes: Mapping[str, Any], cluster: str, source: str) -> Finding:
+    """``claim-blocked``: which live claims, freed alone, would let one copy fit."""
+    taken = live.taken
+    blockers = [
+        held.claim
+        for held in live.claims[:MAX_BLOCKERS_CHECKED]
+        if _check(
+            Checker(
+                inventory=Inventory.from_slices(holdings.without(live.slices, taken - held.devices)), classes=classes
+            ),
+            claim,
+        ).capacity
+        > 0
+    ]
+    named = ", ".join(blockers[:10]) + (f" and {len(blockers) - 10} more" if len(blockers) > 10 else "")
+    held = (
+        f"the devices it needs are held by {named}"
+        if blockers
+        else (f"no single claim frees enough; {len(live.claims)} allocated claim(s) hold {len(taken)} device(s)")
+    )
+    return Finding(
+        claim.location,
+        "claim-blocked",
+        f"{claim.ref} fits this cluster but no copy fits right now: {held} (devices: {source})",
+        severity="warning",
+        hint="pods using it stay Pending until those claims are released (or more nodes join)",
+        object=claim.ref,
+        cluster=cluster,
+    )
+
+
 def located(
-    found: InventoryFinding, *, claim: Manifest, classes: Mapping[str, Manifest], cluster: str
+    found: InventoryFinding, *, claim: Manifest, classes: Mapping[str, Manifest], cluster: str, source: str = ""
 ) -> Finding | None:
     """The repository finding for one inventory finding about ``claim`` (None if a duplicate)."""
     if found.rule in DUPLICATED_RULES:
         return None
     where = _location(found, claim=claim, classes=classes)
     severity: Severity = "warning" if found.severity == "warning" else "error"
-    return Finding(
-        where, found.rule, found.message, severity=severity, hint=found.hint, object=claim.ref, cluster=cluster
-    )
+    message = f"{found.message} (devices: {source})" if source else found.message
+    return Finding(where, found.rule, message, severity=severity, hint=found.hint, object=claim.ref, cluster=cluster)
 
 
 def _location(found: InventoryFinding, *, claim: Manifest, classes: Mapping[str, Manifest]) -> Location:
@@ -139,7 +214,7 @@ def _location(found: InventoryFinding, *, claim: Manifest, classes: Mapping[str,
 def _in_expression(manifest: Manifest, path: Path, found: InventoryFinding) -> Location:
     if found.line is not None and found.column is not None:
         return locate(manifest, path, line=found.line, col=found.column)
-    return manifest.positions.at(path)
+    return locate(manifest, path, line=1, col=1)  # the whole selector: where its text starts
 
 
 __all__ = ["DUPLICATED_RULES", "InventoryFinding", "Satisfaction", "evaluate", "located"]

@@ -3,7 +3,8 @@
 These hold for the files as written, whatever the overlays: a team folder
 holds its Team and its claims only, DeviceClasses live in ``deviceclasses/``,
 no object is declared twice, names are DNS labels, and the Fleet names
-exactly the Clusters that exist.
+exactly the Clusters that exist. The adopt annotation, when present, says
+``"true"``: any other value would silently not adopt (``adopt-annotation``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,25 @@ def check(revision: Revision) -> Iterator[Finding]:
     for manifest in revision.manifests:
         yield from names(manifest)
         yield from placement(manifest, teams=teams)
+        yield from adoption(manifest)
     yield from fleet_root(revision)
+
+
+ADOPT = "fleet.gpufleet.dev/adopt"
+"""``fleet.engine.ownership.ADOPT`` (the engine sits above policy)."""
+
+
+def adoption(manifest: Manifest) -> Iterator[Finding]:
+    metadata = manifest.data.get("metadata") if isinstance(manifest.data, dict) else None
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    if isinstance(annotations, dict) and ADOPT in annotations and annotations[ADOPT] != "true":
+        yield Finding(
+            manifest.positions.at(("metadata", "annotations", ADOPT)),
+            "adopt-annotation",
+            f'{ADOPT} is {annotations[ADOPT]!r}; only "true" adopts an existing object',
+            hint=f'write {ADOPT}: "true" to let fleet take the object over if it exists, or remove it',
+            object=manifest.ref,
+        )
 
 
 def duplicates(revision: Revision) -> Iterator[Finding]:

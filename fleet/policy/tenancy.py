@@ -10,6 +10,12 @@ requests every matching device, which no quota can bound, so it is refused
 for a class with a quota. For ``firstAvailable`` the largest alternative per
 class counts (any of them may be chosen).
 
+``adminAccess: true`` (a request that sees devices already allocated to
+others, for monitoring) is refused by the API server unless the namespace
+carries ``resource.kubernetes.io/admin-access: "true"``. Fleet sets that label
+on the namespaces of a Team with ``adminAccess: true`` (fleet.engine.plans), so
+a request with it is an error exactly when its Team does not allow it.
+
 A team never gets a reserved namespace (``reserved-namespace``): ``kube-*`` and
 ``default`` belong to Kubernetes, ``fleet-system`` to fleet itself (its ledger),
 and the GPU Operator's namespace to the operator. fleet would grant the team's
@@ -66,7 +72,7 @@ def check(manifests: Sequence[Manifest], *, owners: Mapping[str, str]) -> Iterat
             by_team[manifest.team].append(manifest)
             team = teams[manifest.team]
             yield from _namespace(manifest, team=team, owners=owners)
-            yield from _classes(manifest, team=team, classes=classes)
+            yield from _requests(manifest, team=team, classes=classes)
     for name, claims in sorted(by_team.items()):
         yield from _quota(teams[name], claims=claims)
 
@@ -151,9 +157,13 @@ def _namespace(claim: Manifest, *, team: Manifest, owners: Mapping[str, str]) ->
         )
 
 
-def _classes(claim: Manifest, *, team: Manifest, classes: set[str]) -> Iterator[Finding]:
+def _requests(claim: Manifest, *, team: Manifest, classes: set[str]) -> Iterator[Finding]:
+    """Per request (one walk: 10,000 templates make it count): its class, then adminAccess."""
     allowed = _spec(team).device_classes
+    admin = _spec(team).admin_access
     for request in walks.requests(claim):
+        if not admin and getattr(request.body, "admin_access", None):  # firstAvailable entries have none
+            yield _admin_access(claim, team=team, request=request)
         name = request.body.device_class_name
         where = claim.positions.at((*request.path, "deviceClassName"))
         if name not in classes:
@@ -172,6 +182,18 @@ def _classes(claim: Manifest, *, team: Manifest, classes: set[str]) -> Iterator[
                 hint=f"allowed: {', '.join(allowed)}; ask the platform team to add it to {team.file}",
                 object=claim.ref,
             )
+
+
+def _admin_access(claim: Manifest, *, team: Manifest, request: walks.Request) -> Finding:
+    return Finding(
+        claim.positions.at((*request.path, "adminAccess")),
+        "team-admin-access",
+        f"request {request.name!r} sets adminAccess, which team {team.name!r} does not allow: the API "
+        f"server refuses it in a namespace without the label {kinds.ADMIN_ACCESS_LABEL}=true",
+        hint=f"remove adminAccess, or let the platform team set adminAccess: true in {team.file} "
+        "(fleet then labels the team's namespaces)",
+        object=claim.ref,
+    )
 
 
 def _quota(team: Manifest, *, claims: list[Manifest]) -> Iterator[Finding]:

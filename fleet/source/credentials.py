@@ -48,7 +48,8 @@ class Credentials:
     username: str = "git"
     """HTTPS login name; GitHub and GitLab accept any name with a token (``x-access-token``, ``oauth2``)."""
     ssh_key_file: Path | None = None
-    """SSH: a private key file (unencrypted; mount it with ``defaultMode: 0400``)."""
+    """SSH: an unencrypted private key file, readable by the controller's user (if that user owns it,
+    mode 0600 or stricter: ssh refuses a key others may read)."""
     known_hosts_file: Path | None = None
     """SSH: the ``known_hosts`` file; the only host keys accepted."""
 

@@ -11,10 +11,14 @@ Why shaped like this:
 
 - **Every revision gets its own directory.** The controller loads a checkout in a
   worker thread while a webhook may already be fetching the next commit; checking
-  out in place would change files under the reader. A new directory is written as
+  out in place would change files under the reader. A directory is written as
   ``<sha>.partial`` and renamed when complete, so a directory named by a SHA is
-  always whole. The newest ``keep`` checkouts are kept; a reader holding an older
-  one is reading an obsolete revision anyway.
+  always whole and always that revision. The newest ``keep`` checkouts are kept.
+  Writing every file of a large repository for each commit is slow (10,000 files:
+  10-20 s on a busy 2-core machine), so the oldest checkout is *recycled*: renamed
+  to the new ``.partial`` first (a reader still holding it fails instead of reading
+  another revision), then brought to the new commit by ``git read-tree -u --reset``
+  with its own index, which writes only the files that differ.
 - **The remote's URL is never stored.** git fetches from the URL given on each
   call into ``refs/fleet/target`` with a forced refspec (``+``), so a force-pushed
   branch is simply followed, and ``.git/config`` holds no URL (and so no login).
@@ -28,11 +32,19 @@ Why shaped like this:
   the deadline passes, the objects it wrote exceed ``max_bytes``, or the caller is
   cancelled, the whole group (git, its remote helper, ssh, index-pack) is killed.
   Fetched objects always land in packs (``fetch.unpackLimit=1``), so the size
-  polled is that of ``objects/pack``, partial pack included.
+  polled is that of ``objects/pack``, partial pack included. git's automatic
+  maintenance is off during the fetch (a repack there would count against the
+  limit and the deadline); once more than ``PACK_LIMIT`` packs pile up, the source
+  runs ``git gc --prune=now`` after the checkout, which also drops the objects of
+  commits a force-push left behind.
   ``max_bytes`` also bounds the checked-out tree, summed from ``git ls-tree``
   before anything is written.
 - One ``sync`` at a time per source (an ``anyio.Lock``): a webhook and the poll
-  timer may both ask; the second one then fetches again, which is cheap.
+  timer may both ask; the second one then fetches again, which is cheap. The cache
+  directory belongs to one source: lock files and partial packs that a killed git
+  left behind are removed before the next fetch, and a fetch that fails for a
+  reason that is not the remote's (a broken cache repository) is retried once from
+  a fresh clone.
 
 Errors are ``fleet.source.errors.SourceError`` subclasses whose ``where`` is the URL
 without credentials; git's own message is quoted with secrets scrubbed.
@@ -65,16 +77,23 @@ logger = logging.getLogger(__name__)
 
 TARGET = "refs/fleet/target"
 _POLL = 0.2
+_GRACE = 10.0
+_TIMEOUT_HINT = (
+    "check the remote is reachable from the controller (network policy, proxy), "
+    "or raise the source timeout for a large repository"
+)
 _CONFIG = (
     "-c",
     "core.symlinks=false",
     "-c",
     "fetch.unpackLimit=1",
     "-c",
-    "gc.autoDetach=false",
+    "gc.auto=0",
     "-c",
-    "maintenance.autoDetach=false",
+    "maintenance.auto=false",
 )
+PACK_LIMIT = 20
+"""Packs in the cache repository (one per fetch that brought something) before ``git gc``."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +132,7 @@ class GitSource:
     ) -> None:
         urls.check(url)
         self.url = url
-        self.ref = ref
+        self.ref = _ref(ref, url=url)
         self.path = _relative(path, url=url)
         self.cache_dir = cache_dir
         self.credentials = credentials
@@ -137,10 +156,19 @@ class GitSource:
                 done = threading.Event()
                 work = functools.partial(self._sync_blocking, stop=stop, done=done)
                 try:
-                    checkout = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-                except anyio.get_cancelled_exc_class():
+                    # The thread keeps the deadline itself; this one only catches a thread that
+                    # does not come back (a hung file system), which is then abandoned.
+                    with anyio.fail_after(self.timeout + _GRACE):
+                        checkout = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+                except TimeoutError:
                     stop.set()
-                    with anyio.CancelScope(shield=True):
+                    span.set_attribute("error.type", errors.Unreachable.reason)
+                    raise errors.Unreachable(
+                        f"git did not finish within {self.timeout:g} s", where=self.where, hint=_TIMEOUT_HINT
+                    ) from None
+                except anyio.get_cancelled_exc_class():
+                    stop.set()  # the worker kills git within _POLL seconds and returns
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(_GRACE):
                         await anyio.to_thread.run_sync(done.wait, abandon_on_cancel=True)
                     raise
                 except errors.SourceError as err:
@@ -155,11 +183,18 @@ class GitSource:
         try:
             deadline = time.monotonic() + self.timeout
             creds.check(self.credentials, url=self.url)
-            repo = self._repo()
             env = creds.environment(self.credentials, url=self.url, helper_dir=self.cache_dir)
-            self._fetch(repo, env=env, deadline=deadline, stop=stop)
-            sha = self._git(repo, ["rev-parse", "--verify", f"{TARGET}^{{commit}}"], deadline=deadline).strip()
-            root = self._checkout(repo, sha=sha, deadline=deadline)
+            existed = (self._git_dir / "HEAD").exists()
+            try:
+                sha, root = self._attempt(env=env, deadline=deadline, stop=stop)
+            except errors.SourceError as err:
+                if not existed or type(err) is not errors.SourceError or stop.is_set():
+                    raise
+                # Not the remote's fault (unreachable, refused, missing ref, too large): a broken
+                # cache repository (lost or corrupt objects, a bad shallow file). A fresh clone repairs it.
+                logger.warning("%s: the cache repository failed (%s); cloning afresh", self.where, err.what)
+                shutil.rmtree(self._git_dir, ignore_errors=True)
+                sha, root = self._attempt(env=env, deadline=deadline, stop=stop)
             target = root.joinpath(*PurePosixPath(self.path).parts) if self.path else root
             if not target.is_dir():
                 raise errors.PathNotFound(
@@ -168,13 +203,26 @@ class GitSource:
                     hint="check the source's path setting against the repository layout at that commit",
                 )
             self._forget_old(current=sha)
+            self._collect(deadline=deadline)
             return Checkout(revision=sha, path=target, fetched_at=time.time())
         finally:
             done.set()
 
+    def _attempt(self, *, env: dict[str, str], deadline: float, stop: threading.Event) -> tuple[str, Path]:
+        repo = self._repo()
+        self._fetch(repo, env=env, deadline=deadline, stop=stop)
+        sha = self._git(repo, ["rev-parse", "--verify", f"{TARGET}^{{commit}}"], deadline=deadline).strip()
+        return sha, self._checkout(repo, sha=sha, deadline=deadline)
+
     def _repo(self) -> git.Repo:
         if (self._git_dir / "HEAD").exists():
-            return git.Repo(self._git_dir)
+            _clear_leftovers(self._git_dir)
+            try:
+                return git.Repo(self._git_dir)
+            except Exception as err:  # gitpython raises its own, configparser's and OS errors alike
+                raise errors.SourceError(
+                    f"the cache repository {self._git_dir} is unreadable: {err}", where=self.where
+                ) from err
         self._git_dir.parent.mkdir(parents=True, exist_ok=True)
         partial = self._git_dir.with_suffix(".partial")
         shutil.rmtree(partial, ignore_errors=True)
@@ -187,14 +235,16 @@ class GitSource:
         args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head"]
         if self._shallow:
             try:
-                self._run_fetch(repo, [*args, "--depth=1", self.url, refspec], env=env, deadline=deadline, stop=stop)
+                self._run_fetch(
+                    repo, [*args, "--depth=1", "--", self.url, refspec], env=env, deadline=deadline, stop=stop
+                )
                 return
             except errors.SourceError as err:
                 if "does not support shallow" not in err.what:
                     raise
                 logger.info("%s: the server does not support shallow fetches; fetching the full history", self.where)
                 self._shallow = False
-        self._run_fetch(repo, [*args, self.url, refspec], env=env, deadline=deadline, stop=stop)
+        self._run_fetch(repo, [*args, "--", self.url, refspec], env=env, deadline=deadline, stop=stop)
 
     def _run_fetch(
         self, repo: git.Repo, args: list[str], *, env: dict[str, str], deadline: float, stop: threading.Event
@@ -231,15 +281,12 @@ class GitSource:
             del handle
         if why == "timeout":
             raise errors.Unreachable(
-                f"git fetch did not finish within {self.timeout:g} s",
-                where=self.where,
-                hint="check the remote is reachable from the controller (network policy, proxy), "
-                "or raise the source timeout for a large repository",
+                f"git fetch did not finish within {self.timeout:g} s", where=self.where, hint=_TIMEOUT_HINT
             )
         if why == "cancelled":
             raise errors.SourceError("git fetch was cancelled", where=self.where)
         if why != "too-large" and proc.returncode != 0:
-            raise self._error(stderr.decode(errors="replace"))
+            raise self._error(stderr.decode(errors="replace"), verb="fetch")
         if why == "too-large" or (self.max_bytes is not None and _size(objects) - before > self.max_bytes):
             # Drop the whole cache repository: what it holds now is over the limit, and a
             # killed fetch leaves partial packs behind. The next sync starts from scratch.
@@ -255,21 +302,19 @@ class GitSource:
         left = deadline - time.monotonic()
         if left <= 0:
             raise errors.Unreachable(
-                f"git did not finish within {self.timeout:g} s",
-                where=self.where,
-                hint="raise the source timeout for a large repository",
+                f"git did not finish within {self.timeout:g} s", where=self.where, hint=_TIMEOUT_HINT
             )
         try:
             out: str = repo.git.execute(
                 [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *_CONFIG, *args], env=env, kill_after_timeout=left
             )
         except git.GitCommandError as err:
-            raise self._error(str(err.stderr)) from None
+            raise self._error(str(err.stderr), verb=args[0]) from None
         return out
 
     def _checkout(self, repo: git.Repo, *, sha: str, deadline: float) -> Path:
         final = self._checkouts / sha
-        if final.is_dir():
+        if final.is_dir() and self._index(sha).exists():
             os.utime(final)
             return final
         if self.max_bytes is not None:
@@ -280,31 +325,59 @@ class GitSource:
                     where=self.where,
                     hint="raise the source's max_bytes, or keep large files out of the fleet repository",
                 )
+        self._index(sha).parent.mkdir(parents=True, exist_ok=True)
+        for stale in self._checkouts.glob("*.partial"):
+            shutil.rmtree(stale, ignore_errors=True)
         partial = self._checkouts / f"{sha}.partial"
-        index = self._checkouts / f"{sha}.index"
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
+        index = self._index(f"{sha}.partial")
+        index.unlink(missing_ok=True)
+        done = self._done()
+        if len(done) >= self.keep:
+            # Recycle the oldest checkout: renamed away first (its readers fail, never read the
+            # wrong revision), then updated in place, writing only the files that differ.
+            oldest = done[-1]
+            oldest.replace(partial)
+            self._index(oldest.name).replace(index)
+        else:
+            partial.mkdir()
         env = {"GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(partial)}
         try:
-            self._git(repo, ["read-tree", sha], deadline=deadline, env=env)
-            self._git(repo, ["checkout-index", "--all", "--force"], deadline=deadline, env=env)
+            self._git(repo, ["read-tree", "-u", "--reset", sha], deadline=deadline, env=env)
+            index.replace(self._index(sha))
             partial.replace(final)
         finally:
             index.unlink(missing_ok=True)
             shutil.rmtree(partial, ignore_errors=True)
         return final
 
+    def _index(self, name: str) -> Path:
+        return self._checkouts / ".index" / name
+
+    def _done(self) -> list[Path]:
+        """Complete checkouts (a SHA-named directory with its index), newest first."""
+        found = [p for p in self._checkouts.iterdir() if _is_sha(p.name) and self._index(p.name).exists()]
+        found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+        return found
+
+    def _collect(self, *, deadline: float) -> None:
+        """Repack and drop what the followed commit no longer reaches, once packs pile up."""
+        if len(list((self._git_dir / "objects" / "pack").glob("*.pack"))) <= PACK_LIMIT:
+            return
+        try:
+            self._git(git.Repo(self._git_dir), ["gc", "--quiet", "--prune=now"], deadline=deadline)
+        except errors.SourceError as err:
+            logger.warning("%s: git gc in the cache repository failed (next sync tries again): %s", self.where, err)
+
     def _forget_old(self, *, current: str) -> None:
-        entries = [p for p in self._checkouts.iterdir() if p.is_dir() and "." not in p.name and p.name != current]
-        entries.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in entries[self.keep - 1 :]:
+        for old in [p for p in self._done() if p.name != current][self.keep - 1 :]:
+            self._index(old.name).unlink(missing_ok=True)
             shutil.rmtree(old, ignore_errors=True)
 
-    def _error(self, stderr: str) -> errors.SourceError:
+    def _error(self, stderr: str, *, verb: str) -> errors.SourceError:
         text = creds.scrub(stderr.strip(), secrets=creds.secrets(self.credentials))
         text = text.replace(self.url, self.where)
         lines = [line.removeprefix("fatal: ").removeprefix("error: ") for line in text.splitlines() if line.strip()]
-        what = "git fetch failed: " + ("; ".join(lines[-3:]) or "no message")
+        what = f"git {verb} failed: " + ("; ".join(lines[-3:]) or "no message")
         lowered = text.lower()
         if any(s in lowered for s in _UNAUTHORIZED):
             return errors.Unauthorized(
@@ -356,6 +429,18 @@ _UNREACHABLE = (
 )
 
 
+def _ref(ref: str | None, *, url: str) -> str | None:
+    if ref is None:
+        return None
+    if not ref or ref.startswith("-") or any(c in ref for c in ": \t\n~^?*[\\") or ".." in ref:
+        raise errors.SourceError(
+            f"{ref!r} is not a branch or tag name",
+            where=urls.redact(url),
+            hint="give a branch or tag name (main, v1.2) or a full ref (refs/heads/main)",
+        )
+    return ref
+
+
 def _relative(path: str, *, url: str) -> str:
     pure = PurePosixPath(path.strip() or ".")
     if pure.is_absolute() or ".." in pure.parts:
@@ -374,6 +459,23 @@ def _size(directory: Path) -> int:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(root, name)).st_size
     return total
+
+
+def _is_sha(name: str) -> bool:
+    return len(name) in (40, 64) and all(c in "0123456789abcdef" for c in name)
+
+
+def _clear_leftovers(git_dir: Path) -> None:
+    """Lock files and partial packs of a git process that was killed (timeout, too large, restart).
+
+    Only this source's own ``sync`` uses the cache repository, and never two at once, so
+    any lock found here is stale; left in place it would fail every later fetch."""
+    for pattern in ("*.lock", "refs/**/*.lock", "objects/pack/tmp_*", "objects/incoming-*"):
+        for leftover in git_dir.glob(pattern):
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
 
 
 def _tree_size(listing: str) -> int:

@@ -41,6 +41,12 @@ def redact(url: str) -> str:
 
 def check(url: str) -> None:
     """Refuse URLs git cannot use safely here: unknown schemes and embedded passwords."""
+    if not url or url.startswith("-"):
+        raise SourceError(
+            "the repository URL is empty or starts with '-'",
+            where=redact(url),
+            hint="give an https://, ssh://, git://, file:// URL or user@host:path",
+        )
     kind = scheme(url)
     if kind not in SCHEMES:
         raise SourceError(

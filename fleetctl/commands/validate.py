@@ -14,13 +14,14 @@ internal error — an internal error must never look like "your change is bad".
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.text import Text
@@ -28,9 +29,10 @@ from rich.text import Text
 from fleet import kube
 from fleet.engine import pipelines
 from fleet.errors import FleetError
-from fleet.inventory import Inventory, snapshots
-from fleet.manifests import Finding, Manifest, Revision, cluster_names, kinds, read_revision
-from fleet.policy import Result, Satisfaction, validate
+from fleet.inventory import Inventory, holdings, snapshots
+from fleet.manifests import Finding, Limits, Manifest, Revision, cluster_names, fixes, kinds, read_revision, read_tree
+from fleet.policy import Result, Satisfaction, declarations, validate
+from fleet.policy.satisfiability import Live
 from fleetctl import reports
 from fleetctl.pipelines import interruptible
 
@@ -63,6 +65,13 @@ def register(sub: Any) -> None:
         "--kubeconfig", metavar="FILE", help="kubeconfig for --context (default: $KUBECONFIG, ~/.kube/config)"
     )
     parser.add_argument("-o", "--output", choices=("text", "json", "github"), default="text")
+    parser.add_argument(
+        "--fix",
+        action="store_true",
+        help="first rewrite what has one right answer (deprecated resource.k8s.io versions to v1, renamed NVIDIA "
+        "attributes, YAML 1.1 ambiguities), keeping comments and layout; prints each change",
+    )
+    parser.add_argument("--diff", action="store_true", help="with --fix: print the changes as a diff, write nothing")
     parser.set_defaults(func=run)
 
 
@@ -82,9 +91,13 @@ def _validate(args: argparse.Namespace) -> int:
     repo: Path = args.repo
     if not repo.is_dir():
         raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
+    if args.diff and not args.fix:
+        raise FleetError("--diff only goes with --fix", hint="run fleetctl validate --fix --diff")
+    if args.fix:
+        fix_files(repo, diff=args.diff, out=sys.stderr if args.output != "text" else sys.stdout)
     revision = read_revision(repo)
-    inventories = _inventories(args, revision=revision)
-    result = validate(revision, clusters=args.cluster, inventories=inventories)
+    inventories, sources, live = _inventories(args, revision=revision)
+    result = validate(revision, clusters=args.cluster, inventories=inventories, sources=sources, live=live)
     findings = result.findings
     out = sys.stdout
     if args.output == "json":
@@ -94,12 +107,20 @@ def _validate(args: argparse.Namespace) -> int:
     else:
         console = reports.console(out)
         print_text(console, findings, repo=repo, revision=revision)
-        console.print(satisfaction_text(result.satisfaction, repo=repo), end="")
+        # the per-claim table for an explicit snapshot or context; declared pools only speak through findings
+        explicit = [s for s in result.satisfaction if s.source != declarations.SOURCE]
+        console.print(satisfaction_text(explicit, repo=repo), end="")
     return 1 if any(f.severity == "error" for f in findings) else 0
 
 
-def _inventories(args: argparse.Namespace, *, revision: Revision) -> dict[str, Inventory]:
-    """``{cluster: Inventory}`` from ``--inventory FILE`` or ``--context CTX`` (empty without either)."""
+def _inventories(
+    args: argparse.Namespace, *, revision: Revision
+) -> tuple[dict[str, Inventory], dict[str, str], dict[str, Live]]:
+    """``{cluster: Inventory}``, ``{cluster: source}`` and (``--context``) ``{cluster: Live}``.
+
+    Empty without --inventory/--context: then each cluster is checked against its declared GPUNodePools.
+    """
+    live: Live | None = None
     known = cluster_names(revision)
     chosen = args.cluster[0] if len(args.cluster) == 1 else ""
     if args.inventory is not None:
@@ -112,33 +133,59 @@ def _inventories(args: argparse.Namespace, *, revision: Revision) -> dict[str, I
             ) from err
         inventory, recorded = snapshots.load(text, where=str(path))
         cluster = chosen or recorded or (known[0] if len(known) == 1 else "")
-        source = f"inventory {path}"
+        source, label = f"inventory {path}", f"snapshot {path}"
     elif args.context is not None:
-        inventory = Inventory.from_slices(interruptible(lambda: _live_slices(args.context, args.kubeconfig)))
+        slices, claims = interruptible(lambda: _live_objects(args.context, args.kubeconfig))
+        inventory = Inventory.from_slices(slices)
+        live = Live(slices=slices, claims=holdings.holdings(claims))
         by_context = [m.name for m in revision.of_kind("Cluster") if _context_of(m) == args.context]
         cluster = (
             chosen or (by_context[0] if len(by_context) == 1 else "") or (args.context if args.context in known else "")
         )
-        source = f"context {args.context}"
+        source, label = f"context {args.context}", f"live context {args.context}"
     else:
-        return {}
+        return {}, {}, {}
     if cluster not in known:
         raise FleetError(
             f"which cluster is the {source} for? " + (f"{cluster!r} is not a Cluster" if cluster else "not recorded"),
             hint=f"pass --cluster (known clusters: {', '.join(known) or 'none'})",
         )
-    return {cluster: inventory}
+    return {cluster: inventory}, {cluster: label}, ({cluster: live} if live is not None else {})
+
+
+def fix_files(repo: Path, *, diff: bool, out: TextIO) -> int:
+    """Apply :func:`fleet.manifests.fixes.fix_text` to every YAML file of ``repo``; the number of changes."""
+    files, _ = read_tree(repo, limits=Limits())
+    count = 0
+    for name, content in sorted(files.items()):
+        try:
+            text = content.decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # validate reports it (yaml-encoding)
+        fixed, changes = fixes.fix_text(text)
+        if not changes:
+            continue
+        count += len(changes)
+        shown = display_path(repo, name)
+        if diff:
+            out.writelines(difflib.unified_diff(text.splitlines(True), fixed.splitlines(True), shown, shown))
+        else:
+            (repo / name).write_text(fixed, encoding="utf-8")
+        out.writelines(f"{shown}:{c.line} {'would fix' if diff else 'fixed'}: {c.what}\n" for c in changes)
+    return count
 
 
 def _context_of(cluster: Manifest) -> str | None:
     return cluster.model.spec.context if isinstance(cluster.model, kinds.Cluster) else None
 
 
-async def _live_slices(context: str, kubeconfig: str | None) -> list[dict[str, Any]]:
+async def _live_objects(context: str, kubeconfig: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ResourceSlices and (for what fits now) the ResourceClaims of every namespace."""
     client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=30)
     try:
-        kind = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
-        return list((await client.list(kind)).items)
+        slices = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
+        claims = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaim")
+        return list((await client.list(slices)).items), list((await client.list(claims)).items)
     finally:
         await client.close()
 
@@ -175,8 +222,11 @@ def satisfaction_text(satisfaction: Sequence[Satisfaction], *, repo: Path) -> st
     lines = []
     for s in sorted(satisfaction, key=lambda s: (s.cluster, s.location)):
         verdict = "UNSATISFIABLE" if s.nodes == 0 else f"{s.nodes} node(s), {s.devices} device(s), {s.capacity} at once"
+        if s.now is not None and s.nodes:
+            verdict += f", {s.now} now"
         undecided = f" ({s.undecided_nodes} node(s) undecided)" if s.undecided_nodes else ""
-        lines.append(f"  {s.cluster}: {s.object} ({display_path(repo, s.location.file)}): {verdict}{undecided}")
+        source = f" [{s.source}]" if s.source else ""
+        lines.append(f"  {s.cluster}: {s.object} ({display_path(repo, s.location.file)}): {verdict}{undecided}{source}")
     return "satisfiability:\n" + "\n".join(lines) + "\n" if lines else ""
 
 
@@ -208,6 +258,8 @@ def to_json(result: Result, *, repo: Path, revision: Revision) -> str:
             "devices": s.devices,
             "capacity": s.capacity,
             "undecidedNodes": s.undecided_nodes,
+            "source": s.source,
+            "now": s.now,
         }
         for s in result.satisfaction
     ]

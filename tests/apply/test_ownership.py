@@ -13,7 +13,9 @@ from collections.abc import Iterator
 import pytest
 
 from fleet import engine, kube
-from fleet.engine import ledgers, ownership
+from fleet.engine import blockers, ledgers, ownership
+from fleet.sandbox import Sandbox, credentials
+from fleetctl import cli
 from tests.apply.conftest import Engine, actions
 from tests.apply.repos import Repo
 from tests.conftest import Kubectl
@@ -56,6 +58,8 @@ def test_configmap_someone_put_in_a_team_namespace_survives_team_removal(
     kubectl("create", "configmap", "notes", "-n", ns, "--from-literal=owner=alice")
 
     repo.teams.clear()
+    [previewed] = fleet.diff().failed
+    assert previewed.refused and "ConfigMap notes" in previewed.error, "diff shows the block before apply"
     pruned = fleet.apply(prune=True)
     [blocked] = pruned.failed
     assert str(blocked.ref) == f"Namespace {ns}"
@@ -84,6 +88,7 @@ def test_team_naming_an_existing_namespace_is_a_conflict_and_nothing_is_written(
     assert str(conflict.ref) == f"Namespace {ns}"
     assert "kubectl-create" in conflict.error and "Helm" in conflict.error
     assert "teams/ml/team.yaml" in conflict.error and "adoptNamespaces" in conflict.error
+    assert actions(preview)[f"Role {ns}/fleet-team-claims"] == "created", "the preview goes on past a refusal"
 
     result: list[engine.ChangeSet] = []
     writes = fleet.server_writes(lambda: result.append(fleet.apply()))
@@ -213,3 +218,42 @@ def test_pools_that_pick_the_same_live_node_write_nothing(fleet: Engine, repo: R
     assert fleet.last_client.counts.writes == 0, "nodes' heartbeats make the server's count useless here"
     node = fleet.run(lambda c: c.get(kube.Ref("v1", "Node", "", "l4x4-01")))
     assert label not in node["metadata"]["labels"]
+
+
+def test_cli_lists_the_conflict_diff_exits_1_and_apply_writes_nothing(
+    sandbox: Sandbox,
+    fleet: Engine,
+    repo: Repo,
+    kubectl: Kubectl,
+    cleanup: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(sandbox.kubeconfig))
+    monkeypatch.setenv("NO_COLOR", "1")
+    ns = repo.ns("legacy")
+    cleanup.append(ns)
+    kubectl("create", "namespace", ns)
+    repo.team("ml", namespaces=["legacy"], group="ml-research")
+    path = str(repo.write())
+
+    assert cli.run(["diff", path, "--cluster", repo.cluster]) == 1, "a refused change is a difference, not an error"
+    out = capsys.readouterr().out
+    assert f"error: Namespace {ns}: already exists in cluster {repo.cluster}" in out
+    assert 'field manager "kubectl-create"' in out and "adoptNamespaces" in out
+    assert "Traceback" not in out
+
+    assert cli.run(["apply", path, "--cluster", repo.cluster]) == 1
+    assert f"Namespace {ns}: already exists" in capsys.readouterr().out
+    assert not _ledger(fleet, repo).exists, "nothing written, not even the ledger"
+    assert kubectl("get", "role", "-n", ns, "-o", "name").stdout.strip() == ""
+
+
+def test_a_namespace_fleet_may_not_list_everything_in_counts_as_not_empty(fleet: Engine, namespace: str) -> None:
+    async def as_alice(c: kube.Client) -> list[str]:
+        kinds = await blockers.namespaced_kinds(client=c)  # discovery is open to every user
+        return await blockers.foreign_objects(client=c, namespace=namespace, ours=set(), kinds=kinds)
+
+    found = fleet.run(as_alice, context=f"alice@{credentials.CLUSTER}")
+    assert found and all("cannot list them" in f for f in found), "fail closed: unknown is not empty"
+    assert any(f.startswith("secrets (cannot list them") for f in found)

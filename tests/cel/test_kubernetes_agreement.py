@@ -2,11 +2,13 @@
 
 The golden answers come from k8s.io/dynamic-resource-allocation v0.36.3
 (``CompileCELExpression`` + ``DeviceMatches``), see tests/cel/oracle. Outcomes
-compared: compiles or not, then true / false / runtime error.
+compared: compiles or not — and where: the first error's line and column — then
+true / false / runtime error.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,18 +35,43 @@ DIFFERENCES: dict[str, str] = {
     },
     "device.capacity['example.com']['big'].isInteger()": _REPRESENTATION,
     "device.capacity['example.com']['big'].asInteger() == 9223372036854775807": _REPRESENTATION,
-    "1.0 < 2": "cel-cpp has no cross-type numeric comparison of literals (fleet rejects what Kubernetes accepts)",
-    "[1, 'a'].size() == 2": "cel-cpp does not enforce homogeneous aggregate literals (fleet accepts what "
-    "Kubernetes rejects; the server-side dry-run still catches it)",
+    **{
+        expr: "cross-type numeric comparison (int/uint/double): cel-go declares it, cel-cpp does not, and cel-cpp "
+        "refuses a second declaration of a built-in operator (fleet rejects what Kubernetes accepts)"
+        for expr in (
+            "1.0 < 2",
+            "device.capacity['gpu.nvidia.com'].memory.asApproximateFloat() > 40",
+            "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) > 0.0",
+            "sign(device.capacity['gpu.nvidia.com'].memory) > 0.0",
+        )
+    },
+    **{
+        expr: "cel-cpp does not enforce homogeneous aggregate literals and cel-expr-python exposes no AST to check "
+        "element types (fleet accepts what Kubernetes rejects; the server-side dry-run still catches it)"
+        for expr in (
+            "[1, 'a'].size() == 2",
+            "[device.driver, 1].size() == 2",
+            "[device.capacity['gpu.nvidia.com'].memory, 1].size() == 2",
+        )
+    },
+    "cel.bind(d, device, d.capacity['gpu.nvidia.com'].memory > 40)": "capacity is typed only through the "
+    "qualified name device.capacity: a protobuf map (the only way cel-cpp types an object) cannot hold maps, so "
+    "through an alias of device it is dyn and the misuse is a runtime error instead",
+    "device.capacity['gpu.nvidia.com'].memory == device.attributes['gpu.nvidia.com'].driverVersion": "a Quantity "
+    "compared with a dyn value of another type is false in cel-cpp (message equality); Kubernetes' Quantity.Equal "
+    "returns a no-such-overload error. Both leave the device unmatched",
 }
+
+
+_POSITION = re.compile(r"<input>:(\d+):(\d+):")
 
 
 def outcome(expr: str, name: str) -> tuple[str, Any]:
     driver, raw = DEVICES[name]
     try:
         selector = compile_selector(expr)
-    except SelectorCompileError:
-        return "compile_error", None
+    except SelectorCompileError as err:
+        return "compile_error", (err.issues[0].line, err.issues[0].column)
     try:
         return "result", selector.evaluate(Device.from_slice(driver=driver, device=raw))
     except SelectorRuntimeError as err:
@@ -82,6 +109,10 @@ def test_same_outcome_as_kubernetes(record: dict[str, Any]) -> None:
     kind, value = outcome(record["expr"], record["device"])
     want_kind, want_value = expected(record)
     assert kind == want_kind, f"kubernetes: {want_kind} {want_value!r}; fleet: {kind} {value!r}"
+    if kind == "compile_error":
+        where = _POSITION.search(want_value)
+        if where:  # the first error, at the same line and column as the API server's
+            assert value == (int(where.group(1)), int(where.group(2))), f"kubernetes: {want_value}"
     if kind == "result":
         assert value == want_value
     if kind == "error" and "no such key" in want_value:

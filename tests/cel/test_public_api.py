@@ -28,5 +28,7 @@ def test_inventory_exports() -> None:
         "Inventory",
         "InventoryDevice",
         "InventoryError",
+        "holdings",
+        "models",
         "snapshots",
     ]

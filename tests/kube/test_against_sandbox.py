@@ -190,3 +190,24 @@ async def test_silent_watch_is_reopened_without_relisting(admin_client: kube.Cli
     assert seen == ["SYNCED", "ADDED"]
     assert admin_client.counts.by_verb["list"] == 1, "a silent connection is re-opened, not relisted"
     assert admin_client.counts.by_verb["watch"] >= 3
+
+
+async def test_merge_patch_carries_a_resource_version_precondition(admin_client: kube.Client, namespace: str) -> None:
+    obj = _template(namespace, "patched")
+    obj["metadata"]["labels"] = {"a": "1", "b": "2"}  # type: ignore[index]
+    live = await admin_client.apply(obj, field_manager="someone")
+    ref = kube.Ref.of(live)
+    stale = {"metadata": {"resourceVersion": "1", "labels": {"a": None}}}
+    with pytest.raises(kube.Conflict):
+        await admin_client.patch(ref, stale, field_manager="fleet")
+    fresh = {"metadata": {"resourceVersion": live["metadata"]["resourceVersion"], "labels": {"a": None}}}
+    patched = await admin_client.patch(ref, fresh, field_manager="fleet")
+    assert patched["metadata"]["labels"] == {"b": "2"}
+    assert admin_client.counts.by_verb["patch"] == 2
+
+
+async def test_discovery_says_which_kinds_can_be_listed(admin_client: kube.Client) -> None:
+    found = {(k.api_version, k.kind): k for k in await admin_client.discover()}
+    assert found[("v1", "ConfigMap")].listable and "list" in found[("v1", "ConfigMap")].verbs
+    binding = found[("v1", "Binding")]
+    assert binding.namespaced and not binding.listable, "create-only: listing it would be a 405"

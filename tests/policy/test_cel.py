@@ -43,7 +43,7 @@ def test_unknown_device_field() -> None:
     text, found = with_selector("device.foo == 'x'")
     finding = only(found, "cel")
     assert "undefined field 'foo'" in finding.message
-    assert where(finding) == position_of(text, "foo")
+    assert where(finding) == position_of(text, ".foo")  # the API server points at the "."
 
 
 def test_removed_attributes_name_the_current_one() -> None:

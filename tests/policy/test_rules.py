@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from fleet.engine import ownership
 from fleet.manifests import Finding, load_revision
-from fleet.policy import MAX_EXPRESSION_BYTES, check
+from fleet.policy import MAX_EXPRESSION_BYTES, check, structures
 from tests.manifests.repos import example_files, only, rules, template, yaml
 
 
@@ -318,3 +319,35 @@ def test_mig_profiles_and_service_account_owners_are_checked() -> None:
         "spec.mig.profiles.3g-40gb (key): String should match pattern '^([0-9]+c\\.)?[0-9]+g\\.[0-9]+gb(\\+me)?$'",
         "spec.owners[0]: namespace is required for a ServiceAccount and only for it",
     ]
+
+
+def test_team_in_a_reserved_namespace() -> None:
+    team = example_files()["teams/ml-research/team.yaml"]
+    for namespace, why in (
+        (b"kube-system", "belongs to Kubernetes"),
+        (b"default", "belongs to Kubernetes"),
+        (b"fleet-system", "fleet's own"),
+        (b"gpu-operator", "the GPU Operator's"),
+    ):
+        found = findings_with({"teams/ml-research/team.yaml": team.replace(b"[ml-research]", b"[" + namespace + b"]")})
+        finding = only(found, "reserved-namespace")
+        assert why in finding.message and namespace.decode() in finding.message
+        assert (finding.location.file, finding.location.line) == ("teams/ml-research/team.yaml", 7)
+
+
+def test_adopt_namespaces_names_only_the_teams_namespaces() -> None:
+    team = example_files()["teams/ml-research/team.yaml"]
+    assert findings_with({"teams/ml-research/team.yaml": team + b"  adoptNamespaces: true\n"}) == []
+    found = findings_with({"teams/ml-research/team.yaml": team + b"  adoptNamespaces: [inference]\n"})
+    assert "inference, not in namespaces" in only(found, "schema").message
+
+
+def test_adopt_annotation_says_true_or_nothing() -> None:
+    dc = example_files()["deviceclasses/gpu.nvidia.com.yaml"]
+    assert b'fleet.gpufleet.dev/adopt: "true"' in dc
+    finding = only(
+        findings_with({"deviceclasses/gpu.nvidia.com.yaml": dc.replace(b'adopt: "true"', b'adopt: "yes"')}),
+        "adopt-annotation",
+    )
+    assert "'yes'" in finding.message and finding.location.line == 9
+    assert structures.ADOPT == ownership.ADOPT

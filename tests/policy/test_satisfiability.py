@@ -74,7 +74,7 @@ def test_class_selector_finding_points_at_the_device_class_file() -> None:
     )
     finding = located(found, claim=claim, classes=classes, cluster="gpu-west")
     assert finding is not None
-    assert str(finding.location).startswith("deviceclasses/mig.nvidia.com.yaml:10:")
+    assert str(finding.location) == "deviceclasses/mig.nvidia.com.yaml:13:20"  # where the selector text starts
 
 
 def test_first_available_and_constraint_findings() -> None:

@@ -62,7 +62,7 @@ def test_scrub() -> None:
 
 
 def test_public_surface() -> None:
-    assert sorted(fleet.source.__all__) == [
+    source_side = {
         "Checkout",
         "Credentials",
         "GitSource",
@@ -72,4 +72,8 @@ def test_public_surface() -> None:
         "TooLarge",
         "Unauthorized",
         "Unreachable",
-    ]
+    }
+    exported = fleet.source.__all__
+    assert source_side <= set(exported), "the remote side's API (docs/source.md)"
+    assert exported == sorted(set(exported)) and all(hasattr(fleet.source, name) for name in exported)
+    assert not any(name.startswith("_") for name in exported)

@@ -7,6 +7,7 @@ directory (``.git/config`` included) contains it, and no error message does.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,8 +47,9 @@ def files_containing(directory: Path, needle: bytes) -> list[Path]:
 
 
 async def test_token_auth_and_the_token_is_nowhere(
-    http: tuple[SmartHttp, str], upstream: Upstream, cache_dir: Path, tmp_path: Path
+    http: tuple[SmartHttp, str], upstream: Upstream, cache_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)  # gitpython logs every command it starts at DEBUG
     server, url = http
     src = GitSource(
         url=url, ref="main", path="fleet", cache_dir=cache_dir, credentials=Credentials(token_file=token_file(tmp_path))
@@ -60,6 +62,7 @@ async def test_token_auth_and_the_token_is_nowhere(
     configs = list((cache_dir / "repos").glob("*.git/config"))
     assert configs and all("127.0.0.1" not in c.read_text() for c in configs), "the URL is not stored either"
     assert (cache_dir / "askpass").exists()
+    assert "Popen" in caplog.text and TOKEN not in caplog.text
 
 
 async def test_wrong_token_is_unauthorized_without_the_secret_in_the_message(

@@ -10,8 +10,12 @@ from pathlib import Path
 
 import anyio
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from fleet.source import GitSource, PathNotFound, RefNotFound, SourceError, TooLarge, Unreachable, sources
+from fleet.telemetry import tracing
 from tests.source.gitservers import Upstream, daemon, git
 
 pytestmark = pytest.mark.anyio
@@ -113,6 +117,14 @@ async def test_missing_path(upstream: Upstream, cache_dir: Path) -> None:
     with pytest.raises(PathNotFound) as caught:
         await source(upstream.url, cache_dir, path="elsewhere").sync()
     assert "'elsewhere'" in caught.value.what
+
+
+def test_option_like_urls_and_refs_are_refused(cache_dir: Path) -> None:
+    with pytest.raises(SourceError, match="starts with '-'"):
+        GitSource(url="--upload-pack=touch /tmp/pwned", ref=None, path="", cache_dir=cache_dir)
+    for bad in ("--upload-pack=x", "main:refs/heads/x", "a..b", "", "a b"):
+        with pytest.raises(SourceError, match="not a branch or tag name"):
+            GitSource(url="file:///x", ref=bad, path="", cache_dir=cache_dir)
 
 
 def test_path_must_stay_inside(cache_dir: Path) -> None:
@@ -227,3 +239,81 @@ async def test_concurrent_syncs_are_serialised(upstream: Upstream, cache_dir: Pa
         for _ in range(4):
             group.start_soon(one)
     assert len(set(results)) == 1 and len(results) == 4
+
+
+def _break(cache_dir: Path, what: str) -> None:
+    (git_dir,) = listed(cache_dir, "repos/*.git")
+    if what == "lock":
+        (git_dir / "refs" / "fleet" / "target.lock").write_text("")
+        (git_dir / "shallow.lock").write_text("")
+    elif what == "packs":
+        for pack in git_dir.glob("objects/pack/*.pack"):
+            pack.write_bytes(pack.read_bytes()[:40])
+    else:
+        (git_dir / "config").write_text("[core\n")
+
+
+@pytest.mark.parametrize("damage", ["lock", "packs", "config"])
+async def test_a_damaged_cache_repository_recovers(
+    upstream: Upstream, cache_dir: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    src = source(upstream.url, cache_dir)
+    await src.sync()
+    _break(cache_dir, damage)
+    sha = upstream.commit({"fleet/after.yaml": "x: 1\n"})
+    checkout = await src.sync()
+    assert checkout.revision == sha
+    assert (checkout.path / "after.yaml").exists()
+    assert (checkout.path / "fleet.yaml").read_text() == "kind: Fleet\n", "unchanged files come from the cache"
+    recloned = "cloning afresh" in caplog.text
+    assert recloned is (damage == "config"), "git itself copes with stale locks (removed) and lost packs (refetched)"
+
+
+async def test_sync_is_one_git_fetch_span(upstream: Upstream, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(tracing, "tracer", lambda: provider.get_tracer("fleet"))  # the global provider is set once
+    checkout = await source(upstream.url, cache_dir).sync()
+    with pytest.raises(RefNotFound):
+        await source(upstream.url, cache_dir, ref="gone").sync()
+    ok, failed = exporter.get_finished_spans()
+    assert ok.name == failed.name == "git fetch"
+    assert ok.attributes is not None and failed.attributes is not None
+    assert ok.attributes[tracing.REVISION] == checkout.revision
+    assert ok.attributes["vcs.repository.url.full"] == upstream.url
+    assert failed.attributes["error.type"] == "ref-not-found"
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+async def test_recycled_checkout_is_exactly_the_new_commit(upstream: Upstream, cache_dir: Path) -> None:
+    src = source(upstream.url, cache_dir, keep=1, path="")
+    upstream.commit({"fleet/a.yaml": "a: 1\n", "fleet/b/c.yaml": "c: 1\n"})
+    first = await src.sync()
+    upstream.commit({"fleet/a.yaml": None, "fleet/b/c.yaml": "c: 2\n", "fleet/d.yaml": "d: 1\n"})
+    second = await src.sync()
+    assert not first.path.exists(), "the old revision's directory is gone, not showing another revision"
+    expected = {name: (upstream.work / name).read_text() for name in git("ls-files", cwd=upstream.work).splitlines()}
+    assert _tree(second.path) == expected
+
+
+async def test_packs_are_collected_and_old_history_dropped(
+    upstream: Upstream, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sources, "PACK_LIMIT", 2)
+    src = source(upstream.url, cache_dir)
+    first = await src.sync()
+    for n in range(4):
+        upstream.commit({"fleet/n.yaml": f"n: {n}\n"})
+        await src.sync()
+    (git_dir,) = listed(cache_dir, "repos/*.git")
+    assert len(listed(git_dir, "objects/pack/*.pack")) <= 2
+    assert not has_object(git_dir, first.revision), "a commit no longer followed is dropped"
+
+
+def has_object(git_dir: Path, sha: str) -> bool:
+    probe = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", sha], capture_output=True, check=False)
+    return probe.returncode == 0

@@ -111,7 +111,9 @@ def test_cluster_option_and_unknown_cluster_exit_2(repo: Path) -> None:
     broken = fleetctl("validate", str(repo), "--cluster", "gpu-west")
     assert broken.returncode == 1  # the Cluster's own file is the finding, not a usage error
     assert "clusters/gpu-west.yaml:10:3 schema unknown field 'spec.kubernetesVersio'" in broken.stdout
-    assert broken.stdout.splitlines()[-1].startswith("1 error(s), 0 warning(s)")  # no cascade
+    # no cascade, and the Cluster is still resolved (salvaged), so the overlay's own finding stays
+    assert "overlays/gpu-west/overlay.yaml:18:9 schema spec.nodes" in broken.stdout
+    assert broken.stdout.splitlines()[-1].startswith("2 error(s), 0 warning(s)")
     nope = fleetctl("validate", str(repo), "--cluster", "nope")
     assert nope.returncode == 2
     assert "no Cluster named 'nope'" in nope.stderr

@@ -31,9 +31,9 @@ def test_satisfiable_templates_print_their_nodes_and_devices(tmp_path: Path) -> 
     lines = result.stdout.splitlines()
     assert lines[1] == "satisfiability:"
     hopper = next(line for line in lines if "hopper-large-memory" in line)
-    assert hopper.endswith(": 1 node(s), 8 device(s), 8 at once")  # only the H200 has > 80Gi
+    assert hopper.endswith(f": 1 node(s), 8 device(s), 8 at once [snapshot {east}]")  # only the H200 has > 80Gi
     two = next(line for line in lines if "ml-research/two-gpus" in line)
-    assert two.endswith(": 3 node(s), 24 device(s), 12 at once")
+    assert two.endswith(f": 3 node(s), 24 device(s), 12 at once [snapshot {east}]")
 
 
 def test_unsatisfiable_template_is_an_error_at_its_selector(tmp_path: Path) -> None:
@@ -51,7 +51,7 @@ def test_unsatisfiable_template_is_an_error_at_its_selector(tmp_path: Path) -> N
 def test_json_carries_the_satisfaction_table(tmp_path: Path) -> None:
     west = snapshot(tmp_path, "a100-node.yaml", "mig-node.yaml", cluster="gpu-west")
     document = json.loads(fleetctl("validate", str(EXAMPLE), "--inventory", str(west), "-o", "json").stdout)
-    rows = {row["object"]: row for row in document["satisfaction"]}
+    rows = {row["object"]: row for row in document["satisfaction"] if row["cluster"] == "gpu-west"}
     assert rows["ResourceClaimTemplate/ml-research/h100-gpu"]["nodes"] == 1
     assert rows["ResourceClaimTemplate/ml-research/single-gpu"] | {"file": ""} == {
         "cluster": "gpu-west",
@@ -62,6 +62,8 @@ def test_json_carries_the_satisfaction_table(tmp_path: Path) -> None:
         "devices": 9,
         "capacity": 9,
         "undecidedNodes": 0,
+        "source": f"snapshot {west}",
+        "now": None,  # only with --context
     }
 
 

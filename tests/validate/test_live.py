@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from fleet.sandbox import Sandbox, credentials
 from tests.manifests.repos import EXAMPLE
+from tests.sandbox import guide
 from tests.validate.test_cli import fleetctl
 
 pytestmark = pytest.mark.sandbox
+H200 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'"
 
 
 def test_templates_against_the_sandbox_devices(sandbox: Sandbox) -> None:
@@ -24,15 +30,19 @@ def test_templates_against_the_sandbox_devices(sandbox: Sandbox) -> None:
         env={"NO_COLOR": "1"},
     )
     lines = result.stdout.splitlines()
-    rows = {line.split(" (")[0].strip(): line.rsplit("): ", 1)[1] for line in lines if line.startswith("  gpu-east:")}
+    rows = {
+        line.split(" (")[0].strip(): line.rsplit("): ", 1)[1].split(", ", 3)[:3]
+        for line in lines
+        if line.startswith("  gpu-east:")
+    }
     h100 = sandbox.pools.get("h100x8", 0)
     h200 = sandbox.pools.get("h200x8", 0)
     assert (
-        rows["gpu-east: ResourceClaimTemplate/ml-research/h100-gpu"]
+        ", ".join(rows["gpu-east: ResourceClaimTemplate/ml-research/h100-gpu"])
         == f"{h100} node(s), {8 * h100} device(s), {8 * h100} at once"
     )
     assert (
-        rows["gpu-east: ResourceClaimTemplate/inference/hopper-large-memory"]
+        ", ".join(rows["gpu-east: ResourceClaimTemplate/inference/hopper-large-memory"])
         == f"{h200} node(s), {8 * h200} device(s), {8 * h200} at once"
     )
     assert result.returncode == 0, result.stdout
@@ -44,3 +54,63 @@ def test_unreachable_context_is_a_usage_error(sandbox: Sandbox) -> None:
     )
     assert result.returncode == 2
     assert result.stderr.startswith("error: context nope:")  # a clear usage error, not a traceback
+
+
+def test_fits_now_subtracts_what_live_claims_hold(
+    sandbox: Sandbox, kubectl: Callable[..., Any], namespace: str
+) -> None:
+    """Hold every H200 with pods; the H200-only template still fits ever, but 0 now, blocked by those claims."""
+    h200 = sandbox.pools.get("h200x8", 0)
+    assert h200, "the default sandbox profile has H200 nodes"
+    hold = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "hold-h200", "namespace": namespace},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {
+                                "deviceClassName": "gpu.nvidia.com",
+                                "count": 8,
+                                "selectors": [{"cel": {"expression": H200}}],
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    pods = [guide.pod(f"hold-{i}", template="hold-h200", namespace=namespace) for i in range(h200)]
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [hold, *pods]}))
+    guide.wait_for(
+        lambda: list(guide.pod_phases(kubectl, namespace).values()).count("Running") == h200,
+        timeout=180,
+        what="pods holding every H200",
+    )
+    result = fleetctl(
+        "validate",
+        str(EXAMPLE),
+        "--kubeconfig",
+        str(sandbox.kubeconfig),
+        "--context",
+        credentials.CLUSTER,
+        "--cluster",
+        "gpu-east",
+        "-o",
+        "json",
+    )
+    document = json.loads(result.stdout)
+    rows = {r["object"]: r for r in document["satisfaction"] if r["source"].startswith("live context")}
+    hopper = rows["ResourceClaimTemplate/inference/hopper-large-memory"]
+    assert (hopper["capacity"], hopper["now"]) == (8 * h200, 0)
+    h100 = rows["ResourceClaimTemplate/ml-research/h100-gpu"]
+    assert h100["now"] == h100["capacity"] > 0  # nothing holds an H100 here
+    (blocked,) = [f for f in document["findings"] if f["rule"] == "claim-blocked"]
+    assert blocked["severity"] == "warning"
+    assert blocked["file"].endswith("teams/inference/hopper-large-memory.yaml")
+    holders = sorted(c["metadata"]["name"] for c in guide.get_json(kubectl, "resourceclaims", "-n", namespace)["items"])
+    assert all(f"{namespace}/{name}" in blocked["message"] for name in holders), blocked["message"]
+    assert result.returncode == 0, result.stdout  # a warning: it fits once they are released

@@ -13,12 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-# tests/data in the checkout (as tests/paths.py; this file also runs standalone from regenerate.py)
-FIXTURES = Path(__file__).resolve().parents[2] / "data"
 HERE = Path(__file__).parent
 GOLDEN = HERE / "golden.jsonl"
+DEVICES = HERE / "devices.json"
 GPU = "device.attributes['gpu.nvidia.com']"
 CAP = "device.capacity['gpu.nvidia.com']"
 
@@ -132,36 +129,14 @@ SEMVER_ORDER = [
 ]
 
 
-def slice_devices(name: str) -> list[tuple[str, dict[str, Any]]]:
-    devices = []
-    for doc in yaml.safe_load_all((FIXTURES / "resourceslices" / f"{name}.yaml").read_text()):
-        if doc and doc.get("kind") == "ResourceSlice":
-            devices += [(doc["spec"]["driver"], d) for d in doc["spec"].get("devices", [])]
-    return devices
-
-
 def devices() -> dict[str, tuple[str, dict[str, Any]]]:
-    mig = slice_devices("mig-node")
-    return {
-        "h100": slice_devices("h100-node")[0],
-        "a100": slice_devices("a100-node")[0],
-        "h200": slice_devices("h200-node")[0],
-        "mig-1g": mig[0],
-        "mig-3g": mig[3],
-        "odd": (
-            "example.com",
-            {
-                "name": "odd",
-                "attributes": {
-                    "flag": {"bool": True},
-                    "count": {"int": -3},
-                    "ver": {"version": "1.2.3-rc.1"},
-                    "other.org/name": {"string": "Ünïcode"},
-                },
-                "capacity": {"big": {"value": "8Ei"}, "tiny": {"value": "1n"}, "milli": {"value": "1500m"}},
-            },
-        ),
-    }
+    """The six devices every selector case runs on, as (driver, ResourceSlice device).
+
+    Kept in this folder (``devices.json``): the fixture H100, A100, H200, two MIG
+    devices of the MIG node, and an odd device with bool/int/prerelease/8Ei values.
+    """
+    raw = json.loads(DEVICES.read_text())
+    return {name: (entry["driver"], entry["device"]) for name, entry in raw.items()}
 
 
 def selector_cases() -> list[str]:
@@ -328,11 +303,230 @@ def library_cases() -> list[str]:
     return cases
 
 
+def typed_cases() -> list[str]:
+    """Typed misuse the API server refuses at compile time (and near misses it accepts).
+
+    ``device`` is typed in Kubernetes: capacities are Quantities, ``driver`` a
+    string, ``allowMultipleAllocations`` a bool, attributes dynamic. Run on one
+    device: the question is compile-or-not, and where.
+    """
+    memory = f"{CAP}.memory"
+    cases = []
+    for op in ("==", "!=", "<", "<=", ">", ">="):
+        for right in ("40", "'40Gi'", "40.0", "40u", "true", "null"):
+            cases.append(f"{memory} {op} {right}")
+    for right in (
+        "1",
+        "1.0",
+        "true",
+        "null",
+        "1u",
+        "quantity('1')",
+        "semver('1.0.0')",
+        "['gpu.nvidia.com']",
+        "{'a': 1}",
+    ):
+        cases.append(f"device.driver == {right}")
+        cases.append(f"device.driver != {right}")
+    cases += [
+        "device.driver > 1",
+        "device.driver < 'h'",
+        "device.driver + 1 == 'x'",
+        "device.driver + 'x' == 'gpu.nvidia.comx'",
+        "device.driver.size() > 'a'",
+        "device.driver[0] == 'g'",
+        "device.driver in 'gpu.nvidia.com'",
+        "device.driver in ['gpu.nvidia.com']",
+        "device.driver.startsWith(1)",
+        "device.driver.matches(1)",
+        "device.driver.contains(quantity('1'))",
+        "device.driver.lowerAscii() == 1",
+        "device.allowMultipleAllocations == 1",
+        "device.allowMultipleAllocations == 'true'",
+        "device.allowMultipleAllocations && 1",
+        "!device.allowMultipleAllocations",
+        "device.allowMultipleAllocations.size() == 0",
+        "device.allowMultipleAllocations == false",
+        "device.allowMultipleAllocations || device.driver",
+        # arithmetic across types
+        f"{memory} + 1 == quantity('1')",
+        f"{memory} - quantity('1') == quantity('1')",
+        f"{memory} * 2 == quantity('1')",
+        f"{memory} / 2 == quantity('1')",
+        f"{memory} % 2 == quantity('1')",
+        f"-{memory} == quantity('1')",
+        f"{memory} + {memory} == quantity('1')",
+        "quantity('1') + quantity('1') == quantity('2')",
+        f"{memory}.add(1.0).isInteger()",
+        f"{memory}.add('1').isInteger()",
+        f"{memory}.sub(1u).isInteger()",
+        f"{memory}.add(true).isInteger()",
+        f"{memory}.add(semver('1.0.0')).isInteger()",
+        f"{memory}.add(1).isInteger()",
+        f"{memory}.sub({memory}).isInteger()",
+        "semver('1.0.0') + 1 == semver('1.0.1')",
+        "1 + 1.0 == 2.0",
+        "1 + 1u == 2u",
+        "'a' + 1 == 'a1'",
+        "1.0 + 1u == 2.0",
+        "[1] + ['a'] == [1, 'a']",
+        f"{GPU}.driverVersion + 1 == 2",
+        f"{GPU}.productName + 1 == 'x'",
+        f"{memory}.asInteger() + 1.0 > 0.0",
+        f"{memory}.asInteger() > 40",
+        f"{memory}.asApproximateFloat() > 40",
+        f"{memory}.asApproximateFloat() > 40.0",
+        f"{memory}.compareTo(40) > 0",
+        f"{memory}.compareTo(quantity('40Gi')) > 0.0",
+        f"{memory}.isGreaterThan(40)",
+        f"{memory}.isGreaterThan('40Gi')",
+        f"{memory}.isLessThan(semver('1.0.0'))",
+        f"{memory}.isGreaterThan({GPU}.driverVersion)",
+        f"{memory} == {GPU}.driverVersion",
+        f"sign({memory}) > 0.0",
+        f"sign({memory}) == 1",
+        "semver('1.0.0') > semver('0.1.0')",
+        "semver('1.0.0').compareTo(quantity('1')) == 0",
+        "semver('1.0.0').major() == 1.0",
+        "isQuantity(1)",
+        "isSemver(1.0)",
+        "quantity(1.5).isInteger()",
+        "semver(1).major() == 1",
+        # wrong arity
+        "quantity() == quantity('1')",
+        "quantity('1', '2') == quantity('1')",
+        "isQuantity()",
+        "isQuantity('1', true)",
+        "semver() == semver('1.0.0')",
+        "semver('1.0.0', true, 1) == semver('1.0.0')",
+        "isSemver('1.0.0', true, true)",
+        f"{memory}.isGreaterThan()",
+        f"{memory}.isGreaterThan(quantity('1'), quantity('2'))",
+        f"{memory}.compareTo() == 0",
+        f"{memory}.add() == quantity('1')",
+        f"{memory}.asInteger(1) > 0",
+        f"{memory}.isInteger(true)",
+        "sign() == 0",
+        f"sign({memory}, 1) == 0",
+        "'a'.lowerAscii(1) == 'a'",
+        "'a'.split() == ['a']",
+        "size() == 0",
+        "'a'.matches() ",
+        "'a'.startsWith()",
+        "semver('1.0.0').major(1) == 1",
+        "'abc'.find() == ''",
+        "'abc'.findAll('a', 1, 2) == ['a']",
+        "sets.contains([1]) ",
+        # unknown functions
+        f"{memory}.isBigger(quantity('1'))",
+        f"{memory}.value() == 1",
+        "quantities('1') == quantity('1')",
+        "device.driver.toLower() == 'x'",
+        "device.driver.lower() == 'x'",
+        "lowerAscii(device.driver) == 'x'",
+        "semver('1.0.0').isNewerThan(semver('0.1.0'))",
+        f"{memory}.sign() == 1",
+        f"isInteger({memory})",
+        f"{GPU}.productName.foo()",
+        f"{GPU}.productName.lowerascii() == 'x'",
+        "device.driver.endswith('com')",
+        "device.driver.trim() == 'x'",
+        "version('1.0.0') == semver('1.0.0')",
+        "Quantity('1') == quantity('1')",
+        "int(quantity('1')) == 1",
+        "string(quantity('1')) == '1'",
+        "string(semver('1.0.0')) == '1.0.0'",
+        "double(quantity('1')) == 1.0",
+        # unknown device fields
+        "device.drvier == 'gpu.nvidia.com'",
+        "device.attribute['gpu.nvidia.com'].productName == 'x'",
+        "device.capacities['gpu.nvidia.com'].memory.isInteger()",
+        "device.name == 'gpu-0'",
+        "device.allowMultipleAllocation",
+        "device.Driver == 'gpu.nvidia.com'",
+        "device.pool == 'x'",
+        "device.nodeName == 'x'",
+        "device.consumesCounters.size() == 0",
+        "device.taints.size() == 0",
+        "has(device.name)",
+        "has(device.driver)",
+        "has(device.attributes)",
+        "has(device.capacity)",
+        "has(device.allowMultipleAllocations)",
+        "device.?name.hasValue()",
+        "device['driver'] == 'gpu.nvidia.com'",
+        "size(device) == 4",
+        "device == device",
+        "device.attributes.size() > 0",
+        "device.capacity.size() > 0",
+        "device.capacity.exists(d, d == 'gpu.nvidia.com')",
+        f"{CAP}.exists(n, {CAP}[n] > 1)",
+        f"{CAP}.all(n, {CAP}[n].isInteger())",
+        f"{CAP}.size() == 1",
+        f"{CAP}['memory'] > 40",
+        "device.capacity.gpu == 1",
+        f"cel.bind(c, {CAP}, c.memory > 40)",
+        f"cel.bind(c, {CAP}, c.memory.isGreaterThan(quantity('40Gi')))",
+        "cel.bind(d, device, d.driver == 'gpu.nvidia.com')",
+        "cel.bind(d, device, d.drvier == 'gpu.nvidia.com')",
+        "cel.bind(d, device, d.capacity['gpu.nvidia.com'].memory > 40)",
+        "[device.driver, 1].size() == 2",
+        "{device.driver: 1}[device.driver] == 1",
+        f"[{memory}, quantity('1')].size() == 2",
+        f"[{memory}, 1].size() == 2",
+        "device.attributes['gpu.nvidia.com'].productName > 1",
+        "device.attributes['gpu.nvidia.com'].x.y.z == 1",
+        # optional-typed misuse
+        f"{CAP}.?memory.orValue(0) > 1",
+        f"{CAP}.?memory.orValue(quantity('0')).isInteger()",
+        f"{CAP}.?memory.orValue(quantity('0')) > 1",
+        f"{CAP}.?memory > quantity('1')",
+        f"{CAP}.?memory == quantity('1')",
+        f"{CAP}.?memory.isGreaterThan(quantity('1'))",
+        f"{CAP}.?memory.hasValue()",
+        f"{CAP}.?memory.value().isInteger()",
+        f"{CAP}.?memory.value() > 1",
+        "device.capacity[?'gpu.nvidia.com'].hasValue()",
+        "device.capacity[?'gpu.nvidia.com'].orValue(1) == 1",
+        f"{CAP}[?'memory'].orValue(1) == 1",
+        "device.?driver.orValue(1) == 1",
+        "device.?driver.orValue('') == ''",
+        "device.?driver == 'x'",
+        "device.driver.?x.hasValue()",
+        "optional.of(1).orValue('a') == 1",
+        "optional.none().value() == 1",
+        "optional.of(device.driver).value() == 1",
+        f"optional.of({memory}).value() > 1",
+        f"{GPU}.?productName.orValue(1) == 1",
+        f"{GPU}.?productName.value() == 'x'",
+        f"{GPU}.?productName == 'x'",
+        "device.allowMultipleAllocations.?x.hasValue()",
+        "device.?allowMultipleAllocations.orValue(1) == 1",
+        # positions across lines
+        "device.driver == 'gpu.nvidia.com' &&\n  device.capacity['gpu.nvidia.com'].memory > 40",
+        "device.driver == 'gpu.nvidia.com' &&\n  device.drvier == 'x'",
+        "device.driver == 'gpu.nvidia.com' &&\n\n    device.capacity['gpu.nvidia.com'].memory.isGreaterThan(40)",
+        # result types that are not bool
+        "device.driver",
+        memory,
+        "device.capacity",
+        "device.attributes['gpu.nvidia.com']",
+        f"{memory}.asInteger()",
+        f"{memory}.asApproximateFloat()",
+        "semver('1.0.0')",
+        f"{CAP}.?memory",
+        "null",
+        "[true]",
+    ]
+    return cases
+
+
 def all_cases() -> list[tuple[str, str, str]]:
     """(expression, device name) pairs, with device-independent cases on one device."""
     names = list(devices())
     cases = [(expr, name, "selector") for expr in selector_cases() for name in names]
     cases += [(expr, "h100", "library") for expr in library_cases()]
+    cases += [(expr, "h100", "typed") for expr in typed_cases()]
     return cases
 
 
