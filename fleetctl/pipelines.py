@@ -91,8 +91,9 @@ async def _interruptible(main: Callable[[], Awaitable[T]]) -> T:
             tg.start_soon(on_sigint)
             tg.start_soon(run)
     except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None  # the command's own error, as if no task group were there
+        if len(group.exceptions) == 1:  # the command's own error, as if no task group were there
+            error = group.exceptions[0]
+            raise error from error.__cause__
         raise
     if interrupted.is_set() or not outcome:
         raise KeyboardInterrupt

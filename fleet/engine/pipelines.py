@@ -127,7 +127,8 @@ async def plan_and_connect(
             if not found or len(found) != len(group.exceptions):
                 raise
             # The invalid revision first, then the cluster's error.
-            raise sorted(found, key=lambda e: isinstance(e, kube.KubeError))[0] from None
+            error = sorted(found, key=lambda e: isinstance(e, kube.KubeError))[0]
+            raise error from error.__cause__
         await anyio.lowlevel.checkpoint_if_cancelled()  # interrupted while loading: connect never finished
         if not listing:
             listing.append(await listings.prefetch(client=clients[0]))

@@ -5,7 +5,9 @@ that does not exist, and Ctrl-C (SIGINT sent to the running process mid-run). Ea
 must print only the message and its hint — never a traceback — and exit with the
 documented code: 1 findings, 2 error, 130 interrupted (as kubectl). An interrupted
 command leaves nothing half-written: an interrupted apply has recorded in its ledger
-every object it created; an interrupted ``sandbox up`` leaves no process running.
+every object it created; an interrupted ``sandbox up`` (or ``demo``) leaves no process
+running. ``render``, ``sandbox`` and ``demo`` take no kubeconfig context, so only the
+cases that apply to them are run.
 """
 
 from __future__ import annotations
@@ -305,3 +307,12 @@ def test_forbidden_listing_is_one_message(sandbox: Sandbox) -> None:
     )
     assert_clean(run, code=2, says="forbidden")
     assert run.stderr.startswith("error: ") and "hint: check the credentials" in run.stderr
+
+
+@pytest.mark.sandbox
+def test_interrupted_demo_stops_the_sandbox_it_was_starting(tmp_path: Path, sandbox: Sandbox) -> None:
+    directory = tmp_path / "demo"
+    run = interrupted(["demo"], ready="==> starting sandbox", env={"FLEET_SANDBOX_DIR": str(directory)})
+    assert_clean(run, code=130, says="fleetctl demo: interrupted")
+    assert "(validate: exit 0)" in run.stdout
+    assert clusters.Sandbox.load(directory) is None, "the half-started sandbox was stopped and removed"
