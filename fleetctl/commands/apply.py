@@ -104,7 +104,8 @@ async def _apply(args: argparse.Namespace) -> int:
         reports.print_summary(out, changes)
         if failure is not None:
             out.print(f"error: {failure}")
-    return 1 if (changes.failed or failure is not None) else 0
+    # --dry-run: a conflict listed now is an object the real apply would fail on.
+    return 1 if (changes.failed or failure is not None or changes.conflicted) else 0
 
 
 def _progress(step: str, entries: list[engine.Change]) -> str:

@@ -319,6 +319,9 @@ def test_cli_lists_conflicts_exits_1_and_force_previews_the_forced_apply(
     ], "the same change, without the conflict list"
     preview = fleet.diff(force_conflicts=True)
 
+    dry = fleetctl("apply", "--dry-run")
+    assert dry.returncode == 1 and f"conflict: ResourceQuota {ml}/fleet-devices" in dry.stdout
+
     refused = fleetctl("apply")
     assert refused.returncode == 1
     assert "kubectl-patch" in refused.stdout
