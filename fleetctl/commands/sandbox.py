@@ -20,7 +20,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import TaskID
-from rich.table import Table
 
 from fleet.sandbox import binaries, clusters, profiles
 from fleetctl import reports
@@ -73,10 +72,9 @@ def _build(args: argparse.Namespace) -> int:
         found, timings = binaries.build(force=args.force, progress=progress)
     if not timings:
         err.print("binaries up to date:")
-    table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 2, 0, 0))
+    out = reports.console(sys.stdout)
     for name, path in sorted(found.paths.items()):
-        table.add_row(name, str(path))
-    reports.console(sys.stdout).print(table)
+        out.print(f"{name:24} {path}")  # paths are never cut to the terminal's width
     return 0
 
 
