@@ -6,7 +6,7 @@ The package is layered (enforced by import-linter, see pyproject.toml):
       > fleet.controller | fleet.sandbox
         > fleet.engine            plan, diff, apply, health, prune
           > fleet.manifests | fleet.policy | fleet.cel | fleet.inventory   (pure)
-            > fleet.kube | fleet.git | fleet.helm | fleet.telemetry        (adapters)
+            > fleet.kube | fleet.source | fleet.helm | fleet.telemetry     (adapters)
 
 ``fleet.errors`` is shared by every layer: the user-facing error type.
 """

@@ -52,6 +52,18 @@ async def plan_and_connect(args: argparse.Namespace) -> tuple[engine.Plan, kube.
     )
 
 
+async def connect(args: argparse.Namespace) -> kube.Client:
+    """``fleet.engine.pipelines.connect`` with the command's arguments."""
+    return await pipelines.connect(
+        args.repo, cluster=args.cluster, context=args.context, kubeconfig=args.kubeconfig, request_timeout=args.timeout
+    )
+
+
+async def plan_and_list(args: argparse.Namespace, *, client: kube.Client) -> tuple[engine.Plan, listings.Prefetched]:
+    """``fleet.engine.pipelines.plan_and_list`` with the command's arguments."""
+    return await pipelines.plan_and_list(args.repo, cluster=args.cluster, client=client)
+
+
 def run_async(args: argparse.Namespace, main: Callable[[argparse.Namespace], Awaitable[int]]) -> int:
     """Run a command's async ``main`` with tracing (``--trace``: console) and the GC tuned.
 
@@ -100,4 +112,4 @@ async def _interruptible(main: Callable[[], Awaitable[T]]) -> T:
     return outcome[0]
 
 
-__all__ = ["add_cluster_args", "interruptible", "plan_and_connect", "run_async"]
+__all__ = ["add_cluster_args", "connect", "interruptible", "plan_and_connect", "plan_and_list", "run_async"]

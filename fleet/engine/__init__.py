@@ -16,10 +16,13 @@ Cut like gitops-engine and Flux's ssa package, one concept per module:
 - ``blockers``       what forbids a deletion: claims in use, what others put in a namespace
 - ``pipelines``      checkout → validate → plan, and connecting: shared by the CLI and the controller
 - ``applies``        ``Sync``: the step-wise run (one stage per step), prune, record
+- ``nodes``          pool metadata written to a Node from a fresh read, resourceVersion-conditional
+- ``writers``        one writer per cluster: the Lease a writer holds while it writes
 - ``changesets``     the result of every run
 
     plan = plans.plan(view, revision=sha)
-    changes = await reconcile(client=client, plan=plan, options=Options(prune=True))
+    async with writers.lock(client=client, cluster=plan.cluster):
+        changes = await reconcile(client=client, plan=plan, options=Options(prune=True))
 """
 
 from __future__ import annotations

@@ -22,10 +22,13 @@ select the same live Node (``adoptions``): a refused apply writes nothing, and
 Pruning deletes ledger objects the plan no longer declares, in reverse stage
 order, with the live ``uid`` as precondition (a recreated object of the same name
 is never deleted by mistake). Objects fleet adopted, and pool Nodes, are released
-(fleet gives back its labels, annotations and fields), never deleted. A namespace
-is deleted only while it holds nothing fleet did not put there, and a
-ResourceClaim in use is never deleted nor replaced (``blockers``); such an entry
-fails, and pruning stops after its stage. An empty plan is refused unless allowed.
+(fleet gives back its labels, annotations and fields), never deleted. Every Node
+write, applying a pool or releasing it, is computed from a fresh read and carries
+its resourceVersion (``fleet.engine.nodes``), so a taint somebody else added or
+removed meanwhile stays so. A namespace is deleted only while it holds nothing
+fleet did not put there, and a ResourceClaim in use is never deleted nor replaced
+(``blockers``); such an entry fails, and pruning stops after its stage. An empty
+plan is refused unless allowed.
 """
 
 from __future__ import annotations
@@ -39,7 +42,19 @@ from typing import Any, NamedTuple
 
 import anyio
 
-from fleet.engine import adoptions, blockers, deletions, diffs, healths, ledgers, listings, ownership, plans, stages
+from fleet.engine import (
+    adoptions,
+    blockers,
+    deletions,
+    diffs,
+    healths,
+    ledgers,
+    listings,
+    nodes,
+    ownership,
+    plans,
+    stages,
+)
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.errors import FleetError
 from fleet.kube import Client, Kind, KubeError, NotFound, Ref
@@ -253,9 +268,13 @@ class Sync:
                                     propagation="Foreground",
                                 )
                             await self._gone(d.ref)
-                        await self.client.apply(
-                            d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force
-                        )
+                        if d.ref.kind == "Node":
+                            if await nodes.write(client=self.client, ref=d.ref, body=self._pool_body) is None:
+                                change.reason = "no pool selects this Node any more (it changed since it was read)"
+                        else:
+                            await self.client.apply(
+                                d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force
+                            )
                     except KubeError as err:
                         change.error = str(err)
                         span.set_attribute("error.type", type(err).__name__)
@@ -265,6 +284,11 @@ class Sync:
         async with anyio.create_task_group() as tg:
             for change, d in todo:
                 tg.start_soon(one, change, d)
+
+    def _pool_body(self, node: dict[str, Any]) -> dict[str, Any] | None:
+        """What the pools apply to ``node`` as just read (None once no pool matches it)."""
+        found = plans.pool_objects(self.plan.pools, nodes=[node])
+        return found[0].obj if found else None
 
     def _guard_replace(self, change: Change) -> None:
         """A replace deletes the object: refuse it for what fleet did not create, and for claims in use."""
@@ -389,9 +413,8 @@ class Sync:
         with tracing.tracer().start_as_current_span("apply object", attributes=_attrs(change.ref, change.action)):
             try:
                 if change.release and change.ref.kind == "Node":
-                    await self.client.apply(
-                        plans.release(change.ref, live=live), field_manager=ownership.POOL_MANAGER, force=True
-                    )
+                    ref = change.ref
+                    await nodes.write(client=self.client, ref=ref, body=lambda node: plans.release(ref, live=node))
                     self.ledger.entries.pop(change.ref.key, None)
                 elif change.release:
                     current = await self.client.get(change.ref)

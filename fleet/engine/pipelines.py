@@ -1,26 +1,23 @@
 """The pipeline every command and the controller share: checkout → validate → resolve → plan.
 
 A revision that fails validation is never rendered, diffed or applied (docs/architecture.md):
-``load_plan`` raises a FleetError listing the findings. The revision id is the commit
-the checkout is at (``git rev-parse HEAD``, ``-dirty`` when the work tree has
-changes); outside git it is a hash of the files' content, so it still changes
-exactly when the content does.
+``load_plan`` raises a FleetError listing the findings. The revision id is
+``fleet.source.revision_id``: the commit the checkout is at, with a hash of the loaded
+content when the work tree differs from it (a resumed run must never skip a stage of
+different content), or that hash alone outside git.
 
-``plan_and_connect`` connects with the given context, else the Cluster's
-``spec.context``, else the kubeconfig's current context, and lists the live objects
-while the repository is parsed and validated in a worker thread (loading is CPU
-work: it must never run on the event loop). Errors come out as themselves, never
-wrapped in the task group's ExceptionGroup, the invalid revision before the
-unreachable cluster.
+``connect`` uses the given context, else the Cluster's ``spec.context``, else the
+kubeconfig's current context. ``plan_and_list`` lists the live objects while the
+repository is parsed and validated in a worker thread (loading is CPU work: it must
+never run on the event loop); a writer calls it once it holds the cluster's Lease.
+``plan_and_connect`` is both, for readers.
 """
 
 from __future__ import annotations
 
 import gc
-import hashlib
 import itertools
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,11 +25,13 @@ import anyio
 
 from fleet import kube
 from fleet.engine import listings, plans
-from fleet.errors import FleetError, user_errors
+from fleet.errors import FleetError
 from fleet.manifests import kinds, load_revision, read_tree
 from fleet.manifests.limits import Limits
+from fleet.manifests.trees import loadable
 from fleet.manifests.views import resolve
 from fleet.policy import check
+from fleet.source import revision_id
 from fleet.telemetry import tracing
 
 
@@ -41,27 +40,6 @@ def tune_gc() -> None:
     (manifests, desired and live objects) that the cyclic collector would otherwise re-scan
     again and again for nothing (measured: about a fifth of the wall time of a 2,000-object diff)."""
     gc.set_threshold(50_000, 50, 1000)
-
-
-def revision_id(repo: Path, *, files: dict[str, bytes]) -> str:
-    """The commit SHA of ``repo`` (``-dirty`` if modified), or ``content-<hash>`` of ``files`` outside git."""
-    try:
-        sha = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--", "."],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        return f"{sha}-dirty" if dirty else sha
-    except (OSError, subprocess.SubprocessError):
-        digest = hashlib.sha256()
-        for name in sorted(files):
-            digest.update(name.encode() + b"\0" + files[name] + b"\0")
-        return f"content-{digest.hexdigest()[:12]}"
 
 
 def load_plan(repo: Path, *, cluster: str) -> plans.Plan:
@@ -83,7 +61,7 @@ def load_plan(repo: Path, *, cluster: str) -> plans.Plan:
             hint=f"run fleetctl validate {repo} --cluster {cluster}",
         )
     view = resolve(revision, cluster=cluster)
-    sha = revision_id(repo, files=files)
+    sha = revision_id(repo, files=files, loadable=loadable)  # git: load_plan runs in a worker thread
     with tracer.start_as_current_span("render", attributes={tracing.CLUSTER: cluster, tracing.REVISION: sha}):
         return plans.plan(view, revision=sha)
 
@@ -94,6 +72,55 @@ loader's peak memory and the listed objects would otherwise add up (measured at 
 objects: 337 MiB overlapped; the overlap saves well under a second)."""
 
 
+async def connect(
+    repo: Path,
+    *,
+    cluster: str,
+    context: str | None = None,
+    kubeconfig: str | None = None,
+    request_timeout: float = 30.0,
+) -> kube.Client:
+    """A client for ``cluster``: ``context``, else the Cluster's ``spec.context``, else the current one."""
+    context = context or await anyio.to_thread.run_sync(lambda: cluster_context(repo, cluster=cluster))
+    return await kube.connect(kubeconfig=kubeconfig, context=context, timeout=request_timeout)
+
+
+async def plan_and_list(repo: Path, *, cluster: str, client: kube.Client) -> tuple[plans.Plan, listings.Prefetched]:
+    """Validate and plan ``repo`` (in a thread) while listing the live objects.
+
+    A writer calls this while it holds the cluster's Lease (``fleet.engine.writers``),
+    so the listing it diffs against is not one another writer was changing.
+    """
+    count = await anyio.to_thread.run_sync(
+        lambda: sum(1 for _ in itertools.islice(_yaml_files(repo), OVERLAP_MAX_FILES + 1))
+    )
+    overlap = count <= OVERLAP_MAX_FILES
+    listing: list[listings.Prefetched] = []
+    planned: list[plans.Plan] = []
+    failures: list[Exception] = []
+
+    async def fetch() -> None:
+        try:
+            listing.append(await listings.prefetch(client=client))
+        except Exception as exc:  # raised below, not as a task group's ExceptionGroup
+            failures.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        if overlap:
+            tg.start_soon(fetch)
+        try:
+            planned.append(await anyio.to_thread.run_sync(lambda: load_plan(repo, cluster=cluster)))
+        except Exception as exc:
+            failures.insert(0, exc)  # the repository's error first: it is what the user must fix
+            tg.cancel_scope.cancel()
+    await anyio.lowlevel.checkpoint_if_cancelled()  # interrupted while loading: the listing never finished
+    if not failures and not overlap:
+        await fetch()
+    if failures:
+        raise failures[0]
+    return planned[0], listing[0]
+
+
 async def plan_and_connect(
     repo: Path,
     *,
@@ -102,42 +129,17 @@ async def plan_and_connect(
     kubeconfig: str | None = None,
     request_timeout: float = 30.0,
 ) -> tuple[plans.Plan, kube.Client, listings.Prefetched]:
-    """Validate and plan ``repo`` (in a thread) while connecting and listing live objects.
-
-    An invalid revision is reported as such even when the cluster cannot be reached:
-    the repository is the first thing to fix, and CI shows it without a cluster.
-    """
-    context = context or cluster_context(repo, cluster=cluster)
-    overlap = sum(1 for _ in itertools.islice(_yaml_files(repo), OVERLAP_MAX_FILES + 1)) <= OVERLAP_MAX_FILES
-    clients: list[kube.Client] = []
-    listing: list[listings.Prefetched] = []
-
-    async def connect() -> None:
-        clients.append(await kube.connect(kubeconfig=kubeconfig, context=context, timeout=request_timeout))
-        if overlap:
-            listing.append(await listings.prefetch(client=clients[0]))
-
+    """``connect``, then ``plan_and_list``: for readers (``diff``), which hold no Lease."""
+    client = await connect(
+        repo, cluster=cluster, context=context, kubeconfig=kubeconfig, request_timeout=request_timeout
+    )
     try:
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(connect)
-                plan = await anyio.to_thread.run_sync(lambda: load_plan(repo, cluster=cluster))
-        except BaseExceptionGroup as group:
-            found = user_errors(group)
-            if not found or len(found) != len(group.exceptions):
-                raise
-            # The invalid revision first, then the cluster's error.
-            error = sorted(found, key=lambda e: isinstance(e, kube.KubeError))[0]
-            raise error from error.__cause__
-        await anyio.lowlevel.checkpoint_if_cancelled()  # interrupted while loading: connect never finished
-        if not listing:
-            listing.append(await listings.prefetch(client=clients[0]))
+        plan, prefetched = await plan_and_list(repo, cluster=cluster, client=client)
     except BaseException:
-        with anyio.CancelScope(shield=True):
-            for client in clients:
-                await client.close()
+        with anyio.CancelScope(shield=True):  # also when interrupted: close the session
+            await client.close()
         raise
-    return plan, clients[0], listing[0]
+    return plan, client, prefetched
 
 
 def _yaml_files(repo: Path) -> Iterator[str]:
@@ -158,4 +160,12 @@ def cluster_context(repo: Path, *, cluster: str) -> str | None:
     return None
 
 
-__all__ = ["OVERLAP_MAX_FILES", "cluster_context", "load_plan", "plan_and_connect", "revision_id", "tune_gc"]
+__all__ = [
+    "OVERLAP_MAX_FILES",
+    "cluster_context",
+    "connect",
+    "load_plan",
+    "plan_and_connect",
+    "plan_and_list",
+    "tune_gc",
+]

@@ -203,6 +203,10 @@ def pool_objects(pools: tuple[PoolRule, ...], *, nodes: list[dict[str, Any]]) ->
     pool's, and records the keys it owns in an annotation to tell them apart later.
     The node lifecycle controller also writes that list, so these applies always
     force (``Desired.force``): otherwise every pool with taints would conflict.
+
+    The result is only as fresh as ``nodes``: the engine diffs with the Nodes listed at
+    the start of a run, but writes with this function applied to a Node it has just
+    read, conditional on that read's resourceVersion (``fleet.engine.nodes``).
     """
     stage = stages.by_name("pools")
     out: list[Desired] = []

@@ -25,6 +25,8 @@ retries, error types and request accounting are decided once, here.
   ``Unreachable``); see ``fleet.kube.errors`` for the tree.
 - ``Kind`` names a resource type (group, version, plural, scope); ``Ref`` names one
   object and its inventory ``key``.
+- ``fleet.kube.leases`` holds a ``coordination.k8s.io`` Lease: acquire, renew in the
+  background, release, and cancel the work under it when it is lost.
 """
 
 from __future__ import annotations

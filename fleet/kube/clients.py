@@ -13,7 +13,8 @@ through ``Client.request`` which
 - counts requests by verb, so "a no-op reconcile writes nothing" is checkable from
   the client side too (the server-side proof reads ``apiserver_request_total``).
 
-The verbs (get, list, apply, patch, delete, discover) are thin functions over ``request``.
+The verbs (get, list, apply, patch, create, update, delete, discover) are thin functions
+over ``request``; ``update`` always carries the resourceVersion it read (never a blind write).
 """
 
 from __future__ import annotations
@@ -271,6 +272,40 @@ class Client:
             params=params,
             body=obj,
             content_type=APPLY_PATCH,
+            where=str(ref),
+        )
+        return result
+
+    async def create(self, obj: dict[str, Any], *, field_manager: str = "fleet") -> dict[str, Any]:
+        """Create ``obj`` (POST); ``Conflict`` (AlreadyExists) when an object of that name exists."""
+        ref = kinds.Ref.of(obj)
+        k = await self.kind(api_version=ref.api_version, kind=ref.kind)
+        result: dict[str, Any] = await self.request(
+            "POST",
+            k.path(namespace=ref.namespace),
+            verb="create",
+            params={"fieldManager": field_manager, "fieldValidation": "Strict"},
+            body=obj,
+            where=str(ref),
+        )
+        return result
+
+    async def update(self, obj: dict[str, Any], *, field_manager: str = "fleet") -> dict[str, Any]:
+        """Replace ``obj`` (PUT); its ``metadata.resourceVersion`` is the precondition (``Conflict`` when stale).
+
+        For read-modify-write of objects fleet shares with other writers: the
+        server refuses the write if anybody changed the object since it was read.
+        """
+        ref = kinds.Ref.of(obj)
+        if not (obj.get("metadata") or {}).get("resourceVersion"):
+            raise ValueError(f"update of {ref} without metadata.resourceVersion would be a blind write")
+        k = await self.kind(api_version=ref.api_version, kind=ref.kind)
+        result: dict[str, Any] = await self.request(
+            "PUT",
+            k.path(namespace=ref.namespace, name=ref.name),
+            verb="update",
+            params={"fieldManager": field_manager, "fieldValidation": "Strict"},
+            body=obj,
             where=str(ref),
         )
         return result

@@ -8,6 +8,7 @@ the rewritten request, so fixing it is copy and paste.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from typing import Any
@@ -54,6 +55,35 @@ def deprecated_api(*, document: Document, api_version: str, kind: str, obj: str)
     )
 
 
+def as_v1(data: dict[str, Any], *, kind: str, api_version: str) -> tuple[dict[str, Any], list[Any]] | None:
+    """``data`` in the v1 shape (and the path edits for its positions), so the other rules still run.
+
+    v1beta2 has the v1 shape; v1beta1/v1alpha3 requests get their own fields moved under
+    ``exactly:``, as ``fleetctl validate --fix`` rewrites the file. None for other groups.
+    """
+    if not api_version.startswith("resource.k8s.io/"):
+        return None
+    converted = copy.deepcopy(data)
+    converted["apiVersion"] = "resource.k8s.io/v1"
+    edits: list[Any] = []
+    if api_version.endswith(("v1beta1", "v1alpha3")):
+        devices = _devices(converted, kind=kind)
+        requests = devices.get("requests") if isinstance(devices, dict) else None
+        base: tuple[str | int, ...] = (
+            ("spec", "spec", "devices", "requests")
+            if kind == "ResourceClaimTemplate"
+            else ("spec", "devices", "requests")
+        )
+        for index, request in enumerate(requests if isinstance(requests, list) else []):
+            if not isinstance(request, dict) or "exactly" in request or "firstAvailable" in request:
+                continue
+            flat = [k for k in _EXACT_FIELDS if k in request]
+            if flat:
+                request["exactly"] = {k: request.pop(k) for k in flat}
+                edits.append(("nest", (*base, index), frozenset(flat), "exactly"))
+    return converted, edits
+
+
 def _devices(data: dict[str, Any], *, kind: str) -> Any:
     spec = data.get("spec") or {}
     if kind == "ResourceClaimTemplate" and isinstance(spec, dict):
@@ -74,4 +104,4 @@ def _flow(value: Any) -> str:
     return str(value)
 
 
-__all__ = ["deprecated_api"]
+__all__ = ["as_v1", "deprecated_api"]

@@ -20,12 +20,12 @@ from pydantic import ValidationError
 
 from fleet.manifests import registry
 from fleet.manifests.bases import Model
-from fleet.manifests.deprecations import deprecated_api
+from fleet.manifests.deprecations import as_v1, deprecated_api
 from fleet.manifests.findings import Finding
 from fleet.manifests.kinds import API_VERSION as FLEET_API_VERSION
 from fleet.manifests.limits import Limits
 from fleet.manifests.locations import Location, Positions
-from fleet.manifests.salvages import salvage
+from fleet.manifests.salvages import moved, salvage
 from fleet.manifests.validations import findings_from
 from fleet.manifests.yamls import Document, parse
 
@@ -147,7 +147,7 @@ def _manifest(document: Document) -> tuple[Manifest | None, list[Finding]]:
     namespace = metadata.get("namespace")
     ref = "/".join(p for p in (kind, str(namespace or ""), name) if p)
     if api_version in registry.DEPRECATED_VERSIONS:
-        return None, [deprecated_api(document=document, api_version=api_version, kind=kind, obj=ref)]
+        return _deprecated(document, api_version=api_version, kind=kind, ref=ref, name=name, namespace=namespace)
     unknown = _unknown_kind(document=document, api_version=api_version, kind=kind, obj=ref)
     if unknown is not None:
         return None, [unknown]
@@ -181,6 +181,35 @@ def _manifest(document: Document) -> tuple[Manifest | None, list[Finding]]:
         salvaged=salvaged,
     )
     return manifest, problems
+
+
+def _deprecated(
+    document: Document, *, api_version: str, kind: str, ref: str, name: str, namespace: Any
+) -> tuple[Manifest | None, list[Finding]]:
+    """The ``deprecated-api`` finding, and the object read in its v1 shape so every other rule still runs."""
+    finding = deprecated_api(document=document, api_version=api_version, kind=kind, obj=ref)
+    converted = as_v1(document.data, kind=kind, api_version=api_version)
+    model_class = registry.MODELS.get(("resource.k8s.io/v1", kind))
+    if converted is None or model_class is None:
+        return None, [finding]
+    data, edits = converted
+    try:
+        model = model_class.model_validate(data)
+    except ValidationError:
+        return None, [finding]  # the schema of the old version differs further; --fix first, then validate
+    manifest = Manifest(
+        file=document.file,
+        api_version="resource.k8s.io/v1",
+        kind=kind,
+        name=name,
+        namespace=str(namespace) if namespace else None,
+        data=data,
+        positions=moved(document.positions, edits=edits),
+        model=model,
+        team=team_of(document.file),
+        salvaged=True,
+    )
+    return manifest, [finding]
 
 
 def _unknown_kind(*, document: Document, api_version: str, kind: str, obj: str) -> Finding | None:

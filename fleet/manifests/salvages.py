@@ -36,7 +36,8 @@ _IDENTITY: tuple[Path, ...] = (("apiVersion",), ("kind",), ("metadata",), ("meta
 
 
 Edit = tuple[str, Path, Any, Any]
-"""("rename", parent, old key, new key), ("delete", path, None, None) or ("drop", list path, indexes, None)."""
+"""("rename", parent, old key, new key), ("delete", path, None, None), ("drop", list path, indexes, None)
+or ("nest", parent, keys, new key): the keys moved under a new mapping (v1beta1 → v1 ``exactly``)."""
 
 
 def salvage(
@@ -57,14 +58,14 @@ def salvage(
         except ValidationError as again:
             error = again
             continue
-        return validated, current, _moved(positions, edits=edits)
+        return validated, current, moved(positions, edits=edits)
     return None
 
 
 _ORDER = {"extra_forbidden": 0, "missing": 2}
 
 
-def _moved(positions: Positions, *, edits: list[Edit]) -> Positions:
+def moved(positions: Positions, *, edits: list[Edit]) -> Positions:
     """``positions`` with every path as it is after ``edits`` (dropped paths left out)."""
     nodes = {new: loc for new, loc in ((_path_after(p, edits), loc) for p, loc in positions.nodes.items()) if new}
     scalars = {new: sc for new, sc in ((_path_after(p, edits), sc) for p, sc in positions.scalars.items()) if new}
@@ -85,6 +86,8 @@ def _path_after(path: Path, edits: list[Edit]) -> Path | None:
             path = (*where, head - sum(1 for index in first if index < head), *path[size + 1 :])
         elif action == "delete" and head == first:
             return None
+        elif action == "nest" and head in first:
+            path = (*where, second, *path[size:])
     return path
 
 
@@ -161,4 +164,4 @@ def _compact(data: Any, *, path: Path, edits: list[Edit]) -> None:
             _compact(item, path=(*path, index), edits=edits)
 
 
-__all__ = ["ROUNDS", "salvage"]
+__all__ = ["ROUNDS", "Edit", "moved", "salvage"]

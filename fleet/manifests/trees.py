@@ -22,6 +22,11 @@ from fleet.manifests.revisions import Revision, load_revision
 SUFFIXES = (".yaml", ".yml")
 
 
+def loadable(rel: str) -> bool:
+    """Whether ``read_tree`` reads a file at this relative path: YAML, nothing hidden on the way."""
+    return rel.endswith(SUFFIXES) and not any(part.startswith(".") for part in rel.split("/"))
+
+
 def read_tree(root: Path, *, limits: Limits) -> tuple[dict[str, bytes], list[Finding]]:
     """The YAML files under ``root`` and the findings about files not read."""
     root = root.resolve()
@@ -87,4 +92,4 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-__all__ = ["SUFFIXES", "read_revision", "read_tree"]
+__all__ = ["SUFFIXES", "loadable", "read_revision", "read_tree"]

@@ -22,6 +22,7 @@ Scalars that YAML 1.1 (kubectl) reads differently are flagged, see
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +42,27 @@ _PLAIN_TAGS = frozenset({_CORE + "str", "!"})
 
 # libyaml's parser and composer with the *base* resolver: no implicit tags, so plain scalars
 # stay str-tagged and resolve_scalar applies YAML 1.2; only explicit tags survive (and are refused).
-_Loader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+_BaseLoader: Any = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+_DEFAULT_TAGS = {ScalarNode: _CORE + "str", SequenceNode: _CORE + "seq", MappingNode: _CORE + "map"}
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc]
+    """The base resolver's answers without its per-node Python bookkeeping (no path resolvers are
+    registered, so descend/ascend do nothing and an untagged node gets its kind's default tag):
+    at 10,000 files the composer calls these 350,000 times."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        return _DEFAULT_TAGS[kind]
+
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        return None
+
+    def ascend_resolver(self) -> None:
+        return None
+
+
+# an alias is "*name" after a blank or a flow indicator; a "*" inside a regex ('^.*h100') is not one
+_ALIAS = re.compile(r"(?:^|[\s\[{,:])\*[^\s,\]}]", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -89,7 +110,7 @@ def parse(*, file: str, content: bytes, limits: Limits) -> tuple[list[Document],
             if node is None or (isinstance(node, ScalarNode) and node.value == "" and not node.style):
                 continue  # an empty document (a stray ---)
             try:
-                if "*" in text:  # without an alias every node is reached once: no expansion to bound
+                if "*" in text and _ALIAS.search(text):  # without an alias every node is reached once
                     _check_graph(file=file, root=node, limits=limits)
                 builder = _Builder(file=file, lines=lines, limits=limits)
                 data = builder.build(node, path=())
@@ -127,7 +148,11 @@ def parse(*, file: str, content: bytes, limits: Limits) -> tuple[list[Document],
 
 
 def _loc(file: str, node: Node) -> Location:
-    return Location(file, node.start_mark.line + 1, node.start_mark.column + 1)
+    mark = node.start_mark
+    return _new_location(Location, (file, mark.line + 1, mark.column + 1))  # skips NamedTuple's Python __new__
+
+
+_new_location = tuple.__new__
 
 
 def _too_large(*, file: str, size: int, limits: Limits) -> Finding:

@@ -8,14 +8,16 @@ the path of each field so findings point at its line.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fleet.manifests import Manifest, Path, resources
 
 
-@dataclass(frozen=True)
-class Request:
-    """One request alternative: the request itself, or one firstAvailable entry."""
+class Request(NamedTuple):
+    """One request alternative: the request itself, or one firstAvailable entry.
+
+    A named tuple, not a frozen dataclass: the rules walk every claim's requests several
+    times, and at 10,000 templates a frozen dataclass's per-field ``__setattr__`` showed."""
 
     name: str
     body: resources.BaseDeviceRequest
@@ -25,8 +27,7 @@ class Request:
     """Index of the request (alternatives of one request share it)."""
 
 
-@dataclass(frozen=True)
-class Selector:
+class Selector(NamedTuple):
     expression: str
     path: Path
     """Path of the ``expression`` string."""

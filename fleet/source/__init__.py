@@ -9,10 +9,14 @@ failure raises a ``SourceError`` subclass (``fleet.source.errors``) whose ``wher
 is the URL without credentials. How credentials stay secret:
 ``fleet.source.credentials``; how fetch, checkout and limits work:
 ``fleet.source.sources``.
+
+A local checkout (``fleetctl``) is named by ``revision_id`` (``fleet.source.checkouts``):
+its commit, with a hash of the loaded content when the work tree differs from it.
 """
 
 from __future__ import annotations
 
+from fleet.source.checkouts import revision_id
 from fleet.source.credentials import Credentials
 from fleet.source.errors import PathNotFound, RefNotFound, SourceError, TooLarge, Unauthorized, Unreachable
 from fleet.source.sources import Checkout, GitSource
@@ -27,4 +31,5 @@ __all__ = [
     "TooLarge",
     "Unauthorized",
     "Unreachable",
+    "revision_id",
 ]

@@ -15,6 +15,9 @@ message:
   ``BatchMode`` (never a prompt). A host key that is not in the file is refused.
   ssh URLs without a ``known_hosts`` file are refused before git runs.
 
+- **CA bundle** (``ca_file``): ``GIT_SSL_CAINFO``, for servers behind a private CA.
+  Certificates are always verified; there is no switch to turn that off.
+
 Whatever the credentials, ``GIT_TERMINAL_PROMPT=0``: a server that wants a login
 and gets none fails at once instead of waiting on a terminal that is not there.
 ``secrets`` returns the values to scrub from any git output quoted in an error.
@@ -52,6 +55,9 @@ class Credentials:
     mode 0600 or stricter: ssh refuses a key others may read)."""
     known_hosts_file: Path | None = None
     """SSH: the ``known_hosts`` file; the only host keys accepted."""
+    ca_file: Path | None = None
+    """HTTPS: a CA bundle (PEM) to verify the server's certificate with, instead of the system's
+    (a private GitLab behind an internal CA). Not a secret, but mounted the same way."""
 
 
 def environment(credentials: Credentials | None, *, url: str, helper_dir: Path) -> dict[str, str]:
@@ -65,6 +71,8 @@ def environment(credentials: Credentials | None, *, url: str, helper_dir: Path) 
         "GIT_CONFIG_VALUE_0": "",
     }
     creds = credentials or Credentials()
+    if creds.ca_file is not None:
+        env["GIT_SSL_CAINFO"] = str(creds.ca_file)
     if creds.token_file is not None:
         env["GIT_ASKPASS"] = str(_askpass(helper_dir))
         env["FLEET_GIT_TOKEN_FILE"] = str(creds.token_file)
@@ -113,6 +121,7 @@ def check(credentials: Credentials | None, *, url: str) -> None:
         ("token file", credentials.token_file),
         ("ssh key file", credentials.ssh_key_file),
         ("known_hosts file", credentials.known_hosts_file),
+        ("CA file", credentials.ca_file),
     ):
         if path is not None and not os.access(path, os.R_OK):
             raise SourceError(

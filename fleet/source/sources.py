@@ -379,6 +379,13 @@ class GitSource:
         lines = [line.removeprefix("fatal: ").removeprefix("error: ") for line in text.splitlines() if line.strip()]
         what = f"git {verb} failed: " + ("; ".join(lines[-3:]) or "no message")
         lowered = text.lower()
+        if "are too open" in lowered or "bad permissions" in lowered:
+            return errors.Unauthorized(
+                what,
+                where=self.where,
+                hint="ssh refuses a private key others may read: make the key file mode 0600 or stricter "
+                "(or let a user other than the controller's own own it, readable through its group)",
+            )
         if any(s in lowered for s in _UNAUTHORIZED):
             return errors.Unauthorized(
                 what,
@@ -396,6 +403,13 @@ class GitSource:
                 f"the ref {self.ref or 'HEAD'!r} does not exist on the remote",
                 where=self.where,
                 hint="check the source's ref setting (a branch or tag name) against the remote",
+            )
+        if any(s in lowered for s in _TLS):
+            return errors.Unreachable(
+                what,
+                where=self.where,
+                hint="the server's TLS certificate is not trusted: mount its CA bundle and give it as the "
+                "source's CA file (credentials.ca_file)",
             )
         if any(s in lowered for s in _UNREACHABLE):
             return errors.Unreachable(
@@ -416,6 +430,7 @@ _UNAUTHORIZED = (
     "returned error: 403",
     "access denied",
 )
+_TLS = ("certificate verification failed", "ssl certificate problem", "certificate verify failed")
 _UNREACHABLE = (
     "could not resolve",
     "connection refused",

@@ -1,27 +1,42 @@
 """``fleetctl apply``: apply the repository to a cluster, stage by stage, with health gates.
 
-Only objects that differ are written (a run with nothing to do writes nothing).
-Each stage must pass its health gate before the next starts; progress is printed
-to stderr as stages finish (with a progress bar while a stage writes, on a
+Only objects that differ are written (a run with nothing to do writes nothing but
+its Lease). Each stage must pass its health gate before the next starts; progress is
+printed to stderr as stages finish (with a progress bar while a stage writes, on a
 terminal), and the run ends with the per-stage summary table.
 ``--prune`` deletes what fleet applied earlier and the revision no longer declares.
-Exit 0 all applied, 1 something failed (an object, a conflict, a health gate), 2 error.
+
+The run holds the cluster's Lease (``fleet.engine.writers``) from before it reads the
+cluster until it ends: a second apply, or the controller, is refused before anything
+is read or written, naming the holder; ``--wait`` queues behind it. SIGTERM, like
+Ctrl-C, stops the run between requests and releases the Lease. ``--dry-run`` writes
+nothing and takes no Lease.
+Exit 0 all applied, 1 something failed (an object, a conflict, a health gate, the
+Lease lost mid-run), 2 error (including a Lease held by another writer).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 from rich.progress import TaskID
 
-from fleet import engine
+from fleet import engine, kube
+from fleet.engine import writers
+from fleet.errors import FleetError
+from fleet.kube import leases
 from fleet.telemetry import tracing
 from fleetctl import reports
-from fleetctl.pipelines import add_cluster_args, plan_and_connect, run_async
+from fleetctl.pipelines import add_cluster_args, connect, plan_and_list, run_async
+
+TERMINATED = 143
 
 
 def register(sub: Any) -> None:
@@ -39,6 +54,11 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--allow-empty", action="store_true", help="allow a revision that declares no object")
     parser.add_argument(
+        "--wait",
+        action="store_true",
+        help="when another writer (an apply, the controller) holds the cluster's Lease, queue until it is free",
+    )
+    parser.add_argument(
         "--health-timeout",
         type=float,
         default=120.0,
@@ -53,6 +73,49 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _apply(args: argparse.Namespace) -> int:
+    """The run, stopped (and its Lease released) on SIGTERM as on Ctrl-C."""
+    failure: Exception | None = None
+    code = TERMINATED
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_stop_on_sigterm, tg.cancel_scope)
+        try:
+            code = await _run(args)
+        except Exception as exc:  # raised below: a task group would wrap it in an ExceptionGroup
+            failure = exc
+        finally:
+            tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    if code == TERMINATED:
+        print("terminated", file=sys.stderr)
+    return code
+
+
+async def _stop_on_sigterm(scope: anyio.CancelScope) -> None:
+    try:
+        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+            async for _ in signals:
+                scope.cancel()
+                return
+    except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or no signals here
+        await anyio.sleep_forever()
+
+
+@contextlib.asynccontextmanager
+async def _writing(args: argparse.Namespace, client: kube.Client) -> AsyncIterator[None]:
+    """The cluster's Lease for the run; none for a dry run, which writes nothing."""
+    if args.dry_run:
+        yield
+        return
+
+    def waiting(record: leases.Record) -> None:
+        print(f"waiting: Lease of cluster {args.cluster} is held by {record.describe()}", file=sys.stderr, flush=True)
+
+    async with writers.lock(client=client, cluster=args.cluster, wait=args.wait, on_wait=waiting):
+        yield
+
+
+async def _run(args: argparse.Namespace) -> int:
     options = engine.Options(
         prune=args.prune,
         dry_run=args.dry_run,
@@ -62,36 +125,46 @@ async def _apply(args: argparse.Namespace) -> int:
         ignore_managers=tuple(args.ignore_manager),
         health_timeout=args.health_timeout,
     )
-    failure: engine.HealthTimeout | None = None
+    failure: FleetError | None = None
+    sync: engine.Sync | None = None
     tracer = tracing.tracer()
     err_console = reports.console(sys.stderr)
     with tracer.start_as_current_span("apply run", attributes={tracing.CLUSTER: args.cluster}) as span:
-        plan, client, prefetched = await plan_and_connect(args)
-        span.set_attribute(tracing.REVISION, plan.revision)
-        with reports.progress_bar(err_console) as bar:
-            tasks: dict[str, TaskID] = {}
+        client = await connect(args)
+        try:
+            async with _writing(args, client):
+                plan, prefetched = await plan_and_list(args, client=client)
+                span.set_attribute(tracing.REVISION, plan.revision)
+                with reports.progress_bar(err_console) as bar:
+                    tasks: dict[str, TaskID] = {}
 
-            def advance(step: str, done: int, total: int) -> None:
-                if step not in tasks:
-                    tasks[step] = bar.add_task(f"{step}: writing", total=total)
-                bar.update(tasks[step], completed=done, total=total)
+                    def advance(step: str, done: int, total: int) -> None:
+                        if step not in tasks:
+                            tasks[step] = bar.add_task(f"{step}: writing", total=total)
+                        bar.update(tasks[step], completed=done, total=total)
 
-            sync = engine.Sync(client=client, plan=plan, options=options, prefetched=prefetched, progress=advance)
-            try:
-                await sync.start()
-                while not sync.done:
-                    step = sync.steps[0]
-                    before = len(sync.changes.entries)
-                    try:
-                        await sync.step()
-                    except engine.HealthTimeout as err:
-                        failure = err
-                        break
-                    bar.console.print(_progress(step, sync.changes.entries[before:]))
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await client.close()
+                    sync = engine.Sync(
+                        client=client, plan=plan, options=options, prefetched=prefetched, progress=advance
+                    )
+                    await sync.start()
+                    while not sync.done:
+                        step = sync.steps[0]
+                        before = len(sync.changes.entries)
+                        try:
+                            await sync.step()
+                        except engine.HealthTimeout as err:
+                            failure = err
+                            break
+                        bar.console.print(_progress(step, sync.changes.entries[before:]))
+        except leases.Lost as err:
+            if sync is None:
+                raise
+            failure = err  # writing stopped mid-run: report what was done
+        finally:
+            with anyio.CancelScope(shield=True):  # also when interrupted: close the session
+                await client.close()
         span.set_attribute("fleet.writes", client.counts.writes)
+    assert sync is not None
     changes = sync.changes
     if args.output == "json":
         doc = changes.to_json()

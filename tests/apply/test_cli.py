@@ -73,3 +73,16 @@ def test_trace_shows_stages_in_order_with_object_attributes(
     claims_stage = next(s for s in stages if s.attributes[tracing.STAGE] == "claims")
     assert template.parent is not None and template.parent.span_id == claims_stage.context.span_id
     assert {"diff", "wait health"} <= {s.name for s in finished}
+
+
+def test_a_repository_error_found_while_listing_is_a_plain_error(
+    sandbox: Sandbox, repo: Repo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Validation runs beside the live listing: its error must not come out as a task group's ExceptionGroup."""
+    monkeypatch.setenv("KUBECONFIG", str(sandbox.kubeconfig))
+    repo.team("ml", namespaces=["ml"], group="ml-research")
+    path = str(repo.write())
+    for command in ("diff", "apply"):
+        assert cli.run([command, path, "--cluster", "no-such-cluster"]) == 2
+        err = capsys.readouterr().err
+        assert "error: no Cluster named 'no-such-cluster'" in err and "ExceptionGroup" not in err

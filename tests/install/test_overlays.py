@@ -72,6 +72,7 @@ def test_ci_runner_service_account_can_apply_and_prune_the_example(gpu_east: San
 
 
 APPLIER = ("base", ["-A", "--as=system:serviceaccount:fleet-system:fleet"])
+IN_FLEET_SYSTEM = ("base", ["-n", "fleet-system", "--as=system:serviceaccount:fleet-system:fleet"])
 READER = ("inventory-reader", ["--as=oncall", "--as-group=fleet:inventory-readers"])
 
 
@@ -84,6 +85,12 @@ READER = ("inventory-reader", ["--as=oncall", "--as-group=fleet:inventory-reader
     (APPLIER, "create", "clusterroles.rbac.authorization.k8s.io", "no"),
     (APPLIER, "get", "secrets", "no"),
     (APPLIER, "delete", "pods", "no"),
+    # the writer Lease: read, watched, created, renewed and released in fleet-system only
+    (IN_FLEET_SYSTEM, "update", "leases.coordination.k8s.io", "yes"),
+    (IN_FLEET_SYSTEM, "create", "leases.coordination.k8s.io", "yes"),
+    (IN_FLEET_SYSTEM, "watch", "leases.coordination.k8s.io", "yes"),
+    (IN_FLEET_SYSTEM, "delete", "leases.coordination.k8s.io", "no"),
+    (APPLIER, "update", "leases.coordination.k8s.io", "no"),
     # the inventory-reader group reads devices, nothing else
     (READER, "list", "resourceslices.resource.k8s.io", "yes"),
     (READER, "list", "deviceclasses.resource.k8s.io", "yes"),

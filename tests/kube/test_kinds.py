@@ -70,6 +70,7 @@ def test_public_surface_is_sorted_and_complete() -> None:
         "clients",
         "errors",
         "kinds",
+        "leases",
         "metrics",
         "retries",
         "watches",

@@ -51,6 +51,13 @@ def test_token_environment_names_the_file_not_the_token(tmp_path: Path) -> None:
     assert helper.stat().st_mode & 0o777 == 0o700
 
 
+def test_ca_file(tmp_path: Path) -> None:
+    env = credentials.environment(Credentials(ca_file=tmp_path / "ca.pem"), url="https://h/x", helper_dir=tmp_path)
+    assert env["GIT_SSL_CAINFO"] == str(tmp_path / "ca.pem")
+    with pytest.raises(SourceError, match="CA file"):
+        credentials.check(Credentials(ca_file=tmp_path / "missing.pem"), url="https://h/x")
+
+
 def test_no_credentials_never_prompt(tmp_path: Path) -> None:
     env = credentials.environment(None, url="https://h/x.git", helper_dir=tmp_path)
     assert env["GIT_ASKPASS"] == "/bin/false" and env["GIT_TERMINAL_PROMPT"] == "0"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.source import Credentials, GitSource, SourceError, TooLarge, Unauthorized
-from tests.source.gitservers import SmartHttp, Upstream, git
+from fleet.source import Credentials, GitSource, SourceError, TooLarge, Unauthorized, Unreachable
+from tests.source.gitservers import SmartHttp, Upstream, git, tls_context
 
 pytestmark = pytest.mark.anyio
 
@@ -150,3 +150,26 @@ async def test_large_fetch_is_stopped_mid_transfer(upstream: Upstream, cache_dir
         with pytest.raises(TooLarge) as caught:
             await src.sync()
     assert caught.value.what.endswith("it was stopped")
+
+
+async def test_https_with_a_private_ca(upstream: Upstream, cache_dir: Path, tmp_path: Path) -> None:
+    context, ca_file = tls_context(tmp_path / "tls")
+    server = SmartHttp(root=upstream.root, token=TOKEN, tls=context)
+    with server.running() as port:
+        url = f"https://127.0.0.1:{port}/repo.git"
+        token = token_file(tmp_path)
+        untrusted = GitSource(
+            url=url, ref="main", path="fleet", cache_dir=cache_dir / "a", credentials=Credentials(token_file=token)
+        )
+        with pytest.raises(Unreachable) as caught:
+            await untrusted.sync()
+        assert "CA" in caught.value.hint
+        trusted = GitSource(
+            url=url,
+            ref="main",
+            path="fleet",
+            cache_dir=cache_dir / "b",
+            credentials=Credentials(token_file=token, ca_file=ca_file),
+        )
+        checkout = await trusted.sync()
+    assert checkout.revision == git("rev-parse", "HEAD", cwd=upstream.work)

@@ -23,10 +23,12 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture()
 def sshd(tmp_path: Path) -> Iterator[Sshd]:
+    # CI installs sshd (./dev setup) and runs as root: there a missing server is a failure, not a skip.
+    missing = pytest.fail if os.environ.get("CI") else pytest.skip
     if Sshd.binary() is None:
-        pytest.skip("OpenSSH server not installed (apt-get install openssh-server)")
+        missing("OpenSSH server not installed (apt-get install openssh-server; ./dev setup does it as root)")
     if os.geteuid() != 0:
-        pytest.skip("sshd on loopback needs root here (privilege separation directory /run/sshd)")
+        missing("sshd on loopback needs root here (privilege separation directory /run/sshd)")
     server = Sshd(root=tmp_path / "sshd")
     with server.running():
         yield server
@@ -93,3 +95,19 @@ def test_ssh_command_is_strict_and_quoted() -> None:
     assert "StrictHostKeyChecking=yes" in args and "IdentitiesOnly=yes" in args and "BatchMode=yes" in args
     assert "UserKnownHostsFile=/keys/known hosts" in args
     assert args[args.index("-i") + 1] == "/keys/id ed25519"
+
+
+async def test_key_readable_by_others_is_refused_with_the_fix(
+    sshd: Sshd, upstream: Upstream, cache_dir: Path, tmp_path: Path
+) -> None:
+    loose = tmp_path / "loose_ed25519"
+    loose.write_bytes(sshd.client_key.read_bytes())
+    loose.chmod(0o644)
+    known = tmp_path / "known_hosts"
+    known.write_text(sshd.known_hosts())
+    creds = Credentials(ssh_key_file=loose, known_hosts_file=known)
+    with pytest.raises(Unauthorized) as caught:
+        await GitSource(
+            url=url(sshd, upstream), ref="main", path="fleet", cache_dir=cache_dir, credentials=creds
+        ).sync()
+    assert "0600" in caught.value.hint

@@ -62,3 +62,26 @@ def test_a_salvaged_object_is_never_planned() -> None:
     assert broken.salvaged
     assert [r["name"] for r in broken.data["spec"]["spec"]["devices"]["requests"]] == ["gpu", "third"]
     assert any(f.severity == "error" and f.rule == "schema" for f in revision.findings)
+
+
+def test_an_old_dra_version_is_checked_in_its_v1_shape_too() -> None:
+    files = example_files()
+    files["teams/ml-research/old.yaml"] = yaml("""
+        apiVersion: resource.k8s.io/v1beta1
+        kind: ResourceClaimTemplate
+        metadata:
+          name: old
+          namespace: inference
+        spec:
+          spec:
+            devices:
+              requests:
+              - name: gpu
+                deviceClassName: gpu.nvidia.com
+                selectors:
+                - cel:
+                    expression: "device.capacity['gpu.nvidia.com'].memory > 40"
+    """)
+    found = check(load_revision(files))
+    mine = sorted((f.location.line, f.location.col, f.rule) for f in found if f.location.file.endswith("old.yaml"))
+    assert mine == [(1, 1, "deprecated-api"), (5, 3, "team-namespace"), (14, 67, "cel")]

@@ -102,7 +102,7 @@ def test_old_versions_are_findings_before_the_fix(repo: Path) -> None:
     result = fleetctl("validate", str(repo), "-o", "json")
     rules = sorted({f["rule"] for f in json.loads(result.stdout)["findings"]})
     assert result.returncode == 1
-    assert rules == ["deprecated-api", "yaml-ambiguous"]
+    assert rules == ["cel-removed-attribute", "deprecated-api", "yaml-ambiguous"]  # checked in its v1 shape too
 
 
 def test_fix_rewrites_to_v1_keeps_comments_and_validates_cleanly(repo: Path) -> None:
