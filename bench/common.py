@@ -55,8 +55,7 @@ def gpu_slices(nodes: int, *, driver_versions: tuple[str, ...] = ()) -> list[dic
     models = [gpus.MODELS[key] for key in ("h100", "a100", "h200")]
     out = []
     for index in range(nodes):
-        node = gpus.NodeSpec(name=f"gpu-{index:04d}", ordinal=index + 1, pool="bench", model=models[index % 3],
-                             gpus=8)
+        node = gpus.NodeSpec(name=f"gpu-{index:04d}", ordinal=index + 1, pool="bench", model=models[index % 3], gpus=8)
         item = gpus.slice_manifest(node, node_uid=f"bench-{index}")
         if driver_versions:
             version = driver_versions[(index // 3) % len(driver_versions)]

@@ -41,34 +41,45 @@ RUSAGE = (
 )
 
 
-def write_repo(root: Path, *, objects: int, changed: int = 0) -> int:
-    """A fleet of about ``objects`` objects: 4 per team namespace, the rest templates. Returns the count."""
+def write_repo(
+    root: Path, *, objects: int, changed: int = 0, prefix: str = "bench", cluster: str = CLUSTER, per_file: int = 1
+) -> int:
+    """A fleet of about ``objects`` objects: 4 per team namespace, the rest templates. Returns the count.
+
+    ``prefix`` names the namespaces (``<prefix>-team<N>``) and ``cluster`` the cluster (so its
+    ledger), so two fleets can live side by side in one sandbox. ``per_file`` templates share a
+    file (YAML documents): above 20,000 files the loader refuses a repository (``Limits``)."""
     teams = max(1, objects // 200)
     templates = objects - 1 - 4 * teams
     files = {
         "fleet.yaml": f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Fleet\nmetadata:\n  name: bench\n"
-        f"spec:\n  clusters: [{CLUSTER}]\n",
-        f"clusters/{CLUSTER}.yaml": f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Cluster\nmetadata:\n"
-        f'  name: {CLUSTER}\nspec:\n  kubernetesVersion: "1.36"\n',
-        "deviceclasses/bench.gpu.example.com.yaml": (
-            "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata:\n  name: bench.gpu.example.com\n"
+        f"spec:\n  clusters: [{cluster}]\n",
+        f"clusters/{cluster}.yaml": f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Cluster\nmetadata:\n"
+        f'  name: {cluster}\nspec:\n  kubernetesVersion: "1.36"\n',
+        f"deviceclasses/{prefix}.gpu.example.com.yaml": (
+            f"apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata:\n  name: {prefix}.gpu.example.com\n"
             "spec:\n  selectors:\n  - cel:\n      expression: \"device.driver == 'gpu.nvidia.com'\"\n"
         ),
     }
     for t in range(teams):
         files[f"teams/team{t}/team.yaml"] = (
             f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Team\nmetadata:\n  name: team{t}\nspec:\n"
-            f"  namespaces: [bench-team{t}]\n  owners:\n  - kind: Group\n    name: team{t}\n"
-            f"  deviceClasses: [bench.gpu.example.com]\n  quota:\n    bench.gpu.example.com: 1000000\n"
+            f"  namespaces: [{prefix}-team{t}]\n  owners:\n  - kind: Group\n    name: team{t}\n"
+            f"  deviceClasses: [{prefix}.gpu.example.com]\n  quota:\n    {prefix}.gpu.example.com: 1000000\n"
         )
     for i in range(templates):
         t = i % teams
         label = '\n  labels:\n    bench/changed: "yes"' if i < changed else ""
-        files[f"teams/team{t}/t{i}.yaml"] = (
-            f"apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata:\n  name: t{i}\n"
-            f"  namespace: bench-team{t}{label}\nspec:\n  spec:\n    devices:\n      requests:\n"
-            f"      - name: gpu\n        exactly:\n          deviceClassName: bench.gpu.example.com\n"
-            f"          count: {1 + i % 2}\n"
+        name = f"teams/team{t}/t{i}.yaml" if per_file == 1 else f"teams/team{t}/t{i // (per_file * teams)}.yaml"
+        files[name] = (
+            files.get(name, "")
+            + ("---\n" if name in files else "")
+            + (
+                f"apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata:\n  name: t{i}\n"
+                f"  namespace: {prefix}-team{t}{label}\nspec:\n  spec:\n    devices:\n      requests:\n"
+                f"      - name: gpu\n        exactly:\n          deviceClassName: {prefix}.gpu.example.com\n"
+                f"          count: {1 + i % 2}\n"
+            )
         )
     for path in root.rglob("*.yaml"):
         path.unlink()

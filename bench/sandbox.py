@@ -16,16 +16,28 @@ from common import result, rss_mb, sandbox
 from fleet.sandbox import binaries
 
 POD = {
-    "apiVersion": "v1", "kind": "List", "items": [
+    "apiVersion": "v1",
+    "kind": "List",
+    "items": [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-example"}},
-        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-         "metadata": {"name": "single-gpu", "namespace": "gpu-example"},
-         "spec": {"spec": {"devices": {"requests": [
-             {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}},
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gpu-pod", "namespace": "gpu-example"},
-         "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
-                  "containers": [{"name": "w", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}}],
-                  "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}},
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "single-gpu", "namespace": "gpu-example"},
+            "spec": {
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "gpu-pod", "namespace": "gpu-example"},
+            "spec": {
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
+                "containers": [{"name": "w", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}}],
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            },
+        },
     ],
 }
 
@@ -38,8 +50,9 @@ def main() -> None:
         start_s = time.monotonic() - started
         t = time.monotonic()
         sb.kubectl("apply", "-f", "-", stdin=json.dumps(POD))
-        sb.kubectl("wait", "-n", "gpu-example", "--for=jsonpath={.status.phase}=Running", "pod/gpu-pod",
-                   "--timeout=120s")
+        sb.kubectl(
+            "wait", "-n", "gpu-example", "--for=jsonpath={.status.phase}=Running", "pod/gpu-pod", "--timeout=120s"
+        )
         pod_s = time.monotonic() - t
         rss = {c.name: rss_mb(c.pid) for c in sb.components}
         print(f"{'step':40} seconds")
@@ -51,9 +64,13 @@ def main() -> None:
             print(f"{name:26} {mb:.0f}")
         total = sum(rss.values())
         print(f"{'total':26} {total:.0f}")
-        result(start_s=round(start_s, 2), first_pod_s=round(pod_s, 2), rss_total_mb=round(total),
-               **{f"rss_{k.replace('-', '_')}_mb": round(v) for k, v in rss.items()},
-               start_over_first_pod=round(start_s / pod_s, 1))
+        result(
+            start_s=round(start_s, 2),
+            first_pod_s=round(pod_s, 2),
+            rss_total_mb=round(total),
+            **{f"rss_{k.replace('-', '_')}_mb": round(v) for k, v in rss.items()},
+            start_over_first_pod=round(start_s / pod_s, 1),
+        )
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from fleet.engine.applies import Options, Sync
 from fleet.engine.changesets import Action, Change, ChangeSet, FieldConflict
+from fleet.engine.diffs import Settled
 from fleet.engine.healths import HealthTimeout
 from fleet.engine.listings import Prefetched
 from fleet.engine.plans import Desired, Plan, PoolRule, plan
@@ -36,9 +37,23 @@ from fleet.engine.stages import STAGES, Gate, Stage
 from fleet.kube import Client
 
 
-async def reconcile(*, client: Client, plan: Plan, options: Options, prefetched: Prefetched | None = None) -> ChangeSet:
-    """Run a whole Sync (every step) and return its ChangeSet."""
-    return await Sync(client=client, plan=plan, options=options, prefetched=prefetched).run()
+async def reconcile(
+    *,
+    client: Client,
+    plan: Plan,
+    options: Options,
+    prefetched: Prefetched | None = None,
+    settled: Settled | None = None,
+) -> ChangeSet:
+    """Run a whole Sync (every step) and return its ChangeSet.
+
+    A process that reconciles again and again passes the live objects its watches keep
+    (``prefetched``) and one ``Settled`` for all its runs: a no-op then lists nothing but
+    the ledger and re-derives nothing (docs/engine.md, "No-op fast")."""
+    changes = await Sync(client=client, plan=plan, options=options, prefetched=prefetched, settled=settled).run()
+    if settled is not None:
+        settled.sweep()
+    return changes
 
 
 async def diff(
@@ -70,6 +85,7 @@ __all__ = [
     "Plan",
     "PoolRule",
     "Prefetched",
+    "Settled",
     "Stage",
     "Sync",
     "diff",

@@ -81,12 +81,15 @@ class Sync:
     ledger: ledgers.Ledger = field(init=False)
     prefetched: listings.Prefetched | None = None
     """Live objects listed while the plan was being computed (``listings.prefetch``), if any."""
+    settled: diffs.Settled | None = None
+    """The no-dry-run answers of earlier runs (a process that reconciles repeatedly keeps one)."""
     live: listings.LiveIndex = field(init=False, default_factory=dict)
     steps: list[str] = field(init=False, default_factory=list)
     progress: Callable[[str, int, int], None] | None = None
     """Told ``(step, objects written, objects to write)`` as a step writes: for progress bars."""
     _writing: tuple[str, int, int] = field(init=False, default=("", 0, 0))
-    _saved: dict[str, Any] | None = field(init=False, default=None)
+    _applied: dict[str, dict[str, Any]] = field(init=False, default_factory=dict)
+    """What the API server returned to this stage's writes (by key): the exist gate's evidence."""
     _skip: set[str] = field(init=False, default_factory=set)
     _stopped: bool = field(init=False, default=False)
     _resumed: bool = field(init=False, default=False)
@@ -107,7 +110,6 @@ class Sync:
                 hint="pass --allow-empty if that is really intended",
             )
         self.ledger = await ledgers.load(client=self.client, cluster=self.plan.cluster)
-        self._saved = self.ledger.encode() if self.ledger.exists else None
         progress = self.ledger.progress
         self._resumed = not progress.complete
         if progress.revision == self.plan.revision and not progress.complete:
@@ -115,10 +117,7 @@ class Sync:
         else:
             progress.done = []  # stages done for another revision say nothing about this one
         kinds = {(d.obj["apiVersion"], d.obj["kind"]) for d in self.plan.objects}
-        kinds |= {
-            (e.api_version, Ref.from_key(k, version=e.api_version.rpartition("/")[2]).kind)
-            for k, e in self.ledger.entries.items()
-        }
+        kinds |= {(e.api_version, k.split("/", 2)[1]) for k, e in self.ledger.entries.items()}
         if self.plan.pools:
             kinds.add(("v1", "Node"))
         with tracing.tracer().start_as_current_span("read live"):
@@ -186,6 +185,7 @@ class Sync:
             desired = [self._adopting(d) for d in desired if d.ref.key not in self._refused]
             with tracer.start_as_current_span("diff", attributes={tracing.STAGE: stage.name}):
                 found = await diffs.diff_objects(
+                    settled=self.settled,
                     client=self.client,
                     desired=desired,
                     live=self.live,
@@ -219,9 +219,10 @@ class Sync:
             if new:
                 self.ledger.entries.update(new)
                 await self._save_progress()
+            self._applied = {}
+            self._start_writing(stage.name, len(todo))
             # Kinds in the stage's order, one wave each: a RoleBinding is created only after its
             # Role exists (for a non-admin applier the API server resolves the Role to check escalation).
-            self._start_writing(stage.name, len(todo))
             for kind in stage.kinds:
                 await self._apply_all([(c, d) for c, d in todo if d.obj["kind"] == kind])
             await self._apply_all([(c, d) for c, d in todo if d.obj["kind"] not in stage.kinds])
@@ -236,10 +237,13 @@ class Sync:
                         written=[d.ref for _, d in todo],
                         plan=self.plan,
                         timeout=self.options.health_timeout,
+                        applied=self._applied,
                     )
             except healths.HealthTimeout:
                 self._stopped = True
                 raise
+            finally:
+                self._applied = {}
             if todo:
                 self.ledger.progress.done.append(stage.name)
                 await self._save_progress()
@@ -269,10 +273,13 @@ class Sync:
                                 )
                             await self._gone(d.ref)
                         if d.ref.kind == "Node":
-                            if await nodes.write(client=self.client, ref=d.ref, body=self._pool_body) is None:
+                            written = await nodes.write(client=self.client, ref=d.ref, body=self._pool_body)
+                            if written is None:
                                 change.reason = "no pool selects this Node any more (it changed since it was read)"
+                            else:
+                                self._applied[d.ref.key] = written
                         else:
-                            await self.client.apply(
+                            self._applied[d.ref.key] = await self.client.apply(
                                 d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force
                             )
                     except KubeError as err:
@@ -359,20 +366,32 @@ class Sync:
         with tracing.tracer().start_as_current_span("prune") as span:
             span.set_attribute("fleet.deletions", sum(c.action == Action.DELETED for c in found))
             self._not_pruned = {c.ref.key for c in found if c.action != Action.DELETED}
+            limiter = anyio.CapacityLimiter(self.options.concurrency)
+
+            async def delete(change: Change) -> None:
+                async with limiter:
+                    await self._delete(change)
+                    self._written()
+
             self._start_writing("prune", sum(c.action == Action.DELETED for c in found))
+
+            # One stage at a time, in prune order (claims before the classes they name, namespaces
+            # last); within a stage, deletes run concurrently. A failure stops pruning after its stage.
             failed = ""
-            for change in found:
-                self.changes.entries.append(change)
-                if change.action != Action.DELETED:
+            for stage in stages.prune_order():
+                here = [c for c in found if (c.stage or "claims") == stage.name]
+                self.changes.entries.extend(here)
+                deleting = [c for c in here if c.action == Action.DELETED]
+                if failed:
+                    for change in deleting:
+                        change.action = Action.SKIPPED
+                        change.reason = f"not pruned: pruning stage {failed} failed"
                     continue
-                if failed and change.stage != failed:
-                    change.action = Action.SKIPPED
-                    change.reason = f"not pruned: pruning stage {failed} failed"
-                    continue
-                await self._delete(change)
-                self._written()
-                if change.failed:
-                    failed = failed or change.stage
+                async with anyio.create_task_group() as tg:
+                    for change in deleting:
+                        tg.start_soon(delete, change)
+                if any(c.failed for c in deleting):
+                    failed = stage.name
 
     def _start_writing(self, step: str, total: int) -> None:
         self._writing = (step, 0, total)
@@ -451,7 +470,13 @@ class Sync:
         if self.options.dry_run:
             return
         declared = [*self.plan.objects, *self.desired(stages.by_name("pools"))]
-        kept = {d.ref.key: ledgers.Entry(d.obj["apiVersion"], self._origin(d.ref.key)) for d in declared}
+        recorded = self.ledger.entries
+        kept: dict[str, ledgers.Entry] = {}
+        for d in declared:
+            entry = recorded.get(d.ref.key)
+            if entry is None or entry.api_version != d.obj["apiVersion"]:
+                entry = ledgers.Entry(d.obj["apiVersion"], self._origin(d.ref.key))
+            kept[d.ref.key] = entry
         for key, entry in self.ledger.entries.items():
             kept.setdefault(key, entry)  # not pruned (prune off, kept, failed): still ours to prune later
         self.ledger.entries = kept
@@ -460,22 +485,17 @@ class Sync:
         )
         if not self.ledger.exists and not self.ledger.entries:
             return
-        await self._save(force_progress=self._saved is None or self._resumed or bool(self.changes.changed))
+        # A new revision with nothing to do changes only the progress record: keep the old one
+        # rather than write for nothing.
+        progress = self.ledger.index is None or self._resumed or bool(self.changes.changed)
+        with anyio.CancelScope(shield=True):  # an interrupt never leaves the record half-written
+            await ledgers.save(client=self.client, ledger=self.ledger, progress=progress)
 
     async def _save_progress(self) -> None:
         self.ledger.progress.revision = self.plan.revision
         self.ledger.progress.complete = False
-        await self._save(force_progress=True)
-
-    async def _save(self, *, force_progress: bool) -> None:
-        if not force_progress and self._saved is not None:
-            # Only the progress record would change (a new revision with nothing to do):
-            # keep the old record rather than write for nothing.
-            body = self.ledger.encode()
-            if body["data"]["entries"] == self._saved["data"]["entries"]:
-                return
         with anyio.CancelScope(shield=True):  # an interrupt never leaves the record half-written
-            self._saved = await ledgers.save(client=self.client, ledger=self.ledger, saved=self._saved)
+            await ledgers.save(client=self.client, ledger=self.ledger, progress=True)
 
 
 class _Preconditions(NamedTuple):

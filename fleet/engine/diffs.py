@@ -38,6 +38,43 @@ from fleet.engine.plans import Desired
 from fleet.kube import Client, Conflict, Invalid, KubeError, NotFound
 
 
+class Settled:
+    """What ``normalizations.unchanged_without_dry_run`` answered, kept between runs by a process
+    that reconciles again and again (the controller): the answer is a pure function of the live
+    object's version (uid, resourceVersion) and the desired content (its applied hash and field
+    manager), so a repeated no-op re-derives nothing. Entries not asked for by the last run are
+    dropped (``sweep``): it holds one cluster's worth."""
+
+    def __init__(self) -> None:
+        self.answers: dict[tuple[str, str, str, str, str], bool] = {}
+        self._asked: set[tuple[str, str, str, str, str]] = set()
+
+    def unchanged(self, d: Desired, live: dict[str, Any]) -> bool:
+        meta = live.get("metadata") or {}
+        key = (
+            d.ref.key,
+            str(meta.get("uid", "")),
+            str(meta.get("resourceVersion", "")),
+            normalizations.annotation(d.obj, ownership.APPLIED),
+            d.field_manager,
+        )
+        self._asked.add(key)
+        found = self.answers.get(key)
+        if found is None:
+            found = self.answers[key] = _unchanged(d, live)
+        return found
+
+    def sweep(self) -> None:
+        self.answers = {k: v for k, v in self.answers.items() if k in self._asked}
+        self._asked = set()
+
+
+def _unchanged(d: Desired, live: dict[str, Any]) -> bool:
+    return normalizations.unchanged_without_dry_run(
+        with_live_revision(d.obj, live), live, manager=d.field_manager, wanted=d.leaves
+    )
+
+
 async def diff_objects(
     *,
     client: Client,
@@ -47,6 +84,7 @@ async def diff_objects(
     ignore_managers: Iterable[str] = (),
     force: bool = False,
     preview: bool = True,
+    settled: Settled | None = None,
 ) -> list[Change]:
     """One Change per desired object: created, configured or unchanged (or skipped, with the error).
 
@@ -54,8 +92,10 @@ async def diff_objects(
     do not exist yet and turns field conflicts into listed ``conflicts`` beside the
     forced result. ``preview=False`` (an apply) skips dry-running creations — the
     apply that follows says everything the dry-run would have — and fails an object
-    on a conflict, as the apply would.
+    on a conflict, as the apply would. ``settled`` remembers the no-dry-run answers
+    between runs (see ``Settled``).
     """
+    unchanged = settled.unchanged if settled is not None else _unchanged
     ignored = tuple(ignore_managers)
     changes: list[Change | None] = [None] * len(desired)
     limiter = anyio.CapacityLimiter(concurrency)
@@ -69,9 +109,7 @@ async def diff_objects(
     async with anyio.create_task_group() as tg:
         for i, d in enumerate(desired):
             current = live.get(d.ref.key)
-            if current is not None and normalizations.unchanged_without_dry_run(
-                with_live_revision(d.obj, current), current, manager=d.field_manager
-            ):
+            if current is not None and unchanged(d, current):
                 changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.UNCHANGED)
                 continue
             if current is None and not preview:
@@ -224,4 +262,4 @@ def _without_revision(obj: dict[str, Any] | None) -> dict[str, Any] | None:
     return obj
 
 
-__all__ = ["diff_objects", "with_live_revision"]
+__all__ = ["Settled", "diff_objects", "with_live_revision"]

@@ -1,27 +1,48 @@
 """Health gates: the proof a stage must give before the next one starts.
 
-Each ``stages.Gate`` is one check returning the list of problems (empty = healthy),
-each naming the object and the condition that fails, e.g. ``Node gpu-3: no
-ResourceSlice from driver gpu.nvidia.com (pool h100 expects 8 GPUs)``. ``wait``
-polls until the list is empty or the timeout passes, then raises ``HealthTimeout``
-with the last problems: an operator reading it knows which object to look at and why.
+Each ``stages.Gate`` is a pure function of live state returning the list of problems
+(empty = healthy), each naming the object and the condition that fails, e.g. ``Node
+gpu-3: no ResourceSlice from driver gpu.nvidia.com (pool h100 expects 8 GPUs)``.
+``wait`` keeps that live state current by *watching* (``fleet.kube.watch``: one list,
+then a stream of changes) rather than re-listing Nodes and ResourceSlices on a
+timer: the gate is re-judged when something changed, passes the moment it can, and
+costs the API server one list per kind however long it waits. After the timeout it
+raises ``HealthTimeout`` with the last problems: an operator reading it knows which
+object to look at and why.
 
 Gates only read. Objects that a stage did not write were already live, so the
-``exist`` gate checks only what was just written.
+``exist`` gate checks only what was just written, and it starts from the objects the
+API server returned to those writes (``applied``): when those already prove the
+gate, nothing is listed or watched at all.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import anyio
 
 from fleet.engine.plans import Plan
 from fleet.engine.stages import Gate, Stage
 from fleet.errors import FleetError
-from fleet.kube import Client, Ref
+from fleet.kube import Client, Kind, ListResult, Ref, watch
 
 DRIVER = "gpu.nvidia.com"
+NODE = ("v1", "Node")
+SLICE = ("resource.k8s.io/v1", "ResourceSlice")
+
+Live = Mapping[str, Mapping[str, Any]]
+"""Live objects by ``Ref.key``."""
+
+
+class Reader(Protocol):
+    """Where gates may read live objects instead of watching: the controller's watch cache
+    (already current, so reading it costs no request)."""
+
+    async def list(self, kind: Kind, *, namespace: str | None = None) -> ListResult: ...
 
 
 class HealthTimeout(FleetError):
@@ -39,70 +60,37 @@ class HealthTimeout(FleetError):
         self.problems = problems
 
 
-async def check(*, client: Client, stage: Stage, written: list[Ref], plan: Plan) -> list[str]:
-    """The problems keeping ``stage`` from being healthy (empty when healthy)."""
-    problems = await _exist(client=client, refs=written)
-    if stage.gate == Gate.CLASSES_PUBLISHED:
-        problems += await _slices(client=client, plan=plan)
-    elif stage.gate == Gate.POOLS_APPLIED:
-        problems += await _pools(client=client, plan=plan)
-    return problems
+# -- pure: the gates over live state -----------------------------------------------------------
 
 
-async def wait(
-    *,
-    client: Client,
-    stage: Stage,
-    written: list[Ref],
-    plan: Plan,
-    timeout: float,  # noqa: ASYNC109 - a gate's own deadline, reported in HealthTimeout
-    interval: float = 0.5,
-) -> None:
-    """Poll ``check`` until healthy; ``HealthTimeout`` with the last problems after ``timeout`` seconds."""
-    problems: list[str] = []
-    with anyio.move_on_after(timeout):
-        while True:
-            problems = await check(client=client, stage=stage, written=written, plan=plan)
-            if not problems:
-                return
-            await anyio.sleep(interval)
-    raise HealthTimeout(stage=stage, timeout=timeout, problems=problems, cluster=plan.cluster)
+def problems(*, stage: Stage, written: list[Ref], plan: Plan, live: Mapping[tuple[str, str], Live]) -> list[str]:
+    """The problems keeping ``stage`` from being healthy, judged on ``live`` ((apiVersion, kind) → objects)."""
+    found = exist_problems(written, live=live)
+    if stage.gate == Gate.CLASSES_PUBLISHED and plan.pools:
+        found += slice_problems(plan, nodes=live.get(NODE, {}), slices=live.get(SLICE, {}))
+    elif stage.gate == Gate.POOLS_APPLIED and plan.pools:
+        found += pool_problems(plan, nodes=live.get(NODE, {}))
+    return found
 
 
-async def _exist(*, client: Client, refs: list[Ref]) -> list[str]:
-    """One list per kind (not a GET per object): every ref present, Namespaces Active."""
-    problems: list[str] = []
-    by_kind: dict[tuple[str, str], list[Ref]] = {}
+def exist_problems(refs: list[Ref], *, live: Mapping[tuple[str, str], Live]) -> list[str]:
+    """Every ref present; Namespaces Active."""
+    out: list[str] = []
     for ref in refs:
-        by_kind.setdefault((ref.api_version, ref.kind), []).append(ref)
-    for (api_version, kind), wanted in sorted(by_kind.items()):
-        k = await client.kind(api_version=api_version, kind=kind)
-        namespaces = {r.namespace for r in wanted}
-        scope = next(iter(namespaces)) if k.namespaced and len(namespaces) == 1 else None
-        live = {Ref.of(o).key: o for o in (await client.list(k, namespace=scope)).items}
-        for ref in wanted:
-            obj = live.get(ref.key)
-            if obj is None:
-                problems.append(f"{ref}: does not exist")
-                continue
-            phase = (obj.get("status") or {}).get("phase")
-            if ref.kind == "Namespace" and phase != "Active":
-                problems.append(f"{ref}: phase is {phase or 'unset'}, not Active")
-    return problems
+        obj = live.get((ref.api_version, ref.kind), {}).get(ref.key)
+        if obj is None:
+            out.append(f"{ref}: does not exist")
+            continue
+        phase = (obj.get("status") or {}).get("phase")
+        if ref.kind == "Namespace" and phase != "Active":
+            out.append(f"{ref}: phase is {phase or 'unset'}, not Active")
+    return out
 
 
-async def _nodes(client: Client) -> list[dict[str, Any]]:
-    return (await client.list(await client.kind(api_version="v1", kind="Node"))).items
-
-
-async def _slices(*, client: Client, plan: Plan) -> list[str]:
-    if not plan.pools:
-        return []
-    nodes = await _nodes(client)
-    kind = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
+def slice_problems(plan: Plan, *, nodes: Live, slices: Live) -> list[str]:
     devices: dict[str, int] = {}
     products: dict[str, set[str]] = {}
-    for s in (await client.list(kind)).items:
+    for s in slices.values():
         spec = s.get("spec") or {}
         node = spec.get("nodeName")
         if spec.get("driver") != DRIVER or not node:
@@ -115,47 +103,173 @@ async def _slices(*, client: Client, plan: Plan) -> list[str]:
             product = (attrs.get("productName") or {}).get("string")
             if product:
                 products.setdefault(node, set()).add(product)
-    problems: list[str] = []
+    out: list[str] = []
     for pool in plan.pools:
-        for node in (n for n in nodes if pool.matches(n)):
-            name = node["metadata"]["name"]
+        for node in sorted((n for n in nodes.values() if pool.matches(dict(n))), key=_name):
+            name = _name(node)
             found = devices.get(name, 0)
             if found == 0:
-                problems.append(
+                out.append(
                     f"Node {name}: no ResourceSlice from driver {DRIVER} "
                     f"(pool {pool.name} expects {pool.gpus_per_node} GPUs)"
                 )
             elif found < pool.gpus_per_node:
-                problems.append(
+                out.append(
                     f"Node {name}: driver {DRIVER} publishes {found} GPUs, "
                     f"pool {pool.name} expects {pool.gpus_per_node}"
                 )
             wrong = sorted(products.get(name, set()) - {pool.gpu_product})
             if wrong:
-                problems.append(
-                    f"Node {name}: GPUs are {', '.join(wrong)}, pool {pool.name} expects {pool.gpu_product}"
-                )
-    return problems
+                out.append(f"Node {name}: GPUs are {', '.join(wrong)}, pool {pool.name} expects {pool.gpu_product}")
+    return out
 
 
-async def _pools(*, client: Client, plan: Plan) -> list[str]:
-    if not plan.pools:
-        return []
-    nodes = await _nodes(client)
-    problems: list[str] = []
+def pool_problems(plan: Plan, *, nodes: Live) -> list[str]:
+    out: list[str] = []
     for pool in plan.pools:
-        matching = [n for n in nodes if pool.matches(n)]
+        matching = sorted((n for n in nodes.values() if pool.matches(dict(n))), key=_name)
         if len(matching) < pool.nodes:
             selector = ",".join(f"{k}={v}" for k, v in sorted(pool.selector.items()))
-            problems.append(f"GPUNodePool {pool.name}: {len(matching)} of {pool.nodes} expected nodes match {selector}")
+            out.append(f"GPUNodePool {pool.name}: {len(matching)} of {pool.nodes} expected nodes match {selector}")
         for node in matching:
-            labels = node["metadata"].get("labels") or {}
+            labels = (node.get("metadata") or {}).get("labels") or {}
             missing = sorted(k for k, v in pool.labels.items() if labels.get(k) != v)
             if missing:
-                problems.append(
-                    f"Node {node['metadata']['name']}: pool {pool.name} labels missing: {', '.join(missing)}"
-                )
-    return problems
+                out.append(f"Node {_name(node)}: pool {pool.name} labels missing: {', '.join(missing)}")
+    return out
 
 
-__all__ = ["HealthTimeout", "check", "wait"]
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+# -- waiting by watching -----------------------------------------------------------------------
+
+
+@dataclass
+class _Views:
+    """Live objects per watched kind, and a signal that fires when any of them changes."""
+
+    live: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = field(default_factory=dict)
+    synced: set[tuple[str, str]] = field(default_factory=set)
+    changed: anyio.Event = field(default_factory=anyio.Event)
+
+    def touch(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+
+async def wait(
+    *,
+    client: Client,
+    stage: Stage,
+    written: list[Ref],
+    plan: Plan,
+    timeout: float,  # noqa: ASYNC109 - a gate's own deadline, reported in HealthTimeout
+    applied: Mapping[str, Mapping[str, Any]] | None = None,
+    reader: Reader | None = None,
+    interval: float = 0.1,
+) -> None:
+    """Until ``stage`` is healthy, watch what its gate reads; ``HealthTimeout`` after ``timeout`` seconds.
+
+    ``applied`` are the objects the API server returned to this stage's writes (by key).
+    With a ``reader`` (a watch cache that is already current) the gate reads it every
+    ``interval`` seconds instead of opening watches of its own.
+    """
+    seeded: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
+    for ref in written:
+        if applied and ref.key in applied:
+            seeded.setdefault((ref.api_version, ref.kind), {})[ref.key] = applied[ref.key]
+    unsettled = exist_problems(written, live=seeded)
+    kinds: dict[tuple[str, str], str | None] = {}
+    for ref in written:
+        if any(p.startswith(f"{ref}:") for p in unsettled):
+            scope = kinds.get((ref.api_version, ref.kind), ref.namespace)
+            kinds[(ref.api_version, ref.kind)] = scope if scope == ref.namespace else None
+    if plan.pools and stage.gate in (Gate.CLASSES_PUBLISHED, Gate.POOLS_APPLIED):
+        kinds[NODE] = None
+        if stage.gate == Gate.CLASSES_PUBLISHED:
+            kinds[SLICE] = None
+    views = _Views(live={k: dict(v) for k, v in seeded.items()})
+
+    def judge() -> list[str]:
+        return problems(stage=stage, written=written, plan=plan, live=views.live)
+
+    if not kinds:
+        return  # the API server's answers to the writes prove the gate
+    if reader is not None:
+        await _read_until_healthy(
+            client=client,
+            reader=reader,
+            kinds=kinds,
+            seeded=seeded,
+            judge=lambda live: problems(stage=stage, written=written, plan=plan, live=live),
+            timeout=timeout,
+            interval=interval,
+            stage=stage,
+            cluster=plan.cluster,
+        )
+        return
+    last = ["waiting for the first list of " + ", ".join(k for _, k in sorted(kinds))]
+    with anyio.move_on_after(timeout):
+        async with anyio.create_task_group() as tg:
+            for (api_version, kind), namespace in sorted(kinds.items(), key=lambda kv: kv[0]):
+                k = await client.kind(api_version=api_version, kind=kind)
+                tg.start_soon(_follow, client, k, namespace, views, (api_version, kind))
+            while True:
+                await views.changed.wait()
+                if views.synced >= kinds.keys():
+                    last = judge()
+                    if not last:
+                        tg.cancel_scope.cancel()
+                        return
+    raise HealthTimeout(stage=stage, timeout=timeout, problems=last, cluster=plan.cluster)
+
+
+async def _read_until_healthy(
+    *,
+    client: Client,
+    reader: Reader,
+    kinds: Mapping[tuple[str, str], str | None],
+    seeded: Mapping[tuple[str, str], Mapping[str, Mapping[str, Any]]],
+    judge: Callable[[Mapping[tuple[str, str], Live]], list[str]],
+    timeout: float,  # noqa: ASYNC109 - the gate's own deadline
+    interval: float,
+    stage: Stage,
+    cluster: str,
+) -> None:
+    last: list[str] = []
+    with anyio.move_on_after(timeout):
+        while True:
+            live: dict[tuple[str, str], Live] = dict(seeded)
+            for (api_version, kind), namespace in kinds.items():
+                k = await client.kind(api_version=api_version, kind=kind)
+                items = (await reader.list(k, namespace=namespace)).items
+                live[(api_version, kind)] = {Ref.of(o).key: o for o in items}
+            last = judge(live)
+            if not last:
+                return
+            await anyio.sleep(interval)
+    raise HealthTimeout(stage=stage, timeout=timeout, problems=last, cluster=cluster)
+
+
+async def _follow(client: Client, kind: Kind, namespace: str | None, views: _Views, key: tuple[str, str]) -> None:
+    """Keep ``views.live[key]`` equal to the cluster's objects of one kind."""
+    fresh: dict[str, Mapping[str, Any]] = {}
+    async with contextlib.aclosing(watch(client=client, kind=kind, namespace=namespace)) as events:
+        async for event in events:
+            if event.type == "LISTED":
+                fresh[Ref.of(event.object).key] = event.object
+                continue
+            if event.type == "SYNCED":
+                views.live[key] = fresh
+                fresh = {}
+                views.synced.add(key)
+            elif event.type == "DELETED":
+                views.live.setdefault(key, {}).pop(Ref.of(event.object).key, None)
+            else:
+                views.live.setdefault(key, {})[Ref.of(event.object).key] = event.object
+            views.touch()
+
+
+__all__ = ["HealthTimeout", "Reader", "exist_problems", "pool_problems", "problems", "slice_problems", "wait"]

@@ -48,14 +48,19 @@ class Prefetched:
     live: LiveIndex
 
 
+def staged_kinds() -> set[tuple[str, str]]:
+    """(apiVersion, kind) of every kind the stage table applies."""
+    return {(k.api_version, k.kind) for (_, kind), k in kinds_table().items() if kind in _STAGED}
+
+
 async def prefetch(*, client: Client) -> Prefetched:
     """List every kind the stage table applies before the plan is known.
 
     The CLI runs this while it parses and validates the repository, so the API
     server's listing overlaps fleet's CPU work instead of following it.
     """
-    kinds = {(k.api_version, k.kind) for (_, kind), k in kinds_table().items() if kind in _STAGED}
+    kinds = staged_kinds()
     return Prefetched(kinds=kinds, live=await live_index(client=client, kinds=kinds))
 
 
-__all__ = ["LiveIndex", "Prefetched", "live_index", "prefetch"]
+__all__ = ["LiveIndex", "Prefetched", "live_index", "prefetch", "staged_kinds"]

@@ -16,9 +16,12 @@ never run on the event loop); a writer calls it once it holds the cluster's Leas
 from __future__ import annotations
 
 import gc
+import hashlib
 import itertools
 import os
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -26,7 +29,7 @@ import anyio
 from fleet import kube
 from fleet.engine import listings, plans
 from fleet.errors import FleetError
-from fleet.manifests import kinds, load_revision, read_tree
+from fleet.manifests import ParseCache, TreeCache, kinds, load_revision, read_tree
 from fleet.manifests.limits import Limits
 from fleet.manifests.trees import loadable
 from fleet.manifests.views import resolve
@@ -42,14 +45,49 @@ def tune_gc() -> None:
     gc.set_threshold(50_000, 50, 1000)
 
 
-def load_plan(repo: Path, *, cluster: str) -> plans.Plan:
-    """Validate ``repo`` for ``cluster`` and plan it; FleetError listing the findings if invalid."""
+@dataclass
+class LoadCache:
+    """What a long-running process (the controller) keeps between loads of one repository.
+
+    ``tree``: a file whose stat did not change is not read again (``fleet.manifests.TreeCache``).
+    ``parsed``: each file is parsed once per content (``fleet.manifests.ParseCache``).
+    ``last``: the plan of the last load, reused whole when every file, the cluster and
+    the revision id are the same: validation and planning are pure functions of those.
+    """
+
+    parsed: ParseCache = field(default_factory=ParseCache)
+    tree: TreeCache = field(default_factory=TreeCache)
+    last: tuple[bytes, str, str, plans.Plan] | None = None
+
+
+def _digest(files: dict[str, bytes]) -> bytes:
+    h = hashlib.blake2b(digest_size=20)
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + hashlib.blake2b(files[name], digest_size=16).digest())
+    return h.digest()
+
+
+def load_plan(repo: Path, *, cluster: str, cache: LoadCache | None = None) -> plans.Plan:
+    """Validate ``repo`` for ``cluster`` and plan it; FleetError listing the findings if invalid.
+
+    With a ``cache`` (kept by the caller between calls), unchanged files are not read or
+    parsed again and an unchanged repository is not validated or planned again.
+    """
     if not repo.is_dir():
         raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
     tracer = tracing.tracer()
     with tracer.start_as_current_span("validate", attributes={tracing.CLUSTER: cluster}) as span:
-        files, problems = read_tree(repo, limits=Limits())
-        revision = load_revision(files, findings=tuple(problems))
+        if cache is not None:
+            cache.tree.begin(now=time.time())
+        files, problems = read_tree(repo, limits=Limits(), cache=cache.tree if cache else None)
+        sha = ""
+        if cache is not None and not problems:
+            digest = _digest(files)
+            sha = revision_id(repo, files=files, loadable=loadable)  # git: load_plan runs in a worker thread
+            if cache.last is not None and cache.last[:3] == (digest, cluster, sha):
+                span.set_attribute("fleet.cached", True)
+                return cache.last[3]
+        revision = load_revision(files, findings=tuple(problems), cache=cache.parsed if cache else None)
         findings = [f for f in check(revision, clusters=[cluster]) if f.severity == "error"]
         span.set_attribute("fleet.findings", len(findings))
     if findings:
@@ -61,9 +99,12 @@ def load_plan(repo: Path, *, cluster: str) -> plans.Plan:
             hint=f"run fleetctl validate {repo} --cluster {cluster}",
         )
     view = resolve(revision, cluster=cluster)
-    sha = revision_id(repo, files=files, loadable=loadable)  # git: load_plan runs in a worker thread
+    sha = sha or revision_id(repo, files=files, loadable=loadable)  # git: load_plan runs in a worker thread
     with tracer.start_as_current_span("render", attributes={tracing.CLUSTER: cluster, tracing.REVISION: sha}):
-        return plans.plan(view, revision=sha)
+        plan = plans.plan(view, revision=sha)
+    if cache is not None and not problems:
+        cache.last = (_digest(files), cluster, sha, plan)
+    return plan
 
 
 OVERLAP_MAX_FILES = 5_000
@@ -162,6 +203,7 @@ def cluster_context(repo: Path, *, cluster: str) -> str | None:
 
 __all__ = [
     "OVERLAP_MAX_FILES",
+    "LoadCache",
     "cluster_context",
     "connect",
     "load_plan",

@@ -37,7 +37,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.engine import ownership, stages
+from fleet.engine import normalizations, ownership, stages
 from fleet.errors import FleetError
 from fleet.kube import Ref
 from fleet.manifests import kinds
@@ -69,6 +69,11 @@ class Desired:
     def ref(self) -> Ref:
         return Ref.of(self.obj)
 
+    @functools.cached_property
+    def leaves(self) -> frozenset[tuple[str, ...]]:
+        """The field paths applying ``obj`` sets (``normalizations.desired_leaves``), computed once."""
+        return frozenset(normalizations.desired_leaves(self.obj))
+
 
 @dataclass(frozen=True)
 class PoolRule:
@@ -98,7 +103,14 @@ class Plan:
     """Team name → its namespaces (for the running-pods guard on removal)."""
 
     def in_stage(self, stage: stages.Stage) -> list[Desired]:
-        return [d for d in self.objects if d.stage == stage]
+        return list(self._by_stage.get(stage.name, ()))
+
+    @functools.cached_property
+    def _by_stage(self) -> dict[str, list[Desired]]:
+        out: dict[str, list[Desired]] = {}
+        for d in self.objects:
+            out.setdefault(d.stage.name, []).append(d)
+        return out
 
 
 def plan(view: ClusterView, *, revision: str) -> Plan:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +57,7 @@ async def watch(
     backoff: retries.RetryPolicy | None = None,
     since: str = "",
     _max_lists: int | None = None,  # used in tests to stop the loop
-) -> AsyncIterator[Event]:
+) -> AsyncGenerator[Event, None]:
     """List ``kind`` then watch it forever, resuming and relisting as described above.
 
     ``since`` starts with a watch from that resourceVersion instead of a list (a

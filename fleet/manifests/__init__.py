@@ -26,6 +26,9 @@ API for the engine / ``fleetctl render``:
 - Errors are :class:`Finding` values, never exceptions, so a revision is
   reported whole. ``fleet.policy.check`` adds the policy findings
   (``fleet.policy.validate`` also satisfiability against an inventory).
+- ``load_revision(files, cache=ParseCache())`` parses a file only when its
+  content changed since the cache last saw it, and ``read_tree(root,
+  cache=TreeCache())`` reads it only when its stat changed (the controller keeps both).
 - Parsing uses libyaml's composer (fast) with YAML 1.2 scalar resolution done
   here; every refusal (alias bomb, size cap, symlink out, ``..``, non-UTF-8,
   duplicate key, YAML 1.1 ambiguity) is a finding: see :mod:`.yamls`,
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 from fleet.manifests import fixes, kinds, resources
 from fleet.manifests.bases import ClusterSelector, Model, ObjectMeta
+from fleet.manifests.caches import ParseCache, TreeCache
 from fleet.manifests.findings import Finding, Severity, has_errors
 from fleet.manifests.limits import Limits
 from fleet.manifests.locations import Location, Path, Positions, Scalar
@@ -60,11 +64,13 @@ __all__ = [
     "Manifest",
     "Model",
     "ObjectMeta",
+    "ParseCache",
     "Path",
     "Positions",
     "Revision",
     "Scalar",
     "Severity",
+    "TreeCache",
     "cluster_names",
     "fixes",
     "group_of",

@@ -82,13 +82,13 @@ class Positions:
         return Positions(root=self.root, nodes=nodes, scalars=scalars)
 
 
-@dataclass(frozen=True)
-class Scalar:
+class Scalar(NamedTuple):
     """Where a string scalar's text starts, and how it is written.
 
     ``style`` is ``""`` for plain, ``"'"`` / ``'"'`` for quoted, ``"|"`` /
     ``">"`` for block scalars; ``indent`` is the column (1-based) where a block
-    scalar's content lines start.
+    scalar's content lines start. A named tuple, like :class:`Location`: the
+    loader makes one per string value.
     """
 
     start: Location

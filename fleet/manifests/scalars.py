@@ -25,12 +25,13 @@ _HEX = re.compile(r"^0x[0-9a-fA-F]+$")
 _FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
 _INF = re.compile(r"^[-+]?\.(inf|Inf|INF)$")
 _NAN = frozenset({".nan", ".NaN", ".NAN"})
-_SUSPECT_START = frozenset("yYnNoO0123456789+-")
+SUSPECT_START = frozenset("yYnNoO0123456789+-")
+"""First characters of every scalar :func:`ambiguity` can flag (a cheap pre-check for callers)."""
 
 
 def ambiguity(text: str) -> tuple[str, str] | None:
     """(message, hint) when a plain scalar means something else in YAML 1.1."""
-    if not text or text[0] not in _SUSPECT_START:
+    if not text or text[0] not in SUSPECT_START:
         return None
     if text.lower() in _AMBIGUOUS_WORDS:
         return (
@@ -68,4 +69,4 @@ def resolve_scalar(text: str) -> Any:
     return text
 
 
-__all__ = ["ambiguity", "resolve_scalar"]
+__all__ = ["SUSPECT_START", "ambiguity", "resolve_scalar"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fleet.manifests.caches import TreeCache
 from fleet.manifests.findings import Finding
 from fleet.manifests.limits import Limits
 from fleet.manifests.locations import Location
@@ -27,18 +28,36 @@ def loadable(rel: str) -> bool:
     return rel.endswith(SUFFIXES) and not any(part.startswith(".") for part in rel.split("/"))
 
 
-def read_tree(root: Path, *, limits: Limits) -> tuple[dict[str, bytes], list[Finding]]:
-    """The YAML files under ``root`` and the findings about files not read."""
+def read_tree(root: Path, *, limits: Limits, cache: TreeCache | None = None) -> tuple[dict[str, bytes], list[Finding]]:
+    """The YAML files under ``root`` and the findings about files not read.
+
+    ``os.scandir`` rather than ``os.walk`` and ``pathlib``: a directory entry already
+    knows whether it is a symlink or a directory, which saves two system calls and
+    most of the Python work per file (a controller re-reads 10,000 files per poll).
+    With a ``cache``, a file whose stat did not change is not read again (``TreeCache``).
+    """
     root = root.resolve()
     files: dict[str, bytes] = {}
     findings: list[Finding] = []
-    for directory, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        here = Path(directory)
-        for name in [*dirnames, *filenames]:
-            path = here / name
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink() and not _inside(path.resolve(), root):
+    base = str(root)
+
+    def walk(directory: str, rel_dir: str) -> bool:
+        """Read ``directory``; False once the file cap is reached (stop everything)."""
+        try:
+            with os.scandir(directory) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError:
+            return True
+        subdirs: list[os.DirEntry[str]] = []
+        names: list[os.DirEntry[str]] = []
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=True) and not entry.name.startswith("."):
+                subdirs.append(entry)
+            elif not entry.is_dir(follow_symlinks=True):
+                names.append(entry)
+        for entry in [*subdirs, *names]:
+            if entry.is_symlink() and not _inside(Path(entry.path).resolve(), root):
+                rel = rel_dir + entry.name
                 findings.append(
                     Finding(
                         Location(rel),
@@ -47,13 +66,13 @@ def read_tree(root: Path, *, limits: Limits) -> tuple[dict[str, bytes], list[Fin
                         hint="replace the symlink by the file it points to",
                     )
                 )
-                if name in dirnames:
-                    dirnames.remove(name)
-        for name in sorted(filenames):
-            path = here / name
-            rel = path.relative_to(root).as_posix()
+        for entry in names:
+            name = entry.name
+            rel = rel_dir + name
             hidden = name.startswith(".")  # .pre-commit-config.yaml, .yamllint.yml: tools' files, not the fleet's
-            if hidden or not name.endswith(SUFFIXES) or (path.is_symlink() and not _inside(path.resolve(), root)):
+            if hidden or not name.endswith(SUFFIXES):
+                continue
+            if entry.is_symlink() and not _inside(Path(entry.path).resolve(), root):
                 continue
             if len(files) >= limits.max_files:
                 findings.append(
@@ -64,8 +83,12 @@ def read_tree(root: Path, *, limits: Limits) -> tuple[dict[str, bytes], list[Fin
                         hint="split the repository",
                     )
                 )
-                return files, findings
-            size = path.stat().st_size
+                return False
+            try:
+                st = entry.stat()
+            except OSError:
+                continue  # a dangling symlink
+            size = st.st_size
             if size > limits.max_file_bytes:
                 findings.append(
                     Finding(
@@ -76,8 +99,24 @@ def read_tree(root: Path, *, limits: Limits) -> tuple[dict[str, bytes], list[Fin
                     )
                 )
                 continue
-            with path.open("rb") as handle:
-                files[rel] = handle.read(limits.max_file_bytes + 1)
+            stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+            content = cache.get(entry.path, stamp) if cache is not None else None
+            if content is None:
+                with open(entry.path, "rb") as handle:
+                    content = handle.read(limits.max_file_bytes + 1)
+                if cache is not None:
+                    cache.put(entry.path, stamp, content)
+            files[rel] = content
+        for entry in subdirs:
+            if entry.is_symlink():
+                continue  # not followed (as os.walk): it is reported above when it leaves the repository
+            if not walk(entry.path, rel_dir + entry.name + "/"):
+                return False
+        return True
+
+    walk(base, "")
+    if cache is not None:
+        cache.keep({os.path.join(base, rel) for rel in files})
     return files, findings
 
 

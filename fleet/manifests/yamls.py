@@ -34,7 +34,7 @@ from yaml.reader import ReaderError
 from fleet.manifests.findings import Finding
 from fleet.manifests.limits import Limits
 from fleet.manifests.locations import Location, Path, Positions, Scalar
-from fleet.manifests.scalars import ambiguity, resolve_scalar
+from fleet.manifests.scalars import SUSPECT_START, ambiguity, resolve_scalar
 
 _CORE = "tag:yaml.org,2002:"
 _PLAIN_TAGS = frozenset({_CORE + "str", "!"})
@@ -341,7 +341,10 @@ class _Builder:
         return int(node.start_mark.column) + 1
 
     def _lint(self, node: ScalarNode, *, where: Location) -> None:
-        found = None if node.style else ambiguity(str(node.value))
+        value = node.value
+        if node.style or not value or value[0] not in SUSPECT_START:
+            return  # the common case, decided without a call (every key and value passes here)
+        found = ambiguity(str(value))
         if found is not None:
             self.findings.append(Finding(where, "yaml-ambiguous", found[0], hint=found[1]))
 

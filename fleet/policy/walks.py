@@ -38,6 +38,14 @@ def devices_path(manifest: Manifest) -> Path:
 
 
 def requests(manifest: Manifest) -> Iterator[Request]:
+    """Every request alternative of a claim or template (computed once per manifest: many rules ask)."""
+    found = manifest.memo.get("requests")
+    if found is None:
+        found = manifest.memo["requests"] = list(_requests(manifest))
+    return iter(found)
+
+
+def _requests(manifest: Manifest) -> Iterator[Request]:
     model = manifest.model
     if isinstance(model, resources.ResourceClaimTemplate):
         claim = model.spec.spec

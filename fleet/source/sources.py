@@ -328,6 +328,8 @@ class GitSource:
         self._index(sha).parent.mkdir(parents=True, exist_ok=True)
         for stale in self._checkouts.glob("*.partial"):
             shutil.rmtree(stale, ignore_errors=True)
+        for stale in self._checkouts.glob(".index/*.partial"):
+            stale.unlink(missing_ok=True)
         partial = self._checkouts / f"{sha}.partial"
         index = self._index(f"{sha}.partial")
         index.unlink(missing_ok=True)

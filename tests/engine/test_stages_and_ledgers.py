@@ -1,4 +1,4 @@
-"""The stage table and the ledger."""
+"""The stage table and the ledger's pure parts: shard layout, encoding, three-way merge."""
 
 from __future__ import annotations
 
@@ -18,30 +18,101 @@ def test_one_entry_per_stage_with_kinds_gate_and_reverse_prune_order() -> None:
         stages.stage_of("Deployment")
 
 
-def test_ledger_round_trips_through_its_config_map() -> None:
-    inv = ledgers.Ledger(
-        cluster="east",
-        entries={
-            "/Namespace//a": ledgers.Entry("v1", ledgers.CREATED),
-            "resource.k8s.io/DeviceClass//gpu": ledgers.Entry("resource.k8s.io/v1", ledgers.ADOPTED),
-        },
-        progress=ledgers.Progress(revision="r", done=["namespaces"], complete=False),
+def _entries(n: int, *, namespaces: int = 50) -> ledgers.Entries:
+    out: ledgers.Entries = {}
+    for i in range(n):
+        out[f"resource.k8s.io/ResourceClaimTemplate/team-{i % namespaces}/template-{i:06d}"] = ledgers.Entry(
+            "resource.k8s.io/v1"
+        )
+    for t in range(namespaces):
+        out[f"/Namespace//team-{t}"] = ledgers.Entry("v1")
+        out[f"/ResourceQuota/team-{t}/fleet-devices"] = ledgers.Entry("v1")
+    return out
+
+
+def test_ledger_round_trips_through_its_config_maps() -> None:
+    entries = _entries(300)
+    layout = ledgers.layout(entries, existing=())
+    assert set(layout) == {"claims", "namespaces", "tenancy"}, "small stages: one shard each"
+    maps = [
+        ledgers.body(
+            cluster="east", name=ledgers.shard_name("east", s), shard=s, data={"entries": ledgers.encode_entries(e)}
+        )
+        for s, e in layout.items()
+    ]
+    progress = ledgers.Progress(revision="r", done=["namespaces"], complete=False)
+    maps.append(
+        ledgers.body(
+            cluster="east", name="fleet-ledger-east", shard=ledgers.INDEX, data={"progress": progress.to_json()}
+        )
     )
-    body = inv.encode()
-    labels = {"app.kubernetes.io/managed-by": "fleet", "fleet.gpufleet.dev/cluster": "east"}
-    assert body["metadata"] == {"name": "fleet-ledger-east", "namespace": "fleet-system", "labels": labels}
-    back = ledgers.decode("east", body)
-    assert back.entries == inv.entries and back.progress == inv.progress and back.exists
-    assert back.encode() == body, "an unchanged ledger encodes identically (no write)"
+    back = ledgers.decode("east", maps)
+    assert back.entries == entries and back.progress == progress and back.exists
+    assert back.layout() == layout, "an unchanged ledger lays out identically (no write)"
+    assert {m["metadata"]["labels"]["fleet.gpufleet.dev/cluster"] for m in maps} == {"east"}
 
 
-def test_ledger_lines_say_created_or_adopted_and_old_lines_read_as_adopted() -> None:
-    body = ledgers.Ledger(cluster="east", entries={"/Namespace//a": ledgers.Entry("v1", "created")}).encode()
-    assert body["data"]["entries"] == "/Namespace//a v1 created\n"
-    body["data"]["entries"] = "/Namespace//a v1\n/Namespace//b v1 adopted\n\n"
-    back = ledgers.decode("east", body).entries
-    assert back == {"/Namespace//a": ("v1", "adopted"), "/Namespace//b": ("v1", "adopted")}
-    assert back["/Namespace//a"].adopted, "fleet can no longer tell: releasing loses nothing"
+def test_100000_entries_split_into_shards_under_256_kib() -> None:
+    entries = _entries(100_000, namespaces=500)
+    layout = ledgers.layout(entries, existing=())
+    sizes = [len(ledgers.encode_entries(e)) for e in layout.values()]
+    assert max(sizes) <= ledgers.MAX_SHARD_BYTES
+    assert sum(len(e) for e in layout.values()) == len(entries), "every entry in exactly one shard"
+    assert 40 <= len(layout) <= 200
+    # A namespace's entries stay together while shards are that big.
+    homes = {s for s, e in layout.items() for k in e if "/team-7/" in k and k.startswith("resource.k8s.io")}
+    assert len(homes) == 1
+
+
+def test_layout_is_stable_when_one_entry_changes() -> None:
+    """Removing 10% of the entries only shrinks shards: none moves entries to another shard."""
+    entries = _entries(30_000, namespaces=300)
+    before = ledgers.layout(entries, existing=())
+    kept = {k: v for i, (k, v) in enumerate(sorted(entries.items())) if i % 10}
+    after = ledgers.layout(kept, existing=before.keys())
+    assert set(after) <= set(before)
+    for shard, group in after.items():
+        assert group.keys() <= before[shard].keys()
+
+
+def test_a_split_leaves_its_parent_empty_so_it_is_deleted() -> None:
+    entries = _entries(200)
+    parent = ledgers.layout(entries, existing=())["claims"]
+    grown = {
+        **entries,
+        **{f"resource.k8s.io/ResourceClaim/big/c-{i:06d}": ledgers.Entry("resource.k8s.io/v1") for i in range(5000)},
+    }
+    after = ledgers.layout(grown, existing=["claims", "namespaces", "tenancy"])
+    assert "claims" not in after and any(s.startswith("claims-") for s in after)
+    assert all(k in {k for g in after.values() for k in g} for k in parent)
+
+
+def test_merge_replays_our_changes_on_theirs() -> None:
+    v1 = ledgers.Entry("v1")
+    base = {"a": v1, "b": v1}
+    ours = {"a": v1, "c": v1}  # we removed b and added c
+    theirs = {"a": v1, "b": v1, "d": v1}  # they added d meanwhile
+    assert ledgers.merged(base=base, ours=ours, theirs=theirs) == {"a": v1, "c": v1, "d": v1}
+
+
+def test_entries_read_their_origin_and_an_old_line_reads_as_adopted() -> None:
+    text = "/Namespace//a v1 created\n/Namespace//b v1 adopted\nresource.k8s.io/DeviceClass//gpu resource.k8s.io/v1\n"
+    assert ledgers.decode_entries(text) == {
+        "/Namespace//a": ledgers.Entry("v1", "created"),
+        "/Namespace//b": ledgers.Entry("v1", "adopted"),
+        "resource.k8s.io/DeviceClass//gpu": ledgers.Entry("resource.k8s.io/v1", "adopted"),
+    }
+    assert ledgers.encode_entries(ledgers.decode_entries(text)).splitlines()[2].endswith(" adopted")
+
+
+def test_an_old_single_config_map_ledger_is_read() -> None:
+    old = {
+        "metadata": {"name": "fleet-ledger-east", "resourceVersion": "7", "labels": {}},
+        "data": {"entries": "/Namespace//a v1\n", "progress": '{"revision": "r", "done": [], "complete": true}'},
+    }
+    ledger = ledgers.decode("east", [old])
+    assert ledger.entries == {"/Namespace//a": ledgers.Entry("v1", "adopted")} and ledger.progress.revision == "r"
+    assert ledger.layout() == {"namespaces": ledger.entries}, "moved into a shard at the next write"
 
 
 def test_the_ledger_lives_in_the_namespace_teams_may_not_use() -> None:

@@ -1,0 +1,105 @@
+"""Read and parse each file once per content: what a long-running controller keeps between loads.
+
+The controller re-reads the repository on every poll, webhook and resync, and
+almost always nothing (or one file) changed. Parsing with positions and validating
+the models is most of what loading costs (about 0.2 ms per template), so a
+``ParseCache`` remembers, per file path and content hash, the manifests and findings
+that parsing produced, and ``load_revision(..., cache=)`` re-parses only files whose
+bytes changed. The path is part of the key because a Manifest knows its file and
+team folder; the loader's ``Limits`` are too, since they decide what is refused.
+
+Cached values are shared between revisions, which is safe because nothing changes a
+Manifest after loading (models are frozen; overlays and the planner copy ``data``).
+Entries not used by the latest load are dropped (``sweep``), so the cache holds one
+repository's worth and no more. It is a plain object owned by its caller, never a
+module global: ``fleetctl`` runs once and needs none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from fleet.manifests.findings import Finding
+from fleet.manifests.limits import Limits
+
+if TYPE_CHECKING:
+    from fleet.manifests.revisions import Manifest
+
+Parsed = tuple[tuple["Manifest", ...], tuple[Finding, ...]]
+Key = tuple[str, bytes, Limits]
+
+
+@dataclass
+class ParseCache:
+    """File (path, content hash, limits) → its parsed manifests and findings."""
+
+    entries: dict[Key, Parsed] = field(default_factory=dict)
+    hits: int = 0
+    misses: int = 0
+    _used: set[Key] = field(default_factory=set, repr=False)
+
+    @staticmethod
+    def key(file: str, content: bytes, limits: Limits) -> Key:
+        return (file, hashlib.blake2b(content, digest_size=16).digest(), limits)
+
+    def get(self, key: Key) -> Parsed | None:
+        found = self.entries.get(key)
+        self._used.add(key)
+        if found is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return found
+
+    def put(self, key: Key, parsed: Parsed) -> None:
+        self.entries[key] = parsed
+        self._used.add(key)
+
+    def sweep(self) -> None:
+        """Forget every file the last load did not use (removed or changed since)."""
+        self.entries = {k: v for k, v in self.entries.items() if k in self._used}
+        self._used = set()
+
+
+@dataclass
+class TreeCache:
+    """Path → the bytes read last time and the file's stat, so an unchanged file is not read again.
+
+    ``read_tree(root, cache=)`` stats every file anyway (for the size cap); when size,
+    mtime, ctime and inode are what they were, the bytes are reused instead of opening
+    and reading the file. As git does with its index ("racy git"), a file whose mtime
+    was within ``RACY_SECONDS`` of the moment it was read is read again: a write in the
+    same clock tick would not have moved its mtime. Without ``begin`` every file is racy,
+    so nothing is reused: a safe default.
+    """
+
+    RACY_SECONDS = 2.0
+    files: dict[str, tuple[tuple[int, int, int, int], float, bytes]] = field(default_factory=dict)
+    now: float = 0.0
+    """When this read of the tree began (wall clock, seconds): set by the caller with ``begin``,
+    since this package reads no clock."""
+    reads: int = 0
+    reused: int = 0
+
+    def begin(self, *, now: float) -> None:
+        self.now = now
+
+    def get(self, path: str, stat: tuple[int, int, int, int]) -> bytes | None:
+        found = self.files.get(path)
+        if found is None or found[0] != stat or stat[0] / 1e9 > found[1] - self.RACY_SECONDS:
+            return None
+        self.reused += 1
+        return found[2]
+
+    def put(self, path: str, stat: tuple[int, int, int, int], content: bytes) -> None:
+        self.reads += 1
+        self.files[path] = (stat, self.now, content)
+
+    def keep(self, paths: set[str]) -> None:
+        """Forget files no longer in the tree."""
+        self.files = {p: v for p, v in self.files.items() if p in paths}
+
+
+__all__ = ["ParseCache", "TreeCache"]

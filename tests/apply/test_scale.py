@@ -1,0 +1,115 @@
+"""100,000 managed objects on the sandbox: sharded ledger, prune after removing 10%, no-op writes nothing.
+
+The objects are ResourceClaimTemplates (the lightest kind fleet manages) in 100 team
+namespaces, several per file. ``FLEET_TEST_SCALE`` lowers the count for a quick local run.
+The namespaces are deleted at the end, so later tests do not list 90,000 templates.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from fleet import engine, kube
+from fleet.engine import ledgers, ownership
+from fleet.engine.pipelines import load_plan
+from fleet.sandbox import Sandbox
+from tests.apply.conftest import Engine, actions
+from tests.apply.repos import Repo
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
+SCALE = int(os.environ.get("FLEET_TEST_SCALE", "100000"))
+TEAMS = 100
+PER_FILE = 50
+
+
+def _write(root: Path, *, cluster: str, device_class: str, templates: int, skip_every: int = 0) -> None:
+    for path in sorted(root.rglob("*.yaml"), reverse=True):
+        path.unlink()
+    files = {
+        "fleet.yaml": f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Fleet\nmetadata:\n  name: scale\n"
+        f"spec:\n  clusters: [{cluster}]\n",
+        f"clusters/{cluster}.yaml": f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Cluster\nmetadata:\n"
+        f'  name: {cluster}\nspec:\n  kubernetesVersion: "1.36"\n',
+        f"deviceclasses/{device_class}.yaml": f"apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata:\n"
+        f"  name: {device_class}\nspec:\n  selectors:\n  - cel:\n"
+        "      expression: \"device.driver == 'gpu.nvidia.com'\"\n",
+    }
+    for t in range(TEAMS):
+        files[f"teams/team{t}/team.yaml"] = (
+            f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Team\nmetadata:\n  name: team{t}\nspec:\n"
+            f"  namespaces: [{cluster}-team{t}]\n  owners:\n  - kind: Group\n    name: team{t}\n"
+            f"  deviceClasses: [{device_class}]\n"
+        )
+    docs: dict[str, list[str]] = {}
+    for i in range(templates):
+        if skip_every and i % skip_every == 0:
+            continue
+        t = i % TEAMS
+        docs.setdefault(f"teams/team{t}/t{i // (PER_FILE * TEAMS)}.yaml", []).append(
+            f"apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata:\n  name: t{i}\n"
+            f"  namespace: {cluster}-team{t}\nspec:\n  spec:\n    devices:\n      requests:\n"
+            f"      - name: gpu\n        exactly:\n          deviceClassName: {device_class}\n"
+        )
+    files.update({rel: "---\n".join(parts) for rel, parts in docs.items()})
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+def _shard_sizes(fleet: Engine, cluster: str) -> list[int]:
+    async def read(c: kube.Client) -> list[int]:
+        kind = await c.kind(api_version="v1", kind="ConfigMap")
+        items = (
+            await c.list(kind, namespace=ledgers.NAMESPACE, label_selector=f"{ownership.CLUSTER_LABEL}={cluster}")
+        ).items
+        return [len((cm.get("data") or {}).get("entries", "").encode()) for cm in items]
+
+    return fleet.run(read)
+
+
+def test_100000_objects_sharded_ledger_prune_and_noop(sandbox: Sandbox, tmp_path: Path) -> None:
+    repo = Repo(root=tmp_path / "repo", id=uuid.uuid4().hex[:6])
+    fleet = Engine(sandbox, repo)
+    cluster, device_class = repo.cluster, repo.device_class_name
+    templates = SCALE - 1 - 4 * TEAMS  # namespace, role, binding per team (no quota) and the class
+    options = {"concurrency": 64, "health_timeout": 600.0, "prune": True}
+    try:
+        _write(repo.root, cluster=cluster, device_class=device_class, templates=templates)
+        plan = fleet_plan(repo)
+        assert len(plan.objects) == 1 + 3 * TEAMS + templates
+        created = fleet.run(lambda c: engine.reconcile(client=c, plan=plan, options=engine.Options(**options)))
+        assert not created.failed and len(created.changed) == len(plan.objects)
+        sizes = _shard_sizes(fleet, cluster)
+        assert max(sizes) <= ledgers.MAX_SHARD_BYTES
+        assert len(sizes) > sum(sizes) // ledgers.MAX_SHARD_BYTES + 1, "more than one shard where one would not do"
+
+        _write(repo.root, cluster=cluster, device_class=device_class, templates=templates, skip_every=10)
+        plan = fleet_plan(repo)
+        pruned = fleet.run(lambda c: engine.reconcile(client=c, plan=plan, options=engine.Options(**options)))
+        deleted = {str(e.ref) for e in pruned.entries if e.action == engine.Action.DELETED}
+        assert not pruned.failed
+        assert deleted == {f"ResourceClaimTemplate {cluster}-team{i % TEAMS}/t{i}" for i in range(0, templates, 10)}
+        ledger = fleet.run(lambda c: ledgers.load(client=c, cluster=cluster))
+        assert ledger.entries.keys() == {d.ref.key for d in plan.objects}
+        assert max(_shard_sizes(fleet, cluster)) <= ledgers.MAX_SHARD_BYTES
+
+        result: list[engine.ChangeSet] = []
+        writes = fleet.server_writes(
+            lambda: result.append(
+                fleet.run(lambda c: engine.reconcile(client=c, plan=plan, options=engine.Options(**options)))
+            )
+        )
+        assert writes == 0 and not result[0].changed
+        assert set(actions(result[0]).values()) == {"unchanged"}
+    finally:
+        names = [f"{cluster}-team{t}" for t in range(TEAMS)]
+        sandbox.kubectl("delete", "namespace", "--wait=false", "--ignore-not-found", *names, check=False)
+
+
+def fleet_plan(repo: Repo) -> engine.Plan:
+    return load_plan(repo.root, cluster=repo.cluster)

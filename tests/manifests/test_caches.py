@@ -1,0 +1,80 @@
+"""Reading and parsing once per content: the same files and Revision, re-reading and re-parsing only changes."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from fleet.manifests import Limits, ParseCache, TreeCache, load_revision, read_tree
+
+
+def _template(name: str, count: int = 1) -> bytes:
+    return (
+        f"apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata:\n  name: {name}\n"
+        f"spec:\n  spec:\n    devices:\n      requests:\n      - name: gpu\n        exactly:\n"
+        f"          deviceClassName: gpu.example.com\n          count: {count}\n"
+    ).encode()
+
+
+FILES = {
+    "teams/a/one.yaml": _template("one"),
+    "teams/a/two.yaml": _template("two"),
+    "teams/b/one.yaml": _template("one"),  # same bytes, other team: its own entry
+    "teams/b/bad.yaml": b"kind: [unclosed\n",
+}
+
+
+def test_second_load_parses_nothing_and_equals_the_first() -> None:
+    cache = ParseCache()
+    first = load_revision(FILES, cache=cache)
+    assert (cache.hits, cache.misses) == (0, 4)
+    second = load_revision(FILES, cache=cache)
+    assert (cache.hits, cache.misses) == (4, 4)
+    assert second == first == load_revision(FILES)
+    assert [m.team for m in second.manifests if m.name == "one"] == ["a", "b"]
+    assert any(f.rule == "yaml-syntax" for f in second.findings), "findings are cached with the file"
+
+
+def test_a_changed_file_is_parsed_again_and_a_removed_one_forgotten() -> None:
+    cache = ParseCache()
+    load_revision(FILES, cache=cache)
+    changed = {**FILES, "teams/a/two.yaml": _template("two", count=2)}
+    del changed["teams/b/bad.yaml"]
+    revision = load_revision(changed, cache=cache)
+    assert cache.misses == 4 + 1
+    assert revision == load_revision(changed)
+    assert len(cache.entries) == 3, "the old two.yaml and bad.yaml are swept"
+
+
+def test_tree_cache_reuses_unchanged_files_and_rereads_changed_or_racy_ones(tmp_path: Path) -> None:
+    old = time.time() - 3600
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.yaml").write_bytes(_template(name))
+        os.utime(tmp_path / f"{name}.yaml", (old, old))
+    cache = TreeCache()
+    cache.begin(now=time.time())
+    read_tree(tmp_path, limits=Limits(), cache=cache)
+    assert (cache.reads, cache.reused) == (3, 0)
+
+    (tmp_path / "b.yaml").write_bytes(_template("b", count=2))  # changed now: a new mtime
+    (tmp_path / "c.yaml").unlink()
+    cache.begin(now=time.time())
+    second, _ = read_tree(tmp_path, limits=Limits(), cache=cache)
+    assert (cache.reads, cache.reused) == (4, 1), "a.yaml reused, b.yaml read again"
+    assert second == {"a.yaml": _template("a"), "b.yaml": _template("b", count=2)}
+    assert set(cache.files) == {str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml")}
+
+    # b.yaml's mtime is within the racy window of when it was read: a same-size write in the
+    # same clock tick would be invisible, so it is read again however equal its stat looks.
+    cache.begin(now=time.time())
+    read_tree(tmp_path, limits=Limits(), cache=cache)
+    assert (cache.reads, cache.reused) == (5, 2)
+
+
+def test_tree_cache_without_begin_reuses_nothing(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_bytes(_template("a"))
+    cache = TreeCache()
+    read_tree(tmp_path, limits=Limits(), cache=cache)
+    read_tree(tmp_path, limits=Limits(), cache=cache)
+    assert cache.reused == 0
