@@ -8,6 +8,8 @@ arguments into its parameters and runs a command's async main with tracing.
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -15,7 +17,7 @@ from typing import TypeVar
 
 import anyio
 
-from fleet import engine, kube
+from fleet import engine, helm, kube
 from fleet.engine import listings, pipelines
 from fleet.telemetry import tracing
 
@@ -43,6 +45,40 @@ def add_cluster_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--trace", action="store_true", help="print the trace's spans to stderr (console exporter)")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--helm",
+        metavar="PATH",
+        type=Path,
+        help="helm binary for the operator stage (default: $FLEET_HELM, else helm on PATH)",
+    )
+    parser.add_argument(
+        "--helm-timeout", type=float, default=300.0, metavar="SECONDS", help="seconds one helm call may take"
+    )
+
+
+def helm_binary(given: Path | None) -> Path | None:
+    """--helm, else $FLEET_HELM, else helm on PATH; None if none (the operator stage is then skipped).
+
+    The sandbox's own build is not picked up by itself: ``fleetctl demo`` passes it with
+    --helm, and a sandbox user can export FLEET_HELM (``fleetctl sandbox env`` paths).
+    """
+    if given is not None:
+        return given
+    env = os.environ.get("FLEET_HELM")
+    if env:
+        return Path(env)
+    found = shutil.which("helm")
+    return Path(found) if found else None
+
+
+def helm_settings(args: argparse.Namespace, *, client: kube.Client) -> helm.Settings | None:
+    """How the operator stage runs helm against the same cluster and context as ``client``."""
+    binary = helm_binary(getattr(args, "helm", None))
+    if binary is None:
+        return None
+    return helm.Settings(
+        binary=binary, kubeconfig=args.kubeconfig, context=client.context, timeout=getattr(args, "helm_timeout", 300.0)
+    )
 
 
 async def plan_and_connect(args: argparse.Namespace) -> tuple[engine.Plan, kube.Client, listings.Prefetched]:
@@ -112,4 +148,13 @@ async def _interruptible(main: Callable[[], Awaitable[T]]) -> T:
     return outcome[0]
 
 
-__all__ = ["add_cluster_args", "connect", "interruptible", "plan_and_connect", "plan_and_list", "run_async"]
+__all__ = [
+    "add_cluster_args",
+    "connect",
+    "helm_binary",
+    "helm_settings",
+    "interruptible",
+    "plan_and_connect",
+    "plan_and_list",
+    "run_async",
+]

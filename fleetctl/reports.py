@@ -92,6 +92,8 @@ def print_problems(out: Console, changes: ChangeSet) -> None:
             out.print(Text.assemble(("error", "bold red"), f": {text}"))
         elif entry.action == Action.SKIPPED and entry.reason:
             out.print(Text.assemble(("skipped", "yellow"), f": {entry.ref}: {entry.reason}"))
+        elif entry.reason and entry.ref.kind == "HelmRelease":  # the operator's driver-upgrade states
+            out.print(f"note: {entry.ref}: {entry.reason}")
         if entry.conflicts and not entry.failed:
             fields = ", ".join(str(c) for c in entry.conflicts)
             out.print(Text.assemble(("conflict", "bold yellow"), f": {entry.ref}: {fields}"))

@@ -68,6 +68,7 @@ async def diff(
         allow_empty=True,
         concurrency=base.concurrency,
         ignore_managers=base.ignore_managers,
+        helm=base.helm,
     )
     return await Sync(client=client, plan=plan, options=dry, prefetched=prefetched).run()
 

@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 
 import anyio
 
+from fleet import helm
 from fleet.engine import (
     adoptions,
     blockers,
@@ -51,6 +52,7 @@ from fleet.engine import (
     ledgers,
     listings,
     nodes,
+    operators,
     ownership,
     plans,
     stages,
@@ -70,6 +72,8 @@ class Options:
     concurrency: int = 16
     health_timeout: float = 120.0
     ignore_managers: tuple[str, ...] = ()
+    helm: helm.Settings | None = None
+    """How to run helm for the operator stage; None: the stage reports the release as skipped."""
 
 
 @dataclass
@@ -181,6 +185,9 @@ class Sync:
             if stage.name in self._skip:
                 span.set_attribute("fleet.skipped", "done before the restart")
                 return
+            if stage.gate == stages.Gate.OPERATOR_READY:
+                await self._operator()
+                return
             refused = [self._refused[d.ref.key] for d in desired if d.ref.key in self._refused]
             desired = [self._adopting(d) for d in desired if d.ref.key not in self._refused]
             with tracer.start_as_current_span("diff", attributes={tracing.STAGE: stage.name}):
@@ -247,6 +254,45 @@ class Sync:
             if todo:
                 self.ledger.progress.done.append(stage.name)
                 await self._save_progress()
+
+    async def _operator(self) -> None:
+        """The operator stage: the GPU Operator Helm release (``fleet.engine.operators``), then its gate."""
+        settings = self.options.helm
+        if settings is None:
+            if self.plan.operator is not None:
+                op = self.plan.operator
+                self.changes.entries.append(
+                    Change(
+                        ref=operators.release_ref(release=op.release, namespace=op.namespace),
+                        stage="operator",
+                        action=Action.SKIPPED,
+                        reason="no helm binary configured (fleetctl --helm, $FLEET_HELM)",
+                    )
+                )
+            return
+        run = operators.Stage(
+            client=self.client,
+            h=helm.Helm(settings),
+            plan=self.plan,
+            dry_run=self.options.dry_run,
+            prune=self.options.prune,
+            timeout=self.options.health_timeout,
+        )
+        try:
+            self.changes.entries.extend(await run.run())
+        except operators.OperatorRefused:
+            self._stopped = True
+            raise
+        if any(c.failed for c in run.changes) and not self.options.dry_run:
+            self._stopped = True
+            return
+        if run.changed:
+            with tracing.tracer().start_as_current_span("wait health", attributes={tracing.STAGE: "operator"}):
+                try:
+                    await operators.wait_ready(client=self.client, plan=self.plan, timeout=self.options.health_timeout)
+                except healths.HealthTimeout:
+                    self._stopped = True
+                    raise
 
     async def _apply_all(self, todo: list[tuple[Change, plans.Desired]]) -> None:
         limiter = anyio.CapacityLimiter(self.options.concurrency)
@@ -359,7 +405,7 @@ class Sync:
                 if not self.options.dry_run and change.action == Action.DELETED:
                     change.action = Action.SKIPPED
                     change.reason = "no longer declared; not pruned (--prune not given)"
-                elif change.action == Action.DELETED and not change.release:
+                elif change.action == Action.DELETED and (not change.release or change.ref.kind == "Node"):
                     await self._preview_block(change, found)
             self.changes.entries.extend(found)
             return
@@ -417,6 +463,11 @@ class Sync:
             if users:
                 change.refused = True
                 change.error = blockers.claim_in_use(change.ref, users)
+        elif change.ref.kind == "Node":
+            blocked = await operators.pool_node_blocked(self.client, node=change.ref.name)
+            if blocked:
+                change.refused = True
+                change.error = blocked
         elif change.ref.kind == "Namespace":
             pruned = {c.ref.key for c in found if c.action == Action.DELETED and not c.release}
             others = await blockers.foreign_objects(
@@ -432,9 +483,14 @@ class Sync:
         with tracing.tracer().start_as_current_span("apply object", attributes=_attrs(change.ref, change.action)):
             try:
                 if change.release and change.ref.kind == "Node":
-                    ref = change.ref
-                    await nodes.write(client=self.client, ref=ref, body=lambda node: plans.release(ref, live=node))
-                    self.ledger.entries.pop(change.ref.key, None)
+                    blocked = await operators.pool_node_blocked(self.client, node=change.ref.name)
+                    if blocked:
+                        change.refused = True
+                        change.error = blocked
+                    else:
+                        ref = change.ref
+                        await nodes.write(client=self.client, ref=ref, body=lambda node: plans.release(ref, live=node))
+                        self.ledger.entries.pop(change.ref.key, None)
                 elif change.release:
                     current = await self.client.get(change.ref)
                     if _uid(current) == _uid(live):  # else someone recreated it since: not the object fleet adopted

@@ -94,6 +94,24 @@ class PoolRule:
 
 
 @dataclass(frozen=True)
+class OperatorRelease:
+    """The GPU Operator Helm release a GPUOperator declares (the operator stage installs it)."""
+
+    release: str
+    namespace: str
+    repository: str
+    chart: str
+    version: str
+    install_path: str
+    values: dict[str, Any]
+    """The user's values over the install path's (the guide's ``--set`` flags); validation refuses a contradiction."""
+    allow_downgrade: bool
+    allow_major: bool
+    driver_state_timeout: int
+    source: str
+
+
+@dataclass(frozen=True)
 class Plan:
     cluster: str
     revision: str
@@ -101,6 +119,7 @@ class Plan:
     pools: tuple[PoolRule, ...] = ()
     teams: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Team name → its namespaces (for the running-pods guard on removal)."""
+    operator: OperatorRelease | None = None
 
     def in_stage(self, stage: stages.Stage) -> list[Desired]:
         return list(self._by_stage.get(stage.name, ()))
@@ -162,7 +181,15 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         add(obj, str(manifest.location), drift_of.get(team_name, default_drift))
     pools = tuple(_pool_rule(p.model, str(p.location)) for p in view.pools if isinstance(p.model, kinds.GPUNodePool))
     ordered = sorted(out, key=lambda d: (stages.index(d.stage), d.ref))
-    return Plan(cluster=cluster, revision=revision, objects=tuple(ordered), pools=pools, teams=teams)
+    declared = view.operator
+    return Plan(
+        cluster=cluster,
+        revision=revision,
+        objects=tuple(ordered),
+        pools=pools,
+        teams=teams,
+        operator=_operator(declared.model, str(declared.location)) if declared else None,
+    )
 
 
 def team_objects(team: kinds.Team) -> list[dict[str, Any]]:
@@ -324,6 +351,51 @@ def _pool_rule(model: kinds.GPUNodePool, source: str) -> PoolRule:
     )
 
 
+_PATH_VALUES: dict[str, dict[str, Any]] = {
+    "gpuCluster": {
+        "clusterPolicy": {"deployCR": False},
+        "gpuCluster": {"deployCR": True},
+        "driver": {"nvidiaDriverCRD": {"enabled": True}},
+    },
+    "preinstalledDriver": {
+        "clusterPolicy": {"deployCR": False},
+        "gpuCluster": {"deployCR": True},
+        "driver": {"enabled": False},
+    },
+}
+"""The guide's ``--set`` flags per install path (validation refuses values that contradict them)."""
+
+
+def _operator(model: Any, source: str) -> OperatorRelease | None:
+    if not isinstance(model, kinds.GPUOperator):
+        return None
+    spec = model.spec
+    values = _merge(_PATH_VALUES[spec.install_path], json.loads(json.dumps(spec.values, default=str)))
+    return OperatorRelease(
+        release=spec.release,
+        namespace=spec.namespace,
+        repository=spec.chart.repository,
+        chart=spec.chart.name,
+        version=spec.chart.version,
+        install_path=spec.install_path,
+        values=values,
+        allow_downgrade=spec.upgrade.allow_downgrade,
+        allow_major=spec.upgrade.allow_major,
+        driver_state_timeout=spec.upgrade.driver_state_timeout,
+        source=source,
+    )
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
 def _subject(kind: str, name: str, namespace: str | None) -> dict[str, str]:
     if kind == "ServiceAccount":
         return {"kind": kind, "name": name, "namespace": namespace or ""}
@@ -339,6 +411,7 @@ def _clean(data: dict[str, Any]) -> dict[str, Any]:
 
 __all__ = [
     "Desired",
+    "OperatorRelease",
     "Overlap",
     "Plan",
     "PoolRule",

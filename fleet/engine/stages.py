@@ -3,8 +3,8 @@
 The design fixes six stages (docs/engine.md). Each is one ``Stage`` entry: its name, the kinds it
 holds, the health gate that must pass before the next stage starts, and its
 position in pruning (pruning walks the table backwards: claims go before the
-classes they name, namespaces last). Adding the GPU Operator later means filling
-the ``operator`` entry's kinds and gate, nothing else.
+classes they name, namespaces last). The ``operator`` stage has no kinds: it
+installs a Helm release (``fleet.engine.operators``), not objects.
 
 Kinds not listed here are refused by ``stage_of``: fleet never applies an object
 it cannot order.
@@ -22,7 +22,7 @@ class Gate(StrEnum):
     EXIST = "exist"
     """Every object of the stage exists (Namespaces: phase Active)."""
     OPERATOR_READY = "operator-ready"
-    """``GPUCluster gpu-cluster`` Ready (the operator stage, not built yet)."""
+    """``GPUCluster gpu-cluster`` Ready, kubelet plugin, DeviceClasses, slices (``fleet.engine.operators``)."""
     CLASSES_PUBLISHED = "classes-published"
     """DeviceClasses exist and the driver published ResourceSlices for every pool node."""
     POOLS_APPLIED = "pools-applied"

@@ -67,6 +67,15 @@ class Chart(Model):
     version: str = Field(pattern=r"^v?[0-9]+\.[0-9]+\.[0-9]+.*$")
 
 
+class OperatorUpgrade(Model):
+    allow_downgrade: bool = False
+    """Allow installing a chart version older than the one running (refused otherwise)."""
+    allow_major: bool = False
+    """Allow an upgrade across a major chart version (refused otherwise)."""
+    driver_state_timeout: int = Field(default=1800, ge=60)
+    """Seconds a GPU node may stay in one driver-upgrade state before fleet reports it as stuck."""
+
+
 class GPUOperatorSpec(Model):
     chart: Chart
     namespace: str = "gpu-operator"
@@ -74,6 +83,10 @@ class GPUOperatorSpec(Model):
     """``gpuCluster``: operator-managed driver (NVIDIADriver CR); ``preinstalledDriver``: host driver ≥580."""
     values: dict[str, Any] = Field(default_factory=dict)
     """Helm values, as ``--set`` would give them (checked against the install path)."""
+    upgrade: OperatorUpgrade = Field(default_factory=OperatorUpgrade)
+    """What fleet may do to a running release beyond a same-major upgrade."""
+    release: str = "gpu-operator"
+    """Helm release name."""
 
 
 class GPUOperator(Model):

@@ -147,7 +147,10 @@ def _namespace(claim: Manifest, *, team: Manifest, owners: Mapping[str, str]) ->
         )
     elif claim.namespace not in allowed:
         other = owners.get(claim.namespace)
-        owner = f" (it belongs to team {other!r})" if other else ""
+        if other == team.name:  # the base lists it; an overlay dropped it for this cluster
+            owner = " (the team lists it elsewhere, but not after this cluster's overlays)"
+        else:
+            owner = f" (it belongs to team {other!r})" if other else ""
         yield Finding(
             claim.positions.at(("metadata", "namespace")),
             "team-namespace",

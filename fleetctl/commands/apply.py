@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import signal
 import sys
@@ -29,12 +30,12 @@ import anyio
 from rich.progress import TaskID
 
 from fleet import engine, kube
-from fleet.engine import writers
+from fleet.engine import operators, writers
 from fleet.errors import FleetError
 from fleet.kube import leases
 from fleet.telemetry import tracing
 from fleetctl import reports
-from fleetctl.pipelines import add_cluster_args, connect, plan_and_list, run_async
+from fleetctl.pipelines import add_cluster_args, connect, helm_settings, plan_and_list, run_async
 
 TERMINATED = 143
 
@@ -135,6 +136,7 @@ async def _run(args: argparse.Namespace) -> int:
             async with _writing(args, client):
                 plan, prefetched = await plan_and_list(args, client=client)
                 span.set_attribute(tracing.REVISION, plan.revision)
+                options = dataclasses.replace(options, helm=helm_settings(args, client=client))
                 with reports.progress_bar(err_console) as bar:
                     tasks: dict[str, TaskID] = {}
 
@@ -152,7 +154,7 @@ async def _run(args: argparse.Namespace) -> int:
                         before = len(sync.changes.entries)
                         try:
                             await sync.step()
-                        except engine.HealthTimeout as err:
+                        except (engine.HealthTimeout, operators.OperatorRefused) as err:
                             failure = err
                             break
                         bar.console.print(_progress(step, sync.changes.entries[before:]))

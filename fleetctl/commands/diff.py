@@ -26,7 +26,7 @@ from fleet import engine
 from fleet.engine.previews import unified
 from fleet.telemetry import tracing
 from fleetctl import reports
-from fleetctl.pipelines import add_cluster_args, plan_and_connect, run_async
+from fleetctl.pipelines import add_cluster_args, helm_settings, plan_and_connect, run_async
 
 
 def register(sub: Any) -> None:
@@ -62,6 +62,7 @@ async def _diff(args: argparse.Namespace) -> int:
                     concurrency=args.concurrency,
                     ignore_managers=tuple(args.ignore_manager),
                     force_conflicts=args.force_conflicts,
+                    helm=helm_settings(args, client=client),
                 ),
             )
         finally:

@@ -2,7 +2,8 @@
 
 Reads the cluster's ResourceSlices (kubectl-style ``--kubeconfig`` /
 ``KUBECONFIG`` / ``--context``) and prints either a table of nodes, models and
-device counts (``-o text``, for on-call), or an inventory snapshot
+device counts (``-o text``, for on-call) with who holds what — per allocated device
+its claim and pods, per model the devices allocated and free — or an inventory snapshot
 (``-o yaml``/``json``) that ``fleetctl validate --inventory FILE`` checks pull
 requests against without cluster access. The snapshot is read back through
 the same ``Inventory.from_slices`` as live slices, so both answer alike.
@@ -15,15 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from fleet import kube
-from fleet.inventory import Inventory, snapshots
-from fleetctl import reports
+from fleet.inventory import Inventory, pendings, snapshots
 from fleetctl.pipelines import interruptible
 
 
@@ -42,45 +39,95 @@ def register(sub: Any) -> None:
 
 async def read_slices(*, context: str | None, kubeconfig: str | None) -> tuple[str, list[dict[str, Any]]]:
     """(context name, ResourceSlices) of the cluster."""
+    context, slices, _ = await read_cluster(context=context, kubeconfig=kubeconfig)
+    return context, slices
+
+
+async def read_cluster(
+    *, context: str | None, kubeconfig: str | None
+) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """(context name, ResourceSlices, ResourceClaims) of the cluster."""
     client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=30)
     try:
         kind = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
-        return client.context, [dict(item) for item in (await client.list(kind)).items]
+        slices = [dict(item) for item in (await client.list(kind)).items]
+        claims_kind = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaim")
+        claims = [dict(item) for item in (await client.list(claims_kind)).items]
+        return client.context, slices, claims
     finally:
         await client.close()
 
 
-def print_table(out: Console, inventory: Inventory) -> None:
-    """Nodes, drivers, models and device counts, then the totals per model and any notes."""
+def _models(slices: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """Device id (driver/pool/device) → (node, model) from the raw slices."""
+    out: dict[str, tuple[str, str]] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        pool = (spec.get("pool") or {}).get("name")
+        for d in spec.get("devices") or ():
+            attrs = d.get("attributes") or {}
+            model = str((attrs.get("productName") or {}).get("string", ""))
+            profile = (attrs.get("profile") or {}).get("string")
+            if profile:
+                model = f"{model} MIG {profile}"
+            out[f"{spec.get('driver')}/{pool}/{d.get('name')}"] = (str(spec.get("nodeName") or pool), model)
+    return out
+
+
+def allocations(slices: list[dict[str, Any]], claims: list[dict[str, Any]]) -> str:
+    """Who holds what: every allocated device with its claim and pods, then per model total/allocated/free."""
+    models = _models(slices)
+    held = pendings.allocated_devices(claims)
+    pods = pendings.holders(claims)
+    rows = [("NODE", "DEVICE", "MODEL", "CLAIM", "PODS")]
+    for device_id, claim in sorted(held.items()):
+        node, model = models.get(device_id, ("?", "(not published)"))
+        rows.append((node, device_id.rpartition("/")[2], model, claim, ",".join(pods.get(claim, [])) or "-"))
+    lines = [_columns(rows)] if len(rows) > 1 else ["no device is allocated"]
+    totals: dict[str, list[int]] = {}
+    for device_id, (_, model) in models.items():
+        entry = totals.setdefault(model, [0, 0])
+        entry[0] += 1
+        entry[1] += device_id in held
+    table = [("MODEL", "TOTAL", "ALLOCATED", "FREE")]
+    table += [(m, str(t), str(a), str(t - a)) for m, (t, a) in sorted(totals.items())]
+    lines += ["", _columns(table)]
+    return "\n".join(lines)
+
+
+def _columns(rows: Sequence[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def table(inventory: Inventory) -> str:
     rows = inventory.summary()
     if not rows:
-        out.print("no devices published (no ResourceSlices, or the DRA driver is not running)")
-        return
-    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 2, 0, 0))
-    for header in ("NODE", "DRIVER", "MODEL", "TYPE"):
-        table.add_column(header)
-    table.add_column("DEVICES", justify="right")
-    for r in rows:
-        table.add_row(r["node"], r["driver"], r["model"], r["type"], str(r["count"]))
-    out.print(table)
+        return "no devices published (no ResourceSlices, or the DRA driver is not running)"
+    header = ("NODE", "DRIVER", "MODEL", "TYPE", "DEVICES")
+    cells = [header, *((r["node"], r["driver"], r["model"], r["type"], str(r["count"])) for r in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in cells]
     models: dict[str, int] = {}
     for row in rows:
         models[row["model"]] = models.get(row["model"], 0) + row["count"]
     total = sum(models.values())
-    out.print()
-    out.print(
+    lines.append("")
+    lines.append(
         f"{total} devices on {len(inventory.nodes)} nodes: "
         + ", ".join(f"{n} x {m}" for m, n in sorted(models.items()))
     )
-    for note in inventory.notes:
-        out.print(Text.assemble(("note", "yellow"), f": {note}"))
+    lines += [f"note: {note}" for note in inventory.notes]
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
-    context, slices = interruptible(lambda: read_slices(context=args.context, kubeconfig=args.kubeconfig))
+    context, slices, claims = interruptible(lambda: read_cluster(context=args.context, kubeconfig=args.kubeconfig))
     inventory = Inventory.from_slices(slices)
     if args.output == "text":
-        print_table(reports.console(sys.stdout), inventory)
+        print(table(inventory))
+        print()
+        print(allocations(slices, claims))
     else:
         document = snapshots.snapshot(slices=inventory.slices, cluster=context)
         text = snapshots.dump(document) if args.output == "yaml" else json.dumps(document, indent=2) + "\n"

@@ -130,6 +130,8 @@ def _env(args: argparse.Namespace) -> int:
     print(f"export KUBECONFIG={shlex.quote(str(sb.kubeconfig))}")
     print(f"export FLEET_SANDBOX_DIR={shlex.quote(str(sb.directory))}")
     print(f'export PATH={shlex.quote(str(sb.binary("kubectl").parent))}:"$PATH"')
+    if "helm" in sb.bin_dir:  # the operator stage's helm (fleetctl diff/apply read FLEET_HELM)
+        print(f"export FLEET_HELM={shlex.quote(str(sb.binary('helm')))}")
     return 0
 
 

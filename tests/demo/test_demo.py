@@ -28,5 +28,8 @@ def test_demo_validates_diffs_applies_and_runs_a_gpu_pod(tmp_path: Path) -> None
         assert "(diff after apply: nothing left: exit 0)" in out
         assert "allocated,reserved" in out
         assert "claim gpu-pod-gpu-" in out and "gpu.nvidia.com pool h" in out
+        # The operator stage installed the stand-in GPU Operator from the loopback chart repository.
+        assert "serving the stand-in gpu-operator chart at http://127.0.0.1:" in out
+        assert "operator: 1 created" in run.stderr
     finally:
         clusters.down(directory=directory)

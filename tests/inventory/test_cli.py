@@ -34,7 +34,7 @@ def test_table_lists_nodes_and_models(sandbox: Sandbox, kubectl: Callable[..., A
     done = fleetctl(sandbox)
     assert done.returncode == 0, done.stderr
     nodes = {s["spec"]["nodeName"] for s in guide.get_json(kubectl, "resourceslices")["items"]}
-    lines = done.stdout.splitlines()
+    lines = done.stdout.split("\n\n")[0].splitlines()  # the node table; allocations follow
     assert lines[0].split() == ["NODE", "DRIVER", "MODEL", "TYPE", "DEVICES"]
     assert nodes == {
         line.split()[0]

@@ -1,0 +1,171 @@
+"""The operator stage's rules as pure functions: versions, values, releases, CRD ownership and schemas."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from fleet import helm
+from fleet.engine import operators
+from fleet.engine.plans import OperatorRelease
+from fleet.inventory import pendings
+from fleet.sandbox import charts
+
+
+def _desired(version: str = "v26.7.0", **kw: Any) -> OperatorRelease:
+    base: dict[str, Any] = {
+        "release": "gpu-operator",
+        "namespace": "gpu-operator",
+        "repository": "https://x",
+        "chart": "gpu-operator",
+        "version": version,
+        "install_path": "gpuCluster",
+        "values": {},
+        "allow_downgrade": False,
+        "allow_major": False,
+        "driver_state_timeout": 600,
+        "source": "operator/gpu-operator.yaml:1:1",
+    }
+    return OperatorRelease(**{**base, **kw})
+
+
+def test_versions_need_an_allowance_to_go_down_or_across_a_major() -> None:
+    assert operators.version_problem(_desired("v26.7.1"), running="v26.7.0") is None
+    assert operators.version_problem(_desired("v26.7.0"), running=None) is None
+    down = operators.version_problem(_desired("v26.7.0"), running="v26.7.1")
+    assert down is not None and "a downgrade" in down[0] and "allowDowngrade" in down[1]
+    assert operators.version_problem(_desired("v26.7.0", allow_downgrade=True), running="v26.7.1") is None
+    major = operators.version_problem(_desired("v27.1.0"), running="v26.7.1")
+    assert major is not None and "crosses a major version" in major[0]
+    assert operators.version_problem(_desired("v27.1.0", allow_major=True), running="v26.7.1") is None
+
+
+def test_both_allocation_paths_are_refused() -> None:
+    both = {"clusterPolicy": {"deployCR": True}, "gpuCluster": {"deployCR": True}}
+    problem = operators.values_problem(both)
+    assert problem is not None and "clusterPolicy.deployCR: false" in problem[1]
+    assert operators.values_problem({"clusterPolicy": {"deployCR": False}, "gpuCluster": {"deployCR": True}}) is None
+
+
+def test_a_standalone_dra_driver_release_is_named() -> None:
+    releases = [
+        helm.Release(
+            name="gpu-operator", namespace="gpu-operator", revision=1, status="deployed", chart="gpu-operator-v26.7.0"
+        ),
+        helm.Release(
+            name="dra", namespace="nvidia-dra", revision=3, status="deployed", chart="nvidia-dra-driver-gpu-25.8.1"
+        ),
+    ]
+    problem = operators.dra_release_problem(releases, desired=_desired())
+    assert problem is not None and "nvidia-dra/dra (nvidia-dra-driver-gpu-25.8.1)" in problem[0]
+    assert operators.dra_release_problem(releases[:1], desired=_desired()) is None
+
+
+def test_chart_names_strip_their_version() -> None:
+    r = helm.Release(name="x", namespace="y", revision=1, status="deployed", chart="dra-driver-nvidia-gpu-v0.4.1")
+    assert r.chart_name == "dra-driver-nvidia-gpu"
+    assert r.chart_version("dra-driver-nvidia-gpu") == "v0.4.1"
+
+
+def test_crds_owned_by_another_release_are_named() -> None:
+    crd = next(c for c in charts.crds("v26.7.0") if c["metadata"]["name"] == "computedomains.resource.nvidia.com")
+    owned = {
+        **crd,
+        "metadata": {
+            "name": crd["metadata"]["name"],
+            "annotations": {"meta.helm.sh/release-name": "dra", "meta.helm.sh/release-namespace": "nvidia-dra"},
+        },
+    }
+    problems = operators.crd_owner_problems([crd], {crd["metadata"]["name"]: owned}, desired=_desired())
+    assert [p[0].split(";")[0] for p in problems] == [
+        "CRD computedomains.resource.nvidia.com belongs to Helm release nvidia-dra/dra"
+    ]
+    assert operators.crd_owner_problems([crd], {crd["metadata"]["name"]: crd}, desired=_desired()) == []
+
+
+def test_dropped_fields_and_who_uses_them() -> None:
+    new = next(c for c in charts.crds("v26.7.1") if c["spec"]["names"]["kind"] == "GPUCluster")
+    old = next(c for c in charts.crds("v26.7.0") if c["spec"]["names"]["kind"] == "GPUCluster")
+    assert operators.dropped_fields(old, new) == {}
+    assert operators.dropped_fields(new, old) == {"v1alpha1": ["spec.draDriver.logLevel"]}
+    assert operators.uses({"spec": {"draDriver": {"logLevel": 3}}}, "spec.draDriver.logLevel")
+    assert not operators.uses({"spec": {"draDriver": {}}}, "spec.draDriver.logLevel")
+
+
+def test_a_node_stuck_in_a_driver_upgrade_state() -> None:
+    node = {
+        "metadata": {
+            "name": "gpu-1",
+            "managedFields": [
+                {"manager": "kubelet", "time": "2026-01-01T00:00:00Z", "fieldsV1": {"f:status": {}}},
+                {
+                    "manager": "gpu-operator",
+                    "time": "2026-01-01T10:00:00Z",
+                    "fieldsV1": {"f:metadata": {"f:labels": {"f:nvidia.com/gpu-driver-upgrade-state": {}}}},
+                },
+            ],
+        }
+    }
+    since = operators.label_since(node, operators.UPGRADE_STATE)
+    assert since == datetime.datetime(2026, 1, 1, 10, tzinfo=datetime.UTC)
+    state = operators.DriverState(node="gpu-1", state="pod-restart-required", since=since, events=("Drain: evicting",))
+    now = datetime.datetime(2026, 1, 1, 10, 45, tzinfo=datetime.UTC)
+    assert operators.states_text([state], limit=1800, now=now) == (
+        "driver upgrade: gpu-1 stuck in pod-restart-required for 45 min; events: Drain: evicting"
+    )
+    assert operators.states_text([state], limit=3600, now=now) == "driver upgrade: gpu-1 pod-restart-required"
+    done = operators.DriverState(node="gpu-1", state="upgrade-done", since=since)
+    assert not done.stuck(now=now, limit=60)
+
+
+def test_pod_constraints_name_the_excluding_rule() -> None:
+    node = {
+        "metadata": {"name": "n", "labels": {"pool": "h100"}},
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+    }
+    assert pendings.node_excluded({"spec": {}}, node) == "taint nvidia.com/gpu=present:NoSchedule not tolerated"
+    tolerant = {"spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}}
+    assert pendings.node_excluded(tolerant, node) == ""
+    pinned = {"spec": {**tolerant["spec"], "nodeSelector": {"pool": "a100"}}}
+    assert pendings.node_excluded(pinned, node) == "nodeSelector pool=a100 (node has h100)"
+    affinity = {
+        "spec": {
+            **tolerant["spec"],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["h200"]}]}
+                        ]
+                    }
+                }
+            },
+        }
+    }
+    assert pendings.node_excluded(affinity, node) == "required node affinity does not match"
+
+
+def test_the_plan_carries_the_operator_release_with_the_guides_values(tmp_path: Any) -> None:
+    from fleet.engine.pipelines import load_plan
+    from tests.operator.repos import OperatorRepo
+
+    repo = OperatorRepo(root=tmp_path / "repo", chart_repo="oci://registry.example/nvidia")
+    repo.team("ml", namespaces=["ml"], group="ml")
+    repo.values = {**repo.values, "dcgmExporter": {"enabled": False}}
+    op = load_plan(repo.write(), cluster=repo.cluster).operator
+    assert op is not None
+    assert (op.release, op.namespace, op.version, op.install_path) == (
+        "gpu-operator",
+        "gpu-operator",
+        "v26.7.0",
+        "gpuCluster",
+    )
+    assert op.values["clusterPolicy"] == {"deployCR": False}
+    assert op.values["driver"] == {"nvidiaDriverCRD": {"enabled": True}}
+    assert op.values["dcgmExporter"] == {"enabled": False}
+    assert op.source.startswith("operator/gpu-operator.yaml:")
+    chart = helm.ChartRef(repository=op.repository, name=op.chart, version=op.version)
+    assert chart.args() == ["oci://registry.example/nvidia/gpu-operator", "--version", "v26.7.0"]
+    assert helm.ChartRef(repository="./charts/gpu-operator", name="gpu-operator", version="v1.0.0").args() == [
+        "./charts/gpu-operator"
+    ]
