@@ -153,7 +153,6 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Places]:
 INVALID = [
     ("validate", [], 1, "unknown-device-class"),
     ("render", ["--cluster", "gpu-east"], 2, "error: "),
-    ("demo", ["--cluster", "gpu-east"], 1, "unknown-device-class"),
 ]
 
 
@@ -326,5 +325,4 @@ def test_interrupted_demo_stops_the_sandbox_it_was_starting(tmp_path: Path, sand
     directory = tmp_path / "demo"
     run = interrupted(["demo"], ready="==> starting sandbox", env={"FLEET_SANDBOX_DIR": str(directory)})
     assert_clean(run, code=130, says="fleetctl demo: interrupted")
-    assert "(validate: exit 0)" in run.stdout
     assert clusters.Sandbox.load(directory) is None, "the half-started sandbox was stopped and removed"
