@@ -29,7 +29,7 @@ from common import result, sandbox
 from diff import CLUSTER, apply_all, fleetctl, server_counts, write_repo
 
 from fleet import engine, kube
-from fleet.engine import diffs, pipelines, stages
+from fleet.engine import diffs, listings, pipelines, stages
 from fleet.kube import metrics
 from fleet.kube.clients import WRITE_VERBS
 from fleet.sandbox import Sandbox, binaries
@@ -46,7 +46,7 @@ class Watched:
         self.ready = anyio.Event()
 
     async def run(self, client: kube.Client) -> None:
-        kinds = diffs.staged_kinds()
+        kinds = listings.staged_kinds()
         async with anyio.create_task_group() as tg:
             for api_version, kind in sorted(kinds):
                 tg.start_soon(self._follow, client, await client.kind(api_version=api_version, kind=kind), len(kinds))
@@ -72,8 +72,8 @@ class Watched:
             else:
                 self.live[ref] = event.object
 
-    def prefetched(self) -> diffs.Prefetched:
-        return diffs.Prefetched(kinds=set(self.kinds), live=dict(self.live))  # type: ignore[arg-type]
+    def prefetched(self) -> listings.Prefetched:
+        return listings.Prefetched(kinds=set(self.kinds), live=dict(self.live))  # type: ignore[arg-type]
 
 
 async def reconcile_once(

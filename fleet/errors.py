@@ -28,4 +28,20 @@ class FleetError(Exception):
         return f"{text}\n  hint: {self.hint}" if self.hint else text
 
 
-__all__ = ["FleetError"]
+def user_errors(group: BaseExceptionGroup[BaseException]) -> list[FleetError]:
+    """The FleetErrors inside ``group`` (nested groups too), in order: what a user should read.
+
+    anyio task groups wrap whatever a task raised in an ExceptionGroup, even a single
+    error. A caller that catches the group unwraps it with this and re-raises or prints
+    the user's error; anything else in the group is a bug and stays a traceback.
+    """
+    found: list[FleetError] = []
+    for error in group.exceptions:
+        if isinstance(error, FleetError):
+            found.append(error)
+        elif isinstance(error, BaseExceptionGroup):
+            found.extend(user_errors(error))
+    return found
+
+
+__all__ = ["FleetError", "user_errors"]

@@ -3,7 +3,10 @@
 Each command module exposes ``register(subparsers)`` which adds its parser and
 sets ``func`` to a callable taking the parsed namespace and returning the exit
 code. Exit codes follow kubectl: 0 ok, 1 findings/changes/failure, 2 usage or
-internal error. Any ``FleetError`` is printed as what/where/hint and exits 2.
+internal error, 130 interrupted (SIGINT). Every user error is printed as
+what/where/hint, never as a traceback: a ``FleetError``, also when an anyio task
+group wrapped it in an ExceptionGroup, exits 2; Ctrl-C prints one line and exits
+130 (the commands leave nothing half-written: see each command).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from fleet.errors import FleetError
+from fleet.errors import FleetError, user_errors
 from fleetctl import commands
 
 
@@ -47,8 +50,24 @@ def run(argv: Sequence[str]) -> int:
     try:
         return int(args.func(args))
     except FleetError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return _failed([err])
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return _interrupted(args)
+    except BaseExceptionGroup as group:
+        if group.subgroup(KeyboardInterrupt) is not None:
+            return _interrupted(args)
+        errors = user_errors(group)
+        if not errors or group.subgroup(lambda e: not isinstance(e, (FleetError, BaseExceptionGroup))):
+            raise  # a bug: keep its traceback
+        return _failed(errors)
+
+
+def _failed(errors: list[FleetError]) -> int:
+    for err in errors:
+        print(f"error: {err}", file=sys.stderr)
+    return 2
+
+
+def _interrupted(args: argparse.Namespace) -> int:
+    print(f"fleetctl {args.command}: interrupted", file=sys.stderr)
+    return 130

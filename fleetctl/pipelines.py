@@ -1,4 +1,4 @@
-"""What the cluster commands (``diff``, ``apply``) share on the command line.
+"""What the cluster commands (``diff``, ``apply``) share on the command line, and how async commands run.
 
 The pipeline itself (checkout → validate → plan, connecting) is the library's
 ``fleet.engine.pipelines``, shared with the controller; this module only turns
@@ -10,14 +10,18 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 
 from fleet import engine, helm, kube
-from fleet.engine import diffs, pipelines
+from fleet.engine import listings, pipelines
 from fleet.telemetry import tracing
+
+T = TypeVar("T")
 
 
 def add_cluster_args(parser: argparse.ArgumentParser) -> None:
@@ -77,7 +81,7 @@ def helm_settings(args: argparse.Namespace, *, client: kube.Client) -> helm.Sett
     )
 
 
-async def plan_and_connect(args: argparse.Namespace) -> tuple[engine.Plan, kube.Client, diffs.Prefetched]:
+async def plan_and_connect(args: argparse.Namespace) -> tuple[engine.Plan, kube.Client, listings.Prefetched]:
     """``fleet.engine.pipelines.plan_and_connect`` with the command's arguments."""
     return await pipelines.plan_and_connect(
         args.repo, cluster=args.cluster, context=args.context, kubeconfig=args.kubeconfig, request_timeout=args.timeout
@@ -91,16 +95,57 @@ async def connect(args: argparse.Namespace) -> kube.Client:
     )
 
 
-async def plan_and_list(args: argparse.Namespace, *, client: kube.Client) -> tuple[engine.Plan, diffs.Prefetched]:
+async def plan_and_list(args: argparse.Namespace, *, client: kube.Client) -> tuple[engine.Plan, listings.Prefetched]:
     """``fleet.engine.pipelines.plan_and_list`` with the command's arguments."""
     return await pipelines.plan_and_list(args.repo, cluster=args.cluster, client=client)
 
 
 def run_async(args: argparse.Namespace, main: Callable[[argparse.Namespace], Awaitable[int]]) -> int:
-    """Run a command's async ``main`` with tracing (``--trace``: console) and the GC tuned."""
+    """Run a command's async ``main`` with tracing (``--trace``: console) and the GC tuned.
+
+    Ctrl-C cancels ``main`` through anyio (every ``finally`` runs, shielded clean-up
+    completes) and then raises KeyboardInterrupt, which the CLI turns into exit 130.
+    asyncio's own SIGINT handling cancels the task natively instead, which anyio's
+    timeouts can mistake for a deadline: an interrupted connect would read "did not
+    answer within 30s".
+    """
     tracing.setup(exporter="console" if args.trace else None)
     pipelines.tune_gc()
-    return anyio.run(main, args)
+    return interruptible(lambda: main(args))
+
+
+def interruptible(main: Callable[[], Awaitable[T]]) -> T:
+    """``anyio.run(main)``; Ctrl-C cancels it cleanly and raises KeyboardInterrupt (see ``run_async``)."""
+    return anyio.run(_interruptible, main)
+
+
+async def _interruptible(main: Callable[[], Awaitable[T]]) -> T:
+    outcome: list[T] = []
+    interrupted = anyio.Event()
+    try:
+        async with anyio.create_task_group() as tg:
+
+            async def on_sigint() -> None:
+                with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                    async for _ in signals:
+                        interrupted.set()
+                        tg.cancel_scope.cancel()
+                        return
+
+            async def run() -> None:
+                outcome.append(await main())
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(on_sigint)
+            tg.start_soon(run)
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:  # the command's own error, as if no task group were there
+            error = group.exceptions[0]
+            raise error from error.__cause__
+        raise
+    if interrupted.is_set() or not outcome:
+        raise KeyboardInterrupt
+    return outcome[0]
 
 
 __all__ = [
@@ -108,6 +153,7 @@ __all__ = [
     "connect",
     "helm_binary",
     "helm_settings",
+    "interruptible",
     "plan_and_connect",
     "plan_and_list",
     "run_async",

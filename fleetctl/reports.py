@@ -1,81 +1,126 @@
-"""Printing a ChangeSet: a unified diff per changed object and a summary table per stage.
+"""Terminal output of the commands, through rich: diffs, tables, problems, progress bars.
 
-Colour only on a terminal and only without ``NO_COLOR`` (https://no-color.org);
-piped output is plain so it can be read in CI logs or fed to other tools.
+The library (``fleet``) knows nothing of terminals; everything people read on one is
+drawn here. rich decides what the terminal can take: colour and progress bars only
+on a terminal, and no colour with ``NO_COLOR`` (https://no-color.org). Piped output
+is plain text, byte for byte what tests and CI logs compare, so it can be read in a
+log or fed to other tools; ``-o json`` never passes through here.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TextIO
 
-from fleet.engine import STAGES, Action, ChangeSet
-from fleet.engine.diffs import unified
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
 
-_GREEN, _RED, _CYAN, _YELLOW, _BOLD, _RESET = "\033[32m", "\033[31m", "\033[36m", "\033[33m", "\033[1m", "\033[0m"
+from fleet.engine import STAGES, Action, Change, ChangeSet
+from fleet.engine.previews import unified
+
 COLUMNS = (Action.CREATED, Action.CONFIGURED, Action.UNCHANGED, Action.DELETED, Action.SKIPPED)
+SHOWN = (Action.CREATED, Action.CONFIGURED, Action.DELETED)
+PLAIN_WIDTH = 1000
+_DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("+", "green"), ("-", "red"), ("@@", "cyan"))
 
 
-def colour(out: TextIO) -> bool:
-    return out.isatty() and "NO_COLOR" not in os.environ
+def console(stream: TextIO) -> Console:
+    """A Console writing to ``stream``: styled on a terminal, plain text anywhere else.
 
-
-def diff_text(changes: ChangeSet, *, use_colour: bool) -> str:
-    parts: list[str] = []
-    for entry in changes.entries:
-        shown = entry.action in (Action.CREATED, Action.CONFIGURED, Action.DELETED) or (
-            entry.action == Action.SKIPPED and entry.drift and entry.after is not None
-        )
-        if shown and not entry.failed:
-            text = unified(entry)
-            parts.append(_paint(text) if use_colour else text)
-    return "".join(parts)
-
-
-def _paint(text: str) -> str:
-    lines = []
-    for line in text.splitlines(keepends=True):
-        if line.startswith(("+++", "---")):
-            lines.append(f"{_BOLD}{line.rstrip()}{_RESET}\n")
-        elif line.startswith("+"):
-            lines.append(f"{_GREEN}{line.rstrip()}{_RESET}\n")
-        elif line.startswith("-"):
-            lines.append(f"{_RED}{line.rstrip()}{_RESET}\n")
-        elif line.startswith("@@"):
-            lines.append(f"{_CYAN}{line.rstrip()}{_RESET}\n")
-        else:
-            lines.append(line)
-    return "".join(lines)
-
-
-def summary_table(changes: ChangeSet) -> str:
-    table = changes.summary()
-    rows = [("stage", *(str(c) for c in COLUMNS))]
-    for stage in STAGES:
-        counts = table.get(stage.name)
-        if counts:
-            rows.append((stage.name, *(str(counts.get(str(c), 0)) for c in COLUMNS)))
-    if len(rows) == 1:
-        return "no objects\n"
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n" for row in rows
+    Lines are never wrapped (a diff line stays one line) and nothing in the text is
+    read as markup or highlighted: object names and YAML are printed as they are.
+    """
+    out = Console(
+        file=stream,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        soft_wrap=True,
+        color_system=None if "NO_COLOR" in os.environ else "auto",  # plain text, not even bold
     )
+    if not out.is_terminal:
+        out.width = PLAIN_WIDTH  # a log or a pipe has no width: never squeeze or cut a table for it
+    return out
 
 
-def problems(changes: ChangeSet, *, use_colour: bool) -> str:
-    lines = []
+def shown(entry: Change) -> bool:
+    """Whether ``entry`` has a diff to show: a change, or drift a ``warn`` policy only reports."""
+    if entry.failed:
+        return False
+    return entry.action in SHOWN or (entry.action == Action.SKIPPED and entry.drift and entry.after is not None)
+
+
+def print_diff(out: Console, changes: ChangeSet) -> None:
+    """Every shown entry's unified diff, ``+`` green, ``-`` red, headers bold."""
+    for entry in changes.entries:
+        if shown(entry):
+            for line in unified(entry).splitlines():
+                style = next((s for prefix, s in _DIFF_STYLES if line.startswith(prefix)), "")
+                out.print(Text(line, style=style))
+
+
+def print_summary(out: Console, changes: ChangeSet) -> None:
+    """Per stage, how many objects of each action (``no objects`` for an empty run)."""
+    counts = changes.summary()
+    rows = [(stage.name, counts[stage.name]) for stage in STAGES if counts.get(stage.name)]
+    if not rows:
+        out.print("no objects")
+        return
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold", padding=(0, 2, 0, 0))
+    table.add_column("stage")
+    for column in COLUMNS:
+        table.add_column(str(column), justify="right")
+    for name, count in rows:
+        table.add_row(name, *(_count(count.get(str(c), 0), c) for c in COLUMNS))
+    out.print(table)
+
+
+def _count(n: int, action: Action) -> Text:
+    style = {Action.CREATED: "green", Action.CONFIGURED: "yellow", Action.DELETED: "red"}.get(action, "")
+    return Text(str(n), style=style if n else "dim")
+
+
+def print_problems(out: Console, changes: ChangeSet) -> None:
+    """Failed entries (``error:``), field conflicts (``conflict:``) and skipped entries with a reason."""
     for entry in changes.entries:
         if entry.failed:
-            head = f"{_RED}error{_RESET}" if use_colour else "error"
             text = entry.error if entry.error.startswith(str(entry.ref)) else f"{entry.ref}: {entry.error}"
-            lines.append(f"{head}: {text}\n")
+            out.print(Text.assemble(("error", "bold red"), f": {text}"))
         elif entry.action == Action.SKIPPED and entry.reason:
-            head = f"{_YELLOW}skipped{_RESET}" if use_colour else "skipped"
-            lines.append(f"{head}: {entry.ref}: {entry.reason}\n")
+            out.print(Text.assemble(("skipped", "yellow"), f": {entry.ref}: {entry.reason}"))
         elif entry.reason and entry.ref.kind == "HelmRelease":  # the operator's driver-upgrade states
-            lines.append(f"note: {entry.ref}: {entry.reason}\n")
-    return "".join(lines)
+            out.print(f"note: {entry.ref}: {entry.reason}")
+        if entry.conflicts and not entry.failed:
+            fields = ", ".join(str(c) for c in entry.conflicts)
+            out.print(Text.assemble(("conflict", "bold yellow"), f": {entry.ref}: {fields}"))
+    if changes.conflicted:
+        owners = sorted({c.manager for e in changes.conflicted for c in e.conflicts if c.manager})
+        out.print(
+            f"  hint: other field managers ({', '.join(owners)}) own these fields; fleetctl apply fails on them "
+            "unless you change them through that owner, or take ownership with --force-conflicts "
+            "(fleetctl diff --force-conflicts previews that)"
+        )
 
 
-__all__ = ["colour", "diff_text", "problems", "summary_table"]
+@contextmanager
+def progress_bar(out: Console, *, transient: bool = True) -> Iterator[Progress]:
+    """A progress display on ``out``, drawn only on a terminal (nothing at all in a log or a pipe)."""
+    bar = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=out,
+        transient=transient,
+        disable=not out.is_terminal,
+    )
+    with bar:
+        yield bar
+
+
+__all__ = ["console", "print_diff", "print_problems", "print_summary", "progress_bar", "shown"]

@@ -1,7 +1,7 @@
 """The in-cluster controller: one process per cluster that keeps the cluster at git's newest valid revision.
 
-It only wires existing pieces together (``shared/docs/DESIGN.md``, "The controller";
-``docs/controller.md``): the git source (``fleet.source``), the engine's pipeline
+It only wires existing pieces together (``docs/controller.md``,
+``docs/architecture.md``): the git source (``fleet.source``), the engine's pipeline
 (``fleet.engine.pipelines.check_and_plan`` and the step-wise ``Sync``), the writer Lease
 (``fleet.engine.writers``), around a loop of its own. Modules:
 

@@ -6,7 +6,7 @@ so every kind the engine reads — the stage table's kinds plus ResourceSlices f
 classes gate — is kept by ``fleet.kube.watch``'s list→watch loop: one LIST at start
 (and after a ``410 Gone``), then only watch events and bookmarks.
 
-``Cache`` serves the engine twice: ``prefetched()`` is the ``diffs.Prefetched`` a
+``Cache`` serves the engine twice: ``prefetched()`` is the ``listings.Prefetched`` a
 ``Sync`` starts from (so it lists nothing), and ``list`` is the engine's
 ``healths.Reader`` (so health gates poll memory, not the API server). Objects are
 shared, never copied: the engine only reads them (``normalisations.normalise`` copies
@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from fleet.engine import diffs, stages
+from fleet.engine import listings, stages
 from fleet.kube import Client, Kind, ListResult, Ref, watch
 from fleet.kube.kinds import builtin
 
@@ -107,12 +107,12 @@ class Cache:
             if result is not None:
                 await result
 
-    def prefetched(self) -> diffs.Prefetched:
+    def prefetched(self) -> listings.Prefetched:
         """Every cached object as the engine's ``Prefetched`` live state: a Sync lists nothing."""
-        live: diffs.LiveIndex = {}
+        live: listings.LiveIndex = {}
         for store in self.objects.values():
             live.update(store)
-        return diffs.Prefetched(kinds=set(self.objects), live=live)
+        return listings.Prefetched(kinds=set(self.objects), live=live)
 
     async def list(self, kind: Kind, *, namespace: str | None = None) -> ListResult:
         """The cached objects of ``kind`` (in ``namespace``): the engine's ``healths.Reader``."""

@@ -6,7 +6,10 @@ Cut like gitops-engine and Flux's ssa package, one concept per module:
 - ``stages``         the stage table (kinds, health gate, prune order)
 - ``ownership``      labels/annotations that mark what fleet owns and what to keep
 - ``normalizations`` pure: comparable objects, and when no dry-run is needed
-- ``diffs``          server-side-apply dry-run diff against listed live objects
+- ``listings``       live objects, one paginated list per kind (started while the repository loads)
+- ``diffs``          server-side-apply dry-run diff against the listed live objects
+- ``deletions``      what pruning would delete (ledger entries no longer declared), or why not
+- ``previews``       a Change as a unified YAML diff
 - ``healths``        the gates between stages
 - ``ledgers``        what fleet applied, recorded in the cluster (the Ledger), created or adopted
 - ``adoptions``      pure: existing objects fleet may not take over, pools overlapping on a live Node
@@ -25,9 +28,10 @@ Cut like gitops-engine and Flux's ssa package, one concept per module:
 from __future__ import annotations
 
 from fleet.engine.applies import Options, Sync
-from fleet.engine.changesets import Action, Change, ChangeSet
-from fleet.engine.diffs import Prefetched, Settled
+from fleet.engine.changesets import Action, Change, ChangeSet, FieldConflict
+from fleet.engine.diffs import Settled
 from fleet.engine.healths import HealthTimeout
+from fleet.engine.listings import Prefetched
 from fleet.engine.plans import Desired, Plan, PoolRule, plan
 from fleet.engine.stages import STAGES, Gate, Stage
 from fleet.kube import Client
@@ -75,6 +79,7 @@ __all__ = [
     "Change",
     "ChangeSet",
     "Desired",
+    "FieldConflict",
     "Gate",
     "HealthTimeout",
     "Options",

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -43,7 +44,20 @@ import anyio
 import anyio.lowlevel
 
 from fleet import helm
-from fleet.engine import adoptions, blockers, diffs, healths, ledgers, nodes, operators, ownership, plans, stages
+from fleet.engine import (
+    adoptions,
+    blockers,
+    deletions,
+    diffs,
+    healths,
+    ledgers,
+    listings,
+    nodes,
+    operators,
+    ownership,
+    plans,
+    stages,
+)
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.errors import FleetError
 from fleet.kube import Client, Kind, KubeError, NotFound, Ref
@@ -70,14 +84,17 @@ class Sync:
     options: Options = field(default_factory=Options)
     changes: ChangeSet = field(init=False)
     ledger: ledgers.Ledger = field(init=False)
-    prefetched: diffs.Prefetched | None = None
-    """Live objects listed while the plan was being computed (``diffs.prefetch``), if any."""
+    prefetched: listings.Prefetched | None = None
+    """Live objects listed while the plan was being computed (``listings.prefetch``), if any."""
     settled: diffs.Settled | None = None
     """The no-dry-run answers of earlier runs (a process that reconciles repeatedly keeps one)."""
     reader: healths.Reader | None = None
     """Where health gates read live objects (default: the client, by listing; the controller: its watch cache)."""
-    live: diffs.LiveIndex = field(init=False, default_factory=dict)
+    live: listings.LiveIndex = field(init=False, default_factory=dict)
     steps: list[str] = field(init=False, default_factory=list)
+    progress: Callable[[str, int, int], None] | None = None
+    """Told ``(step, objects written, objects to write)`` as a step writes: for progress bars."""
+    _writing: tuple[str, int, int] = field(init=False, default=("", 0, 0))
     _applied: dict[str, dict[str, Any]] = field(init=False, default_factory=dict)
     """What the API server returned to this stage's writes (by key): the exist gate's evidence."""
     _skip: set[str] = field(init=False, default_factory=set)
@@ -112,7 +129,7 @@ class Sync:
             kinds.add(("v1", "Node"))
         with tracing.tracer().start_as_current_span("read live"):
             done = self.prefetched.kinds if self.prefetched else set()
-            self.live = await diffs.live_index(client=self.client, kinds=kinds - done)
+            self.live = await listings.live_index(client=self.client, kinds=kinds - done)
             if self.prefetched:
                 self.live.update(self.prefetched.live)
         self.steps = [s.name for s in stages.STAGES] + ["prune", "record"]
@@ -185,7 +202,7 @@ class Sync:
                     concurrency=self.options.concurrency,
                     ignore_managers=self.options.ignore_managers,
                     force=self.options.force_conflicts,
-                    preview_creations=self.options.dry_run,
+                    preview=self.options.dry_run,
                 )
             for change, d in zip(found, desired, strict=True):
                 if change.action == Action.CREATED and self._deleted_outside(d.ref.key):
@@ -202,8 +219,8 @@ class Sync:
                 if c.action in (Action.CREATED, Action.CONFIGURED) and not c.failed
             ]
             span.set_attribute("fleet.writes", len(todo))
-            if any(c.failed and not (c.refused and self.options.dry_run) for c in found):
-                self._stopped = True  # a preview goes on past refusals: diff shows everything else too
+            if any(c.failed for c in found) and not self.options.dry_run:
+                self._stopped = True  # a preview goes on: it shows every stage, failures and refusals included
                 return
             if self.options.dry_run or not (todo or stage.gate in _ALWAYS_CHECKED):
                 return
@@ -216,6 +233,7 @@ class Sync:
                 self.ledger.entries.update(new)
                 await self._save_progress()
             self._applied = {}
+            self._start_writing(stage.name, len(todo))
             # Kinds in the stage's order, one wave each: a RoleBinding is created only after its
             # Role exists (for a non-admin applier the API server resolves the Role to check escalation).
             for kind in stage.kinds:
@@ -307,6 +325,7 @@ class Sync:
                         change.error = str(err)
                         span.set_attribute("error.type", type(err).__name__)
                     change.duration = time.monotonic() - started
+                    self._written()
 
         async with anyio.create_task_group() as tg:
             for change, d in todo:
@@ -391,7 +410,7 @@ class Sync:
         desired_keys = {d.ref.key for d in self.plan.objects}
         desired_keys |= {d.ref.key for d in self.desired(stages.by_name("pools"))}
         stage_of = {kind: s.name for s in stages.STAGES for kind in s.kinds}
-        found = diffs.deletions(
+        found = deletions.planned(
             ledger=self.ledger.entries, desired_keys=desired_keys, live=self.live, stage_of=stage_of
         )
         order = {s.name: i for i, s in enumerate(stages.prune_order())}
@@ -416,6 +435,9 @@ class Sync:
             async def delete(change: Change) -> None:
                 async with limiter:
                     await self._delete(change)
+                    self._written()
+
+            self._start_writing("prune", sum(c.action == Action.DELETED for c in found))
 
             # One stage at a time, in prune order (claims before the classes they name, namespaces
             # last); within a stage, deletes run concurrently. A failure stops pruning after its stage.
@@ -434,6 +456,17 @@ class Sync:
                         tg.start_soon(delete, change)
                 if any(c.failed for c in deleting):
                     failed = stage.name
+
+    def _start_writing(self, step: str, total: int) -> None:
+        self._writing = (step, 0, total)
+        if self.progress is not None and total:
+            self.progress(step, 0, total)
+
+    def _written(self) -> None:
+        step, done, total = self._writing
+        self._writing = (step, done + 1, total)
+        if self.progress is not None:
+            self.progress(step, done + 1, total)
 
     async def _kinds(self) -> list[Kind]:
         """The namespaced kinds to list before deleting a namespace: discovered once per run."""
@@ -529,12 +562,14 @@ class Sync:
         # A new revision with nothing to do changes only the progress record: keep the old one
         # rather than write for nothing.
         progress = self.ledger.index is None or self._resumed or bool(self.changes.changed)
-        await ledgers.save(client=self.client, ledger=self.ledger, progress=progress)
+        with anyio.CancelScope(shield=True):  # an interrupt never leaves the record half-written
+            await ledgers.save(client=self.client, ledger=self.ledger, progress=progress)
 
     async def _save_progress(self) -> None:
         self.ledger.progress.revision = self.plan.revision
         self.ledger.progress.complete = False
-        await ledgers.save(client=self.client, ledger=self.ledger, progress=True)
+        with anyio.CancelScope(shield=True):  # an interrupt never leaves the record half-written
+            await ledgers.save(client=self.client, ledger=self.ledger, progress=True)
 
 
 class _Preconditions(NamedTuple):
@@ -553,8 +588,10 @@ def _apply_drift_policy(change: Change, policy: str) -> None:
     """Cluster-side drift under ``report`` is reported, under ``ignore`` hidden; git changes always apply."""
     if not change.drift or policy == "enforce":
         return
-    by = f" ({change.error.splitlines()[0]})" if change.error else ""
+    owners = sorted({c.manager for c in change.conflicts if c.manager})
+    by = f" ({change.error.splitlines()[0]})" if change.error else (f" by {', '.join(owners)}" if owners else "")
     change.error = ""  # a conflict over drift is what the policy is about, not a failure
+    change.conflicts = ()  # the policy does not re-apply, so nothing is taken from anyone
     what = "deleted in the cluster" if change.action == Action.CREATED else "changed in the cluster"
     if policy == "report":
         change.action = Action.SKIPPED

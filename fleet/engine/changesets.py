@@ -5,7 +5,9 @@ table, the controller records one status and the trace carries one set of
 attributes, whatever happened. ``action`` is one of created, configured, unchanged,
 deleted, skipped; ``before``/``after`` are the normalised objects (``None`` when
 absent or not worth keeping, e.g. for unchanged objects); ``error`` says why an entry
-failed or was skipped.
+failed or was skipped. ``conflicts`` lists the fields another field manager owns
+(a diff shows them beside the change instead of stopping: the apply needs
+``--force-conflicts`` or the other owner's agreement).
 """
 
 from __future__ import annotations
@@ -24,6 +26,17 @@ class Action(StrEnum):
     UNCHANGED = "unchanged"
     DELETED = "deleted"
     SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class FieldConflict:
+    """A field fleet would set that another field manager owns."""
+
+    manager: str
+    field: str
+
+    def __str__(self) -> str:
+        return f"{self.field} (owned by {self.manager})" if self.manager else self.field
 
 
 @dataclass
@@ -45,6 +58,8 @@ class Change:
     """A deletion that keeps the object: fleet only gives back what it set (adopted objects, pool Nodes)."""
     drift: bool = False
     """Configured although git did not change the object: the cluster drifted."""
+    conflicts: tuple[FieldConflict, ...] = ()
+    """Fields other managers own that this change would take: apply fails on them without force."""
 
     @property
     def failed(self) -> bool:
@@ -64,6 +79,7 @@ class Change:
             "error": self.error,
             "refused": self.refused,
             "reason": self.reason,
+            "conflicts": [{"manager": c.manager, "field": c.field} for c in self.conflicts],
         }
 
 
@@ -76,6 +92,10 @@ class ChangeSet:
     @property
     def failed(self) -> list[Change]:
         return [e for e in self.entries if e.failed]
+
+    @property
+    def conflicted(self) -> list[Change]:
+        return [e for e in self.entries if e.conflicts]
 
     @property
     def changed(self) -> list[Change]:
@@ -94,4 +114,4 @@ class ChangeSet:
         return {"cluster": self.cluster, "revision": self.revision, "entries": [e.to_json() for e in self.entries]}
 
 
-__all__ = ["Action", "Change", "ChangeSet"]
+__all__ = ["Action", "Change", "ChangeSet", "FieldConflict"]

@@ -2,84 +2,41 @@
 
 The API server is the only exact judge of an apply (defaulting, admission, CEL
 validation, field ownership), so a changed object is always previewed with a real
-``dryRun=All`` apply, as ``kubectl diff --server-side`` and ``flux diff`` do. What
-makes fleet fast is how few objects need one: live objects are *listed* (one
-paginated request per kind, not a GET per object) and
-``normalizations.unchanged_without_dry_run`` settles every object whose live state
-already is what fleet would apply. Only the rest get a dry-run, concurrently.
+``dryRun=All`` apply, as ``kubectl diff --server-side`` and ``flux diff`` do, and
+what a diff shows is the server's answer, never fleet's guess: a defaulted field
+(a claim request's ``allocationMode: ExactCount``) stays in the preview because it
+stays in the cluster. What makes fleet fast is how few objects need one: live
+objects are *listed* (``listings``) and ``normalizations.unchanged_without_dry_run``
+settles every object whose live state already is what fleet would apply. Only the
+rest get a dry-run, concurrently.
 
-Ledger entries the revision no longer declares come out as deletions (or as
-skipped, with the reason, when the object is annotated to be kept or no longer
-carries fleet's label). An entry fleet adopted rather than created, and a pool
-Node, comes out as a release: fleet gives back what it set, the object stays.
+A diff never stops at the first surprise. When another field manager owns a field
+fleet sets, a preview (``preview=True``) records the conflicts on the Change (who
+owns which field) and shows what a forced apply would make of the object; the
+apply itself (``preview=False``) fails that object with the server's message.
 
 A dry-run rejected only because immutable fields would change (every cause of the
 API's ``Invalid`` status is an immutable-field cause) is a replace: delete, then
-create. Any other rejection is an error, whatever its text says.
+create. Any other rejection is an error, whatever its text says. The replacement is
+previewed by dry-running its creation under a temporary name, so the merged side
+is again what the server would store.
 """
 
 from __future__ import annotations
 
-import difflib
-import io
 import time
+import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import anyio.to_thread
-from ruamel.yaml import YAML
 
-from fleet.engine import ledgers, normalizations, ownership
-from fleet.engine.changesets import Action, Change
+from fleet.engine import normalizations, ownership
+from fleet.engine.changesets import Action, Change, FieldConflict
+from fleet.engine.listings import LiveIndex
 from fleet.engine.plans import Desired
-from fleet.engine.stages import STAGES
-from fleet.kube import Client, Conflict, Invalid, KubeError, NotFound, Ref
-from fleet.kube.kinds import builtin as kinds_table
-
-LiveIndex = dict[str, dict[str, Any]]
-"""Live objects by ``Ref.key``."""
-_STAGED = frozenset(kind for stage in STAGES for kind in stage.kinds)
-
-
-async def live_index(*, client: Client, kinds: Iterable[tuple[str, str]]) -> LiveIndex:
-    """Every live object of the given (apiVersion, kind)s, one paginated list per kind."""
-    index: LiveIndex = {}
-
-    async def fetch(api_version: str, kind: str) -> None:
-        try:
-            k = await client.kind(api_version=api_version, kind=kind)
-        except NotFound:
-            return  # a kind the server does not serve has no live objects
-        for item in (await client.list(k)).items:
-            index[Ref.of(item).key] = item
-
-    async with anyio.create_task_group() as tg:
-        for api_version, kind in sorted(set(kinds)):
-            tg.start_soon(fetch, api_version, kind)
-    return index
-
-
-@dataclass(frozen=True)
-class Prefetched:
-    kinds: set[tuple[str, str]]
-    live: LiveIndex
-
-
-def staged_kinds() -> set[tuple[str, str]]:
-    """(apiVersion, kind) of every kind the stage table applies."""
-    return {(k.api_version, k.kind) for (_, kind), k in kinds_table().items() if kind in _STAGED}
-
-
-async def prefetch(*, client: Client) -> Prefetched:
-    """List every kind the stage table applies before the plan is known.
-
-    The CLI runs this while it parses and validates the repository, so the API
-    server's listing overlaps fleet's CPU work instead of following it.
-    """
-    kinds = staged_kinds()
-    return Prefetched(kinds=kinds, live=await live_index(client=client, kinds=kinds))
+from fleet.kube import Client, Conflict, Invalid, KubeError, NotFound
 
 
 class Settled:
@@ -127,14 +84,17 @@ async def diff_objects(
     concurrency: int = 16,
     ignore_managers: Iterable[str] = (),
     force: bool = False,
-    preview_creations: bool = True,
+    preview: bool = True,
     settled: Settled | None = None,
 ) -> list[Change]:
     """One Change per desired object: created, configured or unchanged (or skipped, with the error).
 
-    ``preview_creations=False`` (apply, not diff) skips the dry-run of objects that do
-    not exist yet: the apply that follows says everything the dry-run would have.
-    ``settled`` remembers the no-dry-run answers between runs (see ``Settled``).
+    ``preview=True`` (a diff, a dry-run apply) dry-runs the creation of objects that
+    do not exist yet and turns field conflicts into listed ``conflicts`` beside the
+    forced result. ``preview=False`` (an apply) skips dry-running creations — the
+    apply that follows says everything the dry-run would have — and fails an object
+    on a conflict, as the apply would. ``settled`` remembers the no-dry-run answers
+    between runs (see ``Settled``).
     """
     unchanged = settled.unchanged if settled is not None else _unchanged
     ignored = tuple(ignore_managers)
@@ -143,7 +103,9 @@ async def diff_objects(
 
     async def one(i: int, d: Desired) -> None:
         async with limiter:
-            changes[i] = await _diff_one(client=client, d=d, live=live.get(d.ref.key), ignored=ignored, force=force)
+            changes[i] = await _diff_one(
+                client=client, d=d, live=live.get(d.ref.key), ignored=ignored, force=force, preview=preview
+            )
 
     # The pure test is CPU work over every object (about 1 s per 10,000): a worker thread keeps
     # the event loop free for the controller's Lease renewals, probes and webhooks.
@@ -154,7 +116,7 @@ async def diff_objects(
             if answers[i]:
                 changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.UNCHANGED)
                 continue
-            if current is None and not preview_creations:
+            if current is None and not preview:
                 changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.CREATED)
                 continue
             tg.start_soon(one, i, d)
@@ -173,12 +135,20 @@ def _answers(
 
 
 async def _diff_one(
-    *, client: Client, d: Desired, live: dict[str, Any] | None, ignored: tuple[str, ...], force: bool
+    *, client: Client, d: Desired, live: dict[str, Any] | None, ignored: tuple[str, ...], force: bool, preview: bool
 ) -> Change:
     started = time.monotonic()
     stage = d.stage.name
+    conflicts: tuple[FieldConflict, ...] = ()
     try:
-        result = await client.apply(d.obj, field_manager=d.field_manager, dry_run=True, force=force or d.force)
+        try:
+            result = await client.apply(d.obj, field_manager=d.field_manager, dry_run=True, force=force or d.force)
+        except Conflict as err:
+            if not (preview and err.fields):
+                raise
+            # Show what the forced apply would make of it, and list whose fields it takes.
+            conflicts = tuple(FieldConflict(manager=m, field=f) for m, f in err.fields)
+            result = await client.apply(d.obj, field_manager=d.field_manager, dry_run=True, force=True)
     except NotFound as err:
         if live is None:  # its namespace is created by an earlier stage of the same apply
             return Change(
@@ -202,16 +172,7 @@ async def _diff_one(
     except Invalid as err:
         if live is not None and err.immutable:
             # e.g. a ResourceClaimTemplate's spec: replace it, as Flux's force does.
-            return Change(
-                ref=d.ref,
-                stage=stage,
-                action=Action.CONFIGURED,
-                replace=True,
-                before=normalizations.normalise(live, ignore_managers=ignored),
-                after=normalizations.normalise(d.obj),
-                duration=time.monotonic() - started,
-                reason="immutable fields change: replaced (delete, then create)",
-            )
+            return await _replacement(client=client, d=d, live=live, ignored=ignored, started=started)
         return Change(
             ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err), duration=time.monotonic() - started
         )
@@ -219,16 +180,25 @@ async def _diff_one(
         return Change(
             ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err), duration=time.monotonic() - started
         )
+    change = _compared(d=d, live=live, result=result, ignored=ignored, started=started)
+    change.conflicts = conflicts
+    return change
+
+
+def _compared(
+    *, d: Desired, live: dict[str, Any] | None, result: dict[str, Any], ignored: tuple[str, ...], started: float
+) -> Change:
+    """The Change from a dry-run ``result``: created, or configured/unchanged against ``live``."""
     after = normalizations.normalise(result, ignore_managers=ignored)
     duration = time.monotonic() - started
     if live is None:
-        return Change(ref=d.ref, stage=stage, action=Action.CREATED, after=after, duration=duration)
+        return Change(ref=d.ref, stage=d.stage.name, action=Action.CREATED, after=after, duration=duration)
     before = normalizations.normalise(live, ignore_managers=ignored)
     if _without_revision(before) == _without_revision(after):
-        return Change(ref=d.ref, stage=stage, action=Action.UNCHANGED, duration=duration)
+        return Change(ref=d.ref, stage=d.stage.name, action=Action.UNCHANGED, duration=duration)
     return Change(
         ref=d.ref,
-        stage=stage,
+        stage=d.stage.name,
         action=Action.CONFIGURED,
         before=before,
         after=after,
@@ -237,70 +207,50 @@ async def _diff_one(
     )
 
 
+async def _replacement(
+    *, client: Client, d: Desired, live: dict[str, Any], ignored: tuple[str, ...], started: float
+) -> Change:
+    """A change to immutable fields: configured with replace, the merged side as the server would create it.
+
+    The object cannot be dry-run applied in place (that is the error), so its creation
+    is dry-run under a temporary name and the name put back: defaults and admission
+    are the server's, as for every other preview.
+    """
+    name = d.ref.name
+    probe = {**d.obj, "metadata": {**d.obj["metadata"], "name": _temporary_name(name)}}
+    try:
+        created = await client.apply(probe, field_manager=d.field_manager, dry_run=True, force=True)
+    except KubeError as err:
+        return Change(
+            ref=d.ref, stage=d.stage.name, action=Action.SKIPPED, error=str(err), duration=time.monotonic() - started
+        )
+    created["metadata"]["name"] = name
+    after = normalizations.normalise(created, ignore_managers=ignored)
+    before = normalizations.normalise(live, ignore_managers=ignored)
+    _without_revision(before)
+    _without_revision(after)
+    return Change(
+        ref=d.ref,
+        stage=d.stage.name,
+        action=Action.CONFIGURED,
+        replace=True,
+        before=before,
+        after=after,
+        duration=time.monotonic() - started,
+        drift=_unchanged_in_git(d, live),
+        reason="immutable fields change: replaced (delete, then create)",
+    )
+
+
+def _temporary_name(name: str) -> str:
+    """A valid, unused name for a dry-run creation (DNS label: 63 characters at most)."""
+    return f"fleet-preview-{uuid.uuid4().hex[:12]}-{name}"[:63].rstrip("-.")
+
+
 def _unchanged_in_git(d: Desired, live: dict[str, Any] | None) -> bool:
     """The live object carries the hash of exactly this desired content: any difference is drift."""
     applied = normalizations.annotation(d.obj, ownership.APPLIED)
     return live is not None and bool(applied) and applied == normalizations.annotation(live, ownership.APPLIED)
-
-
-def deletions(
-    *, ledger: dict[str, ledgers.Entry], desired_keys: set[str], live: LiveIndex, stage_of: dict[str, str]
-) -> list[Change]:
-    """Ledger entries no longer desired: deleted, released (adopted, or a pool Node), or skipped with the reason."""
-    out: list[Change] = []
-    for key, entry in sorted(ledger.items()):
-        if key in desired_keys:
-            continue
-        ref = Ref.from_key(key, version=entry.api_version.rpartition("/")[2])
-        current = live.get(key)
-        stage = stage_of.get(ref.kind, "")
-        if current is None:
-            continue  # already gone: only the ledger remains
-        if ref.kind == "Node" or (entry.adopted and not ownership.kept(current)):
-            what = "pool labels and taints" if ref.kind == "Node" else "adopted: fleet's labels, annotations and fields"
-            out.append(
-                Change(
-                    ref=ref,
-                    stage=stage,
-                    action=Action.DELETED,
-                    release=True,
-                    before=normalizations.normalise(current),
-                    after=None if ref.kind == "Node" else normalizations.normalise(_released(current)),
-                    reason=f"{what} released (the {ref.kind} stays)",
-                )
-            )
-        elif ownership.kept(current):
-            out.append(
-                Change(
-                    ref=ref,
-                    stage=stage,
-                    action=Action.SKIPPED,
-                    reason=f"annotated {ownership.KEEP}={ownership.KEEP_VALUE}",
-                )
-            )
-        elif not ownership.managed(current):
-            out.append(
-                Change(
-                    ref=ref,
-                    stage=stage,
-                    action=Action.SKIPPED,
-                    reason=f"no longer labelled {ownership.MANAGED_BY}={ownership.MANAGER}",
-                )
-            )
-        else:
-            out.append(Change(ref=ref, stage=stage, action=Action.DELETED, before=normalizations.normalise(current)))
-    return out
-
-
-def _released(live: dict[str, Any]) -> dict[str, Any]:
-    """``live`` as a release leaves it, near enough for a preview: without fleet's labels and annotations."""
-    meta = dict(live.get("metadata") or {})
-    for name in ("labels", "annotations"):
-        kept = {k: v for k, v in (meta.get(name) or {}).items() if not k.startswith(ownership.DOMAIN + "/")}
-        if name == "labels" and kept.get(ownership.MANAGED_BY) == ownership.MANAGER:
-            del kept[ownership.MANAGED_BY]
-        meta[name] = kept
-    return {**live, "metadata": meta}
 
 
 def with_live_revision(obj: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
@@ -327,37 +277,4 @@ def _without_revision(obj: dict[str, Any] | None) -> dict[str, Any] | None:
     return obj
 
 
-def unified(change: Change) -> str:
-    """A unified diff of the change as YAML (``---``/``+++`` name the object)."""
-    name = f"{change.ref.api_version}/{change.ref.kind} {change.ref.namespace + '/' if change.ref.namespace else ''}"
-    name += change.ref.name
-    before = _yaml(change.before).splitlines(keepends=True)
-    after = _yaml(change.after).splitlines(keepends=True)
-    if change.action == Action.DELETED and not change.release:
-        after = []
-    lines = difflib.unified_diff(before, after, fromfile=f"live {name}", tofile=f"merged {name}", n=3)
-    return "".join(lines)
-
-
-def _yaml(obj: dict[str, Any] | None) -> str:
-    if obj is None:
-        return ""
-    yaml = YAML(typ="safe", pure=True)
-    yaml.default_flow_style = False
-    stream = io.StringIO()
-    yaml.dump(obj, stream)
-    return stream.getvalue()
-
-
-__all__ = [
-    "LiveIndex",
-    "Prefetched",
-    "Settled",
-    "deletions",
-    "diff_objects",
-    "live_index",
-    "prefetch",
-    "staged_kinds",
-    "unified",
-    "with_live_revision",
-]
+__all__ = ["Settled", "diff_objects", "with_live_revision"]

@@ -31,6 +31,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from fleet.cel import quantities
 from fleet.engine import ownership
 
 Path = tuple[str, ...]
@@ -94,10 +95,29 @@ def unchanged_without_dry_run(
     ):
         # Same content as the last apply, and nobody else changed a field we own
         # (changing it would have moved its ownership): live is that apply's result.
-        return True
+        # Every value outside lists must still be there as desired (quantities in the
+        # server's spelling): a writer using fleet's own manager name keeps ownership,
+        # and a doubt costs only a dry-run.
+        return all(_same_value(_at(desired, w), _at(live, w)) for w in wanted if not _in_list(desired, w))
     if not subset(desired, live):
         return False
     return all(_at(desired, o) == _at(live, o) for o in owned - wanted)
+
+
+def _same_value(desired: Any, live: Any) -> bool:
+    """Equal, or one Kubernetes quantity in two spellings (the server stores ``1000000`` as ``1M``)."""
+    if desired == live:
+        return True
+    if isinstance(desired, (str, int)) and not isinstance(desired, bool) and isinstance(live, str):
+        text = str(desired)
+        if quantities.is_quantity(text) and quantities.is_quantity(live):
+            return quantities.parse_quantity(text).compare(quantities.parse_quantity(live)) == 0
+    return False
+
+
+def _in_list(obj: Any, path: Path) -> bool:
+    """The leaf at ``path`` is a list (its items may carry server defaults: compared by the hash)."""
+    return isinstance(_at(obj, path), list)
 
 
 def annotation(obj: dict[str, Any], key: str) -> str:

@@ -1,6 +1,6 @@
 """The pipeline every command and the controller share: checkout → validate → resolve → plan.
 
-A revision that fails validation is never rendered, diffed or applied (DESIGN.md):
+A revision that fails validation is never rendered, diffed or applied (docs/architecture.md):
 ``load_plan`` raises a FleetError listing the findings. The revision id is
 ``fleet.source.revision_id``: the commit the checkout is at, with a hash of the loaded
 content when the work tree differs from it (a resumed run must never skip a stage of
@@ -27,7 +27,7 @@ from pathlib import Path
 import anyio
 
 from fleet import kube
-from fleet.engine import diffs, plans
+from fleet.engine import listings, plans
 from fleet.errors import FleetError
 from fleet.manifests import ParseCache, TreeCache, kinds, load_revision, read_tree
 from fleet.manifests.findings import Finding
@@ -152,7 +152,7 @@ async def connect(
     return await kube.connect(kubeconfig=kubeconfig, context=context, timeout=request_timeout)
 
 
-async def plan_and_list(repo: Path, *, cluster: str, client: kube.Client) -> tuple[plans.Plan, diffs.Prefetched]:
+async def plan_and_list(repo: Path, *, cluster: str, client: kube.Client) -> tuple[plans.Plan, listings.Prefetched]:
     """Validate and plan ``repo`` (in a thread) while listing the live objects.
 
     A writer calls this while it holds the cluster's Lease (``fleet.engine.writers``),
@@ -162,13 +162,13 @@ async def plan_and_list(repo: Path, *, cluster: str, client: kube.Client) -> tup
         lambda: sum(1 for _ in itertools.islice(_yaml_files(repo), OVERLAP_MAX_FILES + 1))
     )
     overlap = count <= OVERLAP_MAX_FILES
-    listing: list[diffs.Prefetched] = []
+    listing: list[listings.Prefetched] = []
     planned: list[plans.Plan] = []
     failures: list[Exception] = []
 
     async def fetch() -> None:
         try:
-            listing.append(await diffs.prefetch(client=client))
+            listing.append(await listings.prefetch(client=client))
         except Exception as exc:  # raised below, not as a task group's ExceptionGroup
             failures.append(exc)
 
@@ -180,6 +180,7 @@ async def plan_and_list(repo: Path, *, cluster: str, client: kube.Client) -> tup
         except Exception as exc:
             failures.insert(0, exc)  # the repository's error first: it is what the user must fix
             tg.cancel_scope.cancel()
+    await anyio.lowlevel.checkpoint_if_cancelled()  # interrupted while loading: the listing never finished
     if not failures and not overlap:
         await fetch()
     if failures:
@@ -194,7 +195,7 @@ async def plan_and_connect(
     context: str | None = None,
     kubeconfig: str | None = None,
     request_timeout: float = 30.0,
-) -> tuple[plans.Plan, kube.Client, diffs.Prefetched]:
+) -> tuple[plans.Plan, kube.Client, listings.Prefetched]:
     """``connect``, then ``plan_and_list``: for readers (``diff``), which hold no Lease."""
     client = await connect(
         repo, cluster=cluster, context=context, kubeconfig=kubeconfig, request_timeout=request_timeout
@@ -202,7 +203,8 @@ async def plan_and_connect(
     try:
         plan, prefetched = await plan_and_list(repo, cluster=cluster, client=client)
     except BaseException:
-        await client.close()
+        with anyio.CancelScope(shield=True):  # also when interrupted: close the session
+            await client.close()
         raise
     return plan, client, prefetched
 

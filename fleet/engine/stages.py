@@ -1,6 +1,6 @@
 """The stage table: the one place that says what is applied in which order.
 
-DESIGN.md fixes six stages. Each is one ``Stage`` entry: its name, the kinds it
+The design fixes six stages (docs/engine.md). Each is one ``Stage`` entry: its name, the kinds it
 holds, the health gate that must pass before the next stage starts, and its
 position in pruning (pruning walks the table backwards: claims go before the
 classes they name, namespaces last). The ``operator`` stage has no kinds: it

@@ -22,7 +22,7 @@ from fleet.inventory.inventories import Inventory
 from fleet.inventory.matches import CompiledSelector, Match
 from fleet.inventory.requests import Alternative
 
-# Attributes the NVIDIA driver removed or renamed (docs/reference/nvidia-dra.md §1.2-1.3).
+# Attributes the NVIDIA DRA driver removed or renamed (its full-GPU and MIG attributes, HEAD vs v0.4.1).
 RENAMED = {
     ("gpu.nvidia.com", "pcieBusID"): ("resource.kubernetes.io", "pciBusID"),
     ("gpu.nvidia.com", "pciBusID"): ("resource.kubernetes.io", "pciBusID"),

@@ -7,7 +7,7 @@ GPUNodePools with it when CI has no cluster (:mod:`fleet.policy.declarations`),
 so what validate predicts from a pool is what the sandbox — and the real
 driver — would publish for it.
 
-What the driver publishes (``gpu.nvidia.com``, docs/reference in the NVIDIA DRA
+What the driver publishes (``gpu.nvidia.com``, as in the NVIDIA DRA
 driver's ``deviceinfo.go``/``mig.go``): one device per whole GPU named
 ``gpu-<minor>``, or the MIG devices of a GPU in MIG mode named
 ``gpu-<minor>-mig-<profile>-<giProfileId>-<start>``; the driver's own attributes
@@ -150,7 +150,7 @@ MODELS: dict[str, GpuModel] = {
         node_memory="256Gi",
     ),
     # Model-level values from an NVML reading of a real H200, driver 580.159.04
-    # (tests/fixtures/nvml/h200.json); tests/sandbox checks them with model_from_nvml.
+    # (tests/data/nvml/h200.json); tests/sandbox checks them with model_from_nvml.
     "h200": GpuModel(
         key="h200",
         instance_type="p5en.48xlarge",
@@ -192,7 +192,7 @@ def _semver(text: str) -> str:
 
 
 def model_from_nvml(reading: dict[str, Any], *, key: str = "gpu") -> dict[str, str]:
-    """The model-level attribute values the driver derives from an NVML reading (as in fixtures/nvml)."""
+    """The model-level attribute values the driver derives from an NVML reading (as in tests/data/nvml)."""
     device = reading["devices"][0]
     arch = device["architectureName"].removeprefix("NVML_DEVICE_ARCH_").title()
     brand = device["brandName"].removeprefix("NVML_BRAND_").title()

@@ -32,6 +32,8 @@ from fleet.errors import FleetError
 IMMUTABLE_DETAIL = "field is immutable"
 """apimachinery's ``validation.FieldImmutableErrorMsg``: the detail of every immutable-field cause."""
 _MANAGER = re.compile(r'conflicts? with "([^"]+)"')
+FIELD_MANAGER_CONFLICT = "FieldManagerConflict"
+"""``Status.details.causes[].reason`` of one field another manager owns (server-side apply)."""
 _SCHEMA_ERROR = re.compile(r"failed to create typed patch object|field not declared in schema")
 
 
@@ -79,9 +81,21 @@ class Conflict(KubeError):
         status: int = 409,
         reason: str = "Conflict",
         managers: tuple[str, ...] = (),
+        causes: tuple[Cause, ...] = (),
     ) -> None:
         super().__init__(what, where=where, hint=hint, status=status, reason=reason)
         self.managers = managers
+        self.causes = causes
+
+    @property
+    def fields(self) -> tuple[tuple[str, str], ...]:
+        """(other field manager, field path) per field-manager conflict, from the server's status causes."""
+        found = []
+        for cause in self.causes:
+            if cause.reason == FIELD_MANAGER_CONFLICT:
+                names = conflict_managers(cause.message)
+                found.append((names[0] if names else "", cause.field))
+        return tuple(found)
 
 
 class Forbidden(KubeError):
@@ -179,7 +193,9 @@ def from_status(*, status: int, body: object, where: str, retry_after: float = 0
             if managers
             else "the object changed or already exists; retry"
         )
-        return Conflict(message, where=where, hint=hint, status=status, reason=reason, managers=managers)
+        return Conflict(
+            message, where=where, hint=hint, status=status, reason=reason, managers=managers, causes=causes
+        )
     if status in (401, 403):
         return Forbidden(
             message,
@@ -214,6 +230,7 @@ def from_status(*, status: int, body: object, where: str, retry_after: float = 0
 
 
 __all__ = [
+    "FIELD_MANAGER_CONFLICT",
     "IMMUTABLE_DETAIL",
     "Cause",
     "Conflict",

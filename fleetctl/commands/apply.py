@@ -2,7 +2,8 @@
 
 Only objects that differ are written (a run with nothing to do writes nothing but
 its Lease). Each stage must pass its health gate before the next starts; progress is
-printed to stderr as stages finish, and the run ends with the per-stage summary table.
+printed to stderr as stages finish (with a progress bar while a stage writes, on a
+terminal), and the run ends with the per-stage summary table.
 ``--prune`` deletes what fleet applied earlier and the revision no longer declares.
 
 The run holds the cluster's Lease (``fleet.engine.writers``) from before it reads the
@@ -26,6 +27,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+from rich.progress import TaskID
 
 from fleet import engine, kube
 from fleet.engine import operators, writers
@@ -127,6 +129,7 @@ async def _run(args: argparse.Namespace) -> int:
     failure: FleetError | None = None
     sync: engine.Sync | None = None
     tracer = tracing.tracer()
+    err_console = reports.console(sys.stderr)
     with tracer.start_as_current_span("apply run", attributes={tracing.CLUSTER: args.cluster}) as span:
         client = await connect(args)
         try:
@@ -134,23 +137,34 @@ async def _run(args: argparse.Namespace) -> int:
                 plan, prefetched = await plan_and_list(args, client=client)
                 span.set_attribute(tracing.REVISION, plan.revision)
                 options = dataclasses.replace(options, helm=helm_settings(args, client=client))
-                sync = engine.Sync(client=client, plan=plan, options=options, prefetched=prefetched)
-                await sync.start()
-                while not sync.done:
-                    step = sync.steps[0]
-                    before = len(sync.changes.entries)
-                    try:
-                        await sync.step()
-                    except (engine.HealthTimeout, operators.OperatorRefused) as err:
-                        failure = err
-                        break
-                    _progress(step, sync.changes.entries[before:])
+                with reports.progress_bar(err_console) as bar:
+                    tasks: dict[str, TaskID] = {}
+
+                    def advance(step: str, done: int, total: int) -> None:
+                        if step not in tasks:
+                            tasks[step] = bar.add_task(f"{step}: writing", total=total)
+                        bar.update(tasks[step], completed=done, total=total)
+
+                    sync = engine.Sync(
+                        client=client, plan=plan, options=options, prefetched=prefetched, progress=advance
+                    )
+                    await sync.start()
+                    while not sync.done:
+                        step = sync.steps[0]
+                        before = len(sync.changes.entries)
+                        try:
+                            await sync.step()
+                        except (engine.HealthTimeout, operators.OperatorRefused) as err:
+                            failure = err
+                            break
+                        bar.console.print(_progress(step, sync.changes.entries[before:]))
         except leases.Lost as err:
             if sync is None:
                 raise
             failure = err  # writing stopped mid-run: report what was done
         finally:
-            await client.close()
+            with anyio.CancelScope(shield=True):  # also when interrupted: close the session
+                await client.close()
         span.set_attribute("fleet.writes", client.counts.writes)
     assert sync is not None
     changes = sync.changes
@@ -160,17 +174,18 @@ async def _run(args: argparse.Namespace) -> int:
         doc["error"] = str(failure) if failure else ""
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        use_colour = reports.colour(sys.stdout)
-        sys.stdout.write(reports.problems(changes, use_colour=use_colour))
-        sys.stdout.write(reports.summary_table(changes))
+        out = reports.console(sys.stdout)
+        reports.print_problems(out, changes)
+        reports.print_summary(out, changes)
         if failure is not None:
-            sys.stdout.write(f"error: {failure}\n")
-    return 1 if (changes.failed or failure is not None) else 0
+            out.print(f"error: {failure}")
+    # --dry-run: a conflict listed now is an object the real apply would fail on.
+    return 1 if (changes.failed or failure is not None or changes.conflicted) else 0
 
 
-def _progress(step: str, entries: list[engine.Change]) -> None:
+def _progress(step: str, entries: list[engine.Change]) -> str:
     counts: dict[str, int] = {}
     for e in entries:
         counts[str(e.action)] = counts.get(str(e.action), 0) + 1
     text = ", ".join(f"{n} {a}" for a, n in sorted(counts.items())) or "nothing to do"
-    print(f"{step}: {text}", file=sys.stderr, flush=True)
+    return f"{step}: {text}"

@@ -39,6 +39,7 @@ from typing import Any
 from fleet.sandbox import binaries, charts, clusters, credentials, profiles
 from fleet.sandbox.operators import StandInOperator
 from fleetctl import cli
+from fleetctl.commands import sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "fleet"
@@ -95,6 +96,8 @@ def register(sub: Any) -> None:
 def _step(title: str, argv: list[str]) -> int:
     print(f"\n$ fleetctl {shlex.join(argv)}", flush=True)
     code = cli.run(argv)
+    if code == 130:
+        raise KeyboardInterrupt  # Ctrl-C in a step ends the demo, not just the step
     print(f"  ({title}: exit {code})", flush=True)
     return code
 
@@ -121,7 +124,7 @@ def _free_port() -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     profile = PROFILES / f"{args.cluster}.yaml"
-    sb = clusters.up(profile=profiles.load(profile if profile.exists() else None))
+    sb = sandbox.up(directory=None, profile=profiles.load(profile if profile.exists() else None))
     found = binaries.locate()
     if found is None:
         print("the sandbox binaries are not built: run fleetctl sandbox build", file=sys.stderr)

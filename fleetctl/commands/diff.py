@@ -3,10 +3,14 @@
 Every changed object is previewed with a server-side-apply dry-run and shown as a
 unified diff (colour on a terminal, not with ``NO_COLOR``), followed by a summary
 table per stage. Objects fleet applied earlier that the revision no longer declares
-are shown as deletions. Exit codes follow ``kubectl diff``: 0 no differences,
-1 differences, 2 error. A change fleet refuses (an existing object it may not adopt,
-a claim in use, a namespace others use) is listed as an error and counts as a
-difference (1): the revision cannot be applied as it is.
+are shown as deletions. A field another manager owns does not stop the diff: the
+object's change is shown as a forced apply would make it, and the conflict is
+listed with its owner and field. ``--force-conflicts`` previews exactly what
+``fleetctl apply --force-conflicts`` does. A change fleet refuses (an existing
+object it may not adopt, a claim in use, a namespace others use) is listed as an
+error and counts as a difference: the revision cannot be applied as it is. Exit
+codes follow ``kubectl diff``: 0 no differences, 1 differences, conflicts or
+refusals, 2 error.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ import json
 import sys
 from typing import Any
 
+import anyio
+
 from fleet import engine
-from fleet.engine.diffs import unified
+from fleet.engine.previews import unified
 from fleet.telemetry import tracing
 from fleetctl import reports
 from fleetctl.pipelines import add_cluster_args, helm_settings, plan_and_connect, run_async
@@ -31,6 +37,11 @@ def register(sub: Any) -> None:
         "with the live objects. Exit 0 no differences, 1 differences, 2 error (as kubectl diff).",
     )
     add_cluster_args(parser)
+    parser.add_argument(
+        "--force-conflicts",
+        action="store_true",
+        help="preview fleetctl apply --force-conflicts: take the fields other field managers own",
+    )
     parser.set_defaults(func=run)
 
 
@@ -50,26 +61,25 @@ async def _diff(args: argparse.Namespace) -> int:
                 options=engine.Options(
                     concurrency=args.concurrency,
                     ignore_managers=tuple(args.ignore_manager),
+                    force_conflicts=args.force_conflicts,
                     helm=helm_settings(args, client=client),
                 ),
             )
         finally:
-            await client.close()
+            with anyio.CancelScope(shield=True):
+                await client.close()
     out = sys.stdout
     if args.output == "json":
         doc = changes.to_json()
         for item, entry in zip(doc["entries"], changes.entries, strict=True):
-            item["diff"] = (
-                unified(entry)
-                if entry.action in (engine.Action.CREATED, engine.Action.CONFIGURED, engine.Action.DELETED)
-                else ""
-            )
+            item["diff"] = unified(entry) if entry.action in reports.SHOWN else ""
         out.write(json.dumps(doc, indent=2) + "\n")
     else:
-        use_colour = reports.colour(out)
-        out.write(reports.diff_text(changes, use_colour=use_colour))
-        out.write(reports.problems(changes, use_colour=use_colour))
-        sys.stderr.write(reports.summary_table(changes))
+        console = reports.console(out)
+        reports.print_diff(console, changes)
+        reports.print_problems(console, changes)
+        reports.print_summary(reports.console(sys.stderr), changes)
     if any(not e.refused for e in changes.failed):
         return 2
-    return 1 if changes.changed or changes.failed else 0  # a refused change is a difference apply will not make
+    # A conflict or a refused change is a difference apply will not make as it is.
+    return 1 if (changes.changed or changes.conflicted or changes.failed) else 0

@@ -19,10 +19,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
-
 from fleet import kube
 from fleet.inventory import Inventory, pendings, snapshots
+from fleetctl.pipelines import interruptible
 
 
 def register(sub: Any) -> None:
@@ -123,7 +122,7 @@ def table(inventory: Inventory) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    context, slices, claims = anyio.run(lambda: read_cluster(context=args.context, kubeconfig=args.kubeconfig))
+    context, slices, claims = interruptible(lambda: read_cluster(context=args.context, kubeconfig=args.kubeconfig))
     inventory = Inventory.from_slices(slices)
     if args.output == "text":
         print(table(inventory))

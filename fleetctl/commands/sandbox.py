@@ -1,4 +1,11 @@
-"""``fleetctl sandbox build|up|down|env|status``: the local control plane with simulated GPU nodes."""
+"""``fleetctl sandbox build|up|down|env|status``: the local control plane with simulated GPU nodes.
+
+``build`` can take half an hour on a cold cache: on a terminal it shows which step
+runs and for how long (a rich progress display on stderr), elsewhere one line per
+step. ``up`` interrupted with Ctrl-C stops what it had started, so no half-started
+sandbox is left behind; ``build`` stages into ``.partial`` folders and only renames
+a finished step, so an interrupted build leaves nothing half-written either.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +13,16 @@ import argparse
 import json
 import shlex
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.progress import TaskID
+
 from fleet.sandbox import binaries, clusters, profiles
+from fleetctl import reports
 
 
 def register(sub: Any) -> None:
@@ -54,18 +67,54 @@ def register(sub: Any) -> None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    found, timings = binaries.build(force=args.force)
+    err = reports.console(sys.stderr)
+    with building(err) as progress:
+        found, timings = binaries.build(force=args.force, progress=progress)
     if not timings:
-        print("binaries up to date:", file=sys.stderr)
+        err.print("binaries up to date:")
+    out = reports.console(sys.stdout)
     for name, path in sorted(found.paths.items()):
-        print(f"{name:24} {path}")
+        out.print(f"{name:24} {path}")  # paths are never cut to the terminal's width
     return 0
+
+
+@contextmanager
+def building(out: Console) -> Iterator[Callable[[str], None]]:
+    """A ``binaries.Progress`` for ``out``: a spinner per build step on a terminal, the step's lines elsewhere."""
+    with reports.progress_bar(out, transient=False) as bar:
+        current: list[TaskID] = []
+
+        def progress(message: str) -> None:
+            if not bar.live.is_started:
+                out.print(message)
+            elif message.startswith("==> "):
+                if current:
+                    bar.update(current[-1], total=1, completed=1)
+                current.append(bar.add_task(message.removeprefix("==> "), total=None))
+            elif not message.lstrip().startswith("..."):  # the bar already shows the time
+                bar.console.print(message)
+
+        yield progress
+        if current:
+            bar.update(current[-1], total=1, completed=1)
 
 
 def _up(args: argparse.Namespace) -> int:
     profile = profiles.load(args.profile)
-    clusters.up(directory=args.dir, profile=profile, apiserver_port=args.apiserver_port)
+    up(directory=args.dir, profile=profile, apiserver_port=args.apiserver_port)
     return 0
+
+
+def up(*, directory: Path | None, profile: profiles.Profile, apiserver_port: int | None = None) -> clusters.Sandbox:
+    """``clusters.up``, undone if interrupted (Ctrl-C): every process it started is stopped again."""
+    existing = clusters.Sandbox.load(directory or clusters.default_dir())
+    ran_before = existing is not None and existing.healthy()
+    try:
+        return clusters.up(directory=directory, profile=profile, apiserver_port=apiserver_port)
+    except KeyboardInterrupt:
+        if not ran_before:  # never stop a sandbox that was already running before this command
+            clusters.down(directory=directory, progress=lambda _m: None)
+        raise
 
 
 def _down(args: argparse.Namespace) -> int:
@@ -80,7 +129,7 @@ def _env(args: argparse.Namespace) -> int:
         return 1
     print(f"export KUBECONFIG={shlex.quote(str(sb.kubeconfig))}")
     print(f"export FLEET_SANDBOX_DIR={shlex.quote(str(sb.directory))}")
-    print(f"export PATH={shlex.quote(str(sb.binary('kubectl').parent))}:\"$PATH\"")
+    print(f'export PATH={shlex.quote(str(sb.binary("kubectl").parent))}:"$PATH"')
     if "helm" in sb.bin_dir:  # the operator stage's helm (fleetctl diff/apply read FLEET_HELM)
         print(f"export FLEET_HELM={shlex.quote(str(sb.binary('helm')))}")
     return 0

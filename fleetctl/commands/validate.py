@@ -4,8 +4,8 @@ Loads the checkout (``fleet.manifests``), runs the policy per cluster
 (``fleet.policy``) with the DRA CEL compiler and — given an inventory snapshot
 (``--inventory``) or a live cluster (``--context``) — satisfiability of every
 claim on that cluster's devices (``fleet.inventory``), and prints the findings as
-``file:line:col rule-id message`` plus a ``hint:`` line (colour only on a
-terminal without ``NO_COLOR``) followed by the satisfiability table, as JSON,
+``file:line:col rule-id message`` plus a ``hint:`` line (through rich: colour
+only on a terminal without ``NO_COLOR``) followed by the satisfiability table, as JSON,
 or as GitHub workflow annotations.
 Exit codes: 0 no errors (warnings allowed), 1 errors found, 2 usage or
 internal error — an internal error must never look like "your change is bad".
@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-import anyio
+from rich.console import Console
+from rich.text import Text
 
 from fleet import kube
 from fleet.engine import pipelines
@@ -32,8 +33,8 @@ from fleet.inventory import Inventory, holdings, snapshots
 from fleet.manifests import Finding, Limits, Manifest, Revision, cluster_names, fixes, kinds, read_revision, read_tree
 from fleet.policy import Result, Satisfaction, declarations, validate
 from fleet.policy.satisfiability import Live
-
-_RED, _YELLOW, _DIM, _BOLD, _RESET = "\033[31m", "\033[33m", "\033[2m", "\033[1m", "\033[0m"
+from fleetctl import reports
+from fleetctl.pipelines import interruptible
 
 
 def register(sub: Any) -> None:
@@ -104,10 +105,11 @@ def _validate(args: argparse.Namespace) -> int:
     elif args.output == "github":
         out.writelines(f"{line}\n" for line in to_github(findings, repo=repo))
     else:
-        out.write(to_text(findings, repo=repo, revision=revision, colour=_colour(out)))
+        console = reports.console(out)
+        print_text(console, findings, repo=repo, revision=revision)
         # the per-claim table for an explicit snapshot or context; declared pools only speak through findings
         explicit = [s for s in result.satisfaction if s.source != declarations.SOURCE]
-        out.write(satisfaction_text(explicit, repo=repo))
+        console.print(satisfaction_text(explicit, repo=repo), end="")
     return 1 if any(f.severity == "error" for f in findings) else 0
 
 
@@ -133,7 +135,7 @@ def _inventories(
         cluster = chosen or recorded or (known[0] if len(known) == 1 else "")
         source, label = f"inventory {path}", f"snapshot {path}"
     elif args.context is not None:
-        slices, claims = anyio.run(_live_objects, args.context, args.kubeconfig)
+        slices, claims = interruptible(lambda: _live_objects(args.context, args.kubeconfig))
         inventory = Inventory.from_slices(slices)
         live = Live(slices=slices, claims=holdings.holdings(claims))
         by_context = [m.name for m in revision.of_kind("Cluster") if _context_of(m) == args.context]
@@ -188,34 +190,31 @@ async def _live_objects(context: str, kubeconfig: str | None) -> tuple[list[dict
         await client.close()
 
 
-def _colour(out: TextIO) -> bool:
-    return out.isatty() and "NO_COLOR" not in os.environ
-
-
 def display_path(repo: Path, file: str) -> str:
     """The finding's file as seen from the working directory (as CI shows it)."""
     return os.path.normpath(repo / file) if file else os.path.normpath(repo)
 
 
-def to_text(findings: Sequence[Finding], *, repo: Path, revision: Revision, colour: bool) -> str:
-    lines = []
+def print_text(out: Console, findings: Sequence[Finding], *, repo: Path, revision: Revision) -> None:
+    """``file:line:col rule message`` per finding, its hint below, then the count (rule ids in colour)."""
     for f in findings:
         where = f.location
         position = f":{where.line}:{where.col}" if where.line else ""
-        rule = f.rule
-        if colour:
-            rule = f"{_RED if f.severity == 'error' else _YELLOW}{_BOLD}{rule}{_RESET}"
         level = "" if f.severity == "error" else "warning: "
         cluster = f" [cluster {f.cluster}]" if f.cluster else ""
-        lines.append(f"{display_path(repo, where.file)}{position} {rule} {level}{f.message}{cluster}")
+        out.print(
+            Text.assemble(
+                f"{display_path(repo, where.file)}{position} ",
+                (f.rule, "bold red" if f.severity == "error" else "bold yellow"),
+                f" {level}{f.message}{cluster}",
+            )
+        )
         if f.hint:
-            hint = f"  hint: {f.hint}"
-            lines.append(f"{_DIM}{hint}{_RESET}" if colour else hint)
+            out.print(Text(f"  hint: {f.hint}", style="dim"))
     errors = sum(f.severity == "error" for f in findings)
     warnings = len(findings) - errors
     files = len({m.file for m in revision.manifests})
-    lines.append(f"{errors} error(s), {warnings} warning(s) in {len(revision.manifests)} objects, {files} files")
-    return "\n".join(lines) + "\n"
+    out.print(f"{errors} error(s), {warnings} warning(s) in {len(revision.manifests)} objects, {files} files")
 
 
 def satisfaction_text(satisfaction: Sequence[Satisfaction], *, repo: Path) -> str:

@@ -33,6 +33,8 @@ class Repo:
     pools: dict[str, str] = field(default_factory=dict)
     device_class_expression: str = "device.driver == 'gpu.nvidia.com'"
     device_class: bool = True
+    files: dict[str, str] = field(default_factory=dict)
+    """Further files, path → YAML (written as they are, after the generated ones)."""
 
     @property
     def cluster(self) -> str:
@@ -186,6 +188,7 @@ class Repo:
             files[f"teams/{key}.yaml"] = text
         for name, text in self.pools.items():
             files[f"pools/{name}.yaml"] = text
+        files.update(self.files)
         for rel, text in files.items():
             path = self.root / rel
             path.parent.mkdir(parents=True, exist_ok=True)

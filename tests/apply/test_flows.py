@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleet import engine, kube
-from fleet.engine import ownership
+from fleet.engine import ownership, previews
 from fleet.errors import FleetError
 from tests.apply.conftest import Engine, actions
 from tests.apply.repos import Repo
@@ -14,7 +14,8 @@ pytestmark = pytest.mark.sandbox
 
 
 def test_create_then_noop_makes_zero_writes(fleet: Engine, repo: Repo) -> None:
-    repo.team("ml", namespaces=["ml"], group="ml-research", quota=4)
+    # A quota the server stores in another spelling ("1M") must not cost a dry-run either.
+    repo.team("ml", namespaces=["ml"], group="ml-research", quota=1_000_000)
     repo.claim_template("ml", "one-gpu")
     created = fleet.apply()
     ns = repo.ns("ml")
@@ -29,11 +30,18 @@ def test_create_then_noop_makes_zero_writes(fleet: Engine, repo: Repo) -> None:
     assert not created.failed
 
     result: list[engine.ChangeSet] = []
-    server_writes = fleet.server_writes(lambda: result.append(fleet.apply()))
+    clients: list[object] = []
+
+    def noop() -> None:
+        result.append(fleet.apply())
+        clients.append(fleet.last_client)  # the apply's client, not the one that reads the metrics after it
+
+    server_writes = fleet.server_writes(noop)
     assert {e.action for e in result[0].entries} == {engine.Action.UNCHANGED}
-    assert fleet.last_client is not None
-    assert fleet.last_client.counts.writes == 0
-    assert fleet.last_client.counts.by_verb["apply-dry-run"] == 0, "live state settles a no-op without dry-runs"
+    [client] = clients
+    assert isinstance(client, kube.Client)
+    assert client.counts.writes == 0
+    assert client.counts.by_verb["apply-dry-run"] == 0, "live state settles a no-op without dry-runs"
     assert server_writes == 0
 
 
@@ -52,7 +60,7 @@ def test_change_configures_only_what_differs(fleet: Engine, repo: Repo) -> None:
         f"ResourceClaimTemplate {ns}/gpus": "configured",
     }
     quota_diff = next(e for e in preview.entries if e.ref.kind == "ResourceQuota")
-    assert engine.diffs.unified(quota_diff).count("\n-") >= 1
+    assert previews.unified(quota_diff).count("\n-") >= 1
 
     applied = fleet.apply()
     assert {str(e.ref): str(e.action) for e in applied.changed} == changed

@@ -1,4 +1,4 @@
-"""Fixture devices for the CEL tests: the shared ResourceSlice fixtures and the H200 NVML reading."""
+"""Fixture devices for the CEL tests: the ResourceSlice fixtures of tests/data and the H200 NVML reading."""
 
 from __future__ import annotations
 

@@ -15,14 +15,29 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def fleetctl(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fleetctl", *args], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, NO_COLOR="1"), check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "fleetctl", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, NO_COLOR="1"),
+        check=False,
+    )
 
 
 @pytest.mark.sandbox
 def test_global_trace_prints_the_runs_spans(sandbox: Sandbox) -> None:
-    run = fleetctl("--trace", "diff", str(ROOT / "examples" / "fleet"), "--cluster", "gpu-east",
-                   "--kubeconfig", str(sandbox.kubeconfig), "--context", credentials.CLUSTER)
+    run = fleetctl(
+        "--trace",
+        "diff",
+        str(ROOT / "examples" / "fleet"),
+        "--cluster",
+        "gpu-east",
+        "--kubeconfig",
+        str(sandbox.kubeconfig),
+        "--context",
+        credentials.CLUSTER,
+    )
     assert run.returncode in (0, 1), run.stderr[-2000:]
     for span in ("diff run", "validate", "render", "apply stage"):
         assert f'"name": "{span}"' in run.stderr
@@ -46,9 +61,14 @@ def test_output_piped_into_a_closed_reader_ends_quietly() -> None:
     # close), so the first write fails with EPIPE, as with `fleetctl render ... | head -1`.
     read_end, write_end = os.pipe()
     os.close(read_end)
-    proc = subprocess.run([sys.executable, "-m", "fleetctl", "render", str(ROOT / "examples" / "fleet"),
-                           "--cluster", "gpu-east"], stdout=write_end, stderr=subprocess.PIPE, text=True,
-                          timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fleetctl", "render", str(ROOT / "examples" / "fleet"), "--cluster", "gpu-east"],
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     os.close(write_end)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from fleet.engine import adoptions, blockers, diffs, ledgers, ownership, plans, stages
+from fleet.engine import adoptions, blockers, deletions, ledgers, ownership, plans, previews, stages
 from fleet.errors import FleetError
 from fleet.kube import errors
 from fleet.manifests.views import resolve
@@ -107,11 +107,11 @@ def test_pruning_releases_adopted_entries_and_deletes_created_ones() -> None:
     }
     ledger = {"/Namespace//a": ledgers.Entry("v1", "created"), "/Namespace//b": ledgers.Entry("v1", "adopted")}
     stage_of = {kind: s.name for s in stages.STAGES for kind in s.kinds}
-    a, b = diffs.deletions(ledger=ledger, desired_keys=set(), live=live, stage_of=stage_of)
+    a, b = deletions.planned(ledger=ledger, desired_keys=set(), live=live, stage_of=stage_of)
     assert (str(a.action), a.release) == ("deleted", False)
     assert (str(b.action), b.release) == ("deleted", True) and "released" in b.reason
     assert b.after is not None and ownership.MANAGED_BY not in b.after["metadata"].get("labels", {})
-    assert "+" in diffs.unified(b) or "-" in diffs.unified(b)
+    assert "+" in previews.unified(b) or "-" in previews.unified(b)
 
 
 def test_live_overlap_names_the_node_and_both_pools() -> None:

@@ -111,3 +111,40 @@ def test_defaulted_list_items_rely_on_the_applied_hash() -> None:
     assert normalizations.unchanged_without_dry_run(desired, live, manager="fleet")
     stale = {**live, "metadata": {**live["metadata"], "annotations": {ownership.APPLIED: "0" * 20}}}
     assert not normalizations.unchanged_without_dry_run(desired, stale, manager="fleet")
+
+
+def test_the_applied_hash_never_hides_a_changed_value() -> None:
+    # Someone applied another value under fleet's own manager name: fleet still owns the
+    # field and the hash still matches, but the value is not what fleet applies.
+    desired = ownership.fingerprinted(DESIRED)
+    owned = {"f:metadata": {"f:labels": {"f:team": {}}, "f:annotations": {f"f:{ownership.APPLIED}": {}}}}
+    live = _live({"team": "a"}, owned)
+    live["metadata"]["annotations"] = {ownership.APPLIED: normalizations.annotation(desired, ownership.APPLIED)}
+    assert normalizations.unchanged_without_dry_run(desired, live, manager="fleet")
+    live["metadata"]["labels"] = {"team": "b"}
+    assert not normalizations.unchanged_without_dry_run(desired, live, manager="fleet")
+
+
+def test_a_quantity_in_the_servers_spelling_is_the_same_value() -> None:
+    # A quota of 1000000 is stored as "1M": still no dry-run needed for a no-op.
+    key = "gpu.deviceclass.resource.k8s.io/devices"
+    desired = ownership.fingerprinted(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "q", "namespace": "n"},
+            "spec": {"hard": {key: "1000000"}},
+        }
+    )
+    owned = {"f:metadata": {"f:annotations": {f"f:{ownership.APPLIED}": {}}}, "f:spec": {"f:hard": {f"f:{key}": {}}}}
+    live = {
+        **desired,
+        "metadata": {
+            **desired["metadata"],
+            "managedFields": [{"manager": "fleet", "operation": "Apply", "fieldsV1": owned}],
+        },
+        "spec": {"hard": {key: "1M"}},
+    }
+    assert normalizations.unchanged_without_dry_run(desired, live, manager="fleet")
+    live["spec"] = {"hard": {key: "2M"}}
+    assert not normalizations.unchanged_without_dry_run(desired, live, manager="fleet")

@@ -1,4 +1,4 @@
-"""Inventories from the shared fixture slices and the NVIDIA driver's DeviceClasses."""
+"""Inventories from the fixture slices of tests/data and the NVIDIA driver's DeviceClasses."""
 
 from __future__ import annotations
 

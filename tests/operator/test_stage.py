@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fleet import engine, helm
-from fleet.engine import operators
+from fleet.engine import operators, previews
 from fleet.errors import FleetError
 from fleet.sandbox import Sandbox, credentials
 from fleet.sandbox.operators import StandInOperator
@@ -129,11 +129,11 @@ def test_diff_shows_version_values_and_rendered_objects(
     op_repo.values = {**op_repo.values, "dcgmExporter": {"enabled": False}}
     changed = {(e.ref.kind, e.ref.name): e for e in fleet.diff(helm=helm_settings).entries if e.stage == "operator"}
     release = changed[("HelmRelease", RELEASE)]
-    text = engine.diffs.unified(release)
+    text = previews.unified(release)
     assert "-version: v26.7.0" in text and "+version: v26.7.1" in text
     assert "+    enabled: false" in text
     assert changed[("CustomResourceDefinition", "gpuclusters.nvidia.com")].action == engine.Action.CONFIGURED
-    gpucluster = engine.diffs.unified(changed[("GPUCluster", "gpu-cluster")])
+    gpucluster = previews.unified(changed[("GPUCluster", "gpu-cluster")])
     assert "-    enabled: true" in gpucluster and "+    enabled: false" in gpucluster
 
 

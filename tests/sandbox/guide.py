@@ -15,7 +15,7 @@ SEED = paths.SEED
 
 
 def seed(name: str, *, namespace: str) -> list[dict[str, Any]]:
-    """The guide's manifests from shared/seed, moved into the test's namespace."""
+    """The guide's manifests (tests/data/guide), moved into the test's namespace."""
     docs = [d for d in YAML(typ="safe").load_all((SEED / name).read_text()) if d]
     for d in docs:
         d["metadata"]["namespace"] = namespace

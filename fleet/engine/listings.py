@@ -1,0 +1,66 @@
+"""Reading the live cluster for a diff: one paginated list per kind, never a GET per object.
+
+A diff compares every desired object with its live twin. Fetching them one by one
+costs a request each; listing costs one request (a few pages) per kind, whatever
+the number of objects, and the API server answers lists from its watch cache.
+``prefetch`` lists every kind the stage table applies before the plan is known, so
+the CLI overlaps the API server's listing with its own parsing and validation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from fleet.engine.stages import STAGES
+from fleet.kube import Client, NotFound, Ref
+from fleet.kube.kinds import builtin as kinds_table
+
+LiveIndex = dict[str, dict[str, Any]]
+"""Live objects by ``Ref.key``."""
+_STAGED = frozenset(kind for stage in STAGES for kind in stage.kinds)
+
+
+async def live_index(*, client: Client, kinds: Iterable[tuple[str, str]]) -> LiveIndex:
+    """Every live object of the given (apiVersion, kind)s, one paginated list per kind."""
+    index: LiveIndex = {}
+
+    async def fetch(api_version: str, kind: str) -> None:
+        try:
+            k = await client.kind(api_version=api_version, kind=kind)
+        except NotFound:
+            return  # a kind the server does not serve has no live objects
+        for item in (await client.list(k)).items:
+            index[Ref.of(item).key] = item
+
+    async with anyio.create_task_group() as tg:
+        for api_version, kind in sorted(set(kinds)):
+            tg.start_soon(fetch, api_version, kind)
+    return index
+
+
+@dataclass(frozen=True)
+class Prefetched:
+    kinds: set[tuple[str, str]]
+    live: LiveIndex
+
+
+def staged_kinds() -> set[tuple[str, str]]:
+    """(apiVersion, kind) of every kind the stage table applies."""
+    return {(k.api_version, k.kind) for (_, kind), k in kinds_table().items() if kind in _STAGED}
+
+
+async def prefetch(*, client: Client) -> Prefetched:
+    """List every kind the stage table applies before the plan is known.
+
+    The CLI runs this while it parses and validates the repository, so the API
+    server's listing overlaps fleet's CPU work instead of following it.
+    """
+    kinds = staged_kinds()
+    return Prefetched(kinds=kinds, live=await live_index(client=client, kinds=kinds))
+
+
+__all__ = ["LiveIndex", "Prefetched", "live_index", "prefetch", "staged_kinds"]
