@@ -30,12 +30,12 @@ import anyio
 from rich.progress import TaskID
 
 from fleet import engine, kube
-from fleet.engine import operators, writers
+from fleet.engine import listings, operators, pipelines, writers
 from fleet.errors import FleetError
 from fleet.kube import leases
 from fleet.telemetry import tracing
 from fleetctl import reports
-from fleetctl.pipelines import add_cluster_args, connect, helm_settings, plan_and_list, run_async
+from fleetctl.pipelines import add_cluster_args, connect, helm_settings, run_async
 
 TERMINATED = 143
 
@@ -133,8 +133,12 @@ async def _run(args: argparse.Namespace) -> int:
     with tracer.start_as_current_span("apply run", attributes={tracing.CLUSTER: args.cluster}) as span:
         client = await connect(args)
         try:
+            # Validate before taking the Lease: a revision that fails validation writes nothing,
+            # not even fleet's own Lease or namespace. The live listing follows the Lease, so it
+            # is not one another writer was changing.
+            plan = await anyio.to_thread.run_sync(lambda: pipelines.load_plan(args.repo, cluster=args.cluster))
             async with _writing(args, client):
-                plan, prefetched = await plan_and_list(args, client=client)
+                prefetched = await listings.prefetch(client=client)
                 span.set_attribute(tracing.REVISION, plan.revision)
                 options = dataclasses.replace(options, helm=helm_settings(args, client=client))
                 with reports.progress_bar(err_console) as bar:

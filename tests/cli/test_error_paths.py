@@ -169,8 +169,22 @@ def test_invalid_revision(places: Places, tmp_path: Path, command: str, extra: l
 @pytest.mark.sandbox
 @pytest.mark.parametrize("command", ["diff", "apply"])
 def test_invalid_revision_against_a_cluster(places: Places, sandbox: Sandbox, command: str) -> None:
-    # The revision is loaded while the live objects are listed: the validation error must
-    # come out as itself, not as an ExceptionGroup of the task group that overlapped them.
+    # The validation error must come out as itself, not as an ExceptionGroup of a task group;
+    # and it comes before anything is written, fleet's own Lease included.
+    def lease() -> str:
+        got = sandbox.kubectl(
+            "get",
+            "lease",
+            "fleet-gpu-east",
+            "-n",
+            "fleet-system",
+            "-o",
+            "jsonpath={.metadata.resourceVersion}",
+            check=False,
+        )
+        return got.stdout if got.returncode == 0 else "absent"
+
+    before = lease()
     run = fleetctl(
         command,
         str(places.bad_repo),
@@ -184,6 +198,7 @@ def test_invalid_revision_against_a_cluster(places: Places, sandbox: Sandbox, co
     assert_clean(run, code=2, says="does not validate")
     assert run.stderr.startswith("error: "), run.stderr
     assert "single-gpu.yaml:13:" in run.stderr, "the finding names the file and line"
+    assert lease() == before, "an invalid revision takes no Lease (writes nothing at all)"
 
 
 # -- an unreachable cluster, a missing context -------------------------------------------------
