@@ -11,11 +11,13 @@ when healthy, never stopped by the tests).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,11 +43,29 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
 def kubectl(sandbox: Sandbox) -> Kubectl:
     """Run the sandbox's real kubectl as admin (``context=`` for alice@/bob@fleet-sandbox)."""
 
-    def run(*args: str, context: str | None = None, stdin: str | None = None,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str, context: str | None = None, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         return sandbox.kubectl(*args, context=context, stdin=stdin, check=check)
 
     return run
+
+
+def gpu_pod(kubectl: Kubectl, namespace: str, *, name: str, claim: str, also: tuple[dict[str, Any], ...] = ()) -> None:
+    """Start pod ``name`` holding the existing (or ``also``-created) ResourceClaim ``claim``, as the
+    guide's pods do: one container using the claim, tolerating the GPU nodes' taint."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "c", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}}],
+        },
+    }
+    items = [*also, pod]
+    kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 
 
 @pytest.fixture()

@@ -7,7 +7,6 @@ annotation, a claim a running pod holds, two pools that pick the same live node.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
@@ -18,7 +17,7 @@ from fleet.sandbox import Sandbox, credentials
 from fleetctl import cli
 from tests.apply.conftest import Engine, actions
 from tests.apply.repos import Repo
-from tests.conftest import Kubectl
+from tests.conftest import Kubectl, gpu_pod
 
 pytestmark = pytest.mark.sandbox
 
@@ -171,17 +170,7 @@ def test_claim_in_use_is_neither_replaced_nor_pruned(fleet: Engine, repo: Repo, 
     fleet.apply()
     ns = repo.ns("ml")
     ref = kube.Ref("resource.k8s.io/v1", "ResourceClaim", ns, "shared-gpu")
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "trainer", "namespace": ns},
-        "spec": {
-            "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-gpu"}],
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
-        },
-    }
-    kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+    gpu_pod(kubectl, ns, name="trainer", claim="shared-gpu")
     try:
         kubectl("wait", "-n", ns, "pod/trainer", "--for=jsonpath={.status.phase}=Running", "--timeout=60s")
         uid = fleet.run(lambda c: c.get(ref))["metadata"]["uid"]

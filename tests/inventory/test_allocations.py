@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 import pytest
 
 from fleet.sandbox import Sandbox
-from tests.conftest import Kubectl
+from tests.conftest import Kubectl, gpu_pod
 
 pytestmark = pytest.mark.sandbox
 
@@ -35,24 +34,7 @@ def test_allocated_devices_name_their_claim_and_pod(sandbox: Sandbox, kubectl: K
             }
         },
     }
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "infer"},
-        "spec": {
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": "two-l4"}],
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-            "containers": [{"name": "c", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}}],
-        },
-    }
-    kubectl(
-        "apply",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [claim, pod]}),
-    )
+    gpu_pod(kubectl, namespace, name="infer", claim="two-l4", also=(claim,))
     kubectl("wait", "-n", namespace, "pod/infer", "--for=condition=PodScheduled", "--timeout=60s")
     done = subprocess.run(
         [sys.executable, "-m", "fleetctl", "inventory", "--kubeconfig", str(sandbox.kubeconfig)],

@@ -11,7 +11,7 @@ from fleet import engine
 from fleet.sandbox import Sandbox
 from tests.apply.conftest import Engine
 from tests.apply.repos import Repo
-from tests.conftest import Kubectl
+from tests.conftest import Kubectl, gpu_pod
 
 pytestmark = pytest.mark.sandbox
 
@@ -56,24 +56,7 @@ def test_pool_node_is_released_only_after_its_claims_are_gone(
             }
         },
     }
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "serve"},
-        "spec": {
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": "l4"}],
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-            "containers": [{"name": "c", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}}],
-        },
-    }
-    kubectl(
-        "apply",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [claim, pod]}),
-    )
+    gpu_pod(kubectl, namespace, name="serve", claim="l4", also=(claim,))
     kubectl("wait", "-n", namespace, "pod/serve", "--for=condition=PodScheduled", "--timeout=60s")
 
     repo.pools.clear()

@@ -18,7 +18,7 @@ from fleet.errors import FleetError
 from fleet.sandbox import Sandbox, credentials
 from fleet.sandbox.operators import StandInOperator
 from tests.apply.conftest import Engine
-from tests.conftest import Kubectl
+from tests.conftest import Kubectl, gpu_pod
 from tests.operator.conftest import NAMESPACE, RELEASE
 from tests.operator.repos import OperatorRepo
 
@@ -229,24 +229,7 @@ def test_removal_waits_for_claims_then_uninstalls_with_hooks(
         "metadata": {"name": "held"},
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
     }
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "trainer"},
-        "spec": {
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": "held"}],
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-            "containers": [{"name": "c", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}}],
-        },
-    }
-    kubectl(
-        "apply",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [claim, pod]}),
-    )
+    gpu_pod(kubectl, namespace, name="trainer", claim="held", also=(claim,))
     kubectl("wait", "-n", namespace, "pod/trainer", "--for=condition=Ready", "--timeout=60s")
 
     op_repo.version, op_repo.upgrade = "v26.7.0", {"allowDowngrade": True}
