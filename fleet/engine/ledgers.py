@@ -313,7 +313,7 @@ async def save(*, client: Client, ledger: Ledger, progress: bool = True) -> int:
         wanted = ledger.layout()
         changed = [s for s in sorted(wanted.keys() | ledger.shards.keys()) if _differs(ledger, s, wanted.get(s, {}))]
     if changed and not ledger.exists:
-        await _ensure_namespace(client)
+        await ensure_namespace(client)
     limiter = anyio.CapacityLimiter(WRITE_CONCURRENCY)
     failures: list[FleetError] = []
 
@@ -345,7 +345,8 @@ def _differs(ledger: Ledger, shard: str, ours: Entries) -> bool:
     return (stored.entries if stored else {}) != ours
 
 
-async def _ensure_namespace(client: Client) -> None:
+async def ensure_namespace(client: Client) -> None:
+    """fleet's own namespace (the ledger's shards and the writer Lease live there)."""
     namespace = {
         "apiVersion": "v1",
         "kind": "Namespace",
@@ -440,7 +441,7 @@ async def _write_index(*, client: Client, ledger: Ledger, data: dict[str, str]) 
         try:
             if stored is None:
                 if not ledger.shards:
-                    await _ensure_namespace(client)
+                    await ensure_namespace(client)
                 result = await client.create(cm, field_manager=ownership.LEDGER_MANAGER)
             else:
                 result = await client.update(cm, field_manager=ownership.LEDGER_MANAGER)
@@ -484,6 +485,7 @@ __all__ = [
     "decode",
     "decode_entries",
     "encode_entries",
+    "ensure_namespace",
     "index_name",
     "layout",
     "load",

@@ -28,7 +28,7 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from fleet.engine import ledgers, ownership
+from fleet.engine import ledgers
 from fleet.kube import Client, NotFound, Ref, leases
 
 NAMESPACE = ledgers.NAMESPACE
@@ -77,7 +77,7 @@ async def lock(
         except NotFound:
             if acquired or attempt == 2:
                 raise
-            await _create_namespace(client=client, name=ref.namespace)  # a cluster fleet never wrote to
+            await ledgers.ensure_namespace(client)  # a cluster fleet never wrote to
         except leases.Held as held:
             if acquired:
                 raise
@@ -88,16 +88,6 @@ async def lock(
                 where=f"cluster {cluster}",
                 hint="wait until it finishes, or queue behind it with `fleetctl apply --wait`",
             ) from None
-
-
-async def _create_namespace(*, client: Client, name: str) -> None:
-    """fleet's own namespace, applied as the ledger applies it."""
-    namespace = {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": name, "labels": {ownership.MANAGED_BY: ownership.MANAGER}},
-    }
-    await client.apply(namespace, field_manager=ownership.LEDGER_MANAGER)
 
 
 __all__ = ["NAMESPACE", "identity", "lease_ref", "lock"]

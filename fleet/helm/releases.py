@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from ruamel.yaml import YAML
+import yaml
 
 from fleet.helm.errors import HelmError, HelmMissing, HelmTimeout
 
@@ -154,14 +154,14 @@ class Helm:
         return items
 
     async def manifest(self, *, name: str, namespace: str) -> list[dict[str, Any]]:
-        return _documents(await self._run(["get", "manifest", name, "-n", namespace]))
+        return await _documents(await self._run(["get", "manifest", name, "-n", namespace]))
 
     async def crds(self, chart: ChartRef) -> list[dict[str, Any]]:
         """The CRDs in the chart's ``crds/`` folder (which ``helm upgrade`` never updates)."""
-        return [d for d in _documents(await self._run(["show", "crds", *chart.args()], cluster=False)) if d]
+        return [d for d in await _documents(await self._run(["show", "crds", *chart.args()], cluster=False)) if d]
 
     async def show_values(self, chart: ChartRef) -> dict[str, Any]:
-        docs = _documents(await self._run(["show", "values", *chart.args()], cluster=False))
+        docs = await _documents(await self._run(["show", "values", *chart.args()], cluster=False))
         return docs[0] if docs else {}
 
     async def template(
@@ -170,7 +170,7 @@ class Helm:
         """The chart's objects rendered offline (``lookup`` sees nothing, no API versions are checked)."""
         with _values_file(values) as path:
             out = await self._run(["template", release, *chart.args(), "-n", namespace, "-f", str(path)])
-        return [d for d in _documents(out) if d]
+        return [d for d in await _documents(out) if d]
 
     async def render(
         self, chart: ChartRef, *, release: str, namespace: str, values: dict[str, Any]
@@ -189,7 +189,7 @@ class Helm:
             if "no matches for kind" not in err.what and "resource mapping not found" not in err.what:
                 raise
             return await self.template(chart, release=release, namespace=namespace, values=values)
-        return [d for d in _documents(out.get("manifest") or "") if d]
+        return [d for d in await _documents(out.get("manifest") or "") if d]
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -286,9 +286,19 @@ class _values_file:
         self.path.unlink(missing_ok=True)
 
 
-def _documents(text: str) -> list[dict[str, Any]]:
-    yaml = YAML(typ="safe", pure=True)
-    return [d for d in yaml.load_all(text) if isinstance(d, dict)]
+async def _documents(text: str) -> list[dict[str, Any]]:
+    """The mappings of a multi-document YAML stream helm printed.
+
+    A rendered chart is large (the GPU Operator's CRDs alone are hundreds of KiB): it is
+    parsed with libyaml in a worker thread, so the event loop that renews the controller's
+    Lease never waits on it.
+    """
+    return await anyio.to_thread.run_sync(_parse_documents, text)
+
+
+def _parse_documents(text: str) -> list[dict[str, Any]]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [d for d in yaml.load_all(text, Loader=loader) if isinstance(d, dict)]
 
 
 __all__ = ["MANAGED_LABEL", "ChartRef", "Helm", "Release", "Settings"]
