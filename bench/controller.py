@@ -17,6 +17,7 @@ runs in this process against a sandbox of its own, leading alone. Figures:
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import subprocess
 import tempfile
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import anyio
 import anyio.to_thread
-from common import peak_rss_mb, result, sandbox
+from common import peak_rss_mb, result, rss_mb, sandbox
 from diff import CLUSTER, write_repo
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -169,6 +170,7 @@ async def run(
             initial = time.monotonic() - started
             lag.on = False
             initial_lag = list(lag.samples)
+            spans.spans.clear()  # the benchmark's own span list is not the controller's memory
             print(f"  initial apply of {count} objects: {initial:.1f} s; loop lag p50 "
                   f"{pct(initial_lag, 0.5) * 1000:.0f} ms, p99 {pct(initial_lag, 0.99) * 1000:.0f} ms, "
                   f"max {max(initial_lag, default=0) * 1000:.0f} ms ({len(initial_lag)} samples)")  # fmt: skip
@@ -205,8 +207,9 @@ async def run(
             per_minute = sum(sent.values()) * 60 / idle
             print(f"  requests in {idle:g} idle seconds: {sent or 'none'} ({per_minute:.0f} per minute; "
                   f"the Lease is renewed every {leases.Timings().retry_period:g} s)")  # fmt: skip
-            rss = peak_rss_mb()
-            print(f"  peak RSS of this process (controller, {count} objects, plus the probe client) {rss:.0f} MiB")
+            rss, now_rss = peak_rss_mb(), rss_mb(os.getpid())
+            print(f"  RSS of this process (the controller with {count} objects, plus the benchmark's probe "
+                  f"client): {now_rss:.0f} MiB now, {rss:.0f} MiB at peak")  # fmt: skip
             print("  context: Argo CD polls every 180 s by default, Flux's GitRepository every 1 min")
             tg.cancel_scope.cancel()
     finally:
@@ -216,7 +219,7 @@ async def run(
            commits=commits, webhook_p50_s=f"{pct(hooked, 0.5):.2f}", webhook_p99_s=f"{pct(hooked, 0.99):.2f}",
            commit_lag_p99_ms=f"{pct(commit_lag, 0.99) * 1000:.0f}", polled=polled, interval_s=f"{interval:g}",
            poll_p50_s=f"{pct(polls, 0.5):.2f}", idle_requests_per_min=f"{per_minute:.0f}",
-           peak_rss_mb=f"{rss:.0f}", argocd_poll_s=180, flux_interval_s=60)  # fmt: skip
+           rss_mb=f"{now_rss:.0f}", peak_rss_mb=f"{rss:.0f}", argocd_poll_s=180, flux_interval_s=60)  # fmt: skip
 
 
 async def _idle(ctl: controllers.Controller) -> bool:
