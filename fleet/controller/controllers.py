@@ -191,6 +191,7 @@ class Controller:
         while True:
             await anyio.sleep(self.options.resync)
             heaps.sweep()  # the one full collection per period (see heaps)
+            self.metrics.gc_frozen.set(heaps.frozen())  # walks the frozen list: not on every tick
             self.queue.add(self.key, reason="resync")
 
     async def _lag(self) -> None:
@@ -202,7 +203,6 @@ class Controller:
             if start - settled >= self.options.settle_every:
                 heaps.settle()
                 settled = start
-                self.metrics.gc_frozen.set(heaps.frozen())
             await anyio.sleep(self.options.lag_interval)
             lag = max(0.0, time.monotonic() - start - self.options.lag_interval)
             self.stats.loop_lag = lag

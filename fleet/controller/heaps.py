@@ -15,7 +15,7 @@ only a reference *cycle* among frozen objects would outlive its last use. So
 ``settle`` collects the young generations first (most cycles die young), and
 ``sweep`` — once per resync period, when the loop has nothing urgent — unfreezes,
 collects everything once, and freezes again: what leaked in between is bounded by
-one period. ``frozen()`` is exported as a metric, so a growth would show.
+one period. ``frozen()`` is exported as a metric after each sweep, so a growth would show.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def sweep() -> None:
 
 
 def frozen() -> int:
+    """How many objects are frozen (this walks the whole frozen list: about 15 ms per million objects)."""
     return gc.get_freeze_count()
 
 
