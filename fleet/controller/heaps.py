@@ -12,7 +12,7 @@ which the CLI uses, made the young collections themselves last up to 1 s here.)
 Objects that survived the young collections are moved out of the collector's sight
 (``gc.freeze``): reference counting still frees them the moment they are dropped,
 only a reference *cycle* among frozen objects would outlive its last use. So
-``settle`` collects the young generations first (most cycles die young), and
+``settle`` collects everything not yet frozen first (cycles that are already dead), and
 ``sweep`` — once per resync period, when the loop has nothing urgent — unfreezes,
 collects everything once, and freezes again: what leaked in between is bounded by
 one period. ``frozen()`` is exported as a metric after each sweep, so a growth would show.
@@ -24,10 +24,12 @@ import gc
 
 
 def settle() -> None:
-    """Collect the young generations, then freeze every survivor (called after each reconcile
+    """Collect what is not frozen yet, then freeze every survivor (called after each reconcile
     and every ``Options.settle_every`` seconds, so a long reconcile's survivors are not
-    re-scanned either)."""
-    gc.collect(1)
+    re-scanned either). A full collection here only scans the objects made since the last
+    freeze, so it costs what a young one does, and it also finds cycles that lived through
+    the young generations (a reconcile's task groups and streams) before they are frozen."""
+    gc.collect()
     gc.freeze()
 
 
