@@ -281,15 +281,7 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
     rendered = gpu_east.kubectl("kustomize", str(ROOT / "overlays" / "single-replica")).stdout
     gpu_east.kubectl("apply", "--server-side", "-f", "-", stdin=rendered)
     gpu_east.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
-    for namespace in ("ml-research", "inference"):
-        gpu_east.kubectl("create", "namespace", namespace, check=False)
-    gpu_east.kubectl("delete", "secret", "-n", "ml-research", "surface-probe", "--ignore-not-found")
-    gpu_east.kubectl(
-        "create", "secret", "generic", "surface-probe", "-n", "ml-research", f"--from-literal=password={secret_data}"
-    )
     get_probe = ("get", "secret", "-n", "ml-research", "surface-probe", "-o", "json")
-    probe_before = json.loads(gpu_east.kubectl(*get_probe).stdout)
-
     found = binaries.locate()
     assert found is not None, "the sandbox binaries are not built: run fleetctl sandbox build"
     upstream = Upstream(tmp_path / "upstream")
@@ -336,6 +328,13 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
             logs.append(running.log)
             took = wait_for(lambda: applied(gpu_east, first), within=300, what=f"Ready at {first}", running=running)
             print(f"\nhttps: Ready at the example in {took:.1f}s ({time.monotonic() - started:.0f}s since the start)")
+
+            # A Secret a person keeps in a namespace fleet created and manages.
+            gpu_east.kubectl(
+                "create", "secret", "generic", "surface-probe", "-n", "ml-research",
+                f"--from-literal=password={secret_data}",
+            )  # fmt: skip
+            probe_before = json.loads(gpu_east.kubectl(*get_probe).stdout)
 
             # Webhooks: GitHub signs with the secret; GitLab sends the secret itself in a header.
             second = upstream.commit({"teams/ml-research/surface-a.yaml": PROBE.format(name="surface-a")})
