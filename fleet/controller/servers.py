@@ -13,7 +13,8 @@ event loop, no hand-parsed HTTP)::
   ``on_push(ref)``: it must be cheap and not block (set an event that wakes the
   source). Every request is counted in ``fleet_webhook_requests_total{result}``.
   Without a secret the route answers 404: nothing unverified ever triggers a fetch.
-  The signature check and JSON parsing run in a worker thread. At most 64
+  The signature check and JSON parsing of bodies over 16 KiB run in a worker thread
+  (smaller ones are cheaper than the hand-off). At most 64
   connections are served at once (more get 503), which bounds what bodies in
   flight can hold. Accepted and ignored requests are logged one line each; refused
   ones (4xx) at most once per ``_QUIET`` seconds with the count of those not
@@ -60,6 +61,11 @@ logger = logging.getLogger(__name__)
 
 _CONCURRENCY = 64
 """Connections served at once; more get 503. Bounds the memory webhook bodies can hold (64 MiB)."""
+_INLINE = 16 * 1024
+"""Bodies up to this size (a push of a few commits; every garbage request) are verified on the
+event loop: HMAC-SHA256 and JSON over 16 KiB take ~0.07 ms, less than the hand-off to a worker
+thread, which larger bodies get. Inline, a flood of small garbage costs ~35 % less CPU per
+request (0.25 instead of 0.4 ms, measured with ``tests.install.flood``)."""
 _QUIET = 10.0
 """Seconds between two log lines about refused webhook requests."""
 
@@ -168,10 +174,12 @@ async def _receive(
         body += chunk
         if len(body) > webhooks.MAX_BODY:
             return too_large
-    # HMAC and JSON over up to 1 MiB: CPU work, kept off the event loop.
     receive = functools.partial(
         webhooks.receive, headers=dict(request.headers), body=bytes(body), secret=secret, ref=ref, deliveries=deliveries
     )
+    if len(body) <= _INLINE:
+        return receive()
+    # HMAC and JSON over up to 1 MiB: CPU work, kept off the event loop.
     return await anyio.to_thread.run_sync(receive)
 
 

@@ -5,7 +5,9 @@
 Raw asyncio sockets (an HTTP client library costs more CPU per request than the server
 spends answering, and the machine has 2 cores). ``--connections`` keep-alive
 connections share one schedule: request ``i`` is sent at ``start + i / rate`` or as
-soon as a connection is free after that. The requests rotate through:
+soon as a connection is free after that, until ``seconds`` have passed (requests the
+schedule still owes then are not sent: ``sent`` below ``rate * seconds`` means the
+server, or this process, could not keep up). The requests rotate through:
 
 - a GitHub push with a forged signature (401),
 - a GitLab push with a wrong token (401),
@@ -88,8 +90,8 @@ async def flood(*, port: int, rate: float, seconds: float, connections: int) -> 
             n = sent
             sent += 1
             due = start + n / rate
-            if due >= end:
-                break
+            if due >= end or time.monotonic() >= end:
+                break  # the flood lasts ``seconds``; what could not be sent by then is not sent
             delay = due - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
