@@ -8,10 +8,10 @@
    same repository over SSH (the real OpenSSH server, a private key) and applies one more
    commit. While it runs, a thread reads ``/proc/PID/cmdline`` and ``environ`` of the
    controller and of every process below it (git, ssh, askpass, helm) every 20 ms.
-   Afterwards every surface is searched for every credential's bytes, and for their
-   base64: the log (DEBUG, with the OpenTelemetry console exporter writing every span
-   into it), Events, the FleetSync status, ``/metrics``, ``fleetctl diff``, the state
-   directory, and the process samples.
+   Afterwards every surface is searched for every credential's bytes (the API server's
+   bearer token too), and for their base64: the log (DEBUG, with the OpenTelemetry
+   console exporter writing every span into it), Events, the FleetSync status,
+   ``/metrics``, ``fleetctl diff``, the state directory, and the process samples.
 2. **Webhook flood.** 1,000 requests per second of garbage from a separate process
    (``tests.install.flood``) for 30 s while the controller reconciles: a commit announced
    by a signed webhook during the flood is applied, a drift made during the flood is
@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleet.sandbox import Sandbox, binaries, charts, credentials
@@ -260,6 +261,13 @@ class ProcessWatch:
         return {Path(argv.split()[0]).name for argv in self.seen.values() if argv}
 
 
+def admin_token(sandbox: Sandbox) -> str:
+    """The bearer token the controller authenticates to the API server with (the sandbox admin's)."""
+    config = yaml.safe_load(sandbox.kubeconfig.read_text())
+    [token] = [u["user"]["token"] for u in config["users"] if u["name"] == "admin"]
+    return str(token)
+
+
 def files_under(directory: Path) -> Iterator[tuple[Path, bytes]]:
     for root, _dirs, names in os.walk(directory):
         for name in names:
@@ -294,6 +302,7 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
             "webhook secret": webhook,
             "Secret data": secret_data.encode(),
             "SSH private key": "".join(key_lines).encode(),
+            "Kubernetes bearer token": admin_token(gpu_east).encode(),
             **{f"SSH private key line {i}": line.encode() for i, line in enumerate(key_lines) if i and len(line) >= 40},
         }
     )
@@ -420,6 +429,7 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
     assert "SSH private key line 1" in needles.find(sshd.client_key.read_bytes())
     secret_json = gpu_east.kubectl(*get_probe).stdout
     assert "Secret data (base64)" in needles.find(secret_json.encode())
+    assert "Kubernetes bearer token" in needles.find(gpu_east.kubeconfig.read_bytes())
 
     # Each surface was really there to be scanned.
     text = b"\n".join(surfaces[f"log {log.name}"] for log in logs)
