@@ -253,7 +253,8 @@ class Controller:
                 self.queue.forget(item.key)
             else:
                 delay = self.queue.add_rate_limited(item.key, reason="retry")
-                logger.info("reconcile failed; retrying in %.2fs", delay)
+                failed = statuses.last_error(self.report) or self.report.source_error or "see the FleetSync status"
+                logger.info("reconcile failed (%s); retrying in %.2fs", failed.splitlines()[0][:300], delay)
 
     # -- one reconcile -----------------------------------------------------------------------
 

@@ -68,6 +68,12 @@ class Report:
     last_reconcile: str = ""
 
 
+def last_error(report: Report) -> str:
+    """Why the last reconcile failed: its error, else the first object that failed ("" if none)."""
+    failed = [e for e in (report.changes.entries if report.changes else ()) if e.failed]
+    return report.error or (f"{failed[0].ref}: {failed[0].error}" if failed else "")
+
+
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -158,7 +164,7 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
         "findingCount": len(report.findings),
         "drift": drift[:MAX_LISTED],
         "driftCount": len(drift),
-        "lastError": report.error or (f"{failed[0].ref}: {failed[0].error}" if failed else ""),
+        "lastError": last_error(report),
         "traceID": report.trace_id,
         "lastReconcileTime": report.last_reconcile,
         "conditions": conditions,
@@ -305,4 +311,4 @@ def _same(new: dict[str, Any], old: dict[str, Any]) -> bool:
     return strip(new) == strip(old)
 
 
-__all__ = ["API_VERSION", "KIND", "Report", "Writer", "drift_of", "events_for", "ref", "status"]
+__all__ = ["API_VERSION", "KIND", "Report", "Writer", "drift_of", "events_for", "last_error", "ref", "status"]
