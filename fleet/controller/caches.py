@@ -46,8 +46,10 @@ def watched_kinds() -> list[Kind]:
 class Cache:
     """Live objects of ``kinds``, by ``Ref.key``, kept current by one watch per kind."""
 
-    def __init__(self, *, kinds: Iterable[Kind], on_event: OnEvent | None = None) -> None:
+    def __init__(self, *, kinds: Iterable[Kind], on_event: OnEvent | None = None, watch_timeout: int = 240) -> None:
         self.kinds = list(kinds)
+        self.watch_timeout = watch_timeout
+        """Seconds the server keeps one watch request open before the loop resumes it."""
         self.on_event = on_event
         self.objects: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
             (k.api_version, k.kind): {} for k in self.kinds
@@ -73,7 +75,7 @@ class Cache:
         key = (kind.api_version, kind.kind)
         store = self.objects[key]
         listing: dict[str, dict[str, Any]] = {}
-        async for event in watch(client=client, kind=kind):
+        async for event in watch(client=client, kind=kind, server_timeout=self.watch_timeout):
             if event.type == "LISTED":
                 listing[Ref.of(event.object).key] = event.object
                 continue

@@ -91,6 +91,8 @@ class Options:
     lag_interval: float = 0.5
     helm: helm.Settings | None = None
     """How the operator stage runs helm; None skips the stage (reported as skipped)."""
+    watch_timeout: int = 240
+    """Seconds the API server keeps each watch open (``timeoutSeconds``) before it is resumed."""
 
 
 @dataclass
@@ -119,7 +121,9 @@ class Controller:
 
     def __post_init__(self) -> None:
         self.report = statuses.Report(cluster=self.options.cluster)
-        self.cache = caches.Cache(kinds=caches.watched_kinds(), on_event=self._on_event)
+        self.cache = caches.Cache(
+            kinds=caches.watched_kinds(), on_event=self._on_event, watch_timeout=self.options.watch_timeout
+        )
         self.writer = statuses.Writer(client=self.client, cluster=self.options.cluster)
 
     @property

@@ -1,0 +1,208 @@
+"""Faults 2 and 4 of issue 11 with the controller: kube-apiserver or etcd restarted mid-apply, and
+API Priority and Fairness throttling the controller's ServiceAccount.
+
+Both run against ``own_sandbox`` (a control plane of this module's own), never the shared one.
+
+**Restart mid-apply.** The controller loop follows a repository of ``TEMPLATES`` templates.
+Once a quarter of them exist, kube-apiserver (or etcd) is stopped for ``OUTAGE`` seconds and
+started again on the same ports and data. Checked: every request the controller's client
+sent during the outage is counted (a hot loop would send thousands; the bound is a few per
+second), the FleetSync is Ready at the revision within 30 s of recovery, every template is
+there with the repository's content, and the watches are back: a template deleted by hand
+after recovery is put back by a watch event (nothing else would: the resync is 10 minutes
+away and the revision does not change).
+
+**Throttling.** kube-apiserver is restarted with a small total concurrency
+(``--max-requests-inflight``), and a FlowSchema puts ``system:serviceaccount:fleet-system:fleet``
+on a priority level with one nominal share, nothing lent or borrowed and no queue
+(``Reject``): one seat, so the controller's 16 concurrent applies and its watches' lists are
+rejected with 429 and ``Retry-After``. The controller runs as that ServiceAccount. Checked: 429s
+happened (the client's count and the server's ``apiserver_flowcontrol_rejected_requests_total``),
+the run completes (Ready at the revision) and every template is there with its content.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from fleet import kube
+from fleet.controller import caches
+from fleet.kube import metrics as server_metrics
+from fleet.sandbox import Sandbox, clusters, credentials
+from tests.controller.conftest import Remote, eventually, running
+from tests.faults.conftest import service_account_kubeconfig
+from tests.faults.helpers import delta, many_templates, ready_at, templates, wrong_templates
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.anyio, pytest.mark.slow]
+
+TEMPLATES = 300
+OUTAGE = 15.0
+WINDOW = 5.0
+GRACE = 2.0
+"""Seconds between SIGTERM and SIGKILL: kube-apiserver drains its watches for longer than that."""
+RECOVERY = 30.0
+THROTTLED = "fleet-test-throttle"
+
+
+async def admin(sb: Sandbox) -> kube.Client:
+    return await kube.connect(kubeconfig=str(sb.kubeconfig), context=credentials.CLUSTER)
+
+
+@pytest.mark.parametrize("component", ["kube-apiserver", "etcd"])
+async def test_a_restart_mid_apply_is_retried_with_backoff_and_converges(
+    own_sandbox: Sandbox, tmp_path: Path, component: str
+) -> None:
+    repo = many_templates(tmp_path / "unused", count=TEMPLATES)
+    remote = Remote(tmp_path / "git")
+    revision = remote.push(repo, message=f"{TEMPLATES} templates")
+    ns = repo.ns("ml")
+    client = await admin(own_sandbox)
+    try:
+        async with running(own_sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache") as ctl:
+            written = await eventually(
+                lambda: _at_least(client, ns, TEMPLATES // 4), within=120, what="a quarter of the templates written"
+            )
+            stopping = time.monotonic()
+            await anyio.to_thread.run_sync(lambda: clusters.stop_component(own_sandbox, component, grace=GRACE))
+            stopped = time.monotonic()
+            before = dict(ctl.client.counts.by_verb)
+            failed_before = dict(ctl.client.counts.failed)
+            windows = []
+            for _ in range(int(OUTAGE / WINDOW)):
+                at = ctl.client.counts.total
+                await anyio.sleep(WINDOW)
+                windows.append(ctl.client.counts.total - at)
+            sent = delta(ctl.client.counts.by_verb, before)
+            failed = delta(ctl.client.counts.failed, failed_before)
+            outage = time.monotonic() - stopped
+            await anyio.to_thread.run_sync(lambda: clusters.start_component(own_sandbox, component))
+            recovered = time.monotonic()
+            await eventually(
+                lambda: ready_at(client, repo.cluster, revision), within=RECOVERY, what=f"Ready within {RECOVERY:g} s"
+            )
+            converged = time.monotonic() - recovered
+            live = await templates(client, ns)
+            assert wrong_templates(live, repo, count=TEMPLATES) == []
+
+            own_sandbox.kubectl("delete", "resourceclaimtemplate", "t-000", "-n", ns)
+            deleted = time.monotonic()
+            await eventually(lambda: _exists(client, ns, "t-000"), within=RECOVERY, what="t-000 put back by a watch event")
+            repaired = time.monotonic() - deleted
+        total = sum(sent.values())
+        print(
+            f"\n{component} stopped in {stopped - stopping:.1f} s, down {outage:.1f} s after {written}/{TEMPLATES} templates; requests during the outage: "
+            f"{total} ({total / outage:.1f}/s) {sent}, per {WINDOW:g} s {windows}, failed attempts {failed}; Ready {converged:.1f} s after "
+            f"recovery; a deleted template put back {repaired:.1f} s after deletion"
+        )
+        assert written < TEMPLATES, "the fault must land mid-apply"
+        # Backoff, not a loop: the watches' waits double (to 30 s), a failed reconcile is retried by the
+        # queue's backoff, and a failed apply stops its stage; the last window holds at most about one
+        # attempt per watch, plus a failing reconcile every few seconds (each request of it tried 6 times):
+        # under 5 per second. A hot loop sends hundreds per second.
+        assert windows[-1] <= 5 * WINDOW, f"a hot loop during the outage: {windows} per {WINDOW:g} s"
+        assert windows[-1] <= windows[0], f"no backoff during the outage: {windows} per {WINDOW:g} s"
+    finally:
+        await client.close()
+
+
+async def _at_least(client: kube.Client, namespace: str, count: int) -> int:
+    found = len(await templates(client, namespace))
+    return found if found >= count else 0
+
+
+async def _exists(client: kube.Client, namespace: str, name: str) -> bool:
+    return name in await templates(client, namespace)
+
+
+THROTTLE = [
+    {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "PriorityLevelConfiguration",
+        "metadata": {"name": THROTTLED},
+        "spec": {
+            "type": "Limited",
+            "limited": {
+                "nominalConcurrencyShares": 1,
+                "lendablePercent": 0,
+                "borrowingLimitPercent": 0,
+                "limitResponse": {"type": "Reject"},
+            },
+        },
+    },
+    {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "FlowSchema",
+        "metadata": {"name": THROTTLED},
+        "spec": {
+            "priorityLevelConfiguration": {"name": THROTTLED},
+            "matchingPrecedence": 100,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [
+                {
+                    "subjects": [{"kind": "ServiceAccount", "serviceAccount": {"name": "fleet", "namespace": "fleet-system"}}],
+                    "resourceRules": [
+                        {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": True, "namespaces": ["*"]}
+                    ],
+                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                }
+            ],
+        },
+    },
+]
+
+
+@pytest.fixture()
+def throttled(own_sandbox: Sandbox) -> Iterator[Sandbox]:
+    """``own_sandbox`` restarted with 30 seats in all, and fleet's ServiceAccount on a one-seat level."""
+    flags = ["--max-requests-inflight=20", "--max-mutating-requests-inflight=10"]
+    own_sandbox.apiserver_flags += flags
+    clusters.stop_component(own_sandbox, "kube-apiserver", grace=GRACE)
+    clusters.start_component(own_sandbox, "kube-apiserver")
+    own_sandbox.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": THROTTLE}))
+    try:
+        yield own_sandbox
+    finally:
+        for obj in reversed(THROTTLE):
+            own_sandbox.kubectl("delete", obj["kind"].lower(), THROTTLED, "--ignore-not-found", check=False)
+        for flag in flags:
+            own_sandbox.apiserver_flags.remove(flag)
+        clusters.stop_component(own_sandbox, "kube-apiserver", grace=GRACE)
+        clusters.start_component(own_sandbox, "kube-apiserver")
+
+
+async def test_throttled_by_priority_and_fairness_the_run_completes_and_drops_nothing(
+    throttled: Sandbox, tmp_path: Path
+) -> None:
+    repo = many_templates(tmp_path / "unused", count=TEMPLATES)
+    remote = Remote(tmp_path / "git")
+    revision = remote.push(repo, message=f"{TEMPLATES} templates")
+    kubeconfig = service_account_kubeconfig(throttled, tmp_path / "fleet.kubeconfig")
+    client = await admin(throttled)
+    try:
+        rejected_before = server_metrics.rejected_requests(await client.metrics(), priority_level=THROTTLED)
+        started = time.monotonic()
+        async with running(
+            throttled, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", kubeconfig=kubeconfig
+        ) as ctl:
+            await eventually(lambda: ready_at(client, repo.cluster, revision), within=300, what="Ready while throttled")
+            took = time.monotonic() - started
+            counts = ctl.client.counts
+            throttled_attempts = counts.failed[429]
+            requests = counts.total
+        rejected = server_metrics.rejected_requests(await client.metrics(), priority_level=THROTTLED) - rejected_before
+        live = await templates(client, repo.ns("ml"))
+        print(
+            f"\nthrottled run: Ready in {took:.1f} s; {requests} requests, {throttled_attempts} answered 429 "
+            f"(client), {rejected} rejected by the server's priority level {THROTTLED}; failed attempts "
+            f"{dict(counts.failed)}"
+        )
+        assert throttled_attempts > 0 and rejected > 0, "the priority level must have throttled the controller"
+        assert wrong_templates(live, repo, count=TEMPLATES) == []
+    finally:
+        await client.close()
