@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 WRITE_VERBS = frozenset({"apply", "create", "update", "patch", "delete"})
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
+RETRYING = "retrying %s in %.2fs (Retry-After: %s) after: %s"
+"""Logged before each retry: where, the wait, the server's Retry-After in seconds (None without one), why."""
 DISCOVERY_ACCEPT = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 
 
@@ -194,7 +196,7 @@ class Client:
             if attempt >= self.retry.attempts:
                 raise failure
             delay = self.retry.delay(attempt=attempt, retry_after=retry_after)
-            logger.info("retrying %s in %.2fs after: %s", where, delay, failure.what)
+            logger.info(RETRYING, where, delay, retry_after, failure.what)
             await anyio.sleep(delay)
 
     # -- verbs ------------------------------------------------------------------------------
@@ -451,6 +453,7 @@ async def connect(
 
 __all__ = [
     "APPLY_PATCH",
+    "RETRYING",
     "SERVICE_ACCOUNT_DIR",
     "WRITE_VERBS",
     "Client",

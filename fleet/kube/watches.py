@@ -32,6 +32,8 @@ import anyio
 from fleet.kube import clients, errors, kinds, retries
 
 logger = logging.getLogger(__name__)
+EXPIRED = "watch %s: resourceVersion %s expired, relisting"
+"""Logged once per relist after a 410 Gone (the kind's ``group_kind`` and the expired version)."""
 
 
 @dataclass(frozen=True)
@@ -124,10 +126,11 @@ async def watch(
                 failures += 1
                 await _pause(backoff=backoff, failures=failures, why=RuntimeError("empty watch"))
         except _Gone:
-            logger.info("watch %s: resourceVersion %s expired, relisting", kind.group_kind, version)
+            logger.info(EXPIRED, kind.group_kind, version)
             version = ""
         except errors.KubeError as exc:
             if exc.status == 410:
+                logger.info(EXPIRED, kind.group_kind, version)
                 version = ""
                 continue
             failures += 1
@@ -140,4 +143,4 @@ async def _pause(*, backoff: retries.RetryPolicy, failures: int, why: Exception)
     await anyio.sleep(delay)
 
 
-__all__ = ["Event", "watch"]
+__all__ = ["EXPIRED", "Event", "watch"]

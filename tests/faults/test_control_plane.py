@@ -24,14 +24,19 @@ the run completes (Ready at the revision) and every template is there with its c
 from __future__ import annotations
 
 import json
+import logging
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from fleet import kube
+from fleet.kube import clients, watches
 from fleet.controller import caches
 from fleet.kube import metrics as server_metrics
 from fleet.sandbox import Sandbox, clusters, credentials
@@ -48,6 +53,8 @@ GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL: kube-apiserver drains its watches for longer than that."""
 RECOVERY = 30.0
 THROTTLED = "fleet-test-throttle"
+WATCH_TIMEOUT = 3
+"""The controller's ``watch_timeout`` in the expiry test: every watch is resumed every 3 s."""
 
 
 async def admin(sb: Sandbox) -> kube.Client:
@@ -177,8 +184,9 @@ def throttled(own_sandbox: Sandbox) -> Iterator[Sandbox]:
 
 
 async def test_throttled_by_priority_and_fairness_the_run_completes_and_drops_nothing(
-    throttled: Sandbox, tmp_path: Path
+    throttled: Sandbox, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="fleet.kube.clients")
     repo = many_templates(tmp_path / "unused", count=TEMPLATES)
     remote = Remote(tmp_path / "git")
     revision = remote.push(repo, message=f"{TEMPLATES} templates")
@@ -197,12 +205,104 @@ async def test_throttled_by_priority_and_fairness_the_run_completes_and_drops_no
             requests = counts.total
         rejected = server_metrics.rejected_requests(await client.metrics(), priority_level=THROTTLED) - rejected_before
         live = await templates(client, repo.ns("ml"))
+        waits = [r.args for r in caplog.records if r.msg == clients.RETRYING and r.args and r.args[2] is not None]
         print(
             f"\nthrottled run: Ready in {took:.1f} s; {requests} requests, {throttled_attempts} answered 429 "
             f"(client), {rejected} rejected by the server's priority level {THROTTLED}; failed attempts "
-            f"{dict(counts.failed)}"
+            f"{dict(counts.failed)}; {len(waits)} retries after a Retry-After of "
+            f"{sorted({w[2] for w in waits})} s waited {min(w[1] for w in waits):.2f}-{max(w[1] for w in waits):.2f} s"
         )
         assert throttled_attempts > 0 and rejected > 0, "the priority level must have throttled the controller"
+        assert waits, "429s were retried after waiting"
+        assert all(wait >= after for _, wait, after, _ in waits), f"a retry came before Retry-After: {waits}"
         assert wrong_templates(live, repo, count=TEMPLATES) == []
     finally:
         await client.close()
+
+
+@pytest.fixture()
+def uncached(own_sandbox: Sandbox) -> Iterator[Sandbox]:
+    """``own_sandbox`` restarted with the watch cache off for every kind the controller watches."""
+    sizes = ",".join(f"{k.group_kind}#0" for k in caches.watched_kinds())
+    flags = [f"--watch-cache-sizes={sizes}"]
+    own_sandbox.apiserver_flags += flags
+    clusters.stop_component(own_sandbox, "kube-apiserver", grace=GRACE)
+    clusters.start_component(own_sandbox, "kube-apiserver")
+    try:
+        yield own_sandbox
+    finally:
+        for flag in flags:
+            own_sandbox.apiserver_flags.remove(flag)
+        clusters.stop_component(own_sandbox, "kube-apiserver", grace=GRACE)
+        clusters.start_component(own_sandbox, "kube-apiserver")
+
+
+async def test_watch_expiry_after_an_etcd_compaction_relists_once_per_watch(
+    uncached: Sandbox, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="fleet.kube.watches")
+    repo = many_templates(tmp_path / "unused", count=3)
+    remote = Remote(tmp_path / "git")
+    revision = remote.push(repo, message="3 templates")
+    kinds = caches.watched_kinds()
+    ours = {k.group_kind.split(".")[0] for k in kinds}
+    client = await admin(uncached)
+    try:
+        async with running(
+            uncached, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", watch_timeout=WATCH_TIMEOUT
+        ) as ctl:
+            await eventually(lambda: ready_at(client, repo.cluster, revision), what="Ready")
+            await anyio.sleep(2 * WATCH_TIMEOUT)  # every watch resumed at least once
+            caplog.clear()
+            before = dict(ctl.client.counts.by_verb)
+            server_before = server_metrics.request_totals(await client.metrics())
+            compacted = await _compact(uncached)
+            await anyio.sleep(4 * WATCH_TIMEOUT)  # every watch resumes 4 times: from a compacted version once
+            sent = delta(ctl.client.counts.by_verb, before)
+            server = server_metrics.request_totals(await client.metrics())
+            server_lists = {
+                k[1]: n - server_before.get(k, 0)
+                for k, n in server.items()
+                if k[0] == "LIST" and k[1] in ours and n != server_before.get(k, 0)
+            }
+            relisted = Counter(r.args[0] for r in caplog.records if r.msg == watches.EXPIRED and r.args)
+
+            ns = repo.ns("ml")
+            uncached.kubectl("delete", "rolebinding", "fleet-team-claims", "-n", ns)
+            await eventually(
+                lambda: _get(client, "rbac.authorization.k8s.io/v1", "RoleBinding", "fleet-team-claims", ns),
+                within=30,
+                what="the RoleBinding put back after the relist (the watches still deliver events)",
+            )
+            assert wrong_templates(await templates(client, ns), repo, count=3) == []
+        print(
+            f"\netcd compacted at revision {compacted}; in {4 * WATCH_TIMEOUT} s the controller's {len(kinds)} watches "
+            f"relisted {dict(relisted)} (client requests {sent}); the server counted LISTs {server_lists}"
+        )
+        assert set(relisted) == {k.group_kind for k in kinds}, "every watch resumed from a compacted version"
+        assert max(relisted.values()) == 1, f"a watch relisted more than once: {relisted}"
+        assert sent.get("list", 0) == len(kinds), f"one LIST per watch, not {sent.get('list', 0)}"
+        assert sent.get("watch", 0) >= 3 * len(kinds), "the watches kept resuming after their relist"
+        # Other components LIST some of the same resources (a scheduler informer's own 410, say), so
+        # the server's count is at least the controller's, and at most one more per resource.
+        assert sum(server_lists.values()) >= len(kinds)
+        assert all(n <= 2 for n in server_lists.values()), f"the server counted repeated LISTs: {server_lists}"
+    finally:
+        await client.close()
+
+
+async def _compact(sb: Sandbox) -> int:
+    """Compact etcd at its current revision (physically): every older resourceVersion is gone."""
+    etcd = f"http://127.0.0.1:{sb.ports['etcd']}/v3/kv"
+    async with httpx.AsyncClient() as http:
+        head = int((await http.post(f"{etcd}/range", json={"key": "AA=="})).json()["header"]["revision"])
+        response = await http.post(f"{etcd}/compaction", json={"revision": head, "physical": True})
+        response.raise_for_status()
+    return head
+
+
+async def _get(client: kube.Client, api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+    try:
+        return await client.get(kube.Ref(api_version=api_version, kind=kind, namespace=namespace, name=name))
+    except kube.NotFound:
+        return None
