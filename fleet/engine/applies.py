@@ -68,7 +68,6 @@ from fleet.errors import FleetError
 from fleet.kube import Client, Kind, KubeError, NotFound, Ref, ServerError, TooManyRequests, Unreachable
 from fleet.telemetry import tracing
 
-
 UNAVAILABLE = (Unreachable, ServerError, TooManyRequests)
 """Failures of the server, not of the object: the rest of the stage is not sent."""
 

@@ -48,7 +48,9 @@ def service_account_kubeconfig(sb: Sandbox, path: Path) -> Path:
     config: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": credentials.CLUSTER, "cluster": {"server": sb.server, "certificate-authority": str(sb.ca_file)}}],
+        "clusters": [
+            {"name": credentials.CLUSTER, "cluster": {"server": sb.server, "certificate-authority": str(sb.ca_file)}}
+        ],
         "users": [{"name": "fleet", "user": {"token": token}}],
         "contexts": [{"name": "fleet", "context": {"cluster": credentials.CLUSTER, "user": "fleet"}}],
         "current-context": "fleet",

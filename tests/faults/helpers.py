@@ -50,7 +50,9 @@ def wrong_templates(live: dict[str, dict[str, Any]], repo: Repo, *, count: int) 
 async def ready_at(client: kube.Client, cluster: str, revision: str) -> dict[str, Any] | None:
     """The FleetSync when it is Ready at ``revision``."""
     try:
-        obj = await client.get(kube.Ref(api_version=statuses.API_VERSION, kind=statuses.KIND, namespace="", name=cluster))
+        obj = await client.get(
+            kube.Ref(api_version=statuses.API_VERSION, kind=statuses.KIND, namespace="", name=cluster)
+        )
     except kube.NotFound:
         return None
     status = obj.get("status") or {}

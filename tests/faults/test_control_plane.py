@@ -36,8 +36,8 @@ import httpx
 import pytest
 
 from fleet import kube
-from fleet.kube import clients, watches
 from fleet.controller import caches
+from fleet.kube import clients, watches
 from fleet.kube import metrics as server_metrics
 from fleet.sandbox import Sandbox, clusters, credentials
 from tests.controller.conftest import Remote, eventually, running
@@ -90,22 +90,28 @@ async def test_a_restart_mid_apply_is_retried_with_backoff_and_converges(
             outage = time.monotonic() - stopped
             await anyio.to_thread.run_sync(lambda: clusters.start_component(own_sandbox, component))
             recovered = time.monotonic()
+            resumed = dict(ctl.client.counts.by_verb)
             await eventually(
                 lambda: ready_at(client, repo.cluster, revision), within=RECOVERY, what=f"Ready within {RECOVERY:g} s"
             )
             converged = time.monotonic() - recovered
+            until_ready = delta(ctl.client.counts.by_verb, resumed)
             live = await templates(client, ns)
             assert wrong_templates(live, repo, count=TEMPLATES) == []
 
             own_sandbox.kubectl("delete", "resourceclaimtemplate", "t-000", "-n", ns)
             deleted = time.monotonic()
-            await eventually(lambda: _exists(client, ns, "t-000"), within=RECOVERY, what="t-000 put back by a watch event")
+            await eventually(
+                lambda: _exists(client, ns, "t-000"), within=RECOVERY, what="t-000 put back by a watch event"
+            )
             repaired = time.monotonic() - deleted
         total = sum(sent.values())
         print(
-            f"\n{component} stopped in {stopped - stopping:.1f} s, down {outage:.1f} s after {written}/{TEMPLATES} templates; requests during the outage: "
-            f"{total} ({total / outage:.1f}/s) {sent}, per {WINDOW:g} s {windows}, failed attempts {failed}; Ready {converged:.1f} s after "
-            f"recovery; a deleted template put back {repaired:.1f} s after deletion"
+            f"\n{component} stopped in {stopped - stopping:.1f} s, down {outage:.1f} s after {written}/{TEMPLATES} "
+            f"templates; requests during the outage: {total} ({total / outage:.1f}/s) {sent}, per {WINDOW:g} s "
+            f"{windows}, failed attempts {failed}; Ready {converged:.1f} s after recovery (requests meanwhile "
+            f"{until_ready}); a deleted template "
+            f"put back {repaired:.1f} s after deletion"
         )
         assert written < TEMPLATES, "the fault must land mid-apply"
         # Backoff, not a loop: the watches' waits double (to 30 s), a failed reconcile is retried by the
@@ -152,9 +158,17 @@ THROTTLE = [
             "distinguisherMethod": {"type": "ByUser"},
             "rules": [
                 {
-                    "subjects": [{"kind": "ServiceAccount", "serviceAccount": {"name": "fleet", "namespace": "fleet-system"}}],
+                    "subjects": [
+                        {"kind": "ServiceAccount", "serviceAccount": {"name": "fleet", "namespace": "fleet-system"}}
+                    ],
                     "resourceRules": [
-                        {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": True, "namespaces": ["*"]}
+                        {
+                            "verbs": ["*"],
+                            "apiGroups": ["*"],
+                            "resources": ["*"],
+                            "clusterScope": True,
+                            "namespaces": ["*"],
+                        }
                     ],
                     "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
                 }
