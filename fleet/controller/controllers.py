@@ -344,10 +344,16 @@ class Controller:
             self.metrics.last_success.set(time.time())
         self.metrics.record_changeset(changes)
         reported = {(d["kind"], d["namespace"], d["name"], d["action"]) for d in statuses.drift_of(changes)}
+        # An Event the server did not take ends the reconcile's Events: with kube-apiserver down, each
+        # of the 16 objects in flight failed and each Event spent the client's six attempts.
+        recorded = True
         for reason, message, warning in statuses.events_for(changes, already=self._reported):
-            await self.writer.event(reason=reason, message=message, warning=warning)
-        self._reported = reported
-        if error:
+            recorded = await self.writer.event(reason=reason, message=message, warning=warning)
+            if not recorded:
+                break
+        if recorded:
+            self._reported = reported  # else announce the drift again next time
+        if error and recorded:
             await self.writer.event(reason="Failed", message=error.splitlines()[0], warning=True)
         trace.get_current_span().set_attribute("fleet.writes", len(changes.changed))
         return complete
