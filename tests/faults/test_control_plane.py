@@ -89,7 +89,7 @@ async def test_a_restart_mid_apply_is_retried_with_backoff_and_converges(
             sent = delta(ctl.client.counts.by_verb, before)
             failed = delta(ctl.client.counts.failed, failed_before)
             outage = time.monotonic() - stopped
-            await anyio.to_thread.run_sync(lambda: clusters.start_component(own_sandbox, component))
+            back = await anyio.to_thread.run_sync(lambda: clusters.start_component(own_sandbox, component))
             recovered = time.monotonic()
             resumed = dict(ctl.client.counts.by_verb)
             await eventually(
@@ -110,7 +110,7 @@ async def test_a_restart_mid_apply_is_retried_with_backoff_and_converges(
         print(
             f"\n{component} stopped in {stopped - stopping:.1f} s, down {outage:.1f} s after {written}/{TEMPLATES} "
             f"templates; requests during the outage: {total} ({total / outage:.1f}/s) {sent}, per {WINDOW:g} s "
-            f"{windows}, failed attempts {failed}; Ready {converged:.1f} s after recovery (requests meanwhile "
+            f"{windows}, failed attempts {failed}; ready again {back:.1f} s after start; Ready {converged:.1f} s after recovery (requests meanwhile "
             f"{until_ready}); a deleted template "
             f"put back {repaired:.1f} s after deletion"
         )
