@@ -110,9 +110,9 @@ async def test_a_restart_mid_apply_is_retried_with_backoff_and_converges(
         print(
             f"\n{component} stopped in {stopped - stopping:.1f} s, down {outage:.1f} s after {written}/{TEMPLATES} "
             f"templates; requests during the outage: {total} ({total / outage:.1f}/s) {sent}, per {WINDOW:g} s "
-            f"{windows}, failed attempts {failed}; ready again {back:.1f} s after start; Ready {converged:.1f} s after recovery (requests meanwhile "
-            f"{until_ready}); a deleted template "
-            f"put back {repaired:.1f} s after deletion"
+            f"{windows}, failed attempts {failed}; {component} ready {back:.1f} s after its start; FleetSync Ready "
+            f"{converged:.1f} s after that (requests meanwhile {until_ready}); a deleted template put back "
+            f"{repaired:.1f} s after deletion"
         )
         assert written < TEMPLATES, "the fault must land mid-apply"
         # Backoff, not a loop: the watches' waits double (to 30 s), a failed reconcile is retried by the
