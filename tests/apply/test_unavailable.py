@@ -51,7 +51,9 @@ def test_an_unreachable_server_stops_the_stage_after_the_objects_in_flight(fleet
         before = client.counts.by_verb["apply"]
         while not sync.done:
             await sync.step()
-        assert client.counts.by_verb["apply"] - before <= CONCURRENCY * ATTEMPTS
+        sent = client.counts.by_verb["apply"] - before
+        assert sent <= CONCURRENCY * ATTEMPTS
+        assert client.counts.failed[0] == sent, "every apply sent was a failed attempt without an answer"
         return sync.changes
 
     changes = fleet.run(body)
