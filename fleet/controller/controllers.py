@@ -49,7 +49,7 @@ from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
 from fleet.engine import diffs, ownership, pipelines
 from fleet.errors import FleetError
-from fleet.kube import Client
+from fleet.kube import Client, Kind
 from fleet.telemetry import tracing
 
 logger = logging.getLogger(__name__)
@@ -122,7 +122,10 @@ class Controller:
     def __post_init__(self) -> None:
         self.report = statuses.Report(cluster=self.options.cluster)
         self.cache = caches.Cache(
-            kinds=caches.watched_kinds(), on_event=self._on_event, watch_timeout=self.options.watch_timeout
+            kinds=caches.watched_kinds(),
+            on_event=self._on_event,
+            on_resume=self._on_resume,
+            watch_timeout=self.options.watch_timeout,
         )
         self.writer = statuses.Writer(client=self.client, cluster=self.options.cluster)
 
@@ -205,6 +208,12 @@ class Controller:
             self.metrics.loop_lag.set(lag)
             self.metrics.queue_depth.set(len(self.queue))
             self.metrics.leader.set(1 if self.leader.leading else 0)
+
+    def _on_resume(self, kind: Kind) -> None:
+        """A watch got an answer after failures: if reconciles failed meanwhile, retry now, not after their backoff."""
+        if self.queue.limiter.retries(self.key):
+            self.queue.forget(self.key)
+            self.queue.add(self.key, reason=f"API server answers again (watch {kind.group_kind})")
 
     async def _on_event(self, etype: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         if not self.cache.synced or self.good is None:

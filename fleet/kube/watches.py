@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,12 +58,15 @@ async def watch(
     server_timeout: int = 240,
     backoff: retries.RetryPolicy | None = None,
     since: str = "",
+    on_resume: Callable[[], None] | None = None,
     _max_lists: int | None = None,  # used in tests to stop the loop
 ) -> AsyncGenerator[Event, None]:
     """List ``kind`` then watch it forever, resuming and relisting as described above.
 
     ``since`` starts with a watch from that resourceVersion instead of a list (a
     consumer that kept its state); if it has expired, the loop lists as usual.
+    ``on_resume`` is called when the server answers again after failed attempts (the
+    first list or watch line after them): the API server is back.
     """
     backoff = backoff or retries.RetryPolicy(attempts=1_000_000, base=0.2, cap=30.0)
     failures = 0
@@ -80,6 +83,10 @@ async def watch(
                 await _pause(backoff=backoff, failures=failures, why=exc)
                 continue
             lists += 1
+            if failures:
+                failures = 0
+                if on_resume is not None:
+                    on_resume()
             version = listed.resource_version
             for item in listed.items:
                 yield Event("LISTED", item)
@@ -116,7 +123,10 @@ async def watch(
                             status=int(obj.get("code") or 500), body=obj, where=f"watch {kind.group_kind}"
                         )
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                    failures = 0
+                    if failures:
+                        failures = 0
+                        if on_resume is not None:
+                            on_resume()
                     if etype == "BOOKMARK":
                         continue
                     obj.setdefault("apiVersion", kind.api_version)
