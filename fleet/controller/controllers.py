@@ -49,7 +49,8 @@ from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
 from fleet.engine import diffs, ownership, pipelines
 from fleet.errors import FleetError
-from fleet.kube import Client, Kind
+from fleet.kube import Client, Kind, KubeError
+from fleet.kube.errors import UNAVAILABLE
 from fleet.telemetry import tracing
 
 logger = logging.getLogger(__name__)
@@ -118,6 +119,8 @@ class Controller:
     """Drift already announced by an Event: drift left alone under ``report`` is seen by every
     reconcile, and one Event per object (until it changes or goes) is enough."""
     _poke: anyio.Event = field(default_factory=anyio.Event)
+    _unavailable: KubeError | None = None
+    """The API server failure (no answer, 5xx, 429) that ended the last sync, if one did."""
 
     def __post_init__(self) -> None:
         self.report = statuses.Report(cluster=self.options.cluster)
@@ -278,7 +281,7 @@ class Controller:
             span.set_attribute(tracing.REVISION, plan.revision)
             self.report.enforced = plan.revision
             self.report.reconciling = True
-            if plan.revision != self.report.applied:
+            if plan.revision != self.report.applied and self._unavailable is None:
                 await self._write_status()  # Reconciling=True while a new revision is applied
             ok = False
             with self.leader.writing() as scope:
@@ -288,6 +291,8 @@ class Controller:
                 self.report.reconciling = False
                 return True
             self.report.reconciling = False
+            if self._unavailable is not None:
+                return False
             await self._write_status()
             return ok and self.report.source_reachable
 
@@ -338,16 +343,25 @@ class Controller:
             settled=self.settled,
         )
         error = ""
+        self._unavailable = None
         try:
             await sync.start()
             while not sync.done:
                 await sync.step()
         except FleetError as err:
             error = str(err)
+            if isinstance(err, UNAVAILABLE):
+                self._unavailable = err
+        self._unavailable = self._unavailable or sync.unavailable
         changes = sync.changes
         self.report.changes = changes
         self.report.error = error
         complete = not error and not changes.failed and not sync.steps
+        if self._unavailable is not None:
+            # Status and Events would fail the same way, each after the client's six attempts: the
+            # reconcile is retried (and the status written) once the server answers again.
+            logger.warning("the API server is unavailable, reconcile to be retried: %s", self._unavailable.what)
+            return False
         if complete:
             self.report.applied = plan.revision
             self.metrics.last_success.set(time.time())

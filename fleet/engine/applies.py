@@ -65,11 +65,9 @@ from fleet.engine import (
 )
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.errors import FleetError
-from fleet.kube import Client, Kind, KubeError, NotFound, Ref, ServerError, TooManyRequests, Unreachable
+from fleet.kube import Client, Kind, KubeError, NotFound, Ref
+from fleet.kube.errors import UNAVAILABLE
 from fleet.telemetry import tracing
-
-UNAVAILABLE = (Unreachable, ServerError, TooManyRequests)
-"""Failures of the server, not of the object: the rest of the stage is not sent."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +100,8 @@ class Sync:
     steps: list[str] = field(init=False, default_factory=list)
     progress: Callable[[str, int, int], None] | None = None
     """Told ``(step, objects written, objects to write)`` as a step writes: for progress bars."""
+    unavailable: KubeError | None = None
+    """The first failure of the API server itself (no answer, 5xx, 429) that ended a stage, if any."""
     _writing: tuple[str, int, int] = field(init=False, default=("", 0, 0))
     _applied: dict[str, dict[str, Any]] = field(init=False, default_factory=dict)
     """What the API server returned to this stage's writes (by key): the exist gate's evidence."""
@@ -316,13 +316,11 @@ class Sync:
     async def _apply_all(self, todo: list[tuple[Change, plans.Desired]]) -> None:
         limiter = anyio.CapacityLimiter(self.options.concurrency)
         tracer = tracing.tracer()
-        unavailable: list[KubeError] = []
-
         async def one(change: Change, d: plans.Desired) -> None:
             async with limiter:
-                if unavailable:
+                if self.unavailable is not None:
                     change.action = Action.SKIPPED
-                    change.reason = f"not sent: the API server is unavailable ({unavailable[0].what})"
+                    change.reason = f"not sent: the API server is unavailable ({self.unavailable.what})"
                     self._written()
                     return
                 attrs = _attrs(d.ref, change.action)
@@ -338,8 +336,8 @@ class Sync:
                     except KubeError as err:
                         change.error = str(err)
                         span.set_attribute("error.type", type(err).__name__)
-                        if isinstance(err, UNAVAILABLE):
-                            unavailable.append(err)
+                        if isinstance(err, UNAVAILABLE) and self.unavailable is None:
+                            self.unavailable = err
                     change.duration = time.monotonic() - started
                     self._written()
 

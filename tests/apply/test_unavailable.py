@@ -54,6 +54,7 @@ def test_an_unreachable_server_stops_the_stage_after_the_objects_in_flight(fleet
         sent = client.counts.by_verb["apply"] - before
         assert sent <= CONCURRENCY * ATTEMPTS
         assert client.counts.failed[0] == sent, "every apply sent was a failed attempt without an answer"
+        assert isinstance(sync.unavailable, kube.Unreachable), "the caller is told the server is unavailable"
         return sync.changes
 
     changes = fleet.run(body)
