@@ -4,8 +4,9 @@ API Priority and Fairness throttling the controller's ServiceAccount.
 Both run against ``own_sandbox`` (a control plane of this module's own), never the shared one.
 
 **Restart mid-apply.** The controller loop follows a repository of ``TEMPLATES`` templates.
-Once a quarter of them exist, kube-apiserver (45 s) or etcd (15 s) is killed (SIGKILL, so the
-fault lands at once: a SIGTERMed kube-apiserver keeps serving while it drains) and started
+As the controller sends its 75th template apply, kube-apiserver (45 s) or etcd (15 s) is killed
+(SIGKILL, so the fault lands at once: a SIGTERMed kube-apiserver keeps serving while it drains,
+and 300 templates are applied in a second or two) and started
 again on the same ports and data; 45 s is long enough for every backoff to grow past 10 s, so
 the test also shows that the controller notices the recovered server (``Cache.on_resume``)
 instead of sleeping out its reconcile backoff. Checked: every request the controller's client
@@ -29,6 +30,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import signal
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -75,9 +78,10 @@ async def test_a_restart_mid_apply_is_retried_with_backoff_and_converges(
     client = await admin(own_sandbox)
     try:
         async with running(own_sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache") as ctl:
-            written = await eventually(
-                lambda: _at_least(client, ns, TEMPLATES // 4), within=120, what="a quarter of the templates written"
-            )
+            killed = await _kill_after_applies(ctl.client, own_sandbox, component, count=TEMPLATES // 4)
+            with anyio.fail_after(120):
+                await killed.wait()
+            written = TEMPLATES // 4  # the fault lands mid-apply
             stopping = time.monotonic()
             await anyio.to_thread.run_sync(lambda: clusters.stop_component(own_sandbox, component, grace=0))
             stopped = time.monotonic()
@@ -111,12 +115,11 @@ async def test_a_restart_mid_apply_is_retried_with_backoff_and_converges(
         total = sum(sent.values())
         print(
             f"\n{component} stopped in {stopped - stopping:.1f} s, down {outage:.1f} s after {written}/{TEMPLATES} "
-            f"templates; requests during the outage: {total} ({total / outage:.1f}/s) {sent}, per {WINDOW:g} s "
-            f"{windows}, failed attempts {failed}; {component} ready {back:.1f} s after its start; FleetSync Ready "
-            f"{converged:.1f} s after that (requests meanwhile {until_ready}); a deleted template put back "
-            f"{repaired:.1f} s after deletion"
+            f"template applies sent; requests during the outage: {total} ({total / outage:.1f}/s) {sent}, "
+            f"per {WINDOW:g} s {windows}, failed attempts {failed}; {component} ready {back:.1f} s after its "
+            f"start; FleetSync Ready {converged:.1f} s after that (requests meanwhile {until_ready}); "
+            f"a deleted template put back {repaired:.1f} s after deletion"
         )
-        assert written < TEMPLATES, "the fault must land mid-apply"
         assert until_ready.get("apply", 0) > 1, "templates were left to apply after recovery (one apply is the status)"
         # Backoff, not a loop: the watches' waits double (to 30 s), a failed reconcile is retried by the
         # queue's backoff, and a failed apply stops its stage; the last window holds at most about one
@@ -128,9 +131,28 @@ async def test_a_restart_mid_apply_is_retried_with_backoff_and_converges(
         await client.close()
 
 
-async def _at_least(client: kube.Client, namespace: str, count: int) -> int:
-    found = len(await templates(client, namespace))
-    return found if found >= count else 0
+async def _kill_after_applies(client: kube.Client, sb: Sandbox, component: str, *, count: int) -> anyio.Event:
+    """SIGKILL ``component`` as the controller sends its ``count``-th template apply: exactly mid-apply.
+
+    The controller applies 300 templates in a second or two, faster than a test can poll, so the
+    fault is triggered from the controller's own httpx session (an event hook that only observes
+    the requests); the component is a real process of the sandbox, killed for real.
+    """
+    pid = next(c.pid for c in sb.components if c.name == component)
+    killed = anyio.Event()
+    seen = 0
+
+    async def hook(request: httpx.Request) -> None:
+        nonlocal seen
+        if request.method == "PATCH" and "/resourceclaimtemplates/" in request.url.path:
+            seen += 1
+            if seen == count:
+                os.killpg(pid, signal.SIGKILL)
+                killed.set()
+
+    session = await client._session()
+    session.event_hooks["request"].append(hook)
+    return killed
 
 
 async def _exists(client: kube.Client, namespace: str, name: str) -> bool:
