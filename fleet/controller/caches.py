@@ -12,6 +12,10 @@ classes gate — is kept by ``fleet.kube.watch``'s list→watch loop: one LIST a
 shared, never copied: the engine only reads them (``normalisations.normalise`` copies
 before it changes anything).
 
+A watch that gets an answer again after failed attempts calls ``on_resume(kind)``: the API
+server is back, and the controller retries a failed reconcile at once instead of sleeping out
+its backoff.
+
 Every change is passed to ``on_event(type, new, old)``: the controller decides
 there which ones are drift worth a reconcile. A relist replaces the kind's objects
 and reports those that vanished meanwhile as ``DELETED``, so a deletion is never
