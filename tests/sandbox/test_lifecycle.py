@@ -68,6 +68,12 @@ def test_up_over_a_dead_sandbox_cleans_and_restarts(tmp_path: Path) -> None:
         clusters.down(directory=d)
 
 
+def test_a_ca_file_still_empty_is_not_ready_rather_than_an_error(tmp_path: Path) -> None:
+    empty = tmp_path / "apiserver.crt"
+    empty.write_text("")  # kube-apiserver has created it and not written it yet
+    assert processes.probe("https://127.0.0.1:1/readyz", ca_file=empty) is False
+
+
 def test_etcd_and_apiserver_stop_and_start_on_their_ports_with_their_data(tmp_path: Path) -> None:
     d = tmp_path / "sb"
     flag = "--watch-cache-sizes=configmaps#0"
