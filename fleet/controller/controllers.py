@@ -44,7 +44,7 @@ import anyio
 from opentelemetry import trace
 
 from fleet import engine, helm
-from fleet.controller import caches, leaders, statuses
+from fleet.controller import caches, heaps, leaders, statuses
 from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
 from fleet.engine import diffs, ownership, pipelines
@@ -90,6 +90,8 @@ class Options:
     """Overrides the repository's Fleet default (``--drift-policy``); None keeps the repository's."""
     jitter: float = 0.1
     lag_interval: float = 0.5
+    settle_every: float = 2.0
+    """Seconds between ``heaps.settle`` calls while the loop runs (also after each reconcile)."""
     helm: helm.Settings | None = None
     """How the operator stage runs helm; None skips the stage (reported as skipped)."""
     watch_timeout: int = 240
@@ -198,12 +200,19 @@ class Controller:
     async def _resync(self) -> None:
         while True:
             await anyio.sleep(self.options.resync)
+            heaps.sweep()  # the one full collection per period (see heaps)
+            self.metrics.gc_frozen.set(heaps.frozen())  # walks the frozen list: not on every tick
             self.queue.add(self.key, reason="resync")
 
     async def _lag(self) -> None:
-        """How late a timer fires: the event loop's lag (blocking work on the loop shows here)."""
+        """How late a timer fires: the event loop's lag (blocking work on the loop shows here).
+        Every ``settle_every`` seconds, survivors are moved out of the collector's sight (``heaps``)."""
+        settled = time.monotonic()
         while True:
             start = time.monotonic()
+            if start - settled >= self.options.settle_every:
+                heaps.settle()
+                settled = start
             await anyio.sleep(self.options.lag_interval)
             lag = max(0.0, time.monotonic() - start - self.options.lag_interval)
             self.stats.loop_lag = lag
@@ -255,6 +264,7 @@ class Controller:
                 self.metrics.reconcile_duration.labels(result=result).observe(time.monotonic() - started)
             finally:
                 self.queue.done(item.key)
+                heaps.settle()
             if ok:
                 self.queue.forget(item.key)
             else:
