@@ -239,8 +239,9 @@ class Writer:
             except Conflict:
                 continue
 
-    async def event(self, *, reason: str, message: str, warning: bool = False) -> None:
-        """An Event on the FleetSync object (best effort: a failed Event never fails a reconcile)."""
+    async def event(self, *, reason: str, message: str, warning: bool = False) -> bool:
+        """An Event on the FleetSync object; False when it was not recorded (best effort: a failed
+        Event never fails a reconcile)."""
         involved = self.current or {}
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         body = {
@@ -271,6 +272,8 @@ class Writer:
             )
         except KubeError as err:
             logger.warning("could not record Event %s: %s", reason, err)
+            return False
+        return True
 
 
 def events_for(
