@@ -47,7 +47,7 @@ from fleet import engine, helm
 from fleet.controller import caches, heaps, leaders, statuses
 from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
-from fleet.engine import diffs, ownership, pipelines
+from fleet.engine import diffs, drivers, operators, ownership, pipelines
 from fleet.errors import FleetError
 from fleet.kube import Client, Kind, KubeError
 from fleet.kube.errors import UNAVAILABLE
@@ -120,6 +120,8 @@ class Controller:
     _reported: set[tuple[str, str, str, str]] = field(default_factory=set)
     """Drift already announced by an Event: drift left alone under ``report`` is seen by every
     reconcile, and one Event per object (until it changes or goes) is enough."""
+    _stuck: set[tuple[str, str]] = field(default_factory=set)
+    """(node, state) of GPU nodes whose stuck driver upgrade was announced by an Event."""
     _poke: anyio.Event = field(default_factory=anyio.Event)
     _unavailable: KubeError | None = None
     """The API server failure (no answer, 5xx, 429) that ended the last sync, if one did."""
@@ -233,7 +235,10 @@ class Controller:
         if new.get("kind") == "Node":
             if etype == "MODIFIED" and _node_shape(new) == _node_shape(old):
                 return
-            if any(p.matches(new) for p in self.good.pools):
+            if _upgrade_state(new) != _upgrade_state(old) and self.good.operator is not None:
+                state = _upgrade_state(new) or "(none)"
+                self.queue.add(self.key, reason=f"Node {new['metadata']['name']} driver upgrade {state}")
+            elif any(p.matches(new) for p in self.good.pools):
                 self.queue.add(self.key, reason=f"Node {new['metadata']['name']} {etype.lower()}")
             return
         labels = (new.get("metadata") or {}).get("labels") or {}
@@ -355,16 +360,20 @@ class Controller:
         )
         error = ""
         self._unavailable = None
+        refused: engine.Change | None = None
         try:
             await sync.start()
             while not sync.done:
                 await sync.step()
+        except operators.OperatorRefused as err:
+            error, refused = str(err), err.change
         except FleetError as err:
             error = str(err)
             if isinstance(err, UNAVAILABLE):
                 self._unavailable = err
         self._unavailable = self._unavailable or sync.unavailable
         changes = sync.changes
+        self._record_operator(plan, changes, refused=refused)
         self.report.changes = changes
         self.report.error = error
         complete = not error and not changes.failed and not sync.steps
@@ -389,8 +398,31 @@ class Controller:
             self._reported = reported  # else announce the drift again next time
         if error and recorded:
             await self.writer.event(reason="Failed", message=error.splitlines()[0], warning=True)
+        stuck, now_stuck = statuses.stuck_events(self.report.operator, already=self._stuck)
+        for reason, message, warning in stuck if recorded else ():
+            recorded = await self.writer.event(reason=reason, message=message, warning=warning)
+            if not recorded:
+                break
+        self._stuck = now_stuck if recorded else self._stuck & now_stuck  # else announce them next time
         trace.get_current_span().set_attribute("fleet.writes", len(changes.changed))
         return complete
+
+    def _record_operator(self, plan: engine.Plan, changes: engine.ChangeSet, *, refused: engine.Change | None) -> None:
+        """Keep the operator release's entry for status; re-check when a node would become stuck.
+
+        A run that stopped before the operator stage (or skipped it, done before a restart)
+        leaves the last entry in place: the release did not change since.
+        """
+        entry = refused or next(
+            (e for e in changes.entries if e.stage == "operator" and e.ref.kind == "HelmRelease"), None
+        )
+        if entry is not None or plan.operator is None:
+            self.report.operator = entry
+        seen = entry.operator if entry is not None else None
+        deadline = seen.next_deadline() if seen is not None else None
+        if seen is not None and deadline is not None:
+            delay = (deadline - seen.checked).total_seconds() + 1.0
+            self.queue.add_after(self.key, delay=delay, reason="driver upgrade: a node reaches driverStateTimeout")
 
     async def _write_status(self) -> None:
         try:
@@ -402,6 +434,10 @@ class Controller:
 def _node_shape(node: dict[str, Any] | None) -> tuple[Any, ...]:
     node = node or {}
     return ((node.get("metadata") or {}).get("labels"), (node.get("spec") or {}).get("taints"))
+
+
+def _upgrade_state(node: dict[str, Any] | None) -> str:
+    return str(((node or {}).get("metadata") or {}).get("labels", {}).get(drivers.UPGRADE_STATE, ""))
 
 
 def _with_policy(plan: engine.Plan, policy: str | None) -> engine.Plan:
