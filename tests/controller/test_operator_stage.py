@@ -1,0 +1,148 @@
+"""The controller loop with the operator stage: real helm, the stand-in chart on the loopback
+repository, the sandbox's API server, and a GPU node's driver-upgrade label in FleetSync status.
+
+The controller installs the GPU Operator release as ``fleetctl apply`` does (the same engine),
+a no-op reconcile writes nothing through helm or the API, and a node the operator is upgrading
+shows in ``status.operator.driverUpgrade`` and in ``fleetctl status``. The release and the
+GPUCluster are cluster-wide, so ``cleanup_release`` uninstalls them afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from fleet import helm, kube
+from fleet.engine import drivers, stages
+from fleet.kube import metrics
+from fleet.sandbox import Sandbox, credentials
+from fleet.sandbox.operators import StandInOperator
+from tests.conftest import NAMESPACE, RELEASE, Kubectl
+from tests.controller.conftest import Remote, eventually, running
+from tests.controller.test_loop import fleetctl_status, fleetsync
+from tests.operator.repos import OperatorRepo
+
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.anyio,
+    pytest.mark.usefixtures("fleetsync_crd", "cleanup_release"),
+]
+
+HELM_WRITES = stages.WRITTEN_RESOURCES | {"secrets", "customresourcedefinitions", "gpuclusters", "daemonsets"}
+"""What an install or upgrade writes: helm's release Secrets, the chart's CRDs and objects, fleet's own."""
+NODE = "h100x8-01"
+
+
+def _release(settings: helm.Settings) -> dict[str, Any]:
+    argv = [str(settings.binary), "list", "-n", NAMESPACE, "-a", "-o", "json"]
+    argv += ["--kube-context", credentials.CLUSTER, "--kubeconfig", str(settings.kubeconfig)]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
+    return next((r for r in json.loads(out or "[]") if r["name"] == RELEASE), {})
+
+
+async def _operator(client: kube.Client, cluster: str) -> dict[str, Any]:
+    return dict(((await fleetsync(client, cluster)).get("status") or {}).get("operator") or {})
+
+
+async def test_the_controller_installs_the_operator_and_reports_driver_upgrades(
+    sandbox: Sandbox,
+    remote: Remote,
+    chart_repo: str,
+    helm_settings: helm.Settings,
+    admin_client: kube.Client,
+    kubectl: Kubectl,
+    tmp_path: Path,
+) -> None:
+    repo = OperatorRepo(root=tmp_path / "unused", chart_repo=chart_repo)
+    repo.team("ml", namespaces=["ml"], group="ml")
+    first = remote.push(repo, message="the GPU Operator")
+    cluster = repo.cluster
+    with StandInOperator(sandbox):
+        async with running(
+            sandbox, remote, cluster=cluster, cache_dir=tmp_path / "cache", helm=helm_settings, health_timeout=120
+        ) as ctl:
+
+            async def installed() -> dict[str, Any] | None:
+                synced = await fleetsync(admin_client, cluster)
+                status = synced.get("status") or {}
+                return synced if status.get("lastAppliedRevision") == first and status.get("operator") else None
+
+            synced = await eventually(installed, within=180, what="FleetSync applied with status.operator")
+            assert synced["status"]["operator"] == {
+                "release": f"{NAMESPACE}/{RELEASE}",
+                "version": "v26.7.0",
+                "action": "created",
+                "error": "",
+                "driverStateTimeout": 1800,
+                "driverUpgrade": [],
+                "stuckCount": 0,
+            }
+            assert (_release(helm_settings)["chart"], _release(helm_settings)["revision"]) == (
+                "gpu-operator-v26.7.0",
+                "1",
+            )
+
+            # A no-op reconcile: the release matches, so no helm write and no API write.
+            before_changes = ctl.report.changes
+            before = metrics.request_totals(await admin_client.metrics())
+            ctl.queue.add(ctl.key, reason="test: no-op")
+
+            async def reconciled() -> bool:
+                return ctl.report.changes is not before_changes
+
+            await eventually(reconciled, what="one more reconcile")
+            after = metrics.request_totals(await admin_client.metrics())
+            writes = metrics.writes(before, after, resources=set(HELM_WRITES))
+            print(f"\nno-op reconcile with the operator stage: {writes} writes to {sorted(HELM_WRITES)}")
+            assert writes == 0
+            assert _release(helm_settings)["revision"] == "1"
+            entry = ctl.report.operator
+            assert entry is not None and (str(entry.action), entry.error) == ("unchanged", "")
+            await eventually(
+                lambda: _has(admin_client, cluster, action="unchanged"), what="status.operator.action unchanged"
+            )
+
+            # The operator starts a driver upgrade on a node: the label's event queues a reconcile.
+            kubectl("label", "node", NODE, f"{drivers.UPGRADE_STATE}=upgrade-required")
+            try:
+                op = await eventually(
+                    lambda: _has(admin_client, cluster, node=NODE), what=f"status.operator shows {NODE}"
+                )
+                item = next(n for n in op["driverUpgrade"] if n["node"] == NODE)
+                assert (item["state"], item["stuck"], op["stuckCount"]) == ("upgrade-required", False, 0)
+                assert item["since"].endswith("Z") and "events" not in item
+                assert any(f"Node {NODE} driver upgrade upgrade-required" in r for r in ctl.stats.last_reasons)
+
+                shown = await _fleetctl_status(sandbox, cluster)
+                assert shown.returncode == 0, shown.stdout + shown.stderr
+                lines = shown.stdout.splitlines()
+                assert f"operator   {NAMESPACE}/{RELEASE} v26.7.0  unchanged" in lines, shown.stdout
+                assert f"  {NODE}  upgrade-required" in lines, shown.stdout
+                printed = json.loads((await _fleetctl_status(sandbox, cluster, "-o", "json")).stdout)
+                assert printed[0]["status"]["operator"]["driverUpgrade"] == op["driverUpgrade"]
+            finally:
+                kubectl("label", "node", NODE, f"{drivers.UPGRADE_STATE}-")
+            await eventually(lambda: _cleared(admin_client, cluster), what="the node gone from status.operator")
+
+
+async def _has(client: kube.Client, cluster: str, *, action: str = "", node: str = "") -> dict[str, Any] | None:
+    op = await _operator(client, cluster)
+    if action and op.get("action") != action:
+        return None
+    if node and not any(n.get("node") == node for n in op.get("driverUpgrade") or ()):
+        return None
+    return op
+
+
+async def _cleared(client: kube.Client, cluster: str) -> bool:
+    op = await _operator(client, cluster)
+    return bool(op) and not op.get("driverUpgrade")
+
+
+async def _fleetctl_status(sandbox: Sandbox, cluster: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return await anyio.to_thread.run_sync(lambda: fleetctl_status(sandbox, cluster, *args))
