@@ -146,3 +146,78 @@ async def _cleared(client: kube.Client, cluster: str) -> bool:
 
 async def _fleetctl_status(sandbox: Sandbox, cluster: str, *args: str) -> subprocess.CompletedProcess[str]:
     return await anyio.to_thread.run_sync(lambda: fleetctl_status(sandbox, cluster, *args))
+
+
+@pytest.mark.slow  # waits out the shortest driverStateTimeout the schema allows (60 s)
+async def test_a_node_stuck_past_the_timeout_is_reported_once_with_its_events(
+    sandbox: Sandbox,
+    remote: Remote,
+    chart_repo: str,
+    helm_settings: helm.Settings,
+    admin_client: kube.Client,
+    kubectl: Kubectl,
+    tmp_path: Path,
+) -> None:
+    repo = OperatorRepo(root=tmp_path / "unused", chart_repo=chart_repo, upgrade={"driverStateTimeout": 60})
+    repo.team("ml", namespaces=["ml"], group="ml")
+    remote.push(repo, message="the GPU Operator, 60 s per driver-upgrade state")
+    cluster = repo.cluster
+    with StandInOperator(sandbox):
+        async with running(
+            sandbox, remote, cluster=cluster, cache_dir=tmp_path / "cache", helm=helm_settings, health_timeout=120
+        ):
+            await eventually(lambda: _has(admin_client, cluster, action="created"), within=180, what="installed")
+            kubectl("label", "node", NODE, f"{drivers.UPGRADE_STATE}=cordon-required")
+            kubectl(
+                "create", "-f", "-", stdin=json.dumps(_node_event(NODE, "DrainBlocked", "pod ml/train-0 has a PDB"))
+            )
+            try:
+                await eventually(lambda: _has(admin_client, cluster, node=NODE), what=f"{NODE} in status")
+                # No event on the node until the deadline: the controller re-checks by itself then.
+                op = await eventually(lambda: _stuck(admin_client, cluster), within=120, what=f"{NODE} stuck")
+                item = next(n for n in op["driverUpgrade"] if n["node"] == NODE)
+                assert (item["state"], item["stuck"], op["stuckCount"]) == ("cordon-required", True, 1)
+                assert "DrainBlocked: pod ml/train-0 has a PDB" in item["events"], item
+                shown = await _fleetctl_status(sandbox, cluster)
+                assert shown.returncode == 0, shown.stdout  # Ready: git is applied; the rollout is the operator's
+                line = next(x for x in shown.stdout.splitlines() if x.startswith(f"  {NODE}"))
+                assert "cordon-required  STUCK for 1 min (driverStateTimeout 1 min)" in line, line
+                assert "; events: " in line and "DrainBlocked: pod ml/train-0 has a PDB" in line, line
+                # Another reconcile sees it stuck still: still one Event.
+                await eventually(lambda: _stuck_events(kubectl, cluster), what="the DriverUpgradeStuck Event")
+                before = await _operator(admin_client, cluster)
+                kubectl("label", "node", "h100x8-02", f"{drivers.UPGRADE_STATE}=upgrade-done")
+                await eventually(lambda: _has(admin_client, cluster, node="h100x8-02"), what="h100x8-02 in status")
+                assert before["stuckCount"] == 1
+                events = await _stuck_events(kubectl, cluster)
+                assert len(events) == 1 and events[0]["type"] == "Warning", events
+                assert f"Node {NODE} has been in driver-upgrade state cordon-required" in events[0]["message"]
+            finally:
+                kubectl("label", "node", NODE, "h100x8-02", f"{drivers.UPGRADE_STATE}-")
+                kubectl("delete", "events", "-n", "default", f"{NODE}.drain-blocked", "--ignore-not-found")
+
+
+def _node_event(node: str, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{node}.drain-blocked", "namespace": "default"},
+        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node},
+        "reason": reason,
+        "message": message,
+        "type": "Warning",
+        "firstTimestamp": "2026-01-01T00:00:00Z",
+        "lastTimestamp": "2026-01-01T00:00:00Z",
+        "source": {"component": "gpu-operator-upgrade"},
+    }
+
+
+async def _stuck(client: kube.Client, cluster: str) -> dict[str, Any] | None:
+    op = await _operator(client, cluster)
+    return op if op.get("stuckCount") else None
+
+
+async def _stuck_events(kubectl: Kubectl, cluster: str) -> list[dict[str, Any]]:
+    selector = f"involvedObject.name={cluster},reason=DriverUpgradeStuck"
+    out = kubectl("get", "events", "-n", "default", "--field-selector", selector, "-o", "json").stdout
+    return list(json.loads(out)["items"])
