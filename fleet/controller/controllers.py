@@ -23,7 +23,11 @@ Drift comes from watch events, never from polling: an event on an object carryin
 fleet's labels for this cluster (changed or deleted by someone else) queues a
 reconcile, and the engine's drift policy (enforce, report, ignore) decides what is
 written. Node events count only when labels or taints change (KWOK and kubelets
-rewrite node status all the time).
+rewrite node status all the time): on a pool's Node, or, on any Node, a change of the GPU
+Operator's ``nvidia.com/gpu-driver-upgrade-state`` label while an operator is declared (its
+states are in FleetSync ``status.operator``). While a node is in a driver-upgrade state, one
+more reconcile is queued for when it would pass ``driverStateTimeout``, so a node that stops
+moving is reported as stuck on time (``statuses`` says why that leaves Ready alone).
 
 The controller writes with ``force`` under its field manager: git is the source of
 truth, so a field someone took with ``kubectl edit`` is taken back under ``enforce``
@@ -437,7 +441,7 @@ def _node_shape(node: dict[str, Any] | None) -> tuple[Any, ...]:
 
 
 def _upgrade_state(node: dict[str, Any] | None) -> str:
-    return str(((node or {}).get("metadata") or {}).get("labels", {}).get(drivers.UPGRADE_STATE, ""))
+    return str((((node or {}).get("metadata") or {}).get("labels") or {}).get(drivers.UPGRADE_STATE, ""))
 
 
 def _with_policy(plan: engine.Plan, policy: str | None) -> engine.Plan:
