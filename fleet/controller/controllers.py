@@ -76,6 +76,8 @@ class Stats:
     """Counters the metrics endpoint and tests read (``fleet.controller.metrics`` exports them)."""
 
     reconciles: int = 0
+    finished: int = 0
+    """Reconciles that returned (``reconciles - finished`` is the one running now, if any)."""
     fetches: int = 0
     fetch_errors: int = 0
     plans: int = 0
@@ -272,6 +274,7 @@ class Controller:
                 result = "invalid" if self.report.findings else ("success" if ok else "failed")
                 self.metrics.reconcile_duration.labels(result=result).observe(time.monotonic() - started)
             finally:
+                self.stats.finished += 1
                 self.queue.done(item.key)
                 heaps.settle()
             if ok:
