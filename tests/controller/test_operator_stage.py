@@ -131,6 +131,23 @@ async def test_the_controller_installs_the_operator_and_reports_driver_upgrades(
                 kubectl("label", "node", NODE, f"{drivers.UPGRADE_STATE}-")
             await eventually(lambda: _cleared(admin_client, cluster), what="the node gone from status.operator")
 
+            # A major upgrade not allowed is refused before helm runs: status says so, with the version deployed.
+            major = remote.push(_with_version(repo, "v27.1.0"), message="GPU Operator v27")
+            op = await eventually(lambda: _has(admin_client, cluster, action="refused"), what="the refusal in status")
+            assert op["version"] == "v26.7.0", op
+            assert "v26.7.0 → v27.1.0 crosses a major version" in op["error"], op
+            assert "set spec.upgrade.allowMajor: true" in op["error"], op
+            synced = await fleetsync(admin_client, cluster)
+            assert synced["status"]["lastAttemptedRevision"] == major
+            assert _release(helm_settings)["revision"] == "1"
+            shown = await _fleetctl_status(sandbox, cluster)
+            assert f"operator   {NAMESPACE}/{RELEASE} v26.7.0  refused" in shown.stdout.splitlines(), shown.stdout
+
+
+def _with_version(repo: OperatorRepo, version: str) -> OperatorRepo:
+    repo.version = version
+    return repo
+
 
 async def _idle(ctl: controllers.Controller) -> bool:
     """Nothing queued or running, twice 0.5 s apart (a reconcile may queue another as it ends)."""
