@@ -23,7 +23,7 @@ import datetime
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.kube import Client, NotFound
+from fleet.kube import Client, Forbidden, NotFound
 
 UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
 DONE_STATES = frozenset({"upgrade-done", ""})
@@ -115,17 +115,26 @@ async def driver_states(client: Client) -> list[DriverState]:
         state = n["metadata"]["labels"][UPGRADE_STATE]
         events: tuple[str, ...] = ()
         if state not in DONE_STATES:
-            found = await _items(
-                client,
-                api_version="v1",
-                kind="Event",
-                namespace="default",
-                field_selector=f"involvedObject.kind=Node,involvedObject.name={name}",
-            )
-            found.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
-            events = tuple(f"{e.get('reason')}: {e.get('message')}" for e in found[-EVENTS_KEPT:])
+            events = await _node_events(client, name)
         out.append(DriverState(node=name, state=state, since=label_since(n, UPGRADE_STATE), events=events))
     return sorted(out, key=lambda d: d.node)
+
+
+async def _node_events(client: Client, node: str) -> tuple[str, ...]:
+    """The node's newest Events, as ``reason: message``; they only explain, so a role that may
+    not list Events (the in-cluster ``fleet-applier``) gets a line saying so, not a failed run."""
+    try:
+        found = await _items(
+            client,
+            api_version="v1",
+            kind="Event",
+            namespace="default",
+            field_selector=f"involvedObject.kind=Node,involvedObject.name={node}",
+        )
+    except Forbidden:
+        return ("(Events not shown: this identity may not list events in namespace default; grant it list)",)
+    found.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    return tuple(f"{e.get('reason')}: {e.get('message')}" for e in found[-EVENTS_KEPT:])
 
 
 def states_text(states: list[DriverState], *, limit: float, now: datetime.datetime | None = None) -> str:
