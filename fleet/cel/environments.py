@@ -43,6 +43,15 @@ What Kubernetes declares and how it is mirrored here:
   declarations for the checker only.
 * Library functions follow k8s.io/apiserver v0.36.3 exactly, including that
   ``sign`` is declared as a global function (``sign(q)``), not a member.
+* Relations across numeric types (``1.0 < 2``, ``q.asApproximateFloat() > 40``):
+  cel-go's standard library declares them when Kubernetes turns on
+  ``CrossTypeNumericComparisons``; cel-cpp's checker has the option but
+  cel-expr-python does not expose it, and refuses a second declaration of a
+  built-in operator. So the environment leaves ``_<_``, ``_<=_``, ``_>_`` and
+  ``_>=_`` out of the standard library (the env config's ``exclude_functions``)
+  and declares them again with every overload cel-go has, cross-type ones
+  included. The declarations carry no implementation: cel-cpp's runtime
+  already implements all of them (it compares numbers across types).
 * ``ext_strings`` (``lowerAscii``, ``split``, ...), ``ext_optional``
   (``.?x``, ``orValue``) and ``ext_bindings`` (``cel.bind``) come with
   cel-expr-python.
@@ -168,6 +177,42 @@ class NoSuchOverload(TypeError):
 
 def _as_int64(number: int) -> int:
     return ((number + (1 << 63)) % (1 << 64)) - (1 << 63)
+
+
+_RELATIONS = {"_<_": "less", "_<=_": "less_equals", "_>_": "greater", "_>=_": "greater_equals"}
+_NUMBERS = ("int64", "uint64", "double")
+
+
+def _relations() -> list[Any]:
+    """``<``, ``<=``, ``>``, ``>=`` as cel-go declares them with cross-type numeric comparisons on."""
+    T = cel.Type
+    kinds = {
+        "bool": T.BOOL,
+        "int64": T.INT,
+        "uint64": T.UINT,
+        "double": T.DOUBLE,
+        "string": T.STRING,
+        "bytes": T.BYTES,
+        "timestamp": T.TIMESTAMP,
+        "duration": T.DURATION,
+    }
+    declarations = []
+    for operator, stem in _RELATIONS.items():
+        overloads = [cel.Overload(f"{stem}_{name}", T.BOOL, [kind, kind]) for name, kind in kinds.items()]
+        overloads += [
+            cel.Overload(f"{stem}_{left}_{right}", T.BOOL, [kinds[left], kinds[right]])
+            for left in _NUMBERS
+            for right in _NUMBERS
+            if left != right
+        ]
+        declarations.append(cel.FunctionDecl(operator, overloads))
+    return declarations
+
+
+def _standard_library() -> Any:
+    """The standard library without the relations, which :func:`_relations` declares."""
+    excluded = "".join(f'    - name: "{operator}"\n' for operator in _RELATIONS)
+    return cel.NewEnvConfigFromYaml(f"stdlib:\n  exclude_functions:\n{excluded}")
 
 
 def _functions(types: Types) -> list[Any]:
@@ -315,8 +360,9 @@ class Environment:
     def _env(self, variables: dict[str, Any]) -> Any:
         return cel.NewEnv(
             descriptor_pool=self.types.pool,
+            config=_standard_library(),
             variables=variables,
-            functions=_functions(self.types) + extensions.functions(),
+            functions=_functions(self.types) + extensions.functions() + _relations(),
             extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings()],
         )
 

@@ -36,16 +36,6 @@ DIFFERENCES: dict[str, str] = {
     "device.capacity['example.com']['big'].isInteger()": _REPRESENTATION,
     "device.capacity['example.com']['big'].asInteger() == 9223372036854775807": _REPRESENTATION,
     **{
-        expr: "cross-type numeric comparison (int/uint/double): cel-go declares it, cel-cpp does not, and cel-cpp "
-        "refuses a second declaration of a built-in operator (fleet rejects what Kubernetes accepts)"
-        for expr in (
-            "1.0 < 2",
-            "device.capacity['gpu.nvidia.com'].memory.asApproximateFloat() > 40",
-            "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) > 0.0",
-            "sign(device.capacity['gpu.nvidia.com'].memory) > 0.0",
-        )
-    },
-    **{
         expr: "cel-cpp does not enforce homogeneous aggregate literals and cel-expr-python exposes no AST to check "
         "element types (fleet accepts what Kubernetes rejects; the server-side dry-run still catches it)"
         for expr in (
