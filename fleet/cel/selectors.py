@@ -24,6 +24,7 @@ from typing import Any
 
 from cel_expr_python import cel
 
+from fleet.cel import asts, literals
 from fleet.cel.devices import Device, Projection, activation, projection
 from fleet.cel.environments import Environment, dra_environment
 from fleet.cel.issues import Issue, as_kubernetes, position
@@ -203,6 +204,13 @@ def _compile(expression: str, environment: Environment) -> Selector:
     except RuntimeError as err:
         issues = as_kubernetes(expression, _issues_from(expression, str(err)))
         raise SelectorCompileError(expression, issues, hint=_hint(issues)) from None
+    if literals.has_aggregate_literal(tokenize(expression)):
+        problems = literals.mismatches(asts.read(checked.serialize()))
+        if problems:
+            issues = [Issue(message, *position(expression, offset), offset) for offset, message in problems]
+            raise SelectorCompileError(
+                expression, issues, hint="the elements of a list literal (keys and values of a map) share one type"
+            )
     try:
         program = environment.env.compile(expression)
     except RuntimeError as err:
