@@ -164,7 +164,9 @@ def classes() -> dict[str, Any]:
         _add_message(file, name, fields)
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
-    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}")) for name in _MESSAGES}
+    return {
+        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}")) for name in _MESSAGES
+    }
 
 
 def read(serialized: bytes) -> Any:

@@ -77,8 +77,9 @@ def assignable(first: Any, second: Any) -> bool:
     if two == "null":
         return one in _NULLABLE
     if one == "wrapper" or two == "wrapper":
-        unwrapped = {first.wrapper if one == "wrapper" else first.primitive}
-        return two in ("wrapper", "primitive") and (second.wrapper if two == "wrapper" else second.primitive) in unwrapped
+        left = first.wrapper if one == "wrapper" else first.primitive
+        right = second.wrapper if two == "wrapper" else second.primitive
+        return two in ("wrapper", "primitive") and one in ("wrapper", "primitive") and left == right
     if one == "type":
         return two == "type"
     if one in ("list_type", "map_type", "abstract_type"):
