@@ -215,6 +215,58 @@ def _standard_library() -> Any:
     return cel.NewEnvConfigFromYaml(f"stdlib:\n  exclude_functions:\n{excluded}")
 
 
+def _equalities(types: Types) -> list[Any]:
+    """``@kubernetes_equals``/``@kubernetes_not_equals``: ``==``/``!=`` with Kubernetes' ``Equal`` rule.
+
+    :mod:`fleet.cel.rewrites` points ``==`` at them where one side is a Quantity
+    or Semver and the other ``dyn``. As in cel-go (``types.Equal``, then the
+    left value's ``Equal``): null on either side is ``false``; a Quantity or
+    Semver on the left against any other type is a no-such-overload error; a
+    plain value on the left is never equal to a Quantity or Semver. Python
+    implementations dispatch on the runtime kind of each argument (a ``dyn``
+    parameter never matches in cel-expr-python 0.1.3), so there is one overload
+    per kind.
+    """
+    T = cel.Type
+    q = T(QUANTITY_TYPE)
+
+    def equals(left: Any, right: Any) -> bool:
+        if left is None or right is None:
+            return False
+        ours = types.is_quantity(left) or types.is_semver(left)
+        if ours and type(left) is type(right):
+            return bool(left == right)
+        if ours:
+            raise NoSuchOverload("_==_")
+        return False
+
+    kinds = [
+        T.BOOL,
+        T.INT,
+        T.UINT,
+        T.DOUBLE,
+        T.STRING,
+        T.BYTES,
+        T.NULL,
+        T.TIMESTAMP,
+        T.DURATION,
+        T.List(T.DYN),
+        T.Map(T.DYN, T.DYN),
+    ]
+    pairs = [(q, q)] + [(q, kind) for kind in kinds] + [(kind, q) for kind in kinds]
+    declarations = []
+    for name, negate in (("@kubernetes_equals", False), ("@kubernetes_not_equals", True)):
+
+        def run(left: Any, right: Any, negate: bool = negate) -> bool:
+            return equals(left, right) != negate
+
+        overloads = [
+            cel.Overload(f"{name[1:]}_{index}", T.BOOL, list(pair), impl=run) for index, pair in enumerate(pairs)
+        ]
+        declarations.append(cel.FunctionDecl(name, overloads))
+    return declarations
+
+
 def _functions(types: Types) -> list[Any]:
     T = cel.Type
     q, s = T(QUANTITY_TYPE), T(SEMVER_TYPE)
@@ -362,7 +414,7 @@ class Environment:
             descriptor_pool=self.types.pool,
             config=_standard_library(),
             variables=variables,
-            functions=_functions(self.types) + extensions.functions() + _relations(),
+            functions=_functions(self.types) + extensions.functions() + _relations() + _equalities(self.types),
             extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings()],
         )
 

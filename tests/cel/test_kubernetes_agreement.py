@@ -35,12 +35,6 @@ DIFFERENCES: dict[str, str] = {
     },
     "device.capacity['example.com']['big'].isInteger()": _REPRESENTATION,
     "device.capacity['example.com']['big'].asInteger() == 9223372036854775807": _REPRESENTATION,
-    "cel.bind(d, device, d.capacity['gpu.nvidia.com'].memory > 40)": "capacity is typed only through the "
-    "qualified name device.capacity: a protobuf map (the only way cel-cpp types an object) cannot hold maps, so "
-    "through an alias of device it is dyn and the misuse is a runtime error instead",
-    "device.capacity['gpu.nvidia.com'].memory == device.attributes['gpu.nvidia.com'].driverVersion": "a Quantity "
-    "compared with a dyn value of another type is false in cel-cpp (message equality); Kubernetes' Quantity.Equal "
-    "returns a no-such-overload error. Both leave the device unmatched",
 }
 
 

@@ -1,0 +1,170 @@
+"""What fleet changes in a selector before cel-cpp sees it, so that it answers as cel-go.
+
+Two rewrites, each for one gap between cel-cpp (fleet's CEL) and cel-go (the
+API server's and the scheduler's):
+
+* **The checker's text** (:func:`for_checker`). ``device.capacity`` is typed
+  through a qualified variable (:mod:`fleet.cel.environments`), which cel-cpp
+  resolves even inside ``has()``, and which an alias of ``device`` does not
+  reach: in ``cel.bind(d, device, d.capacity['gpu.nvidia.com'].memory > 40)``
+  ``d.capacity`` would be the message's dyn map and the misuse would pass. So
+  the checker reads ``has(device.capacity)`` as ``has(device.driver  )`` (same
+  length) and the alias's uses in the bind's body as ``device``; an
+  :class:`Edited` text maps the checker's offsets back to the selector's, so
+  problems are reported where the user wrote them.
+* **The runtime's program** (:func:`kubernetes_equality`). In Kubernetes a
+  Quantity or Semver compared with a value of another type is a runtime error
+  (``Quantity.Equal`` returns no-such-overload); cel-cpp's equality between a
+  message and another value is ``false``. Where the checked types say that can
+  happen (one side a Quantity or Semver, the other ``dyn``), the ``==``/``!=``
+  node of the runtime's checked AST is pointed at ``@kubernetes_equals`` /
+  ``@kubernetes_not_equals`` (:mod:`fleet.cel.environments`), names no
+  selector can write, and the program is planned from that AST
+  (``Env.deserialize``). Other programs are left exactly as compiled.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from typing import Any
+
+from fleet.cel import asts
+from fleet.cel.references import Token, tokenize
+
+EQUALS = "@kubernetes_equals"
+NOT_EQUALS = "@kubernetes_not_equals"
+KUBERNETES_TYPES = frozenset({"kubernetes.Quantity", "kubernetes.Semver"})
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "bind", "transformList", "transformMap"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Edited:
+    """A rewritten text and where its replaced spans came from."""
+
+    text: str
+    # (start, end) in text and (start, end) in the original of every replacement, in order
+    spans: tuple[tuple[int, int, int, int], ...] = ()
+
+    def original_offset(self, offset: int) -> int:
+        """The selector's offset for an offset in :attr:`text` (inside a replacement: its start)."""
+        index = bisect.bisect_right([span[0] for span in self.spans], offset) - 1
+        if index < 0:
+            return offset
+        _, end, original_start, original_end = self.spans[index]
+        return original_start if offset < end else offset - end + original_end
+
+
+def _edit(expression: str, replacements: list[tuple[int, int, str]]) -> Edited:
+    """Apply (start, end, new text) replacements given in the original's offsets."""
+    pieces, spans, position, shift = [], [], 0, 0
+    for start, end, new in sorted(replacements):
+        pieces += [expression[position:start], new]
+        spans.append((start + shift, start + shift + len(new), start, end))
+        shift += len(new) - (end - start)
+        position = end
+    pieces.append(expression[position:])
+    return Edited("".join(pieces), tuple(spans))
+
+
+def _closing(tokens: list[Token], opening: int) -> int:
+    depth = 0
+    for index in range(opening, len(tokens)):
+        if tokens[index].text in ("(", "[", "[?", "{"):
+            depth += 1
+        elif tokens[index].text in (")", "]", "}"):
+            depth -= 1
+            if depth == 0:
+                return index
+    return len(tokens)
+
+
+def _binds(tokens: list[Token], index: int, name: str) -> bool:
+    """Whether ``tokens[index]`` opens a macro or bind that declares ``name`` (``x.all(name, ...``)."""
+    return (
+        tokens[index].text in _MACROS
+        and index + 3 < len(tokens)
+        and tokens[index + 1].text == "("
+        and tokens[index + 2].text == name
+        and tokens[index + 3].text == ","
+    )
+
+
+def _alias_uses(tokens: list[Token]) -> list[tuple[int, int, str]]:
+    """Uses of ``d`` in ``cel.bind(d, device, <body>)``, to be read as ``device``."""
+    replacements = []
+    for index in range(len(tokens) - 7):
+        window = [token.text for token in tokens[index : index + 7]]
+        if window[:4] != ["cel", ".", "bind", "("] or window[5:7] != [",", "device"]:
+            continue
+        alias = tokens[index + 4]
+        if alias.kind != "ident" or tokens[index + 7].text != ",":
+            continue
+        end = _closing(tokens, index + 3)
+        body = range(index + 8, end)
+        if any(_binds(tokens, i, alias.text) or _binds(tokens, i, "device") for i in body):
+            continue  # shadowed inside the body: leave it to the runtime
+        for i in body:
+            token = tokens[i]
+            if token.kind == "ident" and token.text == alias.text and tokens[i - 1].text not in (".", ".?"):
+                replacements.append((token.offset, token.offset + len(token.text), "device"))
+    return replacements
+
+
+def for_checker(expression: str) -> Edited:
+    """The text the typed checker sees (see the module docstring)."""
+    tokens = tokenize(expression)
+    replacements = _alias_uses(tokens)
+    for index in range(len(tokens) - 5):
+        window = [token.text for token in tokens[index : index + 6]]
+        if window == ["has", "(", "device", ".", "capacity", ")"]:
+            start = tokens[index + 4].offset
+            replacements.append((start, start + 8, "driver  "))
+    return _edit(expression, replacements) if replacements else Edited(expression)
+
+
+def _kind(types: Any, node: Any) -> str:
+    found = types.get(node.id)
+    if found is None or found.WhichOneof("kind") in (None, "dyn", "type_param", "error"):
+        return "dyn"
+    if found.WhichOneof("kind") == "message_type" and found.message_type in KUBERNETES_TYPES:
+        return "kubernetes"
+    return "other"
+
+
+def strict_equalities(checked: Any) -> list[int]:
+    """Ids of ``==``/``!=`` whose operands are a Quantity or Semver on one side and ``dyn`` on the other."""
+    found = []
+    for node in asts.walk(checked.expr):
+        if node.WhichOneof("kind") != "call_expr" or node.call_expr.function not in ("_==_", "_!=_"):
+            continue
+        if len(node.call_expr.args) != 2:
+            continue
+        kinds = {_kind(checked.type_map, arg) for arg in node.call_expr.args}
+        if kinds == {"kubernetes", "dyn"}:
+            found.append(int(node.id))
+    return found
+
+
+def kubernetes_equality(runtime: Any, ids: list[int]) -> bytes:
+    """The runtime's checked AST (``serialize()`` bytes) with the ``==``/``!=`` nodes ``ids`` made strict."""
+    checked = asts.read(runtime.serialize())
+    wanted = set(ids)
+    for node in asts.walk(checked.expr):
+        if node.id in wanted and node.WhichOneof("kind") == "call_expr":
+            function = node.call_expr.function
+            if function in ("_==_", "_!=_"):
+                # the reference keeps its overload ids: cel-cpp's planner wants some, and resolves by name
+                node.call_expr.function = EQUALS if function == "_==_" else NOT_EQUALS
+    return asts.write(checked)
+
+
+__all__ = [
+    "EQUALS",
+    "KUBERNETES_TYPES",
+    "NOT_EQUALS",
+    "Edited",
+    "for_checker",
+    "kubernetes_equality",
+    "strict_equalities",
+]
