@@ -1,18 +1,21 @@
-"""Homogeneous aggregate literals, checked as cel-go checks them for Kubernetes.
+"""Homogeneous aggregate literals, checked as Kubernetes' cel-go checks them.
 
-Kubernetes builds its CEL environments with ``cel.HomogeneousAggregateLiterals``:
-the elements of a list literal, and the keys and the values of a map literal,
-must agree in type, so ``[1, 'a']`` or ``[device.driver, 1]`` do not compile
-("expected type 'string' but found 'int'", at the element). cel-cpp has no such
-option, so fleet runs cel-go's rule (``checker.joinTypes`` with
-``isAssignable`` and ``mostGeneral``, cel-go v0.26.0 ``checker/types.go``) over
-cel-cpp's checked AST, which carries the type of every element
-(:mod:`fleet.cel.asts`).
+Kubernetes builds its CEL environments with ``cel.HomogeneousAggregateLiterals``
+(k8s.io/apiserver v0.36.3 ``pkg/cel/environment/base.go``), which in cel-go
+v0.26.0 is an AST validator that runs after a successful type check
+(``homogeneousAggregateLiteralValidator``, ``cel/validator.go``): in every
+list literal, the first element whose type is not *equivalent* to the first
+element's (the same type, type parameter names aside; ``dyn`` is no joker) is
+an error, "expected type 'int' but found 'string'", at that element; in every
+map literal, every key and every value whose type differs from the first
+entry's is one. So ``[1, 'a']``, ``[device.driver, 1]`` and even
+``[attribute, 1]`` or ``[1, dyn('a')]`` do not compile. cel-cpp has no such
+validator; fleet runs this one over cel-cpp's checked AST, which carries the
+final type of every element (:mod:`fleet.cel.asts`).
 
-Type parameters are the one simplification: cel-cpp's AST holds final types,
-where an unbound parameter (the element type of ``[]``) has become ``dyn``, so
-``[[], [1], ['a']]`` passes here while cel-go, which binds the parameter to
-``int`` on the way, rejects it.
+Attribute values are ``any`` in Kubernetes and ``dyn`` here (a protobuf
+``Struct`` value): both equal themselves and nothing else, so the verdicts and
+positions agree; the message names a field read's ``dyn`` as ``any``.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from fleet.cel import asts
 from fleet.cel.references import Token
 
 _OPERAND_ENDS = frozenset({")", "]", "}"})
-_NULLABLE = frozenset({"message_type", "abstract_type", "well_known", "wrapper", "null"})
+_READS = frozenset({"_[_]", "_[?_]", "_?._"})
 
 
 def has_aggregate_literal(tokens: list[Token]) -> bool:
@@ -31,125 +34,100 @@ def has_aggregate_literal(tokens: list[Token]) -> bool:
     for index, token in enumerate(tokens):
         if token.text == "{":
             return True
-        if token.text == "[":
+        if token.text in ("[", "[?"):
             before = tokens[index - 1] if index else None
             if before is None or not (before.kind in ("ident", "number", "string") or before.text in _OPERAND_ENDS):
                 return True
     return False
 
 
-def _kind(cel_type: Any) -> str:
-    kind = cel_type.WhichOneof("kind")
-    if kind == "well_known" and cel_type.well_known == 1:  # google.protobuf.Any is dyn to the checker
-        return "dyn"
-    return str(kind or "dyn")
-
-
-def _params(cel_type: Any) -> list[Any]:
-    kind = _kind(cel_type)
-    if kind == "list_type":
-        return [cel_type.list_type.elem_type]
-    if kind == "map_type":
-        return [cel_type.map_type.key_type, cel_type.map_type.value_type]
-    if kind == "abstract_type":
-        return list(cel_type.abstract_type.parameter_types)
-    if kind == "type":
-        return [cel_type.type]
-    return []
-
-
-def _name(cel_type: Any) -> str:
-    kind = _kind(cel_type)
-    if kind == "abstract_type":
-        return str(cel_type.abstract_type.name)
-    if kind in ("list_type", "map_type", "type", "dyn", "error", "null"):
-        return kind
-    return asts.type_name(cel_type)
-
-
-def assignable(first: Any, second: Any) -> bool:
-    """cel-go's ``internalIsAssignable`` with type parameters taken as ``dyn``."""
-    one, two = _kind(first), _kind(second)
-    if {one, two} & {"dyn", "error", "type_param"}:
-        return True
-    if one == "null":
-        return two in _NULLABLE
-    if two == "null":
-        return one in _NULLABLE
-    if one == "wrapper" or two == "wrapper":
-        left = first.wrapper if one == "wrapper" else first.primitive
-        right = second.wrapper if two == "wrapper" else second.primitive
-        return two in ("wrapper", "primitive") and one in ("wrapper", "primitive") and left == right
-    if one == "type":
-        return two == "type"
-    if one in ("list_type", "map_type", "abstract_type"):
-        if one != two or _name(first) != _name(second):
-            return False
-        left, right = _params(first), _params(second)
-        return len(left) == len(right) and all(assignable(a, b) for a, b in zip(left, right, strict=True))
-    return one == two and _name(first) == _name(second)
-
-
-def _less_specific(first: Any, second: Any) -> bool:
-    """cel-go's ``isEqualOrLessSpecific``."""
-    one, two = _kind(first), _kind(second)
-    if one in ("dyn", "type_param"):
-        return True
-    if two in ("dyn", "type_param") or one != two:
+def equivalent(first: Any, second: Any) -> bool:
+    """cel-go's ``Type.IsEquivalentType``: the same type, whatever type parameters are called."""
+    kind = first.WhichOneof("kind")
+    if kind != second.WhichOneof("kind"):
         return False
-    if one in ("list_type", "map_type", "abstract_type"):
-        left, right = _params(first), _params(second)
-        return (
-            _name(first) == _name(second)
-            and len(left) == len(right)
-            and all(_less_specific(a, b) for a, b in zip(left, right, strict=True))
-        )
-    if one == "type":
+    if kind == "type_param":
         return True
-    return _name(first) == _name(second)
+    if kind == "list_type":
+        return equivalent(first.list_type.elem_type, second.list_type.elem_type)
+    if kind == "map_type":
+        return equivalent(first.map_type.key_type, second.map_type.key_type) and equivalent(
+            first.map_type.value_type, second.map_type.value_type
+        )
+    if kind == "abstract_type":
+        left, right = first.abstract_type, second.abstract_type
+        return (
+            left.name == right.name
+            and len(left.parameter_types) == len(right.parameter_types)
+            and all(equivalent(a, b) for a, b in zip(left.parameter_types, right.parameter_types, strict=True))
+        )
+    if kind == "type":
+        return equivalent(first.type, second.type)
+    return bool(first == second)
 
 
-class _Join:
-    """One literal's element (or key, or value) type as cel-go accumulates it."""
+def _unwrap_optional(cel_type: Any) -> Any:
+    if cel_type.WhichOneof("kind") == "abstract_type" and cel_type.abstract_type.parameter_types:
+        return cel_type.abstract_type.parameter_types[0]
+    return cel_type
+
+
+def _named(node: Any, cel_type: Any) -> str:
+    """The type as Kubernetes names it: a field read's ``dyn`` is an attribute value, ``any`` there."""
+    kind = node.WhichOneof("kind")
+    is_read = kind == "select_expr" or (kind == "call_expr" and node.call_expr.function in _READS)
+    if cel_type.WhichOneof("kind") == "dyn" and is_read:
+        return "any"
+    return asts.type_name(cel_type).replace("null_type", "null")
+
+
+class _Literal:
+    """Types seen in one literal; ``mismatch`` reports where one differs from the first."""
 
     def __init__(self, types: Any, positions: Any, problems: list[tuple[int, str]]) -> None:
         self.types, self.positions, self.problems = types, positions, problems
-        self.current: Any = None
-        self.failed = False  # after a mismatch cel-go's join holds the error type
 
-    def add(self, node: Any, *, optional: bool = False) -> None:
+    def type_of(self, node: Any, *, optional: bool = False) -> Any:
         found = self.types.get(node.id)
         if found is None:
-            return
-        if optional and _kind(found) == "abstract_type" and found.abstract_type.name == "optional_type":
-            found = found.abstract_type.parameter_types[0]
-        if self.current is None or self.failed:  # the error type accepts the next element and yields to it
-            self.current, self.failed = found, False
-        elif assignable(self.current, found):
-            self.current = self.current if _less_specific(self.current, found) else found
-        else:
-            message = f"expected type '{asts.type_name(self.current)}' but found '{asts.type_name(found)}'"
-            self.problems.append((int(self.positions.get(node.id, 0)), message))
-            self.failed = True
+            return None
+        return _unwrap_optional(found) if optional else found
+
+    def mismatch(self, first: tuple[Any, Any] | None, node: Any, found: Any) -> bool:
+        if first is None or found is None or first[1] is None or equivalent(first[1], found):
+            return False
+        message = f"expected type '{_named(*first)}' but found '{_named(node, found)}'"
+        self.problems.append((int(self.positions.get(node.id, 0)), message))
+        return True
 
 
 def mismatches(checked: Any) -> list[tuple[int, str]]:
     """(offset, message) of every element that breaks its literal's type, in source order."""
     problems: list[tuple[int, str]] = []
-    types, positions = checked.type_map, checked.source_info.positions
+    literal = _Literal(checked.type_map, checked.source_info.positions, problems)
     for node in asts.walk(checked.expr):
         kind = node.WhichOneof("kind")
         if kind == "list_expr":
-            elements = _Join(types, positions, problems)
             optional = set(node.list_expr.optional_indices)
+            first: tuple[Any, Any] | None = None
             for index, element in enumerate(node.list_expr.elements):
-                elements.add(element, optional=index in optional)
+                found = literal.type_of(element, optional=index in optional)
+                if first is None:
+                    first = (element, found)
+                elif literal.mismatch(first, element, found):
+                    break  # one per list, as cel-go reports
         elif kind == "struct_expr" and not node.struct_expr.message_name:
-            keys, values = _Join(types, positions, problems), _Join(types, positions, problems)
+            first_key: tuple[Any, Any] | None = None
+            first_value: tuple[Any, Any] | None = None
             for entry in node.struct_expr.entries:
-                keys.add(entry.map_key)
-                values.add(entry.value, optional=entry.optional_entry)
+                key = literal.type_of(entry.map_key)
+                value = literal.type_of(entry.value, optional=entry.optional_entry)
+                if first_key is None:
+                    first_key, first_value = (entry.map_key, key), (entry.value, value)
+                    continue
+                literal.mismatch(first_key, entry.map_key, key)
+                literal.mismatch(first_value, entry.value, value)
     return sorted(problems, key=lambda problem: problem[0])
 
 
-__all__ = ["assignable", "has_aggregate_literal", "mismatches"]
+__all__ = ["equivalent", "has_aggregate_literal", "mismatches"]

@@ -90,34 +90,36 @@ def _binds(tokens: list[Token], index: int, name: str) -> bool:
     )
 
 
-def _alias_uses(tokens: list[Token]) -> list[tuple[int, int, str]]:
-    """Uses of ``d`` in ``cel.bind(d, device, <body>)``, to be read as ``device``."""
-    replacements = []
+def _alias_uses(tokens: list[Token]) -> set[int]:
+    """Indexes of the tokens naming ``device`` through ``cel.bind(d, device, <body>)`` (or an alias of an alias)."""
+    uses: set[int] = set()
     for index in range(len(tokens) - 7):
-        window = [token.text for token in tokens[index : index + 7]]
-        if window[:4] != ["cel", ".", "bind", "("] or window[5:7] != [",", "device"]:
+        if [token.text for token in tokens[index : index + 4]] != ["cel", ".", "bind", "("]:
             continue
-        alias = tokens[index + 4]
-        if alias.kind != "ident" or tokens[index + 7].text != ",":
+        alias, init = tokens[index + 4], tokens[index + 6]
+        if alias.kind != "ident" or tokens[index + 5].text != "," or tokens[index + 7].text != ",":
+            continue
+        if init.kind != "ident" or not (init.text == "device" or index + 6 in uses):
             continue
         end = _closing(tokens, index + 3)
         body = range(index + 8, end)
         if any(_binds(tokens, i, alias.text) or _binds(tokens, i, "device") for i in body):
-            continue  # shadowed inside the body: leave it to the runtime
+            continue  # shadowed inside the body: left as it is
         for i in body:
             token = tokens[i]
             if token.kind == "ident" and token.text == alias.text and tokens[i - 1].text not in (".", ".?"):
-                replacements.append((token.offset, token.offset + len(token.text), "device"))
-    return replacements
+                uses.add(i)
+    return uses
 
 
 def for_checker(expression: str) -> Edited:
     """The text the typed checker sees (see the module docstring)."""
     tokens = tokenize(expression)
-    replacements = _alias_uses(tokens)
+    uses = _alias_uses(tokens)
+    texts = ["device" if index in uses else token.text for index, token in enumerate(tokens)]
+    replacements = [(tokens[i].offset, tokens[i].offset + len(tokens[i].text), "device") for i in sorted(uses)]
     for index in range(len(tokens) - 5):
-        window = [token.text for token in tokens[index : index + 6]]
-        if window == ["has", "(", "device", ".", "capacity", ")"]:
+        if texts[index : index + 6] == ["has", "(", "device", ".", "capacity", ")"]:
             start = tokens[index + 4].offset
             replacements.append((start, start + 8, "driver  "))
     return _edit(expression, replacements) if replacements else Edited(expression)
