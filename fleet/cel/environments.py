@@ -60,6 +60,7 @@ What Kubernetes declares and how it is mirrored here:
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -215,56 +216,89 @@ def _standard_library() -> Any:
     return cel.NewEnvConfigFromYaml(f"stdlib:\n  exclude_functions:\n{excluded}")
 
 
-def _equalities(types: Types) -> list[Any]:
-    """``@kubernetes_equals``/``@kubernetes_not_equals``: ``==``/``!=`` with Kubernetes' ``Equal`` rule.
+def _plain_equal(left: Any, right: Any) -> bool:
+    """CEL's heterogeneous equality for values that are not Quantities or Semvers."""
+    if isinstance(left, bool) or isinstance(right, bool):
+        return type(left) is type(right) and left == right
+    if isinstance(left, int | float) and isinstance(right, int | float):
+        if isinstance(left, float) or isinstance(right, float):
+            return float(left) == float(right)  # cel-go compares int/uint with double as doubles
+        return left == right
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(_plain_equal(a, b) for a, b in zip(left, right, strict=True))
+    return type(left) is type(right) and bool(left == right)
 
-    :mod:`fleet.cel.rewrites` points ``==`` at them where one side is a Quantity
-    or Semver and the other ``dyn``. As in cel-go (``types.Equal``, then the
-    left value's ``Equal``): null on either side is ``false``; a Quantity or
-    Semver on the left against any other type is a no-such-overload error; a
-    plain value on the left is never equal to a Quantity or Semver. Python
-    implementations dispatch on the runtime kind of each argument (a ``dyn``
-    parameter never matches in cel-expr-python 0.1.3), so there is one overload
-    per kind.
+
+def _equalities(types: Types) -> list[Any]:
+    """``@kubernetes_equals``/``@kubernetes_not_equals``: ``==``/``!=`` as cel-go evaluates them.
+
+    :mod:`fleet.cel.rewrites` points ``==``/``!=`` at them where a Quantity or
+    Semver may meet another type. cel-go (``types.Equal``, then the left value's
+    ``Equal``): null on either side is equal only to null; a Quantity or Semver
+    on the left against another type (a version attribute against a string) is
+    a no-such-overload error; other values compare as CEL does, never equal to
+    a Quantity or Semver. ``!=`` is "``==`` is not true", so an error there
+    makes ``!=`` true (cel-go's ``evalNe``). Python implementations dispatch on
+    the runtime kind of each argument (a ``dyn`` parameter never matches in
+    cel-expr-python 0.1.3), so there is one overload per pair of kinds.
     """
     T = cel.Type
     q = T(QUANTITY_TYPE)
 
     def equals(left: Any, right: Any) -> bool:
         if left is None or right is None:
-            return False
-        ours = types.is_quantity(left) or types.is_semver(left)
-        if ours and type(left) is type(right):
-            return bool(left == right)
-        if ours:
+            return left is None and right is None
+        if types.is_quantity(left) or types.is_semver(left):
+            if type(left) is type(right):
+                return bool(left == right)
             raise NoSuchOverload("_==_")
-        return False
+        if types.is_quantity(right) or types.is_semver(right):
+            return False
+        return _plain_equal(left, right)
 
-    kinds = [
-        T.BOOL,
-        T.INT,
-        T.UINT,
-        T.DOUBLE,
-        T.STRING,
-        T.BYTES,
-        T.NULL,
-        T.TIMESTAMP,
-        T.DURATION,
-        T.List(T.DYN),
-        T.Map(T.DYN, T.DYN),
+    def not_equals(left: Any, right: Any) -> bool:
+        try:
+            return not equals(left, right)
+        except NoSuchOverload:
+            return True
+
+    kinds = {
+        "bool": T.BOOL,
+        "int": T.INT,
+        "uint": T.UINT,
+        "double": T.DOUBLE,
+        "string": T.STRING,
+        "bytes": T.BYTES,
+        "null": T.NULL,
+        "timestamp": T.TIMESTAMP,
+        "duration": T.DURATION,
+        "list": T.List(T.DYN),
+        "map": T.Map(T.DYN, T.DYN),
+        "message": q,
+    }
+    rights = ("message", "bool", "int", "uint", "double", "string", "bytes")
+    pairs = sorted({("message", kind) for kind in kinds} | {(kind, right) for kind in kinds for right in rights})
+    return [
+        cel.FunctionDecl(
+            name,
+            [
+                cel.Overload(f"{name[1:]}_{left}_{right}", T.BOOL, [kinds[left], kinds[right]], impl=impl)
+                for left, right in pairs
+            ],
+        )
+        for name, impl in (("@kubernetes_equals", equals), ("@kubernetes_not_equals", not_equals))
+    ] + [
+        cel.FunctionDecl(
+            "@kubernetes_ordered", [cel.Overload("kubernetes_ordered_double", T.DOUBLE, [T.DOUBLE], impl=_ordered)]
+        )
     ]
-    pairs = [(q, q)] + [(q, kind) for kind in kinds] + [(kind, q) for kind in kinds]
-    declarations = []
-    for name, negate in (("@kubernetes_equals", False), ("@kubernetes_not_equals", True)):
 
-        def run(left: Any, right: Any, negate: bool = negate) -> bool:
-            return equals(left, right) != negate
 
-        overloads = [
-            cel.Overload(f"{name[1:]}_{index}", T.BOOL, list(pair), impl=run) for index, pair in enumerate(pairs)
-        ]
-        declarations.append(cel.FunctionDecl(name, overloads))
-    return declarations
+def _ordered(number: float) -> float:
+    """A ``double`` operand of ``<``/``>``..., refused when NaN as cel-go refuses it."""
+    if math.isnan(number):
+        raise ValueError("NaN values cannot be ordered")
+    return number
 
 
 def _functions(types: Types) -> list[Any]:

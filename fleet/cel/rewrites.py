@@ -12,15 +12,19 @@ API server's and the scheduler's):
   length) and the alias's uses in the bind's body as ``device``; an
   :class:`Edited` text maps the checker's offsets back to the selector's, so
   problems are reported where the user wrote them.
-* **The runtime's program** (:func:`kubernetes_equality`). In Kubernetes a
+* **The runtime's program** (:func:`runtime_ast`). In Kubernetes a
   Quantity or Semver compared with a value of another type is a runtime error
-  (``Quantity.Equal`` returns no-such-overload); cel-cpp's equality between a
-  message and another value is ``false``. Where the checked types say that can
-  happen (one side a Quantity or Semver, the other ``dyn``), the ``==``/``!=``
+  (``Quantity.Equal`` returns no-such-overload; a version attribute compared
+  with a string is the usual case); cel-cpp's equality between a message and
+  another value is ``false``. Where the checked types say that can happen
+  (:func:`strict_equalities`), the ``==``/``!=``
   node of the runtime's checked AST is pointed at ``@kubernetes_equals`` /
   ``@kubernetes_not_equals`` (:mod:`fleet.cel.environments`), names no
   selector can write, and the program is planned from that AST
-  (``Env.deserialize``). Other programs are left exactly as compiled.
+  (``Env.deserialize``). The same way, a ``double`` operand of ``<``/``>``...
+  passes through ``@kubernetes_ordered``, which refuses NaN as cel-go does
+  ("NaN values cannot be ordered"; cel-cpp answers false). Other programs are
+  left exactly as compiled.
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ from fleet.cel import asts
 from fleet.cel.references import Token, tokenize
 
 EQUALS = "@kubernetes_equals"
+ORDERED = "@kubernetes_ordered"
 NOT_EQUALS = "@kubernetes_not_equals"
 KUBERNETES_TYPES = frozenset({"kubernetes.Quantity", "kubernetes.Semver"})
+_RELATIONS = frozenset({"_<_", "_<=_", "_>_", "_>=_"})
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "bind", "transformList", "transformMap"})
 
 
@@ -127,37 +133,66 @@ def for_checker(expression: str) -> Edited:
 
 def _kind(types: Any, node: Any) -> str:
     found = types.get(node.id)
-    if found is None or found.WhichOneof("kind") in (None, "dyn", "type_param", "error"):
+    kind = found.WhichOneof("kind") if found is not None else None
+    if kind in (None, "dyn", "type_param", "error"):
         return "dyn"
-    if found.WhichOneof("kind") == "message_type" and found.message_type in KUBERNETES_TYPES:
+    if kind == "message_type" and found.message_type in KUBERNETES_TYPES:
         return "kubernetes"
-    return "other"
+    return "primitive" if kind == "primitive" else "other"
 
 
 def strict_equalities(checked: Any) -> list[int]:
-    """Ids of ``==``/``!=`` whose operands are a Quantity or Semver on one side and ``dyn`` on the other."""
+    """Ids of ``==``/``!=`` where cel-go's equality can fail and cel-cpp's says false.
+
+    cel-go asks the left value: a Quantity or Semver on the left and another
+    type on the right is an error. So: a Quantity or Semver against ``dyn``,
+    and ``dyn`` (an attribute may be a version) against a Quantity, Semver or
+    primitive. ``dyn`` against ``dyn`` is left to cel-cpp (docs/cel.md).
+    """
     found = []
     for node in asts.walk(checked.expr):
         if node.WhichOneof("kind") != "call_expr" or node.call_expr.function not in ("_==_", "_!=_"):
             continue
         if len(node.call_expr.args) != 2:
             continue
-        kinds = {_kind(checked.type_map, arg) for arg in node.call_expr.args}
-        if kinds == {"kubernetes", "dyn"}:
+        left, right = (_kind(checked.type_map, arg) for arg in node.call_expr.args)
+        if (left, right) == ("kubernetes", "dyn") or (left == "dyn" and right in ("kubernetes", "primitive")):
             found.append(int(node.id))
     return found
 
 
-def kubernetes_equality(runtime: Any, ids: list[int]) -> bytes:
-    """The runtime's checked AST (``serialize()`` bytes) with the ``==``/``!=`` nodes ``ids`` made strict."""
-    checked = asts.read(runtime.serialize())
-    wanted = set(ids)
+def ordered_operands(checked: Any) -> list[int]:
+    """Ids of ``double`` operands of ``<``, ``<=``, ``>``, ``>=``: cel-go refuses to order NaN, cel-cpp says false."""
+    found = []
     for node in asts.walk(checked.expr):
+        if node.WhichOneof("kind") == "call_expr" and node.call_expr.function in _RELATIONS:
+            for arg in node.call_expr.args:
+                cel_type = checked.type_map.get(arg.id)
+                if cel_type is not None and cel_type.WhichOneof("kind") == "primitive" and cel_type.primitive == 4:
+                    found.append(int(arg.id))
+    return found
+
+
+def runtime_ast(runtime: Any, *, equalities: list[int], ordered: list[int]) -> bytes:
+    """The runtime's checked AST (``serialize()`` bytes) with ``equalities`` strict and ``ordered`` guarded."""
+    checked = asts.read(runtime.serialize())
+    wanted, guarded = set(equalities), set(ordered)
+    next_id = max(node.id for node in asts.walk(checked.expr)) + 1
+    for node in list(asts.walk(checked.expr)):
         if node.id in wanted and node.WhichOneof("kind") == "call_expr":
             function = node.call_expr.function
             if function in ("_==_", "_!=_"):
                 # the reference keeps its overload ids: cel-cpp's planner wants some, and resolves by name
                 node.call_expr.function = EQUALS if function == "_==_" else NOT_EQUALS
+        if node.id in guarded:
+            operand = checked.expr.__class__()
+            operand.CopyFrom(node)
+            node.Clear()
+            node.id = next_id
+            node.call_expr.function = ORDERED
+            node.call_expr.args.append(operand)
+            checked.reference_map[next_id].overload_id.append("kubernetes_ordered_double")
+            next_id += 1
     return asts.write(checked)
 
 
@@ -165,8 +200,10 @@ __all__ = [
     "EQUALS",
     "KUBERNETES_TYPES",
     "NOT_EQUALS",
+    "ORDERED",
     "Edited",
     "for_checker",
-    "kubernetes_equality",
+    "ordered_operands",
+    "runtime_ast",
     "strict_equalities",
 ]

@@ -185,16 +185,12 @@ def _hint(issues: list[Issue]) -> str:
     return ""
 
 
-_KUBERNETES_VALUES = frozenset({"capacity", "quantity", "semver"})
+_TREE_OPERATORS = frozenset({"==", "!=", "<", "<=", ">", ">="})
 
 
 def _needs_tree(tokens: list[Token]) -> bool:
-    """Whether the checked AST has something to say: a list or map literal, or ``==``/``!=`` near a
-    Quantity or Semver (which only ``capacity``, ``quantity()`` and ``semver()`` produce)."""
-    if literals.has_aggregate_literal(tokens):
-        return True
-    texts = {token.text for token in tokens}
-    return bool(texts & {"==", "!="}) and bool(texts & _KUBERNETES_VALUES)
+    """Whether the checked AST has something to say: a list or map literal, an equality or a relation."""
+    return literals.has_aggregate_literal(tokens) or any(token.text in _TREE_OPERATORS for token in tokens)
 
 
 def _compile(expression: str, environment: Environment) -> Selector:
@@ -223,8 +219,9 @@ def _compile(expression: str, environment: Environment) -> Selector:
     except RuntimeError as err:
         raise SelectorCompileError(expression, _issues_from(expression, str(err))) from None
     strict = rewrites.strict_equalities(tree) if tree is not None else []
-    if strict:
-        program = environment.env.deserialize(rewrites.kubernetes_equality(program, strict))
+    ordered = rewrites.ordered_operands(tree) if tree is not None else []
+    if strict or ordered:
+        program = environment.env.deserialize(rewrites.runtime_ast(program, equalities=strict, ordered=ordered))
     _check_regex_literals(expression, environment)
     returned = checked.return_type()
     if returned not in (cel.Type.BOOL, cel.Type.DYN):
