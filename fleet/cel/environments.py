@@ -78,6 +78,7 @@ from fleet.cel import extensions, quantities, semvers
 QUANTITY_TYPE = "kubernetes.Quantity"
 SEMVER_TYPE = "kubernetes.Semver"
 DEVICE_TYPE = "kubernetes.DRADevice"
+CAPACITY_AMOUNTS = "@capacity_amounts"  # device's capacities with Kubernetes' representation (rewrites.py)
 
 
 class Types:
@@ -92,6 +93,16 @@ class Types:
         optional = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
         quantity = file.message_type.add(name="Quantity")
         quantity.field.add(name="value", number=1, type=string_field, label=optional)
+        # Kubernetes' representation (see fleet.cel.quantities), set only on the values that
+        # rewrites.amounts_for_integers routes into isInteger()/asInteger(): unset everywhere
+        # else, so that message equality stays numeric equality.
+        int64_field, int32_field = (
+            descriptor_pb2.FieldDescriptorProto.TYPE_INT64,
+            descriptor_pb2.FieldDescriptorProto.TYPE_INT32,
+        )
+        quantity.field.add(name="amount_kind", number=2, type=int32_field, label=optional)  # 1 int64Amount, 2 inf.Dec
+        quantity.field.add(name="amount_value", number=3, type=int64_field, label=optional)
+        quantity.field.add(name="amount_scale", number=4, type=int32_field, label=optional)
         semver = file.message_type.add(name="Semver")
         for number, name in enumerate(("major", "minor", "patch"), start=1):
             semver.field.add(name=name, number=number, type=uint_field, label=optional)
@@ -103,8 +114,14 @@ class Types:
         self.quantity_class = message_factory.GetMessageClass(self.pool.FindMessageTypeByName(QUANTITY_TYPE))
         self.semver_class = message_factory.GetMessageClass(self.pool.FindMessageTypeByName(SEMVER_TYPE))
 
-    def quantity_message(self, value: quantities.Quantity) -> Any:
-        return self.quantity_class(value=value.canonical())
+    def quantity_message(self, value: quantities.Quantity, *, amount: bool = False) -> Any:
+        """The CEL value; with ``amount``, Kubernetes' representation too, where it is known."""
+        if not amount or value.amount is None:
+            return self.quantity_class(value=value.canonical())
+        if isinstance(value.amount, str):
+            return self.quantity_class(value=value.canonical(), amount_kind=2)
+        unscaled, scale = value.amount
+        return self.quantity_class(value=value.canonical(), amount_kind=1, amount_value=unscaled, amount_scale=scale)
 
     def semver_message(self, value: semvers.Semver) -> Any:
         return self.semver_class(major=value.major, minor=value.minor, patch=value.patch, pre=value.prerelease())
@@ -117,7 +134,12 @@ class Types:
 
     @staticmethod
     def quantity(message: Any) -> quantities.Quantity:
-        return quantities.Quantity.from_canonical(message.value or "0")
+        amount: quantities.Amount | str | None = None
+        if message.amount_kind == 1:
+            amount = (message.amount_value, message.amount_scale)
+        elif message.amount_kind == 2:
+            amount = quantities.DEC
+        return quantities.Quantity.from_canonical(message.value or "0", amount)
 
     @staticmethod
     def semver(message: Any) -> semvers.Semver:
@@ -332,7 +354,7 @@ def _functions(types: Types) -> list[Any]:
             base = quantity_of(name, left)
             other = quantities.Quantity.from_int(right) if isinstance(right, int) else quantity_of(name, right)
             result = base.add(other) if name == "add" else base.sub(other)
-            return types.quantity_message(result)
+            return types.quantity_message(result, amount=True)  # known only if both operands' were
 
         return run
 
@@ -357,6 +379,13 @@ def _functions(types: Types) -> list[Any]:
             "string_to_quantity",
             [T.STRING],
             lambda text: types.quantity_message(quantities.parse_quantity(text)),
+        ),
+        global_(
+            "@quantity_amount",
+            q,
+            "string_to_quantity_amount",
+            [T.STRING],
+            lambda text: types.quantity_message(quantities.parse_quantity(text), amount=True),
         ),
         global_("isQuantity", T.BOOL, "is_quantity_string", [T.STRING], quantities.is_quantity),
         global_("sign", T.INT, "quantity_sign", [q], lambda v: quantity_of("sign", v).sign()),
@@ -459,4 +488,13 @@ def dra_environment() -> Environment:
     return Environment()
 
 
-__all__ = ["DEVICE_TYPE", "QUANTITY_TYPE", "SEMVER_TYPE", "Environment", "NoSuchOverload", "Types", "dra_environment"]
+__all__ = [
+    "CAPACITY_AMOUNTS",
+    "DEVICE_TYPE",
+    "QUANTITY_TYPE",
+    "SEMVER_TYPE",
+    "Environment",
+    "NoSuchOverload",
+    "Types",
+    "dra_environment",
+]

@@ -25,6 +25,16 @@ API server's and the scheduler's):
   passes through ``@kubernetes_ordered``, which refuses NaN as cel-go does
   ("NaN values cannot be ordered"; cel-cpp answers false). Other programs are
   left exactly as compiled.
+* **Quantity representations** (:func:`integer_questions`). Kubernetes
+  answers ``isInteger()``/``asInteger()`` from how the quantity is held, not
+  from its value (:mod:`fleet.cel.quantities`), while ``==`` on quantities is
+  numeric. A CEL value that carried the representation would break ``==``
+  (cel-cpp compares messages field by field, unknown fields included), so only
+  the values that flow into ``isInteger()``/``asInteger()`` carry it: in that
+  receiver's subtree ``quantity(s)`` becomes ``@quantity_amount(s)`` and
+  ``device.capacity`` the activation's ``@capacity_amounts``; ``add``/``sub``
+  keep the representation when both operands have one. That subtree feeds
+  nothing else, so every other comparison sees plain values.
 """
 
 from __future__ import annotations
@@ -34,9 +44,12 @@ import dataclasses
 from typing import Any
 
 from fleet.cel import asts
+from fleet.cel.environments import CAPACITY_AMOUNTS
 from fleet.cel.references import Token, tokenize
 
 EQUALS = "@kubernetes_equals"
+QUANTITY_AMOUNT = "@quantity_amount"
+QUANTITY = "kubernetes.Quantity"
 ORDERED = "@kubernetes_ordered"
 NOT_EQUALS = "@kubernetes_not_equals"
 KUBERNETES_TYPES = frozenset({"kubernetes.Quantity", "kubernetes.Semver"})
@@ -173,12 +186,82 @@ def ordered_operands(checked: Any) -> list[int]:
     return found
 
 
-def runtime_ast(runtime: Any, *, equalities: list[int], ordered: list[int]) -> bytes:
-    """The runtime's checked AST (``serialize()`` bytes) with ``equalities`` strict and ``ordered`` guarded."""
+def integer_questions(checked: Any) -> list[int]:
+    """Ids of ``q.isInteger()`` / ``q.asInteger()`` calls: they need Kubernetes' representation of ``q``."""
+    found = []
+    for node in asts.walk(checked.expr):
+        call = node.call_expr if node.WhichOneof("kind") == "call_expr" else None
+        if (
+            call is not None
+            and call.function in ("isInteger", "asInteger")
+            and call.HasField("target")
+            and _kind(checked.type_map, call.target) == "kubernetes"
+        ):
+            found.append(int(node.id))
+    return found
+
+
+def _is_capacity_map(cel_type: Any) -> bool:
+    """``map(string, map(string, kubernetes.Quantity))``: the type of ``device.capacity``."""
+    if cel_type is None or cel_type.WhichOneof("kind") != "map_type":
+        return False
+    inner = cel_type.map_type.value_type
+    return inner.WhichOneof("kind") == "map_type" and bool(inner.map_type.value_type.message_type == QUANTITY)
+
+
+def _with_amounts(node: Any, types: Any) -> None:
+    """Make the Quantity that ``node`` computes carry Kubernetes' representation (see the module docstring).
+
+    Only along the path by which the value flows into ``isInteger()``/``asInteger()``:
+    ``quantity(s)``, ``device.capacity[...]`` reads, ``add``/``sub``, optionals, ``?:`` and
+    literal lists or maps. Anything else (a ``cel.bind`` variable, a function result) keeps
+    the plain value, which answers from its value.
+    """
+    kind = node.WhichOneof("kind")
+    if kind == "select_expr":
+        if node.select_expr.field == "capacity" and _is_capacity_map(types.get(node.id)):
+            node.select_expr.field = CAPACITY_AMOUNTS
+        elif not node.select_expr.test_only:
+            _with_amounts(node.select_expr.operand, types)
+        return
+    if kind == "ident_expr":  # device.capacity resolved as one name by the runtime
+        return
+    if kind == "list_expr":
+        for element in node.list_expr.elements:
+            _with_amounts(element, types)
+        return
+    if kind == "struct_expr" and not node.struct_expr.message_name:
+        for entry in node.struct_expr.entries:
+            _with_amounts(entry.value, types)
+        return
+    if kind != "call_expr":
+        return
+    call = node.call_expr
+    if call.function == "quantity" and not call.HasField("target") and len(call.args) == 1:
+        call.function = QUANTITY_AMOUNT
+    elif call.function in ("add", "sub", "orValue") and call.HasField("target"):
+        _with_amounts(call.target, types)
+        for arg in call.args:
+            _with_amounts(arg, types)
+    elif call.function == "value" and call.HasField("target"):
+        _with_amounts(call.target, types)
+    elif call.function in ("_[_]", "_[?_]", "_?._", "optional.of", "optional.ofNonZeroValue") and call.args:
+        _with_amounts(call.args[0], types)
+    elif call.function == "_?_:_" and len(call.args) == 3:
+        _with_amounts(call.args[1], types)
+        _with_amounts(call.args[2], types)
+
+
+def runtime_ast(runtime: Any, *, types: Any, equalities: list[int], ordered: list[int], integers: list[int]) -> bytes:
+    """The runtime's checked AST (``serialize()`` bytes) with ``equalities`` strict, ``ordered`` guarded and
+    the receivers of the ``integers`` calls carrying Kubernetes' representation; ``types`` is the checker's
+    ``type_map`` (the same node ids)."""
     checked = asts.read(runtime.serialize())
-    wanted, guarded = set(equalities), set(ordered)
+    wanted, guarded, questions = set(equalities), set(ordered), set(integers)
     next_id = max(node.id for node in asts.walk(checked.expr)) + 1
     for node in list(asts.walk(checked.expr)):
+        if node.id in questions and node.WhichOneof("kind") == "call_expr":
+            _with_amounts(node.call_expr.target, types)
         if node.id in wanted and node.WhichOneof("kind") == "call_expr":
             function = node.call_expr.function
             if function in ("_==_", "_!=_"):
@@ -197,12 +280,15 @@ def runtime_ast(runtime: Any, *, equalities: list[int], ordered: list[int]) -> b
 
 
 __all__ = [
+    "CAPACITY_AMOUNTS",
     "EQUALS",
     "KUBERNETES_TYPES",
     "NOT_EQUALS",
     "ORDERED",
+    "QUANTITY_AMOUNT",
     "Edited",
     "for_checker",
+    "integer_questions",
     "ordered_operands",
     "runtime_ast",
     "strict_equalities",

@@ -104,13 +104,15 @@ class Selector:
     clauses: tuple[Clause, ...]
     _program: Any = dataclasses.field(repr=False)
     _environment: Environment = dataclasses.field(repr=False)
+    _amounts: bool = dataclasses.field(default=False, repr=False)  # the program reads @capacity_amounts
 
     def evaluate(self, device: Device) -> bool:
         return self.evaluate_projection(projection(device, self.references))
 
     def evaluate_projection(self, key: Projection) -> bool:
         """Evaluate on a projection built with references covering this selector's."""
-        result = self._program.eval(data={"device": activation(self._environment.types, key)})
+        device = activation(self._environment.types, key, amounts=self._amounts)
+        result = self._program.eval(data={"device": device})
         kind = result.type()
         if kind == cel.Type.BOOL:
             return bool(result.value())
@@ -185,12 +187,12 @@ def _hint(issues: list[Issue]) -> str:
     return ""
 
 
-_TREE_OPERATORS = frozenset({"==", "!=", "<", "<=", ">", ">="})
+_TREE_TOKENS = frozenset({"==", "!=", "<", "<=", ">", ">=", "isInteger", "asInteger"})
 
 
 def _needs_tree(tokens: list[Token]) -> bool:
-    """Whether the checked AST has something to say: a list or map literal, an equality or a relation."""
-    return literals.has_aggregate_literal(tokens) or any(token.text in _TREE_OPERATORS for token in tokens)
+    """Whether the checked AST has something to say: a literal, an equality, a relation, an integer question."""
+    return literals.has_aggregate_literal(tokens) or any(token.text in _TREE_TOKENS for token in tokens)
 
 
 def _compile(expression: str, environment: Environment) -> Selector:
@@ -220,8 +222,12 @@ def _compile(expression: str, environment: Environment) -> Selector:
         raise SelectorCompileError(expression, _issues_from(expression, str(err))) from None
     strict = rewrites.strict_equalities(tree) if tree is not None else []
     ordered = rewrites.ordered_operands(tree) if tree is not None else []
-    if strict or ordered:
-        program = environment.env.deserialize(rewrites.runtime_ast(program, equalities=strict, ordered=ordered))
+    integers = rewrites.integer_questions(tree) if tree is not None else []
+    if tree is not None and (strict or ordered or integers):
+        edited_ast = rewrites.runtime_ast(
+            program, types=tree.type_map, equalities=strict, ordered=ordered, integers=integers
+        )
+        program = environment.env.deserialize(edited_ast)
     _check_regex_literals(expression, environment)
     returned = checked.return_type()
     if returned not in (cel.Type.BOOL, cel.Type.DYN):
@@ -231,7 +237,8 @@ def _compile(expression: str, environment: Environment) -> Selector:
             [Issue(f"must evaluate to bool or the unknown type, not {name}", 1, 1, 0)],
             hint="end the expression with a comparison, e.g. ... == 'value'",
         )
-    return Selector(expression, references, tuple(split_clauses(expression)), program, environment)
+    amounts = bool(integers)
+    return Selector(expression, references, tuple(split_clauses(expression)), program, environment, amounts)
 
 
 @functools.lru_cache(maxsize=8192)
