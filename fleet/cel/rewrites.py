@@ -209,73 +209,125 @@ def _is_capacity_map(cel_type: Any) -> bool:
     return inner.WhichOneof("kind") == "map_type" and bool(inner.map_type.value_type.message_type == QUANTITY)
 
 
-def _with_amounts(node: Any, types: Any) -> None:
-    """Make the Quantity that ``node`` computes carry Kubernetes' representation (see the module docstring).
+class _Amounts:
+    """Rewrites the receivers of ``isInteger()``/``asInteger()`` to carry Kubernetes' representation.
 
-    Only along the path by which the value flows into ``isInteger()``/``asInteger()``:
-    ``quantity(s)``, ``device.capacity[...]`` reads, ``add``/``sub``, optionals, ``?:`` and
-    literal lists or maps. Anything else (a ``cel.bind`` variable, a function result) keeps
-    the plain value, which answers from its value.
+    Only along the path by which the value flows into the call: ``quantity(s)``,
+    ``device.capacity[...]`` reads, ``add``/``sub``, optionals, ``?:``, literal
+    lists and maps, and ``cel.bind`` variables (the variable is read as a fresh
+    copy of its initializer, which is pure, unless a name that initializer
+    reads is rebound in between). Any other source (a function result, a
+    comprehension variable) keeps the plain value, which answers from its value.
     """
-    kind = node.WhichOneof("kind")
-    if kind == "select_expr":
-        if node.select_expr.field == "capacity" and _is_capacity_map(types.get(node.id)):
-            node.select_expr.field = CAPACITY_AMOUNTS
-        elif not node.select_expr.test_only:
-            _with_amounts(node.select_expr.operand, types)
-        return
-    if kind == "ident_expr":  # device.capacity resolved as one name by the runtime
-        return
-    if kind == "list_expr":
-        for element in node.list_expr.elements:
-            _with_amounts(element, types)
-        return
-    if kind == "struct_expr" and not node.struct_expr.message_name:
-        for entry in node.struct_expr.entries:
-            _with_amounts(entry.value, types)
-        return
-    if kind != "call_expr":
-        return
-    call = node.call_expr
-    if call.function == "quantity" and not call.HasField("target") and len(call.args) == 1:
-        call.function = QUANTITY_AMOUNT
-    elif call.function in ("add", "sub", "orValue") and call.HasField("target"):
-        _with_amounts(call.target, types)
-        for arg in call.args:
-            _with_amounts(arg, types)
-    elif call.function == "value" and call.HasField("target"):
-        _with_amounts(call.target, types)
-    elif call.function in ("_[_]", "_[?_]", "_?._", "optional.of", "optional.ofNonZeroValue") and call.args:
-        _with_amounts(call.args[0], types)
-    elif call.function == "_?_:_" and len(call.args) == 3:
-        _with_amounts(call.args[1], types)
-        _with_amounts(call.args[2], types)
+
+    def __init__(self, checked: Any, types: Any, next_id: int) -> None:
+        self.types, self.next_id = types, next_id
+        self.bound: dict[int, Any] = {}  # ident node id -> the cel.bind initializer it reads
+        self._scope(checked.expr, {})
+
+    def _scope(self, node: Any, names: dict[str, Any]) -> None:
+        kind = node.WhichOneof("kind")
+        if kind == "ident_expr":
+            if names.get(node.ident_expr.name) is not None:
+                self.bound[node.id] = names[node.ident_expr.name]
+            return
+        if kind != "comprehension_expr":
+            for child in asts.children(node):
+                self._scope(child, names)
+            return
+        loop = node.comprehension_expr
+        self._scope(loop.iter_range, names)
+        self._scope(loop.accu_init, names)
+        declared = {loop.iter_var, loop.iter_var2, loop.accu_var} - {""}
+        inner = {name: init for name, init in names.items() if init is None or not (_reads(init) & declared)}
+        inner.update(dict.fromkeys(declared))
+        if _is_bind(node):
+            inner[loop.accu_var] = loop.accu_init
+        for child in (loop.loop_condition, loop.loop_step, loop.result):
+            self._scope(child, inner)
+
+    def rewrite(self, node: Any) -> None:
+        kind = node.WhichOneof("kind")
+        if kind == "select_expr":
+            if node.select_expr.field == "capacity" and _is_capacity_map(self.types.get(node.id)):
+                node.select_expr.field = CAPACITY_AMOUNTS
+            elif not node.select_expr.test_only:
+                self.rewrite(node.select_expr.operand)
+        elif kind == "ident_expr" and node.id in self.bound:
+            copy = node.__class__()
+            copy.CopyFrom(self.bound[node.id])
+            self.rewrite(copy)  # while the ids still match the checker's types
+            for part in asts.walk(copy):
+                part.id, self.next_id = self.next_id, self.next_id + 1
+                if part.WhichOneof("kind") == "struct_expr":
+                    for entry in part.struct_expr.entries:
+                        entry.id, self.next_id = self.next_id, self.next_id + 1
+            node.CopyFrom(copy)
+        elif kind == "list_expr":
+            for element in node.list_expr.elements:
+                self.rewrite(element)
+        elif kind == "struct_expr" and not node.struct_expr.message_name:
+            for entry in node.struct_expr.entries:
+                self.rewrite(entry.value)
+        elif kind == "call_expr":
+            self._call(node.call_expr)
+
+    def _call(self, call: Any) -> None:
+        if call.function == "quantity" and not call.HasField("target") and len(call.args) == 1:
+            call.function = QUANTITY_AMOUNT
+        elif call.function in ("add", "sub", "orValue") and call.HasField("target"):
+            self.rewrite(call.target)
+            for arg in call.args:
+                self.rewrite(arg)
+        elif call.function == "value" and call.HasField("target"):
+            self.rewrite(call.target)
+        elif call.function in ("_[_]", "_[?_]", "_?._", "optional.of", "optional.ofNonZeroValue") and call.args:
+            self.rewrite(call.args[0])
+        elif call.function == "_?_:_" and len(call.args) == 3:
+            self.rewrite(call.args[1])
+            self.rewrite(call.args[2])
+
+
+def _is_bind(node: Any) -> bool:
+    """``cel.bind(v, init, body)`` as the macro expands it: a comprehension over ``[]`` with accumulator ``v``."""
+    loop = node.comprehension_expr
+    return (
+        loop.iter_range.WhichOneof("kind") == "list_expr"
+        and not loop.iter_range.list_expr.elements
+        and loop.loop_step.WhichOneof("kind") == "ident_expr"
+        and loop.loop_step.ident_expr.name == loop.accu_var
+    )
+
+
+def _reads(node: Any) -> set[str]:
+    return {part.ident_expr.name for part in asts.walk(node) if part.WhichOneof("kind") == "ident_expr"}
 
 
 def runtime_ast(runtime: Any, *, types: Any, equalities: list[int], ordered: list[int], integers: list[int]) -> bytes:
     """The runtime's checked AST (``serialize()`` bytes) with ``equalities`` strict, ``ordered`` guarded and
     the receivers of the ``integers`` calls carrying Kubernetes' representation; ``types`` is the checker's
-    ``type_map`` (the same node ids)."""
+    ``type_map`` (the same node ids). One pass per rewrite, each over the tree the previous one left."""
     checked = asts.read(runtime.serialize())
-    wanted, guarded, questions = set(equalities), set(ordered), set(integers)
-    next_id = max(node.id for node in asts.walk(checked.expr)) + 1
+    amounts = _Amounts(checked, types, max(node.id for node in asts.walk(checked.expr)) + 1)
     for node in list(asts.walk(checked.expr)):
-        if node.id in questions and node.WhichOneof("kind") == "call_expr":
-            _with_amounts(node.call_expr.target, types)
-        if node.id in wanted and node.WhichOneof("kind") == "call_expr":
+        if node.id in integers and node.WhichOneof("kind") == "call_expr":
+            amounts.rewrite(node.call_expr.target)
+    for node in asts.walk(checked.expr):
+        if node.id in equalities and node.WhichOneof("kind") == "call_expr":
             function = node.call_expr.function
             if function in ("_==_", "_!=_"):
                 # the reference keeps its overload ids: cel-cpp's planner wants some, and resolves by name
                 node.call_expr.function = EQUALS if function == "_==_" else NOT_EQUALS
-        if node.id in guarded:
-            operand = checked.expr.__class__()
-            operand.CopyFrom(node)
-            node.Clear()
-            node.id = next_id
-            node.call_expr.function = ORDERED
-            node.call_expr.args.append(operand)
-            checked.reference_map[next_id].overload_id.append("kubernetes_ordered_double")
-            next_id += 1
+    next_id = amounts.next_id
+    for node in reversed([node for node in asts.walk(checked.expr) if node.id in ordered]):  # innermost first
+        operand = node.__class__()
+        operand.CopyFrom(node)
+        node.Clear()
+        node.id = next_id
+        node.call_expr.function = ORDERED
+        node.call_expr.args.append(operand)
+        checked.reference_map[next_id].overload_id.append("kubernetes_ordered_double")
+        next_id += 1
     return asts.write(checked)
 
 
