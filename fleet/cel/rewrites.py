@@ -214,15 +214,19 @@ class _Amounts:
 
     Only along the path by which the value flows into the call: ``quantity(s)``,
     ``device.capacity[...]`` reads, ``add``/``sub``, optionals, ``?:``, literal
-    lists and maps, and ``cel.bind`` variables (the variable is read as a fresh
-    copy of its initializer, which is pure, unless a name that initializer
-    reads is rebound in between). Any other source (a function result, a
-    comprehension variable) keeps the plain value, which answers from its value.
+    lists and maps, and ``cel.bind`` variables: ``cel.bind(q, init, body)``
+    gains a twin, ``cel.bind(q@amount, init', body)`` with ``init'`` rewritten
+    the same way and evaluated where ``init`` is (CEL is pure), and the
+    receiver reads ``q@amount`` (a name no selector can write or shadow). Any
+    other source (a function result, a comprehension variable) keeps the plain
+    value, which answers from its value.
     """
 
     def __init__(self, checked: Any, types: Any, next_id: int) -> None:
         self.types, self.next_id = types, next_id
-        self.bound: dict[int, Any] = {}  # ident node id -> the cel.bind initializer it reads
+        self.references = checked.reference_map  # cel-cpp's planner resolves an ident by its reference's name
+        self.bound: dict[int, Any] = {}  # ident node id -> the cel.bind comprehension that declares it
+        self.twins: dict[int, Any] = {}  # cel.bind comprehension id -> the comprehension, needing a twin
         self._scope(checked.expr, {})
 
     def _scope(self, node: Any, names: dict[str, Any]) -> None:
@@ -238,11 +242,9 @@ class _Amounts:
         loop = node.comprehension_expr
         self._scope(loop.iter_range, names)
         self._scope(loop.accu_init, names)
-        declared = {loop.iter_var, loop.iter_var2, loop.accu_var} - {""}
-        inner = {name: init for name, init in names.items() if init is None or not (_reads(init) & declared)}
-        inner.update(dict.fromkeys(declared))
+        inner = {**names, **dict.fromkeys({loop.iter_var, loop.iter_var2, loop.accu_var} - {""})}
         if _is_bind(node):
-            inner[loop.accu_var] = loop.accu_init
+            inner[loop.accu_var] = node
         for child in (loop.loop_condition, loop.loop_step, loop.result):
             self._scope(child, inner)
 
@@ -254,15 +256,11 @@ class _Amounts:
             elif not node.select_expr.test_only:
                 self.rewrite(node.select_expr.operand)
         elif kind == "ident_expr" and node.id in self.bound:
-            copy = node.__class__()
-            copy.CopyFrom(self.bound[node.id])
-            self.rewrite(copy)  # while the ids still match the checker's types
-            for part in asts.walk(copy):
-                part.id, self.next_id = self.next_id, self.next_id + 1
-                if part.WhichOneof("kind") == "struct_expr":
-                    for entry in part.struct_expr.entries:
-                        entry.id, self.next_id = self.next_id, self.next_id + 1
-            node.CopyFrom(copy)
+            bind = self.bound[node.id]
+            self.twins[bind.id] = bind
+            node.ident_expr.name += _TWIN
+            if node.id in self.references:
+                self.references[node.id].name = node.ident_expr.name
         elif kind == "list_expr":
             for element in node.list_expr.elements:
                 self.rewrite(element)
@@ -287,6 +285,31 @@ class _Amounts:
             self.rewrite(call.args[1])
             self.rewrite(call.args[2])
 
+    def _fresh(self, node: Any) -> None:
+        for part in asts.walk(node):
+            part.id, self.next_id = self.next_id, self.next_id + 1
+            if part.WhichOneof("kind") == "struct_expr":
+                for entry in part.struct_expr.entries:
+                    entry.id, self.next_id = self.next_id, self.next_id + 1
+
+    def add_twins(self, root: Any) -> None:
+        """Give every cel.bind whose variable a receiver reads its ``@amount`` twin (innermost first)."""
+        binds = [node for node in asts.walk(root) if node.id in self.twins]
+        for bind in reversed(binds):
+            loop = bind.comprehension_expr
+            twin = bind.__class__()
+            twin.comprehension_expr.CopyFrom(loop)  # iter_var, empty range, loop condition: as the macro has them
+            twin.comprehension_expr.accu_var = loop.accu_var + _TWIN
+            twin.comprehension_expr.loop_step.ident_expr.name = loop.accu_var + _TWIN
+            twin.comprehension_expr.ClearField("result")
+            self.rewrite(twin.comprehension_expr.accu_init)  # ids still the checker's
+            self._fresh(twin)
+            twin.comprehension_expr.result.CopyFrom(loop.result)
+            loop.result.CopyFrom(twin)
+
+
+_TWIN = "@amount"
+
 
 def _is_bind(node: Any) -> bool:
     """``cel.bind(v, init, body)`` as the macro expands it: a comprehension over ``[]`` with accumulator ``v``."""
@@ -299,10 +322,6 @@ def _is_bind(node: Any) -> bool:
     )
 
 
-def _reads(node: Any) -> set[str]:
-    return {part.ident_expr.name for part in asts.walk(node) if part.WhichOneof("kind") == "ident_expr"}
-
-
 def runtime_ast(runtime: Any, *, types: Any, equalities: list[int], ordered: list[int], integers: list[int]) -> bytes:
     """The runtime's checked AST (``serialize()`` bytes) with ``equalities`` strict, ``ordered`` guarded and
     the receivers of the ``integers`` calls carrying Kubernetes' representation; ``types`` is the checker's
@@ -312,6 +331,7 @@ def runtime_ast(runtime: Any, *, types: Any, equalities: list[int], ordered: lis
     for node in list(asts.walk(checked.expr)):
         if node.id in integers and node.WhichOneof("kind") == "call_expr":
             amounts.rewrite(node.call_expr.target)
+    amounts.add_twins(checked.expr)
     for node in asts.walk(checked.expr):
         if node.id in equalities and node.WhichOneof("kind") == "call_expr":
             function = node.call_expr.function
