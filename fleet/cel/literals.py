@@ -101,11 +101,11 @@ class _Literal:
         return True
 
 
-def mismatches(checked: Any) -> list[tuple[int, str]]:
+def mismatches(checked: Any, nodes: list[Any] | None = None) -> list[tuple[int, str]]:
     """(offset, message) of every element that breaks its literal's type, in source order."""
     problems: list[tuple[int, str]] = []
     literal = _Literal(checked.type_map, checked.source_info.positions, problems)
-    for node in asts.walk(checked.expr):
+    for node in nodes if nodes is not None else asts.walk(checked.expr):
         kind = node.WhichOneof("kind")
         if kind == "list_expr":
             optional = set(node.list_expr.optional_indices)

@@ -131,9 +131,9 @@ def _alias_uses(tokens: list[Token]) -> set[int]:
     return uses
 
 
-def for_checker(expression: str) -> Edited:
-    """The text the typed checker sees (see the module docstring)."""
-    tokens = tokenize(expression)
+def for_checker(expression: str, tokens: list[Token] | None = None) -> Edited:
+    """The text the typed checker sees (see the module docstring); ``tokens`` of ``expression`` if at hand."""
+    tokens = tokens if tokens is not None else tokenize(expression)
     uses = _alias_uses(tokens)
     texts = ["device" if index in uses else token.text for index, token in enumerate(tokens)]
     replacements = [(tokens[i].offset, tokens[i].offset + len(tokens[i].text), "device") for i in sorted(uses)]
@@ -154,7 +154,7 @@ def _kind(types: Any, node: Any) -> str:
     return "primitive" if kind == "primitive" else "other"
 
 
-def strict_equalities(checked: Any) -> list[int]:
+def strict_equalities(checked: Any, nodes: list[Any] | None = None) -> list[int]:
     """Ids of ``==``/``!=`` where cel-go's equality can fail and cel-cpp's says false.
 
     cel-go asks the left value: a Quantity or Semver on the left and another
@@ -163,7 +163,7 @@ def strict_equalities(checked: Any) -> list[int]:
     primitive. ``dyn`` against ``dyn`` is left to cel-cpp (docs/cel.md).
     """
     found = []
-    for node in asts.walk(checked.expr):
+    for node in nodes if nodes is not None else asts.walk(checked.expr):
         if node.WhichOneof("kind") != "call_expr" or node.call_expr.function not in ("_==_", "_!=_"):
             continue
         if len(node.call_expr.args) != 2:
@@ -174,10 +174,10 @@ def strict_equalities(checked: Any) -> list[int]:
     return found
 
 
-def ordered_operands(checked: Any) -> list[int]:
+def ordered_operands(checked: Any, nodes: list[Any] | None = None) -> list[int]:
     """Ids of ``double`` operands of ``<``, ``<=``, ``>``, ``>=``: cel-go refuses to order NaN, cel-cpp says false."""
     found = []
-    for node in asts.walk(checked.expr):
+    for node in nodes if nodes is not None else asts.walk(checked.expr):
         if node.WhichOneof("kind") == "call_expr" and node.call_expr.function in _RELATIONS:
             for arg in node.call_expr.args:
                 cel_type = checked.type_map.get(arg.id)
@@ -186,10 +186,10 @@ def ordered_operands(checked: Any) -> list[int]:
     return found
 
 
-def integer_questions(checked: Any) -> list[int]:
+def integer_questions(checked: Any, nodes: list[Any] | None = None) -> list[int]:
     """Ids of ``q.isInteger()`` / ``q.asInteger()`` calls: they need Kubernetes' representation of ``q``."""
     found = []
-    for node in asts.walk(checked.expr):
+    for node in nodes if nodes is not None else asts.walk(checked.expr):
         call = node.call_expr if node.WhichOneof("kind") == "call_expr" else None
         if (
             call is not None

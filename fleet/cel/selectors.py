@@ -198,16 +198,17 @@ def _needs_tree(tokens: list[Token]) -> bool:
 def _compile(expression: str, environment: Environment) -> Selector:
     _check_length(expression)
     references = find_references(expression)
-    edited = rewrites.for_checker(expression)
+    tokens = tokenize(expression)
+    edited = rewrites.for_checker(expression, tokens)
     try:
         checked = environment.checker.compile(edited.text)
     except RuntimeError as err:
         issues = as_kubernetes(expression, _issues_from(expression, str(err), edited))
         raise SelectorCompileError(expression, issues, hint=_hint(issues)) from None
-    tokens = tokenize(expression)
     tree = asts.read(checked.serialize()) if _needs_tree(tokens) else None
+    nodes = list(asts.walk(tree.expr)) if tree is not None else []
     if tree is not None and literals.has_aggregate_literal(tokens):
-        problems = literals.mismatches(tree)
+        problems = literals.mismatches(tree, nodes)
         if problems:
             issues = []
             for offset, message in problems:
@@ -220,9 +221,9 @@ def _compile(expression: str, environment: Environment) -> Selector:
         program = environment.env.compile(expression)
     except RuntimeError as err:
         raise SelectorCompileError(expression, _issues_from(expression, str(err))) from None
-    strict = rewrites.strict_equalities(tree) if tree is not None else []
-    ordered = rewrites.ordered_operands(tree) if tree is not None else []
-    integers = rewrites.integer_questions(tree) if tree is not None else []
+    strict = rewrites.strict_equalities(tree, nodes) if tree is not None else []
+    ordered = rewrites.ordered_operands(tree, nodes) if tree is not None else []
+    integers = rewrites.integer_questions(tree, nodes) if tree is not None else []
     if tree is not None and (strict or ordered or integers):
         edited_ast = rewrites.runtime_ast(
             program, types=tree.type_map, equalities=strict, ordered=ordered, integers=integers
