@@ -198,6 +198,10 @@ class NoSuchOverload(TypeError):
         super().__init__(f"no such overload: {function}")
 
 
+class SemverUnhashable(TypeError):
+    """cel-go's panic, recovered, when its optimized ``in`` hashes a Semver (see rewrites.constant_memberships)."""
+
+
 def _as_int64(number: int) -> int:
     return ((number + (1 << 63)) % (1 << 64)) - (1 << 63)
 
@@ -238,29 +242,51 @@ def _standard_library() -> Any:
     return cel.NewEnvConfigFromYaml(f"stdlib:\n  exclude_functions:\n{excluded}")
 
 
-def _plain_equal(left: Any, right: Any) -> bool:
-    """CEL's heterogeneous equality for values that are not Quantities or Semvers."""
+def _go_equal(types: Types, left: Any, right: Any) -> bool:
+    """cel-go's ``types.Equal``: null first, then the left value's ``Equal``.
+
+    Raises :class:`NoSuchOverload` where cel-go answers an error (a Quantity or
+    Semver on the left, another type on the right). Inside lists and maps an
+    element's error is skipped, as cel-go's ``baseList.Equal``/``baseMap.Equal``
+    skip anything that is not ``false``.
+    """
+    if left is None or right is None:
+        return left is None and right is None
+    if types.is_quantity(left) or types.is_semver(left):
+        if type(left) is type(right):
+            return bool(left == right)
+        raise NoSuchOverload("_==_")
     if isinstance(left, bool) or isinstance(right, bool):
         return type(left) is type(right) and left == right
     if isinstance(left, int | float) and isinstance(right, int | float):
         if isinstance(left, float) or isinstance(right, float):
             return float(left) == float(right)  # cel-go compares int/uint with double as doubles
-        return left == right
-    if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(_plain_equal(a, b) for a, b in zip(left, right, strict=True))
+        return bool(left == right)
+    if isinstance(left, list | dict):
+        if type(left) is not type(right) or len(left) != len(right):
+            return False
+        if isinstance(left, dict) and any(key not in right for key in left):
+            return False
+        pairs = zip(left, right, strict=True) if isinstance(left, list) else ((left[k], right[k]) for k in left)
+        return all(_element_equal(types, a, b) for a, b in pairs)
     return type(left) is type(right) and bool(left == right)
+
+
+def _element_equal(types: Types, left: Any, right: Any) -> bool:
+    try:
+        return _go_equal(types, left, right)
+    except NoSuchOverload:
+        return True  # not false: cel-go's list and map equality go on
 
 
 def _equalities(types: Types) -> list[Any]:
     """``@kubernetes_equals``/``@kubernetes_not_equals``: ``==``/``!=`` as cel-go evaluates them.
 
     :mod:`fleet.cel.rewrites` points ``==``/``!=`` at them where a Quantity or
-    Semver may meet another type. cel-go (``types.Equal``, then the left value's
-    ``Equal``): null on either side is equal only to null; a Quantity or Semver
-    on the left against another type (a version attribute against a string) is
-    a no-such-overload error; other values compare as CEL does, never equal to
-    a Quantity or Semver. ``!=`` is "``==`` is not true", so an error there
-    makes ``!=`` true (cel-go's ``evalNe``). Python implementations dispatch on
+    Semver may meet another type; they answer as cel-go (:func:`_go_equal`): a
+    version attribute compared with a string is a no-such-overload error.
+    ``!=`` is "``==`` is not true", so an error there makes ``!=`` true
+    (cel-go's ``evalNe``). Python implementations dispatch on
     the runtime kind of each argument (a ``dyn`` parameter never matches in
     cel-expr-python 0.1.3), so there is one overload per pair of kinds.
     """
@@ -268,15 +294,15 @@ def _equalities(types: Types) -> list[Any]:
     q = T(QUANTITY_TYPE)
 
     def equals(left: Any, right: Any) -> bool:
-        if left is None or right is None:
-            return left is None and right is None
-        if types.is_quantity(left) or types.is_semver(left):
-            if type(left) is type(right):
-                return bool(left == right)
-            raise NoSuchOverload("_==_")
-        if types.is_quantity(right) or types.is_semver(right):
+        return _go_equal(types, left, right)
+
+    def contains(value: Any, constants: list[Any]) -> bool:
+        """cel-go's optimized ``x in [constants]``: a Go map lookup, which cannot hash a Semver."""
+        if types.is_semver(value):
+            raise SemverUnhashable("internal error: runtime error: hash of unhashable type cel.Semver")
+        if value is None or isinstance(value, list | dict) or types.is_quantity(value):
             return False
-        return _plain_equal(left, right)
+        return any(_go_equal(types, value, constant) for constant in constants)
 
     def not_equals(left: Any, right: Any) -> bool:
         try:
@@ -298,8 +324,7 @@ def _equalities(types: Types) -> list[Any]:
         "map": T.Map(T.DYN, T.DYN),
         "message": q,
     }
-    rights = ("message", "bool", "int", "uint", "double", "string", "bytes")
-    pairs = sorted({("message", kind) for kind in kinds} | {(kind, right) for kind in kinds for right in rights})
+    pairs = [(left, right) for left in kinds for right in kinds]
     return [
         cel.FunctionDecl(
             name,
@@ -311,8 +336,15 @@ def _equalities(types: Types) -> list[Any]:
         for name, impl in (("@kubernetes_equals", equals), ("@kubernetes_not_equals", not_equals))
     ] + [
         cel.FunctionDecl(
+            "@kubernetes_in_constants",
+            [
+                cel.Overload(f"kubernetes_in_constants_{kind}", T.BOOL, [kinds[kind], kinds["list"]], impl=contains)
+                for kind in kinds
+            ],
+        ),
+        cel.FunctionDecl(
             "@kubernetes_ordered", [cel.Overload("kubernetes_ordered_double", T.DOUBLE, [T.DOUBLE], impl=_ordered)]
-        )
+        ),
     ]
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from fleet.cel import asts
@@ -48,11 +49,13 @@ from fleet.cel.environments import CAPACITY_AMOUNTS
 from fleet.cel.references import Token, tokenize
 
 EQUALS = "@kubernetes_equals"
+IN_CONSTANTS = "@kubernetes_in_constants"
 QUANTITY_AMOUNT = "@quantity_amount"
 QUANTITY = "kubernetes.Quantity"
 ORDERED = "@kubernetes_ordered"
 NOT_EQUALS = "@kubernetes_not_equals"
 KUBERNETES_TYPES = frozenset({"kubernetes.Quantity", "kubernetes.Semver"})
+_HASHABLE_CONSTANTS = frozenset({"bool_value", "int64_value", "uint64_value", "double_value", "string_value"})
 _RELATIONS = frozenset({"_<_", "_<=_", "_>_", "_>=_"})
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "bind", "transformList", "transformMap"})
 
@@ -151,16 +154,32 @@ def _kind(types: Any, node: Any) -> str:
         return "dyn"
     if kind == "message_type" and found.message_type in KUBERNETES_TYPES:
         return "kubernetes"
+    if kind in ("list_type", "map_type", "abstract_type") and _may_hold_kubernetes(found):
+        return "holder"
     return "primitive" if kind == "primitive" else "other"
+
+
+def _may_hold_kubernetes(cel_type: Any) -> bool:
+    """Whether a value of this type can hold a Quantity or Semver somewhere (``dyn`` can)."""
+    kind = cel_type.WhichOneof("kind")
+    if kind in (None, "dyn", "type_param", "error"):
+        return True
+    if kind == "message_type":
+        return bool(cel_type.message_type in KUBERNETES_TYPES)
+    if kind == "list_type":
+        return _may_hold_kubernetes(cel_type.list_type.elem_type)
+    if kind == "map_type":
+        return _may_hold_kubernetes(cel_type.map_type.value_type)
+    return False
 
 
 def strict_equalities(checked: Any, nodes: list[Any] | None = None) -> list[int]:
     """Ids of ``==``/``!=`` where cel-go's equality can fail and cel-cpp's says false.
 
     cel-go asks the left value: a Quantity or Semver on the left and another
-    type on the right is an error. So: a Quantity or Semver against ``dyn``,
-    and ``dyn`` (an attribute may be a version) against a Quantity, Semver or
-    primitive. ``dyn`` against ``dyn`` is left to cel-cpp (docs/cel.md).
+    type on the right is an error, and list and map equality skip such errors.
+    So: a Quantity or Semver against ``dyn``, ``dyn`` (an attribute may be a
+    version) against anything, and lists or maps that may hold either.
     """
     found = []
     for node in nodes if nodes is not None else asts.walk(checked.expr):
@@ -169,7 +188,31 @@ def strict_equalities(checked: Any, nodes: list[Any] | None = None) -> list[int]
         if len(node.call_expr.args) != 2:
             continue
         left, right = (_kind(checked.type_map, arg) for arg in node.call_expr.args)
-        if (left, right) == ("kubernetes", "dyn") or (left == "dyn" and right in ("kubernetes", "primitive")):
+        if (left, right) == ("kubernetes", "dyn") or left == "dyn" or "holder" in (left, right):
+            found.append(int(node.id))
+    return found
+
+
+def constant_memberships(checked: Any, nodes: list[Any] | None = None) -> list[int]:
+    """Ids of ``x in [constants]``: cel-go's optimizer turns them into a hash lookup (``OptOptimize``).
+
+    So ``x in []`` is false without evaluating ``x``, and a version attribute
+    (a Semver holds slices, which Go cannot hash) is an error there: "internal
+    error: runtime error: hash of unhashable type cel.Semver". Only lists of
+    bool, int, uint, double and string literals are optimized.
+    """
+    found = []
+    for node in nodes if nodes is not None else asts.walk(checked.expr):
+        if node.WhichOneof("kind") != "call_expr" or node.call_expr.function != "@in":
+            continue
+        if len(node.call_expr.args) != 2 or node.call_expr.args[1].WhichOneof("kind") != "list_expr":
+            continue
+        listed = node.call_expr.args[1].list_expr
+        constants = all(
+            element.WhichOneof("kind") == "const_expr" and element.const_expr.WhichOneof("kind") in _HASHABLE_CONSTANTS
+            for element in listed.elements
+        )
+        if constants and not listed.optional_indices:
             found.append(int(node.id))
     return found
 
@@ -322,7 +365,15 @@ def _is_bind(node: Any) -> bool:
     )
 
 
-def runtime_ast(runtime: Any, *, types: Any, equalities: list[int], ordered: list[int], integers: list[int]) -> bytes:
+def runtime_ast(
+    runtime: Any,
+    *,
+    types: Any,
+    equalities: list[int],
+    ordered: list[int],
+    integers: list[int],
+    memberships: Sequence[int] = (),
+) -> bytes:
     """The runtime's checked AST (``serialize()`` bytes) with ``equalities`` strict, ``ordered`` guarded and
     the receivers of the ``integers`` calls carrying Kubernetes' representation; ``types`` is the checker's
     ``type_map`` (the same node ids). One pass per rewrite, each over the tree the previous one left."""
@@ -338,6 +389,15 @@ def runtime_ast(runtime: Any, *, types: Any, equalities: list[int], ordered: lis
             if function in ("_==_", "_!=_"):
                 # the reference keeps its overload ids: cel-cpp's planner wants some, and resolves by name
                 node.call_expr.function = EQUALS if function == "_==_" else NOT_EQUALS
+    for node in asts.walk(checked.expr):
+        if node.id in memberships and node.WhichOneof("kind") == "call_expr":
+            if node.call_expr.args[1].list_expr.elements:
+                node.call_expr.function = IN_CONSTANTS
+            else:  # x in []: false, x not evaluated
+                node.ClearField("call_expr")
+                node.const_expr.bool_value = False
+                if node.id in checked.reference_map:
+                    del checked.reference_map[node.id]
     next_id = amounts.next_id
     for node in reversed([node for node in asts.walk(checked.expr) if node.id in ordered]):  # innermost first
         operand = node.__class__()
@@ -354,11 +414,13 @@ def runtime_ast(runtime: Any, *, types: Any, equalities: list[int], ordered: lis
 __all__ = [
     "CAPACITY_AMOUNTS",
     "EQUALS",
+    "IN_CONSTANTS",
     "KUBERNETES_TYPES",
     "NOT_EQUALS",
     "ORDERED",
     "QUANTITY_AMOUNT",
     "Edited",
+    "constant_memberships",
     "for_checker",
     "integer_questions",
     "ordered_operands",

@@ -187,7 +187,7 @@ def _hint(issues: list[Issue]) -> str:
     return ""
 
 
-_TREE_TOKENS = frozenset({"==", "!=", "<", "<=", ">", ">=", "isInteger", "asInteger"})
+_TREE_TOKENS = frozenset({"==", "!=", "<", "<=", ">", ">=", "in", "isInteger", "asInteger"})
 
 
 def _needs_tree(tokens: list[Token]) -> bool:
@@ -224,9 +224,15 @@ def _compile(expression: str, environment: Environment) -> Selector:
     strict = rewrites.strict_equalities(tree, nodes) if tree is not None else []
     ordered = rewrites.ordered_operands(tree, nodes) if tree is not None else []
     integers = rewrites.integer_questions(tree, nodes) if tree is not None else []
-    if tree is not None and (strict or ordered or integers):
+    memberships = rewrites.constant_memberships(tree, nodes) if tree is not None else []
+    if tree is not None and (strict or ordered or integers or memberships):
         edited_ast = rewrites.runtime_ast(
-            program, types=tree.type_map, equalities=strict, ordered=ordered, integers=integers
+            program,
+            types=tree.type_map,
+            equalities=strict,
+            ordered=ordered,
+            integers=integers,
+            memberships=memberships,
         )
         program = environment.env.deserialize(edited_ast)
     _check_regex_literals(expression, environment)

@@ -24,7 +24,15 @@ DEVICES = cases.devices()
 GOLDEN = cases.load_golden()
 
 # Known, documented differences (docs/cel.md "Differences from Kubernetes"), each a strict xfail.
-DIFFERENCES: dict[str, str] = {}
+_MUTATION = (
+    "a Kubernetes bug fleet does not copy: the quantity library's add/sub shallow-copy a Quantity "
+    "(copy := *q), so on a quantity held as inf.Dec they overwrite the operand itself"
+)
+DIFFERENCES: dict[str, str] = {
+    "device.capacity['example.com'].pi.add(1) == device.capacity['example.com'].pi": _MUTATION,
+    "cel.bind(q, quantity('1Pi'), q.add(1) == q)": _MUTATION,
+    "cel.bind(q, quantity('1Pi'), q.sub(q).isInteger() || q == quantity('0'))": _MUTATION,
+}
 
 
 _POSITION = re.compile(r"<input>:(\d+):(\d+):")
