@@ -253,6 +253,8 @@ def _go_equal(types: Types, left: Any, right: Any) -> bool:
     if left is None or right is None:
         return left is None and right is None
     if types.is_quantity(left) or types.is_semver(left):
+        if types.is_quantity(left) and types.is_quantity(right):
+            return bool(left.value == right.value)  # the canonical value: the representation is no part of ==
         if type(left) is type(right):
             return bool(left == right)
         raise NoSuchOverload("_==_")
@@ -270,6 +272,17 @@ def _go_equal(types: Types, left: Any, right: Any) -> bool:
         pairs = zip(left, right, strict=True) if isinstance(left, list) else ((left[k], right[k]) for k in left)
         return all(_element_equal(types, a, b) for a, b in pairs)
     return type(left) is type(right) and bool(left == right)
+
+
+def _contains(types: Types, items: list[Any], value: Any) -> bool:
+    """cel-go's ``baseList.Contains``: ``value.Equal(item)`` for each item; errors count as not equal."""
+    for item in items:
+        try:
+            if _go_equal(types, value, item):
+                return True
+        except NoSuchOverload:
+            continue
+    return False
 
 
 def _element_equal(types: Types, left: Any, right: Any) -> bool:
@@ -335,6 +348,18 @@ def _equalities(types: Types) -> list[Any]:
         )
         for name, impl in (("@kubernetes_equals", equals), ("@kubernetes_not_equals", not_equals))
     ] + [
+        cel.FunctionDecl(
+            "@kubernetes_in",
+            [
+                cel.Overload(
+                    f"kubernetes_in_{kind}",
+                    T.BOOL,
+                    [kinds[kind], kinds["list"]],
+                    impl=lambda value, items: _contains(types, items, value),
+                )
+                for kind in kinds
+            ],
+        ),
         cel.FunctionDecl(
             "@kubernetes_in_constants",
             [
@@ -509,7 +534,10 @@ class Environment:
             descriptor_pool=self.types.pool,
             config=_standard_library(),
             variables=variables,
-            functions=_functions(self.types) + extensions.functions() + _relations() + _equalities(self.types),
+            functions=_functions(self.types)
+            + extensions.functions(contains=functools.partial(_contains, self.types))
+            + _relations()
+            + _equalities(self.types),
             extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings()],
         )
 

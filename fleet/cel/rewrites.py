@@ -49,6 +49,7 @@ from fleet.cel.environments import CAPACITY_AMOUNTS
 from fleet.cel.references import Token, tokenize
 
 EQUALS = "@kubernetes_equals"
+IN = "@kubernetes_in"
 IN_CONSTANTS = "@kubernetes_in_constants"
 QUANTITY_AMOUNT = "@quantity_amount"
 QUANTITY = "kubernetes.Quantity"
@@ -170,7 +171,7 @@ def _may_hold_kubernetes(cel_type: Any) -> bool:
         return _may_hold_kubernetes(cel_type.list_type.elem_type)
     if kind == "map_type":
         return _may_hold_kubernetes(cel_type.map_type.value_type)
-    return False
+    return False  # optionals stay cel-cpp's: their values cannot cross into Python
 
 
 def strict_equalities(checked: Any, nodes: list[Any] | None = None) -> list[int]:
@@ -178,8 +179,10 @@ def strict_equalities(checked: Any, nodes: list[Any] | None = None) -> list[int]
 
     cel-go asks the left value: a Quantity or Semver on the left and another
     type on the right is an error, and list and map equality skip such errors.
-    So: a Quantity or Semver against ``dyn``, ``dyn`` (an attribute may be a
-    version) against anything, and lists or maps that may hold either.
+    Quantities compare by value whatever representation they carry
+    (:class:`_Amounts`). So: any Quantity or Semver operand, ``dyn`` (an
+    attribute may be a version) on the left, and lists, maps or optionals that
+    may hold either.
     """
     found = []
     for node in nodes if nodes is not None else asts.walk(checked.expr):
@@ -187,8 +190,8 @@ def strict_equalities(checked: Any, nodes: list[Any] | None = None) -> list[int]
             continue
         if len(node.call_expr.args) != 2:
             continue
-        left, right = (_kind(checked.type_map, arg) for arg in node.call_expr.args)
-        if (left, right) == ("kubernetes", "dyn") or left == "dyn" or "holder" in (left, right):
+        kinds = {_kind(checked.type_map, arg) for arg in node.call_expr.args}
+        if kinds & {"kubernetes", "holder"} or _kind(checked.type_map, node.call_expr.args[0]) == "dyn":
             found.append(int(node.id))
     return found
 
@@ -213,6 +216,20 @@ def constant_memberships(checked: Any, nodes: list[Any] | None = None) -> list[i
             for element in listed.elements
         )
         if constants and not listed.optional_indices:
+            found.append(int(node.id))
+    return found
+
+
+def memberships(checked: Any, nodes: list[Any] | None = None) -> list[int]:
+    """Ids of ``x in list`` where ``x`` may be a Quantity or Semver: membership by cel-go's ``Equal``."""
+    found = []
+    for node in nodes if nodes is not None else asts.walk(checked.expr):
+        if node.WhichOneof("kind") != "call_expr" or node.call_expr.function != "@in" or len(node.call_expr.args) != 2:
+            continue
+        value, items = node.call_expr.args
+        listed = checked.type_map.get(items.id)
+        is_list = listed is not None and listed.WhichOneof("kind") == "list_type"
+        if is_list and _kind(checked.type_map, value) in ("kubernetes", "dyn", "holder"):
             found.append(int(node.id))
     return found
 
@@ -257,7 +274,9 @@ class _Amounts:
 
     Only along the path by which the value flows into the call: ``quantity(s)``,
     ``device.capacity[...]`` reads, ``add``/``sub``, optionals, ``?:``, literal
-    lists and maps, and ``cel.bind`` variables: ``cel.bind(q, init, body)``
+    lists and maps, the elements of a comprehension (its range carries the
+    representation; every comparison of quantities is by value, see
+    :func:`strict_equalities`), and ``cel.bind`` variables: ``cel.bind(q, init, body)``
     gains a twin, ``cel.bind(q@amount, init', body)`` with ``init'`` rewritten
     the same way and evaluated where ``init`` is (CEL is pure), and the
     receiver reads ``q@amount`` (a name no selector can write or shadow). Any
@@ -270,6 +289,7 @@ class _Amounts:
         self.references = checked.reference_map  # cel-cpp's planner resolves an ident by its reference's name
         self.bound: dict[int, Any] = {}  # ident node id -> the cel.bind comprehension that declares it
         self.twins: dict[int, Any] = {}  # cel.bind comprehension id -> the comprehension, needing a twin
+        self.ranges: set[int] = set()  # comprehensions whose range now carries representations
         self._scope(checked.expr, {})
 
     def _scope(self, node: Any, names: dict[str, Any]) -> None:
@@ -288,6 +308,8 @@ class _Amounts:
         inner = {**names, **dict.fromkeys({loop.iter_var, loop.iter_var2, loop.accu_var} - {""})}
         if _is_bind(node):
             inner[loop.accu_var] = node
+        elif loop.iter_var and not loop.iter_var2:
+            inner[loop.iter_var] = ("range", node)
         for child in (loop.loop_condition, loop.loop_step, loop.result):
             self._scope(child, inner)
 
@@ -298,6 +320,12 @@ class _Amounts:
                 node.select_expr.field = CAPACITY_AMOUNTS
             elif not node.select_expr.test_only:
                 self.rewrite(node.select_expr.operand)
+        elif kind == "ident_expr" and isinstance(self.bound.get(node.id), tuple):
+            # a comprehension's element: its range carries the representation, so the element does
+            loop = self.bound[node.id][1]
+            if loop.id not in self.ranges and not _wrapped_in_optional(loop, node.ident_expr.name):
+                self.ranges.add(loop.id)
+                self.rewrite(loop.comprehension_expr.iter_range)
         elif kind == "ident_expr" and node.id in self.bound:
             bind = self.bound[node.id]
             self.twins[bind.id] = bind
@@ -310,6 +338,9 @@ class _Amounts:
         elif kind == "struct_expr" and not node.struct_expr.message_name:
             for entry in node.struct_expr.entries:
                 self.rewrite(entry.value)
+        elif kind == "comprehension_expr":  # map()/filter(): the list they build
+            self.rewrite(node.comprehension_expr.loop_step)
+            self.rewrite(node.comprehension_expr.result)
         elif kind == "call_expr":
             self._call(node.call_expr)
 
@@ -327,6 +358,9 @@ class _Amounts:
         elif call.function == "_?_:_" and len(call.args) == 3:
             self.rewrite(call.args[1])
             self.rewrite(call.args[2])
+        elif call.function == "_+_":  # a list being built: quantities have no +
+            for arg in call.args:
+                self.rewrite(arg)
 
     def _fresh(self, node: Any) -> None:
         for part in asts.walk(node):
@@ -354,6 +388,21 @@ class _Amounts:
 _TWIN = "@amount"
 
 
+def _wrapped_in_optional(loop: Any, name: str) -> bool:
+    """Whether the loop puts its element into an optional, whose ``==`` cel-cpp keeps (field by field)."""
+    for node in asts.walk(loop.comprehension_expr.loop_step):
+        call = node.call_expr if node.WhichOneof("kind") == "call_expr" else None
+        if (
+            call is not None
+            and call.function.startswith("optional.")
+            and any(
+                part.WhichOneof("kind") == "ident_expr" and part.ident_expr.name == name for part in asts.walk(node)
+            )
+        ):
+            return True
+    return False
+
+
 def _is_bind(node: Any) -> bool:
     """``cel.bind(v, init, body)`` as the macro expands it: a comprehension over ``[]`` with accumulator ``v``."""
     loop = node.comprehension_expr
@@ -373,6 +422,7 @@ def runtime_ast(
     ordered: list[int],
     integers: list[int],
     memberships: Sequence[int] = (),
+    constant_lists: Sequence[int] = (),
 ) -> bytes:
     """The runtime's checked AST (``serialize()`` bytes) with ``equalities`` strict, ``ordered`` guarded and
     the receivers of the ``integers`` calls carrying Kubernetes' representation; ``types`` is the checker's
@@ -390,7 +440,9 @@ def runtime_ast(
                 # the reference keeps its overload ids: cel-cpp's planner wants some, and resolves by name
                 node.call_expr.function = EQUALS if function == "_==_" else NOT_EQUALS
     for node in asts.walk(checked.expr):
-        if node.id in memberships and node.WhichOneof("kind") == "call_expr":
+        if node.id in memberships and node.id not in constant_lists and node.WhichOneof("kind") == "call_expr":
+            node.call_expr.function = IN
+        if node.id in constant_lists and node.WhichOneof("kind") == "call_expr":
             if node.call_expr.args[1].list_expr.elements:
                 node.call_expr.function = IN_CONSTANTS
             else:  # x in []: false, x not evaluated
@@ -414,6 +466,7 @@ def runtime_ast(
 __all__ = [
     "CAPACITY_AMOUNTS",
     "EQUALS",
+    "IN",
     "IN_CONSTANTS",
     "KUBERNETES_TYPES",
     "NOT_EQUALS",
@@ -423,6 +476,7 @@ __all__ = [
     "constant_memberships",
     "for_checker",
     "integer_questions",
+    "memberships",
     "ordered_operands",
     "runtime_ast",
     "strict_equalities",

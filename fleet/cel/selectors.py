@@ -224,8 +224,9 @@ def _compile(expression: str, environment: Environment) -> Selector:
     strict = rewrites.strict_equalities(tree, nodes) if tree is not None else []
     ordered = rewrites.ordered_operands(tree, nodes) if tree is not None else []
     integers = rewrites.integer_questions(tree, nodes) if tree is not None else []
-    memberships = rewrites.constant_memberships(tree, nodes) if tree is not None else []
-    if tree is not None and (strict or ordered or integers or memberships):
+    constant_lists = rewrites.constant_memberships(tree, nodes) if tree is not None else []
+    memberships = rewrites.memberships(tree, nodes) if tree is not None else []
+    if tree is not None and (strict or ordered or integers or memberships or constant_lists):
         edited_ast = rewrites.runtime_ast(
             program,
             types=tree.type_map,
@@ -233,6 +234,7 @@ def _compile(expression: str, environment: Environment) -> Selector:
             ordered=ordered,
             integers=integers,
             memberships=memberships,
+            constant_lists=constant_lists,
         )
         program = environment.env.deserialize(edited_ast)
     _check_regex_literals(expression, environment)
