@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet.cel import quantities, semvers
-from fleet.cel.environments import Types
+from fleet.cel.environments import CAPACITY_AMOUNTS, Types
 from fleet.cel.references import References
 
 Value = int | bool | str | semvers.Semver | quantities.Quantity | tuple[Any, ...]
@@ -115,9 +115,9 @@ def projection(device: Device, references: References) -> Projection:
     return (device.driver, device.allow_multiple_allocations, tuple(parts))
 
 
-def _cel_value(types: Types, value: Value) -> Any:
+def _cel_value(types: Types, value: Value, amount: bool = False) -> Any:
     if isinstance(value, quantities.Quantity):
-        return types.quantity_message(value)
+        return types.quantity_message(value, amount=amount)
     if isinstance(value, semvers.Semver):
         return types.semver_message(value)
     if isinstance(value, tuple):
@@ -125,8 +125,13 @@ def _cel_value(types: Types, value: Value) -> Any:
     return value
 
 
-def activation(types: Types, key: Projection) -> dict[str, Any]:
-    """The ``device`` variable for cel-cpp, from a :func:`projection`."""
+def activation(types: Types, key: Projection, *, amounts: bool = False) -> dict[str, Any]:
+    """The ``device`` variable for cel-cpp, from a :func:`projection`.
+
+    With ``amounts``, also ``@capacity_amounts``: the capacities with Kubernetes'
+    representation, which the receivers of ``isInteger()``/``asInteger()`` read
+    (:mod:`fleet.cel.rewrites`).
+    """
     driver, multi, parts = key
     data: dict[str, Any] = {
         "driver": driver,
@@ -136,6 +141,12 @@ def activation(types: Types, key: Projection) -> dict[str, Any]:
     }
     for kind, domain, items in parts:
         data[kind][domain] = {name: _cel_value(types, value) for name, value in items}
+        if amounts and kind == "capacity":
+            data.setdefault(CAPACITY_AMOUNTS, {})[domain] = {
+                name: _cel_value(types, value, amount=True) for name, value in items
+            }
+    if amounts:
+        data.setdefault(CAPACITY_AMOUNTS, {})
     return data
 
 

@@ -43,6 +43,15 @@ What Kubernetes declares and how it is mirrored here:
   declarations for the checker only.
 * Library functions follow k8s.io/apiserver v0.36.3 exactly, including that
   ``sign`` is declared as a global function (``sign(q)``), not a member.
+* Relations across numeric types (``1.0 < 2``, ``q.asApproximateFloat() > 40``):
+  cel-go's standard library declares them when Kubernetes turns on
+  ``CrossTypeNumericComparisons``; cel-cpp's checker has the option but
+  cel-expr-python does not expose it, and refuses a second declaration of a
+  built-in operator. So the environment leaves ``_<_``, ``_<=_``, ``_>_`` and
+  ``_>=_`` out of the standard library (the env config's ``exclude_functions``)
+  and declares them again with every overload cel-go has, cross-type ones
+  included. The declarations carry no implementation: cel-cpp's runtime
+  already implements all of them (it compares numbers across types).
 * ``ext_strings`` (``lowerAscii``, ``split``, ...), ``ext_optional``
   (``.?x``, ``orValue``) and ``ext_bindings`` (``cel.bind``) come with
   cel-expr-python.
@@ -51,6 +60,7 @@ What Kubernetes declares and how it is mirrored here:
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +78,7 @@ from fleet.cel import extensions, quantities, semvers
 QUANTITY_TYPE = "kubernetes.Quantity"
 SEMVER_TYPE = "kubernetes.Semver"
 DEVICE_TYPE = "kubernetes.DRADevice"
+CAPACITY_AMOUNTS = "@capacity_amounts"  # device's capacities with Kubernetes' representation (rewrites.py)
 
 
 class Types:
@@ -82,6 +93,16 @@ class Types:
         optional = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
         quantity = file.message_type.add(name="Quantity")
         quantity.field.add(name="value", number=1, type=string_field, label=optional)
+        # Kubernetes' representation (see fleet.cel.quantities), set only on the values that
+        # rewrites.amounts_for_integers routes into isInteger()/asInteger(): unset everywhere
+        # else, so that message equality stays numeric equality.
+        int64_field, int32_field = (
+            descriptor_pb2.FieldDescriptorProto.TYPE_INT64,
+            descriptor_pb2.FieldDescriptorProto.TYPE_INT32,
+        )
+        quantity.field.add(name="amount_kind", number=2, type=int32_field, label=optional)  # 1 int64Amount, 2 inf.Dec
+        quantity.field.add(name="amount_value", number=3, type=int64_field, label=optional)
+        quantity.field.add(name="amount_scale", number=4, type=int32_field, label=optional)
         semver = file.message_type.add(name="Semver")
         for number, name in enumerate(("major", "minor", "patch"), start=1):
             semver.field.add(name=name, number=number, type=uint_field, label=optional)
@@ -93,8 +114,14 @@ class Types:
         self.quantity_class = message_factory.GetMessageClass(self.pool.FindMessageTypeByName(QUANTITY_TYPE))
         self.semver_class = message_factory.GetMessageClass(self.pool.FindMessageTypeByName(SEMVER_TYPE))
 
-    def quantity_message(self, value: quantities.Quantity) -> Any:
-        return self.quantity_class(value=value.canonical())
+    def quantity_message(self, value: quantities.Quantity, *, amount: bool = False) -> Any:
+        """The CEL value; with ``amount``, Kubernetes' representation too, where it is known."""
+        if not amount or value.amount is None:
+            return self.quantity_class(value=value.canonical())
+        if isinstance(value.amount, str):
+            return self.quantity_class(value=value.canonical(), amount_kind=2)
+        unscaled, scale = value.amount
+        return self.quantity_class(value=value.canonical(), amount_kind=1, amount_value=unscaled, amount_scale=scale)
 
     def semver_message(self, value: semvers.Semver) -> Any:
         return self.semver_class(major=value.major, minor=value.minor, patch=value.patch, pre=value.prerelease())
@@ -107,7 +134,12 @@ class Types:
 
     @staticmethod
     def quantity(message: Any) -> quantities.Quantity:
-        return quantities.Quantity.from_canonical(message.value or "0")
+        amount: quantities.Amount | str | None = None
+        if message.amount_kind == 1:
+            amount = (message.amount_value, message.amount_scale)
+        elif message.amount_kind == 2:
+            amount = quantities.DEC
+        return quantities.Quantity.from_canonical(message.value or "0", amount)
 
     @staticmethod
     def semver(message: Any) -> semvers.Semver:
@@ -166,8 +198,186 @@ class NoSuchOverload(TypeError):
         super().__init__(f"no such overload: {function}")
 
 
+class SemverUnhashable(TypeError):
+    """cel-go's panic, recovered, when its optimized ``in`` hashes a Semver (see rewrites.constant_memberships)."""
+
+
 def _as_int64(number: int) -> int:
     return ((number + (1 << 63)) % (1 << 64)) - (1 << 63)
+
+
+_RELATIONS = {"_<_": "less", "_<=_": "less_equals", "_>_": "greater", "_>=_": "greater_equals"}
+_NUMBERS = ("int64", "uint64", "double")
+
+
+def _relations() -> list[Any]:
+    """``<``, ``<=``, ``>``, ``>=`` as cel-go declares them with cross-type numeric comparisons on."""
+    T = cel.Type
+    kinds = {
+        "bool": T.BOOL,
+        "int64": T.INT,
+        "uint64": T.UINT,
+        "double": T.DOUBLE,
+        "string": T.STRING,
+        "bytes": T.BYTES,
+        "timestamp": T.TIMESTAMP,
+        "duration": T.DURATION,
+    }
+    declarations = []
+    for operator, stem in _RELATIONS.items():
+        overloads = [cel.Overload(f"{stem}_{name}", T.BOOL, [kind, kind]) for name, kind in kinds.items()]
+        overloads += [
+            cel.Overload(f"{stem}_{left}_{right}", T.BOOL, [kinds[left], kinds[right]])
+            for left in _NUMBERS
+            for right in _NUMBERS
+            if left != right
+        ]
+        declarations.append(cel.FunctionDecl(operator, overloads))
+    return declarations
+
+
+def _standard_library() -> Any:
+    """The standard library without the relations, which :func:`_relations` declares."""
+    excluded = "".join(f'    - name: "{operator}"\n' for operator in _RELATIONS)
+    return cel.NewEnvConfigFromYaml(f"stdlib:\n  exclude_functions:\n{excluded}")
+
+
+def _go_equal(types: Types, left: Any, right: Any) -> bool:
+    """cel-go's ``types.Equal``: null first, then the left value's ``Equal``.
+
+    Raises :class:`NoSuchOverload` where cel-go answers an error (a Quantity or
+    Semver on the left, another type on the right). Inside lists and maps an
+    element's error is skipped, as cel-go's ``baseList.Equal``/``baseMap.Equal``
+    skip anything that is not ``false``.
+    """
+    if left is None or right is None:
+        return left is None and right is None
+    if types.is_quantity(left) or types.is_semver(left):
+        if types.is_quantity(left) and types.is_quantity(right):
+            return bool(left.value == right.value)  # the canonical value: the representation is no part of ==
+        if type(left) is type(right):
+            return bool(left == right)
+        raise NoSuchOverload("_==_")
+    if isinstance(left, bool) or isinstance(right, bool):
+        return type(left) is type(right) and left == right
+    if isinstance(left, int | float) and isinstance(right, int | float):
+        if isinstance(left, float) or isinstance(right, float):
+            return float(left) == float(right)  # cel-go compares int/uint with double as doubles
+        return bool(left == right)
+    if isinstance(left, list | dict):
+        if type(left) is not type(right) or len(left) != len(right):
+            return False
+        if isinstance(left, dict) and any(key not in right for key in left):
+            return False
+        pairs = zip(left, right, strict=True) if isinstance(left, list) else ((left[k], right[k]) for k in left)
+        return all(_element_equal(types, a, b) for a, b in pairs)
+    return type(left) is type(right) and bool(left == right)
+
+
+def _contains(types: Types, items: list[Any], value: Any) -> bool:
+    """cel-go's ``baseList.Contains``: ``value.Equal(item)`` for each item; errors count as not equal."""
+    for item in items:
+        try:
+            if _go_equal(types, value, item):
+                return True
+        except NoSuchOverload:
+            continue
+    return False
+
+
+def _element_equal(types: Types, left: Any, right: Any) -> bool:
+    try:
+        return _go_equal(types, left, right)
+    except NoSuchOverload:
+        return True  # not false: cel-go's list and map equality go on
+
+
+def _equalities(types: Types) -> list[Any]:
+    """``@kubernetes_equals``/``@kubernetes_not_equals``: ``==``/``!=`` as cel-go evaluates them.
+
+    :mod:`fleet.cel.rewrites` points ``==``/``!=`` at them where a Quantity or
+    Semver may meet another type; they answer as cel-go (:func:`_go_equal`): a
+    version attribute compared with a string is a no-such-overload error.
+    ``!=`` is "``==`` is not true", so an error there makes ``!=`` true
+    (cel-go's ``evalNe``). Python implementations dispatch on
+    the runtime kind of each argument (a ``dyn`` parameter never matches in
+    cel-expr-python 0.1.3), so there is one overload per pair of kinds.
+    """
+    T = cel.Type
+    q = T(QUANTITY_TYPE)
+
+    def equals(left: Any, right: Any) -> bool:
+        return _go_equal(types, left, right)
+
+    def contains(value: Any, constants: list[Any]) -> bool:
+        """cel-go's optimized ``x in [constants]``: a Go map lookup, which cannot hash a Semver."""
+        if types.is_semver(value):
+            raise SemverUnhashable("internal error: runtime error: hash of unhashable type cel.Semver")
+        if value is None or isinstance(value, list | dict) or types.is_quantity(value):
+            return False
+        return any(_go_equal(types, value, constant) for constant in constants)
+
+    def not_equals(left: Any, right: Any) -> bool:
+        try:
+            return not equals(left, right)
+        except NoSuchOverload:
+            return True
+
+    kinds = {
+        "bool": T.BOOL,
+        "int": T.INT,
+        "uint": T.UINT,
+        "double": T.DOUBLE,
+        "string": T.STRING,
+        "bytes": T.BYTES,
+        "null": T.NULL,
+        "timestamp": T.TIMESTAMP,
+        "duration": T.DURATION,
+        "list": T.List(T.DYN),
+        "map": T.Map(T.DYN, T.DYN),
+        "message": q,
+    }
+    pairs = [(left, right) for left in kinds for right in kinds]
+    return [
+        cel.FunctionDecl(
+            name,
+            [
+                cel.Overload(f"{name[1:]}_{left}_{right}", T.BOOL, [kinds[left], kinds[right]], impl=impl)
+                for left, right in pairs
+            ],
+        )
+        for name, impl in (("@kubernetes_equals", equals), ("@kubernetes_not_equals", not_equals))
+    ] + [
+        cel.FunctionDecl(
+            "@kubernetes_in",
+            [
+                cel.Overload(
+                    f"kubernetes_in_{kind}",
+                    T.BOOL,
+                    [kinds[kind], kinds["list"]],
+                    impl=lambda value, items: _contains(types, items, value),
+                )
+                for kind in kinds
+            ],
+        ),
+        cel.FunctionDecl(
+            "@kubernetes_in_constants",
+            [
+                cel.Overload(f"kubernetes_in_constants_{kind}", T.BOOL, [kinds[kind], kinds["list"]], impl=contains)
+                for kind in kinds
+            ],
+        ),
+        cel.FunctionDecl(
+            "@kubernetes_ordered", [cel.Overload("kubernetes_ordered_double", T.DOUBLE, [T.DOUBLE], impl=_ordered)]
+        ),
+    ]
+
+
+def _ordered(number: float) -> float:
+    """A ``double`` operand of ``<``/``>``..., refused when NaN as cel-go refuses it."""
+    if math.isnan(number):
+        raise ValueError("NaN values cannot be ordered")
+    return number
 
 
 def _functions(types: Types) -> list[Any]:
@@ -201,7 +411,7 @@ def _functions(types: Types) -> list[Any]:
             base = quantity_of(name, left)
             other = quantities.Quantity.from_int(right) if isinstance(right, int) else quantity_of(name, right)
             result = base.add(other) if name == "add" else base.sub(other)
-            return types.quantity_message(result)
+            return types.quantity_message(result, amount=True)  # known only if both operands' were
 
         return run
 
@@ -226,6 +436,13 @@ def _functions(types: Types) -> list[Any]:
             "string_to_quantity",
             [T.STRING],
             lambda text: types.quantity_message(quantities.parse_quantity(text)),
+        ),
+        global_(
+            "@quantity_amount",
+            q,
+            "string_to_quantity_amount",
+            [T.STRING],
+            lambda text: types.quantity_message(quantities.parse_quantity(text), amount=True),
         ),
         global_("isQuantity", T.BOOL, "is_quantity_string", [T.STRING], quantities.is_quantity),
         global_("sign", T.INT, "quantity_sign", [q], lambda v: quantity_of("sign", v).sign()),
@@ -315,8 +532,12 @@ class Environment:
     def _env(self, variables: dict[str, Any]) -> Any:
         return cel.NewEnv(
             descriptor_pool=self.types.pool,
+            config=_standard_library(),
             variables=variables,
-            functions=_functions(self.types) + extensions.functions(),
+            functions=_functions(self.types)
+            + extensions.functions(contains=functools.partial(_contains, self.types))
+            + _relations()
+            + _equalities(self.types),
             extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings()],
         )
 
@@ -327,4 +548,13 @@ def dra_environment() -> Environment:
     return Environment()
 
 
-__all__ = ["DEVICE_TYPE", "QUANTITY_TYPE", "SEMVER_TYPE", "Environment", "NoSuchOverload", "Types", "dra_environment"]
+__all__ = [
+    "CAPACITY_AMOUNTS",
+    "DEVICE_TYPE",
+    "QUANTITY_TYPE",
+    "SEMVER_TYPE",
+    "Environment",
+    "NoSuchOverload",
+    "Types",
+    "dra_environment",
+]

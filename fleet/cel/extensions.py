@@ -17,6 +17,7 @@ as Kubernetes validates literal patterns when it builds the program.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from cel_expr_python import cel
@@ -51,7 +52,12 @@ def find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
     return found
 
 
-def functions() -> list[Any]:
+def _python_contains(items: list[Any], value: Any) -> bool:
+    return value in items
+
+
+def functions(contains: Callable[[list[Any], Any], bool] = _python_contains) -> list[Any]:
+    """The declarations; ``contains(items, value)`` is list membership with CEL's equality."""
     T = cel.Type
     dyn_list = T.List(T.DYN)
     return [
@@ -83,7 +89,7 @@ def functions() -> list[Any]:
                     "list_sets_contains_list",
                     T.BOOL,
                     [dyn_list, dyn_list],
-                    impl=lambda a, b: all(item in a for item in b),
+                    impl=lambda a, b: all(contains(a, item) for item in b),
                 ),
             ],
         ),
@@ -94,7 +100,7 @@ def functions() -> list[Any]:
                     "list_sets_equivalent_list",
                     T.BOOL,
                     [dyn_list, dyn_list],
-                    impl=lambda a, b: all(item in a for item in b) and all(item in b for item in a),
+                    impl=lambda a, b: all(contains(a, item) for item in b) and all(contains(b, item) for item in a),
                 ),
             ],
         ),
@@ -105,7 +111,7 @@ def functions() -> list[Any]:
                     "list_sets_intersects_list",
                     T.BOOL,
                     [dyn_list, dyn_list],
-                    impl=lambda a, b: any(item in a for item in b),
+                    impl=lambda a, b: any(contains(a, item) for item in b),
                 ),
             ],
         ),

@@ -14,8 +14,9 @@ server's) agree on almost every position — both place a node at its operator:
   first reports the namespace as an undeclared reference, cel-go only the
   overload.
 
-cel-expr-python exposes no AST, so the operand's root node is found from the
-tokens with CEL's precedence (ternary < ``||`` < ``&&`` < relations < ``+ -`` <
+The checked AST (:mod:`fleet.cel.asts`) only exists when the check succeeds,
+so for these errors the operand's root node is found from the tokens with CEL's
+precedence (ternary < ``||`` < ``&&`` < relations < ``+ -`` <
 ``* / %`` < unary < member/call/index).
 """
 

@@ -109,12 +109,18 @@ class References:
 
 
 def tokenize(expression: str) -> list[Token]:
+    """The tokens of ``expression`` (a fresh list; compiling one selector asks four times)."""
+    return list(_tokens(expression))
+
+
+@functools.lru_cache(maxsize=1024)
+def _tokens(expression: str) -> tuple[Token, ...]:
     tokens = []
     for match in _TOKEN.finditer(expression):
         kind = match.lastgroup or "other"
         if kind != "space":
             tokens.append(Token(kind, match.group(), match.start()))
-    return tokens
+    return tuple(tokens)
 
 
 def string_value(token: Token) -> str | None:

@@ -24,10 +24,11 @@ from typing import Any
 
 from cel_expr_python import cel
 
+from fleet.cel import asts, literals, rewrites
 from fleet.cel.devices import Device, Projection, activation, projection
 from fleet.cel.environments import Environment, dra_environment
 from fleet.cel.issues import Issue, as_kubernetes, position
-from fleet.cel.references import Clause, References, find_references, split_clauses, tokenize
+from fleet.cel.references import Clause, References, Token, find_references, split_clauses, tokenize
 from fleet.errors import FleetError
 
 MAX_EXPRESSION_LENGTH = 10 * 1024  # resourceapi.CELSelectorExpressionMaxLength, in bytes
@@ -71,12 +72,17 @@ def offset_of(expression: str, line: int, column: int) -> int:
     return sum(len(text) + 1 for text in lines[: line - 1]) + column - 1
 
 
-def _issues_from(expression: str, text: str) -> list[Issue]:
+def _issues_from(expression: str, text: str, edited: rewrites.Edited | None = None) -> list[Issue]:
+    """cel-cpp's diagnostics for ``expression``; positions in ``edited.text`` are mapped back."""
     issues = []
     for match in _ISSUE.finditer(_STATUS.sub("", text, count=1)):
         line, column = int(match.group(1)), int(match.group(2))
         message = match.group(3).strip()
-        issues.append(Issue(message, line, column, offset_of(expression, line, column)))
+        if edited is None:
+            issues.append(Issue(message, line, column, offset_of(expression, line, column)))
+        else:
+            offset = edited.original_offset(offset_of(edited.text, line, column))
+            issues.append(Issue(message, *position(expression, offset), offset))
     return issues or [Issue(_STATUS.sub("", text).strip(), 1, 1, 0)]
 
 
@@ -98,13 +104,15 @@ class Selector:
     clauses: tuple[Clause, ...]
     _program: Any = dataclasses.field(repr=False)
     _environment: Environment = dataclasses.field(repr=False)
+    _amounts: bool = dataclasses.field(default=False, repr=False)  # the program reads @capacity_amounts
 
     def evaluate(self, device: Device) -> bool:
         return self.evaluate_projection(projection(device, self.references))
 
     def evaluate_projection(self, key: Projection) -> bool:
         """Evaluate on a projection built with references covering this selector's."""
-        result = self._program.eval(data={"device": activation(self._environment.types, key)})
+        device = activation(self._environment.types, key, amounts=self._amounts)
+        result = self._program.eval(data={"device": device})
         kind = result.type()
         if kind == cel.Type.BOOL:
             return bool(result.value())
@@ -165,22 +173,6 @@ def _check_regex_literals(expression: str, environment: Environment) -> None:
             )
 
 
-def for_checker(expression: str) -> str:
-    """The text the typed checker sees: ``has(device.capacity)`` → ``has(device.driver  )``.
-
-    cel-cpp resolves the qualified variable ``device.capacity`` even inside
-    ``has()``, which then has the map's type instead of bool; Kubernetes
-    answers true (the field is always set). Same length, so positions hold.
-    """
-    tokens = tokenize(expression)
-    for index in range(len(tokens) - 5):
-        window = [token.text for token in tokens[index : index + 6]]
-        if window == ["has", "(", "device", ".", "capacity", ")"]:
-            start = tokens[index + 4].offset
-            expression = expression[:start] + "driver  " + expression[start + 8 :]
-    return expression
-
-
 def _hint(issues: list[Issue]) -> str:
     message = issues[0].message
     if "not found in struct" in message or "undefined field" in message:
@@ -195,18 +187,56 @@ def _hint(issues: list[Issue]) -> str:
     return ""
 
 
+_TREE_TOKENS = frozenset({"==", "!=", "<", "<=", ">", ">=", "in", "isInteger", "asInteger"})
+
+
+def _needs_tree(tokens: list[Token]) -> bool:
+    """Whether the checked AST has something to say: a literal, an equality, a relation, an integer question."""
+    return literals.has_aggregate_literal(tokens) or any(token.text in _TREE_TOKENS for token in tokens)
+
+
 def _compile(expression: str, environment: Environment) -> Selector:
     _check_length(expression)
     references = find_references(expression)
+    tokens = tokenize(expression)
+    edited = rewrites.for_checker(expression, tokens)
     try:
-        checked = environment.checker.compile(for_checker(expression))
+        checked = environment.checker.compile(edited.text)
     except RuntimeError as err:
-        issues = as_kubernetes(expression, _issues_from(expression, str(err)))
+        issues = as_kubernetes(expression, _issues_from(expression, str(err), edited))
         raise SelectorCompileError(expression, issues, hint=_hint(issues)) from None
+    tree = asts.read(checked.serialize()) if _needs_tree(tokens) else None
+    nodes = list(asts.walk(tree.expr)) if tree is not None else []
+    if tree is not None and literals.has_aggregate_literal(tokens):
+        problems = literals.mismatches(tree, nodes)
+        if problems:
+            issues = []
+            for offset, message in problems:
+                where = edited.original_offset(offset)
+                issues.append(Issue(message, *position(expression, where), where))
+            raise SelectorCompileError(
+                expression, issues, hint="the elements of a list literal (keys and values of a map) share one type"
+            )
     try:
         program = environment.env.compile(expression)
     except RuntimeError as err:
         raise SelectorCompileError(expression, _issues_from(expression, str(err))) from None
+    strict = rewrites.strict_equalities(tree, nodes) if tree is not None else []
+    ordered = rewrites.ordered_operands(tree, nodes) if tree is not None else []
+    integers = rewrites.integer_questions(tree, nodes) if tree is not None else []
+    constant_lists = rewrites.constant_memberships(tree, nodes) if tree is not None else []
+    memberships = rewrites.memberships(tree, nodes) if tree is not None else []
+    if tree is not None and (strict or ordered or integers or memberships or constant_lists):
+        edited_ast = rewrites.runtime_ast(
+            program,
+            types=tree.type_map,
+            equalities=strict,
+            ordered=ordered,
+            integers=integers,
+            memberships=memberships,
+            constant_lists=constant_lists,
+        )
+        program = environment.env.deserialize(edited_ast)
     _check_regex_literals(expression, environment)
     returned = checked.return_type()
     if returned not in (cel.Type.BOOL, cel.Type.DYN):
@@ -216,7 +246,8 @@ def _compile(expression: str, environment: Environment) -> Selector:
             [Issue(f"must evaluate to bool or the unknown type, not {name}", 1, 1, 0)],
             hint="end the expression with a comparison, e.g. ... == 'value'",
         )
-    return Selector(expression, references, tuple(split_clauses(expression)), program, environment)
+    amounts = bool(integers)
+    return Selector(expression, references, tuple(split_clauses(expression)), program, environment, amounts)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -235,7 +266,6 @@ __all__ = [
     "SelectorCompileError",
     "SelectorRuntimeError",
     "compile_selector",
-    "for_checker",
     "offset_of",
     "position",
     "runtime_message",

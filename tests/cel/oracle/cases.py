@@ -521,12 +521,178 @@ def typed_cases() -> list[str]:
     return cases
 
 
+def difference_cases() -> list[tuple[str, str]]:
+    """(expression, device) around the differences fleet's CEL (cel-cpp) had or has from cel-go.
+
+    docs/cel.md "Differences from Kubernetes": cross-type numeric relations,
+    homogeneous aggregate literals, ``device`` aliased with ``cel.bind``,
+    equality between Kubernetes types and other values, and the quantity
+    representation behind ``isInteger``/``asInteger``. The ``amounts`` device
+    publishes capacities spelled in every representation Kubernetes keeps.
+    """
+    memory = f"{CAP}.memory"
+    version = f"{GPU}.driverVersion"
+    relations = [
+        "1 < 2.5",
+        "2.5 > 1",
+        "1u < 2",
+        "2 > 1u",
+        "1u <= 1.0",
+        "-1 < 0u",
+        "1.5 >= 1",
+        "2 <= 2.0",
+        "double(1) < 2u",
+        "1 < 0.0/0.0",
+        "!(1 >= 0.0/0.0)",
+        "9223372036854775807 < 9223372036854775808.0",
+        "-1 < 18446744073709551615u",
+        "18446744073709551615u > 1.8446744073709552e19",
+        "1 < 'a'",
+        "1.0 > true",
+        "1 == 1.0",
+        "1 != 1u",
+        f"{memory}.asInteger() > 1.5",
+        f"{memory}.compareTo(quantity('1')) >= 0u",
+        f"{GPU}.cudaComputeCapability.major() >= 9.0",
+        f"{GPU}.index < 1.5",
+        f"{memory}.asApproximateFloat() >= 85520809984",
+    ]
+    literals = [
+        "[1, 2.0].size() == 2",
+        "[1, 1u].size() == 2",
+        "[[1], ['a']].size() == 2",
+        "[null, 1].size() == 2",
+        "[1, null].size() == 2",
+        "[null, quantity('1')].size() == 2",
+        f"[{GPU}.productName, 1].size() == 2",
+        "[1, dyn('a')].size() == 2",
+        "{'a': 1, 'b': 'x'}.size() == 2",
+        "{'a': 1, 2: 3}.size() == 2",
+        "{1: 'a', 2u: 'b'}.size() == 2",
+        "[1, 'a', 'b', 2.0].size() == 4",
+        "[[], [1]].size() == 2",
+        "[{'a': 1}, {'b': 'x'}].size() == 2",
+        "[optional.of(1), optional.of('a')].size() == 2",
+        "[?optional.of(1), 'a'].size() == 2",
+        "[?optional.of(1), 2].size() == 1",
+        "[semver('1.0.0'), quantity('1')].size() == 2",
+        "[device.driver, 'x'].size() == 2",
+        "[1, 'a'].size() == 2 && device.drvier == 'x'",
+        "device.drvier == 'x' && [1, 'a'].size() == 2",
+        "[1, 2].exists(x, [x, 'a'].size() == 2)",
+        "[1,\n 'a'].size() == 2",
+        f"[{memory}, {memory}.add(1)].size() == 2",
+        "[device.allowMultipleAllocations, 1].size() == 2",
+    ]
+    binds = [
+        f"cel.bind(d, device, d.{memory[7:]}.isGreaterThan(quantity('40Gi')))",
+        f"cel.bind(d, device, d.{memory[7:]} == 1)",
+        f"cel.bind(dev, device, dev.{memory[7:]} > 40 && dev.driver == 'x')",
+        f"cel.bind(devicealias, device, devicealias.{memory[7:]} > 40)",
+        "cel.bind(d, device, has(d.capacity))",
+        "cel.bind(d, device, [1].all(d, d > 0))",
+        "cel.bind(d, device, d.capacity['gpu.nvidia.com'].size() > 0)",
+        f"cel.bind(d, device, cel.bind(e, d, e.{memory[7:]} > 40))",
+        f"cel.bind(d, device, d.drvier == 'x' || d.{memory[7:]} > 40)",
+        f"cel.bind(d, device,\n  d.{memory[7:]} > 40)",
+    ]
+    equalities = [
+        f"{memory} != {version}",
+        f"{version} == {memory}",
+        f"{GPU}.productName == {memory}",
+        f"{version} == semver('580.95.5')",
+        f"{GPU}.productName != semver('1.0.0')",
+        f"{memory} == dyn(1)",
+        f"dyn({memory}) == 1",
+        f"{version} == '580.95.05'",
+        f"{version} != '580.95.05'",
+        f"{memory} == dyn({memory})",
+        f"{memory} in [dyn(1)]",
+        f"{version} == null",
+    ]
+    cases = [(expr, "h100") for expr in relations + literals + binds + equalities]
+    amounts = ["m1000", "d10", "ti", "pi", "i64max", "d18", "e3", "halfki", "neg", "dec"]
+    for name in amounts:
+        capacity = f"device.capacity['example.com'].{name}"
+        cases += [
+            (f"{capacity}.isInteger()", "amounts"),
+            (f"{capacity}.asInteger() > 0", "amounts"),
+            (f"{capacity}.add(1).isInteger()", "amounts"),
+            (f"{capacity}.sub(quantity('1m')).isInteger()", "amounts"),
+            (f"{capacity}.add({capacity}).isInteger()", "amounts"),
+        ]
+    cases += [
+        ("device.capacity['example.com'].pi.add(1) == device.capacity['example.com'].pi", "amounts"),
+        ("cel.bind(q, quantity('1Pi'), q.add(1) == q)", "h100"),
+        ("cel.bind(q, quantity('1Pi'), q.sub(q).isInteger() || q == quantity('0'))", "h100"),
+        ("[device.attributes['gpu.nvidia.com'].driverVersion] == ['580.95.05']", "h100"),
+        (f"{GPU}.driverVersion == {GPU}.productName", "h100"),
+        (f"{GPU}.productName == {GPU}.driverVersion", "h100"),
+        (f"{GPU}.driverVersion in ['580.95.05']", "h100"),
+        (f"{GPU}.index == 0 || {GPU}.driverVersion == 'x'", "h100"),
+        (f"{GPU}.index in []", "h100"),
+        (f"!({GPU}.driverVersion in [])", "h100"),
+        (f"{GPU}.productName in ['NVIDIA H100 80GB HBM3', 'x']", "h100"),
+        (f"{GPU}.productName in [device.driver, 'x']", "h100"),
+        (f"{GPU}.driverVersion in [semver('580.95.5')]", "h100"),
+        ("1.0 in [1, 2]", "h100"),
+        ("dyn(2u) in [1, 2]", "h100"),
+        ("dyn(true) in [1, 2]", "h100"),
+        ("0.0/0.0 < 1.0", "h100"),
+        ("double('NaN') >= 0.0", "h100"),
+        ("0.0/0.0 == 0.0/0.0", "h100"),
+        ("0.0/0.0 != 1.0", "h100"),
+        ("[1.0].exists(x, (x == 1.0 ? 0.0/0.0 : 1.0) < 2.0)", "h100"),
+        ("(device.driver == 'gpu.nvidia.com' ? 1.0 : 2.0) < 1.5", "h100"),
+        ("cel.bind(q, quantity('1000m'), q == quantity('1') && !q.isInteger())", "h100"),
+        ("cel.bind(q, quantity('1000m'), [quantity('1')].all(q, q.isInteger()))", "h100"),
+        ("cel.bind(s, '1000m', cel.bind(q, quantity(s), ['1'].all(s, q.isInteger())))", "h100"),
+        ("cel.bind(c, device.capacity['example.com'], c.m1000.isInteger())", "amounts"),
+        ("cel.bind(d, device, d.capacity['example.com'].m1000.isInteger())", "amounts"),
+        (
+            "device.capacity['example.com'].all(n, n != 'm1000' || !device.capacity['example.com'][n].isInteger())",
+            "amounts",
+        ),
+        ("[quantity('1000m'), quantity('1')][0].isInteger()", "h100"),
+        ("[quantity('1000m')].all(q, !q.isInteger())", "h100"),
+        ("[quantity('1000m')].all(q, q == quantity('1') && !q.isInteger())", "h100"),
+        ("[quantity('1000m')].all(q, q in [quantity('1')] && !q.isInteger())", "h100"),
+        ("[quantity('1000m')].all(q, sets.contains([quantity('1')], [q]) && !q.isInteger())", "h100"),
+        ("[quantity('1000m')].all(q, [q] == [quantity('1')] && !q.isInteger())", "h100"),
+        ("[quantity('1000m')].all(q, {'a': q} == {'a': quantity('1')} && !q.isInteger())", "h100"),
+        ("[quantity('1000m')].all(q, optional.of(q) == optional.of(quantity('1')) && !q.isInteger())", "h100"),
+        ("[quantity('1000m')].all(q, q.compareTo(quantity('1')) == 0 && q.asApproximateFloat() == 1.0)", "h100"),
+        ("[quantity('1000m'), quantity('2')].filter(q, q.isGreaterThan(quantity('1'))).all(q, q.isInteger())", "h100"),
+        ("[quantity('1000m')].map(q, q.add(1)).all(q, q.isInteger())", "h100"),
+        ("{'a': quantity('10.0')}['a'].isInteger()", "h100"),
+        ("optional.of(quantity('1000m')).value().isInteger()", "h100"),
+        ("quantity('1000m') == quantity('1') && quantity('1000m').isInteger()", "h100"),
+        ("quantity('1000m').add(quantity('1')).isInteger()", "h100"),
+        ("quantity('1').add(quantity('1000m')).isInteger()", "h100"),
+        ("quantity('1Ti').add(quantity('1')).isInteger()", "h100"),
+        ("quantity('123456789012345678').add(1).isInteger()", "h100"),
+        ("quantity('1').sub(quantity('1')).isInteger()", "h100"),
+        ("quantity('0.5').add(quantity('0.5')).isInteger()", "h100"),
+        ("quantity('1000m') == quantity('1')", "h100"),
+        ("quantity('10.0').asInteger() == 10", "h100"),
+        ("cel.bind(q, quantity('1000m'), q.isInteger())", "h100"),
+        ("(true ? quantity('1000m') : quantity('1')).isInteger()", "h100"),
+        ("quantity('1e30').add(1) == quantity('1e30')", "h100"),
+        ("cel.bind(q, quantity('1e30'), q.add(1) == q)", "h100"),
+        ("device.capacity['example.com'].dec.add(1) == device.capacity['example.com'].dec", "amounts"),
+        (f"{CAP}.?memory.orValue(quantity('1000m')).isInteger()", "h100"),
+        (f"{CAP}[?'nope'].orValue(quantity('1000m')).isInteger()", "h100"),
+    ]
+    return cases
+
+
 def all_cases() -> list[tuple[str, str, str]]:
     """(expression, device name) pairs, with device-independent cases on one device."""
-    names = list(devices())
+    names = [name for name in devices() if name != "amounts"]
     cases = [(expr, name, "selector") for expr in selector_cases() for name in names]
     cases += [(expr, "h100", "library") for expr in library_cases()]
     cases += [(expr, "h100", "typed") for expr in typed_cases()]
+    cases += [(expr, name, "differences") for expr, name in difference_cases()]
     return cases
 
 
