@@ -63,7 +63,8 @@ class Desired:
     drift: str = "enforce"
     """What to do when the cluster changed the object but git did not: enforce, report, ignore."""
     force: bool = False
-    """Always take ownership (pool Nodes: their taints are an atomic list shared with controllers)."""
+    """Always take ownership (pool Nodes: their taints are an atomic list shared with controllers;
+    manifests annotated ``fleet.gpufleet.dev/take-ownership: "true"``)."""
     adopt: bool = False
     """The repository allows fleet to take this object over if it exists already (it is then released, not deleted)."""
 
@@ -124,6 +125,13 @@ class Plan:
     operator: OperatorRelease | None = None
     prune: bool = True
     """The Fleet's ``defaults.prune``: whether the controller prunes (``fleetctl apply`` asks ``--prune``)."""
+    allow_empty: bool = False
+    """The Fleet's ``allowEmpty``: an empty plan may be applied (``fleetctl apply`` also takes ``--allow-empty``)."""
+
+    @property
+    def empty(self) -> bool:
+        """Declares nothing for the cluster: applying it with pruning would delete everything fleet applied."""
+        return not self.objects and not self.pools
 
     def in_stage(self, stage: stages.Stage) -> list[Desired]:
         return list(self._by_stage.get(stage.name, ()))
@@ -149,9 +157,19 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
     def add(obj: dict[str, Any], source: str, team: str = "", *, adopt: bool = False) -> None:
         requested = _adoption_requested(obj)
         adopt = adopt or requested
+        take = _instruction(obj, ownership.TAKE_OWNERSHIP) if ownership.ownership_requested(obj) else False
         stamped = ownership.stamp(obj, cluster=cluster, revision=revision, source=source)
         drift = drift_policy(obj["kind"], team=team_specs.get(team), defaults=defaults)
-        out.append(Desired(obj=stamped, stage=stages.stage_of(obj["kind"]), source=source, drift=drift, adopt=adopt))
+        out.append(
+            Desired(
+                obj=stamped,
+                stage=stages.stage_of(obj["kind"]),
+                source=source,
+                drift=drift,
+                adopt=adopt,
+                force=take,
+            )
+        )
 
     operator = view.operator.model if view.operator is not None else None
     operator_ns = operator.spec.namespace if isinstance(operator, kinds.GPUOperator) else None
@@ -195,6 +213,7 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         teams=teams,
         operator=_operator(declared.model, str(declared.location)) if declared else None,
         prune=defaults.prune,
+        allow_empty=fleet.spec.allow_empty if isinstance(fleet, kinds.Fleet) else False,
     )
 
 
@@ -343,8 +362,13 @@ def _adoption_requested(obj: dict[str, Any]) -> bool:
     """Whether the manifest carries the adopt annotation; it is removed (it is an instruction, not content)."""
     if not ownership.adoption_requested(obj):
         return False
+    return _instruction(obj, ownership.ADOPT)
+
+
+def _instruction(obj: dict[str, Any], annotation: str) -> bool:
+    """Remove ``annotation`` from ``obj`` (an instruction to fleet, not content to apply); True."""
     annotations = obj["metadata"]["annotations"]
-    del annotations[ownership.ADOPT]
+    del annotations[annotation]
     if not annotations:
         del obj["metadata"]["annotations"]
     return True
