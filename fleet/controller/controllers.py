@@ -308,9 +308,9 @@ class Controller:
                 )
             )
         except FleetError as err:
-            self.report.error = str(err)
-            self.report.findings = ()
-            return
+            # The revision cannot be planned (no Cluster of this name, a team naming a reserved
+            # namespace...): refused like a finding, the last good plan stays enforced.
+            checked = pipelines.Checked(revision=checkout.revision, plan=None, findings=(_unplannable(err, self.key),))
         self._checked = checkout.revision
         if checked.plan is not None and checked.plan.empty and not checked.plan.allow_empty:
             checked = dataclasses.replace(checked, plan=None, findings=(_empty(self.options.cluster, self.good),))
@@ -384,6 +384,11 @@ def _empty(cluster: str, good: engine.Plan | None) -> Finding:
         message=f"the revision declares no object for cluster {cluster}; applying it would prune {held}",
         hint="restore the deleted files, or set spec.allowEmpty: true in fleet.yaml to empty the cluster on purpose",
     )
+
+
+def _unplannable(err: FleetError, cluster: str) -> Finding:
+    where = err.where.split(" (cluster ")[0] if err.where else f"clusters/{cluster}.yaml"
+    return Finding(location=Location(where), rule="revision", message=err.what, hint=err.hint)
 
 
 def _node_shape(node: dict[str, Any] | None) -> tuple[Any, ...]:
