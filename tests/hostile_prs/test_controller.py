@@ -54,9 +54,17 @@ def _west_only(pr: PullRequest) -> bool:
 
 
 def _expected(pr: PullRequest, cluster: str) -> set[tuple[str, str, int]]:
-    """What validate expects that concerns ``cluster``: the other cluster's overlay is not its business."""
+    """What validate expects that concerns ``cluster``: the other cluster's overlay is not its business.
+
+    A symlink escaping the repository is ``path-escape`` in a work tree; the git source checks
+    symlinks out as plain files holding their target (``core.symlinks=false``, it never follows
+    one), so the controller sees a file whose text is a path: ``schema`` at its line 1."""
     other = WEST if cluster == "gpu-east" else "overlays/gpu-east/"
-    return {(e.rule, e.file, e.line) for e in pr.expected if not e.file.startswith(other)}
+    return {
+        ("schema", e.file, 1) if e.rule == "path-escape" else (e.rule, e.file, e.line)
+        for e in pr.expected
+        if not e.file.startswith(other)
+    }
 
 
 def _found(obj: dict[str, Any]) -> set[tuple[str, str, int]]:
