@@ -106,7 +106,15 @@ def check_and_plan(repo: Path, *, cluster: str, revision: str | None = None, cac
         loaded = load_revision(files, findings=tuple(problems), cache=cache.parsed if cache else None)
         # The checks ``fleetctl validate`` makes, satisfiability on the declared pools included:
         # what CI rejects, the controller and apply reject too.
-        found = validate(loaded, clusters=[cluster]).findings
+        try:
+            found = validate(loaded, clusters=[cluster]).findings
+        except FleetError:
+            # A tree the reader gave up on (over the file limit) may lack the Cluster itself:
+            # the reader's findings say why, "no Cluster named ..." would not.
+            read = tuple(f for f in problems if f.severity == "error")
+            if not read:
+                raise
+            return Checked(revision=revision or "", plan=None, findings=read)
         findings = tuple(f for f in found if f.severity == "error")
         span.set_attribute("fleet.findings", len(findings))
     sha = sha or revision or revision_id(repo, files=files, loadable=loadable)
