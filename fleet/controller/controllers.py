@@ -56,12 +56,13 @@ import anyio
 from opentelemetry import trace
 
 from fleet import engine, helm
-from fleet.controller import caches, leaders, statuses
+from fleet.controller import caches, heaps, leaders, statuses
 from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
 from fleet.engine import diffs, ownership, pipelines
 from fleet.errors import FleetError
-from fleet.kube import Client
+from fleet.kube import Client, Kind, KubeError
+from fleet.kube.errors import UNAVAILABLE
 from fleet.manifests.findings import Finding
 from fleet.manifests.locations import Location
 from fleet.telemetry import tracing
@@ -103,10 +104,14 @@ class Options:
     """Overrides the repository's Fleet default (``--drift-policy``); None keeps the repository's."""
     jitter: float = 0.1
     lag_interval: float = 0.5
+    settle_every: float = 2.0
+    """Seconds between ``heaps.settle`` calls while the loop runs (also after each reconcile)."""
     helm: helm.Settings | None = None
     """How the operator stage runs helm; None skips the stage (reported as skipped)."""
     force_conflicts: bool = False
     """Take fields other field managers own (``--force-conflicts``); default: report them as conflicts."""
+    watch_timeout: int = 240
+    """Seconds the API server keeps each watch open (``timeoutSeconds``) before it is resumed."""
 
 
 @dataclass
@@ -132,10 +137,17 @@ class Controller:
     """Drift already announced by an Event: drift left alone under ``report`` is seen by every
     reconcile, and one Event per object (until it changes or goes) is enough."""
     _poke: anyio.Event = field(default_factory=anyio.Event)
+    _unavailable: KubeError | None = None
+    """The API server failure (no answer, 5xx, 429) that ended the last sync, if one did."""
 
     def __post_init__(self) -> None:
         self.report = statuses.Report(cluster=self.options.cluster)
-        self.cache = caches.Cache(kinds=caches.watched_kinds(), on_event=self._on_event)
+        self.cache = caches.Cache(
+            kinds=caches.watched_kinds(),
+            on_event=self._on_event,
+            on_resume=self._on_resume,
+            watch_timeout=self.options.watch_timeout,
+        )
         self.writer = statuses.Writer(client=self.client, cluster=self.options.cluster)
 
     @property
@@ -205,12 +217,19 @@ class Controller:
     async def _resync(self) -> None:
         while True:
             await anyio.sleep(self.options.resync)
+            heaps.sweep()  # the one full collection per period (see heaps)
+            self.metrics.gc_frozen.set(heaps.frozen())  # walks the frozen list: not on every tick
             self.queue.add(self.key, reason="resync")
 
     async def _lag(self) -> None:
-        """How late a timer fires: the event loop's lag (blocking work on the loop shows here)."""
+        """How late a timer fires: the event loop's lag (blocking work on the loop shows here).
+        Every ``settle_every`` seconds, survivors are moved out of the collector's sight (``heaps``)."""
+        settled = time.monotonic()
         while True:
             start = time.monotonic()
+            if start - settled >= self.options.settle_every:
+                heaps.settle()
+                settled = start
             await anyio.sleep(self.options.lag_interval)
             lag = max(0.0, time.monotonic() - start - self.options.lag_interval)
             self.stats.loop_lag = lag
@@ -218,6 +237,12 @@ class Controller:
             self.metrics.loop_lag.set(lag)
             self.metrics.queue_depth.set(len(self.queue))
             self.metrics.leader.set(1 if self.leader.leading else 0)
+
+    def _on_resume(self, kind: Kind) -> None:
+        """A watch got an answer after failures: if reconciles failed meanwhile, retry now, not after their backoff."""
+        if self.queue.limiter.retries(self.key):
+            self.queue.forget(self.key)
+            self.queue.add(self.key, reason=f"API server answers again (watch {kind.group_kind})")
 
     async def _on_event(self, etype: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         if not self.cache.synced or self.good is None:
@@ -256,11 +281,13 @@ class Controller:
                 self.metrics.reconcile_duration.labels(result=result).observe(time.monotonic() - started)
             finally:
                 self.queue.done(item.key)
+                heaps.settle()
             if ok:
                 self.queue.forget(item.key)
             else:
                 delay = self.queue.add_rate_limited(item.key, reason="retry")
-                logger.info("reconcile failed; retrying in %.2fs", delay)
+                failed = statuses.last_error(self.report) or self.report.source_error or "see the FleetSync status"
+                logger.info("reconcile failed (%s); retrying in %.2fs", failed.splitlines()[0][:300], delay)
 
     # -- one reconcile -----------------------------------------------------------------------
 
@@ -282,7 +309,7 @@ class Controller:
             span.set_attribute(tracing.REVISION, plan.revision)
             self.report.enforced = plan.revision
             self.report.reconciling = True
-            if plan.revision != self.report.applied:
+            if plan.revision != self.report.applied and self._unavailable is None:
                 await self._write_status()  # Reconciling=True while a new revision is applied
             ok = False
             with self.leader.writing() as scope:
@@ -292,6 +319,8 @@ class Controller:
                 self.report.reconciling = False
                 return True
             self.report.reconciling = False
+            if self._unavailable is not None:
+                return False
             await self._write_status()
             return ok and self.report.source_reachable
 
@@ -344,26 +373,41 @@ class Controller:
             settled=self.settled,
         )
         error = ""
+        self._unavailable = None
         try:
             await sync.start()
             while not sync.done:
                 await sync.step()
         except FleetError as err:
             error = str(err)
+            if isinstance(err, UNAVAILABLE):
+                self._unavailable = err
+        self._unavailable = self._unavailable or sync.unavailable
         changes = sync.changes
         self.report.changes = changes
         self.report.error = error
         complete = not error and not changes.failed and not sync.steps
+        if self._unavailable is not None:
+            # Status and Events would fail the same way, each after the client's six attempts: the
+            # reconcile is retried (and the status written) once the server answers again.
+            logger.warning("the API server is unavailable, reconcile to be retried: %s", self._unavailable.what)
+            return False
         if complete:
             self.report.applied = plan.revision
             self.metrics.last_success.set(time.time())
         self.metrics.record_changeset(changes)
         reported = {(d["kind"], d["namespace"], d["name"], d["action"]) for d in statuses.drift_of(changes)}
         reported |= {(c["kind"], c["namespace"], c["name"], "conflict") for c in statuses.conflicts_of(changes)}
+        # An Event the server did not take ends the reconcile's Events: with kube-apiserver down, each
+        # of the 16 objects in flight failed and each Event spent the client's six attempts.
+        recorded = True
         for reason, message, warning in statuses.events_for(changes, already=self._reported):
-            await self.writer.event(reason=reason, message=message, warning=warning)
-        self._reported = reported
-        if error:
+            recorded = await self.writer.event(reason=reason, message=message, warning=warning)
+            if not recorded:
+                break
+        if recorded:
+            self._reported = reported  # else announce the drift again next time
+        if error and recorded:
             await self.writer.event(reason="Failed", message=error.splitlines()[0], warning=True)
         trace.get_current_span().set_attribute("fleet.writes", len(changes.changed))
         return complete

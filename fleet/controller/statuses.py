@@ -70,6 +70,12 @@ class Report:
     last_reconcile: str = ""
 
 
+def last_error(report: Report) -> str:
+    """Why the last reconcile failed: its error, else the first object that failed ("" if none)."""
+    failed = [e for e in (report.changes.entries if report.changes else ()) if e.failed]
+    return report.error or (f"{failed[0].ref}: {failed[0].error}" if failed else "")
+
+
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -204,7 +210,7 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
         "driftCount": len(drift),
         "conflicts": conflicts[:MAX_LISTED],
         "conflictCount": len(conflicts),
-        "lastError": report.error or (f"{failed[0].ref}: {failed[0].error}" if failed else ""),
+        "lastError": last_error(report),
         "traceID": report.trace_id,
         "lastReconcileTime": report.last_reconcile,
         "conditions": conditions,
@@ -279,8 +285,9 @@ class Writer:
             except Conflict:
                 continue
 
-    async def event(self, *, reason: str, message: str, warning: bool = False) -> None:
-        """An Event on the FleetSync object (best effort: a failed Event never fails a reconcile)."""
+    async def event(self, *, reason: str, message: str, warning: bool = False) -> bool:
+        """An Event on the FleetSync object; False when it was not recorded (best effort: a failed
+        Event never fails a reconcile)."""
         involved = self.current or {}
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         body = {
@@ -311,6 +318,8 @@ class Writer:
             )
         except KubeError as err:
             logger.warning("could not record Event %s: %s", reason, err)
+            return False
+        return True
 
 
 def events_for(
@@ -357,4 +366,15 @@ def _same(new: dict[str, Any], old: dict[str, Any]) -> bool:
     return strip(new) == strip(old)
 
 
-__all__ = ["API_VERSION", "KIND", "Report", "Writer", "conflicts_of", "drift_of", "events_for", "ref", "status"]
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "Report",
+    "Writer",
+    "conflicts_of",
+    "drift_of",
+    "events_for",
+    "last_error",
+    "ref",
+    "status",
+]

@@ -92,12 +92,17 @@ async def running(
     cluster: str,
     cache_dir: Path,
     max_bytes: int | None = None,
+    kubeconfig: Path | None = None,
     **options: Any,
 ) -> AsyncIterator[controllers.Controller]:
-    """The controller loop for ``cluster`` following ``remote``, as the sandbox admin, leading alone.
+    """The controller loop for ``cluster`` following ``remote``, leading alone: as the sandbox admin,
+    or as the current user of ``kubeconfig`` (e.g. fleet's ServiceAccount).
 
     ``max_bytes`` is the git source's size limit (``--git-max-bytes``)."""
-    client = await kube.connect(kubeconfig=str(sandbox.kubeconfig), context=credentials.CLUSTER)
+    if kubeconfig is None:
+        client = await kube.connect(kubeconfig=str(sandbox.kubeconfig), context=credentials.CLUSTER)
+    else:
+        client = await kube.connect(kubeconfig=str(kubeconfig))
     source = GitSource(url=remote.url, ref="main", path="", cache_dir=cache_dir, max_bytes=max_bytes)
     options.setdefault("interval", 1.0)
     options.setdefault("health_timeout", 30.0)
