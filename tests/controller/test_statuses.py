@@ -117,6 +117,8 @@ def test_a_field_another_manager_owns_is_a_conflict_naming_the_manager_and_one_e
     assert [(r, w) for r, _, w in events if r == "Conflict"] == [("Conflict", True)]
     assert "kubectl-patch" in next(m for r, m, _ in events if r == "Conflict")
     assert not [e for e in events if e[0] == "Failed"]
+    shown = status_command.render({"metadata": {"name": "c"}, "status": body})
+    assert "conflicts (1), not overwritten:\n  DeviceClass gpu .spec.selectors: owned by kubectl-patch" in shown
     announced = {("DeviceClass", "", "gpu", "conflict")}
     assert not [e for e in statuses.events_for(changes, already=announced) if e[0] == "Conflict"]
 
