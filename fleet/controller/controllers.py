@@ -29,9 +29,21 @@ states are in FleetSync ``status.operator``). While a node is in a driver-upgrad
 more reconcile is queued for when it would pass ``driverStateTimeout``, so a node that stops
 moving is reported as stuck on time (``statuses`` says why that leaves Ready alone).
 
-The controller writes with ``force`` under its field manager: git is the source of
-truth, so a field someone took with ``kubectl edit`` is taken back under ``enforce``
-(as Argo CD and Flux do); under ``report`` nothing is written at all.
+Concurrent edits: the controller applies **without** ``force``. A field fleet owns that
+someone deleted or emptied is repaired under ``enforce``, and so is a deleted object;
+a field another field manager took (``kubectl edit``, ``kubectl patch``, another
+controller) is *their* field now: fleet leaves it alone, and the object's entry fails
+with the conflict, naming that manager and the field (FleetSync ``status.conflicts``,
+``Ready=False`` reason ``Conflict``, a ``Conflict`` Event), and the reconcile is retried
+with backoff until someone resolves it. Taking fields back is an explicit choice: the
+``--force-conflicts`` setting for the whole cluster, or the manifest annotation
+``fleet.gpufleet.dev/take-ownership: "true"`` for one object. Under ``report`` nothing
+is written at all.
+
+A git source that cannot bring the newest commit (unreachable, refused, over its size
+limit, ...) is reported with its reason (``sourceReason``); a revision that declares no
+object for the cluster is refused as a finding (``empty-revision``) unless the Fleet
+sets ``spec.allowEmpty``. In every such case the last good plan stays enforced.
 """
 
 from __future__ import annotations
@@ -55,6 +67,8 @@ from fleet.engine import diffs, drivers, operators, ownership, pipelines
 from fleet.errors import FleetError
 from fleet.kube import Client, Kind, KubeError
 from fleet.kube.errors import UNAVAILABLE
+from fleet.manifests.findings import Finding
+from fleet.manifests.locations import Location
 from fleet.telemetry import tracing
 
 logger = logging.getLogger(__name__)
@@ -100,6 +114,8 @@ class Options:
     """Seconds between ``heaps.settle`` calls while the loop runs (also after each reconcile)."""
     helm: helm.Settings | None = None
     """How the operator stage runs helm; None skips the stage (reported as skipped)."""
+    force_conflicts: bool = False
+    """Take fields other field managers own (``--force-conflicts``); default: report them as conflicts."""
     watch_timeout: int = 240
     """Seconds the API server keeps each watch open (``timeoutSeconds``) before it is resumed."""
 
@@ -194,12 +210,13 @@ class Controller:
             if self.report.source_reachable or self.report.source_error != first:
                 self.report.source_reachable = False
                 self.report.source_error = first
+                self.report.source_reason = getattr(err, "reason", "error")
                 self.queue.add(self.key, reason="source unreachable")
             return
         finally:
             self.metrics.fetch_duration.observe(time.monotonic() - started)
         if not self.report.source_reachable:
-            self.report.source_reachable, self.report.source_error = True, ""
+            self.report.source_reachable, self.report.source_error, self.report.source_reason = True, "", ""
             self.queue.add(self.key, reason="source reachable again")
         if self.checkout is None or checkout.revision != self.checkout.revision:
             self.checkout = checkout
@@ -332,10 +349,12 @@ class Controller:
                 )
             )
         except FleetError as err:
-            self.report.error = str(err)
-            self.report.findings = ()
-            return
+            # The revision cannot be planned (no Cluster of this name, a team naming a reserved
+            # namespace...): refused like a finding, the last good plan stays enforced.
+            checked = pipelines.Checked(revision=checkout.revision, plan=None, findings=(_unplannable(err, self.key),))
         self._checked = checkout.revision
+        if checked.plan is not None and checked.plan.empty and not checked.plan.allow_empty:
+            checked = dataclasses.replace(checked, plan=None, findings=(_empty(self.options.cluster, self.good),))
         self.report.findings = checked.findings
         if checked.plan is not None:
             self.good = _with_policy(checked.plan, self.options.drift_policy)
@@ -352,9 +371,9 @@ class Controller:
     async def _sync(self, plan: engine.Plan) -> bool:
         options = engine.Options(
             prune=plan.prune,
-            force_conflicts=True,
+            force_conflicts=self.options.force_conflicts,
             health_timeout=self.options.health_timeout,
-            allow_empty=False,
+            allow_empty=plan.allow_empty,
             helm=self.options.helm,
         )
         sync = engine.Sync(
@@ -394,6 +413,7 @@ class Controller:
             self.metrics.last_success.set(time.time())
         self.metrics.record_changeset(changes)
         reported = {(d["kind"], d["namespace"], d["name"], d["action"]) for d in statuses.drift_of(changes)}
+        reported |= {(c["kind"], c["namespace"], c["name"], "conflict") for c in statuses.conflicts_of(changes)}
         # An Event the server did not take ends the reconcile's Events: with kube-apiserver down, each
         # of the 16 objects in flight failed and each Event spent the client's six attempts.
         recorded = True
@@ -436,6 +456,22 @@ class Controller:
             await self.writer.write(self.report)
         except FleetError as err:
             logger.warning("could not write FleetSync status: %s", err)
+
+
+def _empty(cluster: str, good: engine.Plan | None) -> Finding:
+    """The finding that refuses a revision declaring nothing for ``cluster`` (it would prune everything)."""
+    held = f"the {len(good.objects)} object(s) of revision {good.revision[:12]}" if good else "what fleet applied"
+    return Finding(
+        location=Location("fleet.yaml"),
+        rule="empty-revision",
+        message=f"the revision declares no object for cluster {cluster}; applying it would prune {held}",
+        hint="restore the deleted files, or set spec.allowEmpty: true in fleet.yaml to empty the cluster on purpose",
+    )
+
+
+def _unplannable(err: FleetError, cluster: str) -> Finding:
+    where = err.where.split(" (cluster ")[0] if err.where else f"clusters/{cluster}.yaml"
+    return Finding(location=Location(where), rule="revision", message=err.what, hint=err.hint)
 
 
 def _node_shape(node: dict[str, Any] | None) -> tuple[Any, ...]:

@@ -81,6 +81,8 @@ def build(config: settings.Settings, *, client: kube.Client, metrics: Metrics) -
         path=config.path,
         cache_dir=config.state_dir / "git",
         credentials=credentials,
+        timeout=config.git_timeout,
+        max_bytes=config.git_max_bytes,
     )
     options = controllers.Options(
         cluster=config.cluster,
@@ -88,6 +90,7 @@ def build(config: settings.Settings, *, client: kube.Client, metrics: Metrics) -
         resync=config.resync,
         health_timeout=config.health_timeout,
         drift_policy=config.drift_policy,
+        force_conflicts=config.force_conflicts,
         helm=_helm(config),
     )
     ctl = controllers.Controller(client=client, source=source, options=options, metrics=metrics)

@@ -94,6 +94,15 @@ class Settings(BaseSettings):
         description="report or ignore: use it instead of enforce for every object (a freeze); "
         "default: the repository's policies",
     )
+    force_conflicts: bool = Field(
+        False,
+        description="take fields other field managers own (kubectl edit, other controllers); default: leave them "
+        "and report each conflict with its manager (one object: annotate it fleet.gpufleet.dev/take-ownership)",
+    )
+    git_max_bytes: int | None = Field(
+        None, gt=0, description="refuse a fetch or checkout larger than this many bytes (default: no limit)"
+    )
+    git_timeout: float = Field(60.0, description="how long one git fetch and checkout may take (default 1m)")
     health_timeout: float = Field(120.0, description="how long a stage's health gate may take (default 2m)")
     helm: Path | None = Field(
         None, description="helm binary for the GPU Operator stage (default: helm on PATH; without one it is skipped)"
@@ -106,7 +115,7 @@ class Settings(BaseSettings):
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
 
-    @field_validator("interval", "resync", "health_timeout", mode="before")
+    @field_validator("interval", "resync", "health_timeout", "git_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
         return parse_duration(value)
@@ -157,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
             "default": argparse.SUPPRESS,
             "help": f"{info.description} [{env_var(name)}]",
         }
-        if name == "leader_elect":
+        if name in ("leader_elect", "force_conflicts"):
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
             kwargs["metavar"] = name.upper().replace("_", "-")

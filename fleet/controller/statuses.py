@@ -82,6 +82,8 @@ class Report:
     """Revision being enforced now (the last good one when the newest does not validate)."""
     source_reachable: bool = True
     source_error: str = ""
+    source_reason: str = ""
+    """``SourceError.reason`` of the last failed fetch (``unreachable``, ``too-large``...)."""
     findings: tuple[Finding, ...] = ()
     changes: ChangeSet | None = None
     error: str = ""
@@ -190,6 +192,34 @@ def stuck_events(
     return out, now_stuck
 
 
+def conflicts_of(changes: ChangeSet | None) -> list[dict[str, str]]:
+    """Fields fleet did not write because another field manager owns them, one row per field."""
+    out: list[dict[str, str]] = []
+    for entry in changes.entries if changes else ():
+        if not entry.failed:
+            continue
+        for c in entry.conflicts:
+            out.append(
+                {
+                    "kind": entry.ref.kind,
+                    "namespace": entry.ref.namespace,
+                    "name": entry.ref.name,
+                    "field": c.field,
+                    "manager": c.manager,
+                }
+            )
+    return out
+
+
+SOURCE_REASONS = {
+    "too-large": "SourceTooLarge",
+    "unauthorized": "SourceUnauthorized",
+    "ref-not-found": "SourceRefNotFound",
+    "path-not-found": "SourcePathNotFound",
+}
+"""Ready's reason per ``SourceError.reason``; anything else is ``SourceUnreachable``."""
+
+
 def status(report: Report, *, generation: int, previous: dict[str, Any] | None = None) -> dict[str, Any]:
     """The FleetSync status for ``report`` (pure; ``previous`` keeps condition transition times)."""
     changes = report.changes
@@ -202,6 +232,7 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
             stages.append(row)
     failed = [e for e in (changes.entries if changes else ()) if e.failed]
     drift = drift_of(changes)
+    conflicts = conflicts_of(changes)
     invalid = bool(report.findings)
     ready = (
         not invalid
@@ -214,7 +245,19 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
     if invalid:
         ready_reason, ready_message = "ValidationFailed", f"revision {report.attempted[:12]} does not validate"
     elif not report.source_reachable:
-        ready_reason, ready_message = "SourceUnreachable", report.source_error
+        ready_reason = SOURCE_REASONS.get(report.source_reason, "SourceUnreachable")
+        ready_message = report.source_error
+        if report.enforced:
+            ready_message += f" (revision {report.enforced[:12]} stays enforced)"
+    elif conflicts and not report.error:
+        ready_reason = "Conflict"
+        first = conflicts[0]
+        obj = f"{first['kind']} {first['namespace'] + '/' if first['namespace'] else ''}{first['name']}"
+        ready_message = (
+            f"{len(conflicts)} field(s) owned by other field managers were not overwritten: "
+            f"{obj} {first['field']} (owned by {first['manager']}); resolve it with that manager, or let fleet "
+            'take it (fleet.gpufleet.dev/take-ownership: "true" on the manifest, or --force-conflicts)'
+        )
     elif report.error or failed:
         ready_reason = "ReconcileFailed"
         ready_message = report.error or f"{len(failed)} object(s) failed: {failed[0].ref}: {failed[0].error}"
@@ -249,6 +292,7 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
         "enforcedRevision": report.enforced,
         "sourceReachable": report.source_reachable,
         "sourceError": report.source_error,
+        "sourceReason": report.source_reason,
         "stages": stages,
         "findings": [
             {"location": str(f.location), "rule": f.rule, "message": f.message} for f in report.findings[:MAX_LISTED]
@@ -256,6 +300,8 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
         "findingCount": len(report.findings),
         "drift": drift[:MAX_LISTED],
         "driftCount": len(drift),
+        "conflicts": conflicts[:MAX_LISTED],
+        "conflictCount": len(conflicts),
         "lastError": last_error(report),
         "traceID": report.trace_id,
         "lastReconcileTime": report.last_reconcile,
@@ -377,7 +423,8 @@ def events_for(
 ) -> list[tuple[str, str, bool]]:
     """(reason, message, warning) Events for a ChangeSet: applied, pruned, failed, drift.
 
-    ``already`` holds (kind, namespace, name, action) of drift announced before: not again.
+    ``already`` holds (kind, namespace, name, action) of drift and conflicts (action ``conflict``)
+    announced before: not again (a conflict is retried with backoff until someone resolves it).
     """
     out: list[tuple[str, str, bool]] = []
     counts = Counter(str(e.action) for e in changes.entries if not e.failed and not e.drift)
@@ -389,7 +436,12 @@ def events_for(
     if counts.get("deleted"):
         out.append(("Pruned", f"revision {changes.revision[:12]}: {counts['deleted']} deleted", False))
     for entry in changes.entries:
-        if entry.failed:
+        if entry.failed and entry.conflicts:
+            if already and (entry.ref.kind, entry.ref.namespace, entry.ref.name, "conflict") in already:
+                continue
+            fields = ", ".join(str(c) for c in entry.conflicts)
+            out.append(("Conflict", f"{entry.ref}: not overwritten, other field managers own {fields}", True))
+        elif entry.failed:
             out.append(("Failed", f"{entry.ref}: {entry.error.splitlines()[0]}", True))
     for d in drift_of(changes):
         if already and (d["kind"], d["namespace"], d["name"], d["action"]) in already:
@@ -415,6 +467,7 @@ __all__ = [
     "KIND",
     "Report",
     "Writer",
+    "conflicts_of",
     "drift_of",
     "events_for",
     "last_error",

@@ -12,7 +12,9 @@ unchanged, so they are not written again).
 Within a stage, objects are diffed (``diffs.diff_objects``) and only created or
 configured ones are applied, with bounded concurrency. A no-op run therefore makes
 no write request at all, not even to the ledger. A failed object stops the run
-after its stage: later stages depend on earlier ones. When a request fails because
+after its stage: later stages depend on earlier ones. A field conflict on an object
+that exists fails its entry (naming the other field manager) but does not stop the
+run: the object is there for what depends on it. When a request fails because
 of the server rather than the object (no answer, 5xx or 429 after every retry of
 the client), the objects of the stage not yet sent are skipped: each would spend the
 client's whole retry budget on a server that is down (a restart of kube-apiserver
@@ -118,11 +120,11 @@ class Sync:
 
     async def start(self) -> None:
         """Read the ledger and the live objects; refuse an empty plan unless allowed."""
-        if not self.plan.objects and not self.plan.pools and not self.options.allow_empty:
+        if self.plan.empty and not (self.options.allow_empty or self.plan.allow_empty):
             raise FleetError(
                 "the revision declares no object for this cluster; applying it would prune everything",
                 where=f"cluster {self.plan.cluster}",
-                hint="pass --allow-empty if that is really intended",
+                hint="pass --allow-empty (or set spec.allowEmpty: true in fleet.yaml) if that is really intended",
             )
         self.ledger = await ledgers.load(client=self.client, cluster=self.plan.cluster)
         progress = self.ledger.progress
@@ -186,6 +188,15 @@ class Sync:
             return d
         return dataclasses.replace(d, force=True)
 
+    def _blocks(self, change: Change) -> bool:
+        """Whether a failed entry stops the run after its stage (later stages depend on earlier ones).
+
+        A field conflict on an object that exists does not: the object is there for its
+        dependents, only a field someone else owns keeps another value (reported, not taken)."""
+        if not change.failed:
+            return False
+        return not (change.conflicts and change.ref.key in self.live)
+
     def _origin(self, key: str) -> ledgers.Origin:
         return adoptions.origin(key, ledger=self.ledger.entries, live_before=self.live)
 
@@ -227,7 +238,7 @@ class Sync:
                 if c.action in (Action.CREATED, Action.CONFIGURED) and not c.failed
             ]
             span.set_attribute("fleet.writes", len(todo))
-            if any(c.failed for c in found) and not self.options.dry_run:
+            if any(self._blocks(c) for c in found) and not self.options.dry_run:
                 self._stopped = True  # a preview goes on: it shows every stage, failures and refusals included
                 return
             if self.options.dry_run or not (todo or stage.gate in _ALWAYS_CHECKED):

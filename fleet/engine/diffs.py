@@ -168,6 +168,7 @@ async def _diff_one(
             error=str(err),
             drift=_unchanged_in_git(d, live),
             duration=time.monotonic() - started,
+            conflicts=tuple(FieldConflict(manager=m, field=f) for m, f in err.fields),
         )
     except Invalid as err:
         if live is not None and err.immutable:

@@ -44,6 +44,9 @@ POOL_TAINTS = f"{DOMAIN}/pool-taints"
 APPLIED = f"{DOMAIN}/applied"
 ADOPT = f"{DOMAIN}/adopt"
 ADOPT_VALUE = "true"
+TAKE_OWNERSHIP = f"{DOMAIN}/take-ownership"
+"""On a manifest, ``"true"``: fleet applies it with force, taking fields other managers set
+(a person's ``kubectl edit``); without it such a field is a conflict reported with its manager."""
 HELM_RELEASE = "meta.helm.sh/release-name"
 HELM_RELEASE_NAMESPACE = "meta.helm.sh/release-namespace"
 FLEET_MANAGERS = frozenset({MANAGER, POOL_MANAGER, LEDGER_MANAGER})
@@ -106,6 +109,12 @@ def adoption_requested(obj: dict[str, Any]) -> bool:
     """Whether a manifest asks fleet to adopt the object if it already exists."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     return bool(annotations.get(ADOPT) == ADOPT_VALUE)
+
+
+def ownership_requested(obj: dict[str, Any]) -> bool:
+    """Whether a manifest asks fleet to take fields other field managers own (``TAKE_OWNERSHIP``)."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return bool(annotations.get(TAKE_OWNERSHIP) == ADOPT_VALUE)
 
 
 def owners(live: dict[str, Any]) -> list[str]:
@@ -183,6 +192,7 @@ __all__ = [
     "POOL_TAINTS",
     "REVISION",
     "SOURCE",
+    "TAKE_OWNERSHIP",
     "TEAM_LABEL",
     "adoption_requested",
     "fingerprinted",

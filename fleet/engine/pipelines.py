@@ -1,7 +1,10 @@
 """The pipeline every command and the controller share: checkout → validate → resolve → plan.
 
 A revision that fails validation is never rendered, diffed or applied (docs/architecture.md):
-``load_plan`` raises a FleetError listing the findings. The revision id is
+``load_plan`` raises a FleetError listing the findings. Validation here is ``fleetctl
+validate``'s, including satisfiability on the devices the cluster's GPUNodePools declare
+(``fleet.policy.declarations``): a selector matching nothing, a misspelt attribute or CEL
+failing at run time on a declared device is refused before anything is written. The revision id is
 ``fleet.source.revision_id``: the commit the checkout is at, with a hash of the loaded
 content when the work tree differs from it (a resumed run must never skip a stage of
 different content), or that hash alone outside git.
@@ -34,7 +37,7 @@ from fleet.manifests.findings import Finding
 from fleet.manifests.limits import Limits
 from fleet.manifests.trees import loadable
 from fleet.manifests.views import resolve
-from fleet.policy import check
+from fleet.policy import validate
 from fleet.source import revision_id
 from fleet.telemetry import tracing
 
@@ -105,7 +108,18 @@ def check_and_plan(repo: Path, *, cluster: str, revision: str | None = None, cac
                 span.set_attribute("fleet.cached", True)
                 return Checked(revision=sha, plan=cache.last[3])
         loaded = load_revision(files, findings=tuple(problems), cache=cache.parsed if cache else None)
-        findings = tuple(f for f in check(loaded, clusters=[cluster]) if f.severity == "error")
+        # The checks ``fleetctl validate`` makes, satisfiability on the declared pools included:
+        # what CI rejects, the controller and apply reject too.
+        try:
+            found = validate(loaded, clusters=[cluster]).findings
+        except FleetError:
+            # A tree the reader gave up on (over the file limit) may lack the Cluster itself:
+            # the reader's findings say why, "no Cluster named ..." would not.
+            read = tuple(f for f in problems if f.severity == "error")
+            if not read:
+                raise
+            return Checked(revision=revision or "", plan=None, findings=read)
+        findings = tuple(f for f in found if f.severity == "error")
         span.set_attribute("fleet.findings", len(findings))
     sha = sha or revision or revision_id(repo, files=files, loadable=loadable)
     if findings:

@@ -64,7 +64,8 @@ class Desired:
     drift: str = "enforce"
     """What to do when the cluster changed the object but git did not: enforce, report, ignore."""
     force: bool = False
-    """Always take ownership (pool Nodes: their taints are an atomic list shared with controllers)."""
+    """Always take ownership (pool Nodes: their taints are an atomic list shared with controllers;
+    manifests annotated ``fleet.gpufleet.dev/take-ownership: "true"``)."""
     adopt: bool = False
     """The repository allows fleet to take this object over if it exists already (it is then released, not deleted)."""
 
@@ -125,6 +126,13 @@ class Plan:
     operator: OperatorRelease | None = None
     prune: bool = True
     """The Fleet's ``defaults.prune``: whether the controller prunes (``fleetctl apply`` asks ``--prune``)."""
+    allow_empty: bool = False
+    """The Fleet's ``allowEmpty``: an empty plan may be applied (``fleetctl apply`` also takes ``--allow-empty``)."""
+
+    @property
+    def empty(self) -> bool:
+        """Declares nothing for the cluster: applying it with pruning would delete everything fleet applied."""
+        return not self.objects and not self.pools
 
     def in_stage(self, stage: stages.Stage) -> list[Desired]:
         return list(self._by_stage.get(stage.name, ()))
@@ -150,9 +158,19 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
     def add(obj: dict[str, Any], source: str, team: str = "", *, adopt: bool = False) -> None:
         requested = _adoption_requested(obj)
         adopt = adopt or requested
+        take = _instruction(obj, ownership.TAKE_OWNERSHIP) if ownership.ownership_requested(obj) else False
         stamped = ownership.stamp(obj, cluster=cluster, revision=revision, source=source)
         drift = drift_policy(obj["kind"], team=team_specs.get(team), defaults=defaults)
-        out.append(Desired(obj=stamped, stage=stages.stage_of(obj["kind"]), source=source, drift=drift, adopt=adopt))
+        out.append(
+            Desired(
+                obj=stamped,
+                stage=stages.stage_of(obj["kind"]),
+                source=source,
+                drift=drift,
+                adopt=adopt,
+                force=take,
+            )
+        )
 
     operator = view.operator.model if view.operator is not None else None
     operator_ns = operator.spec.namespace if isinstance(operator, kinds.GPUOperator) else None
@@ -175,11 +193,19 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
             add(obj, str(team.location), team.name, adopt=namespace)
 
     def add_declared(manifest: Manifest, team: str = "", namespace: str | None = None) -> None:
-        obj = ownership.with_revision(_declared(manifest, cluster=cluster, team=team, namespace=namespace), revision)
+        declared, take = _declared(manifest, cluster=cluster, team=team, namespace=namespace)
+        obj = ownership.with_revision(declared, revision)
         drift = drift_policy(obj["kind"], team=team_specs.get(team), defaults=defaults)
         stage = stages.stage_of(obj["kind"])
         out.append(
-            Desired(obj=obj, stage=stage, source=str(manifest.location), drift=drift, adopt=_adoption_requested(obj))
+            Desired(
+                obj=obj,
+                stage=stage,
+                source=str(manifest.location),
+                drift=drift,
+                adopt=_adoption_requested(obj),
+                force=take,
+            )
         )
 
     for manifest in view.device_classes:
@@ -200,6 +226,7 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         teams=teams,
         operator=_operator(declared.model, str(declared.location)) if declared else None,
         prune=defaults.prune,
+        allow_empty=fleet.spec.allow_empty if isinstance(fleet, kinds.Fleet) else False,
     )
 
 
@@ -348,8 +375,13 @@ def _adoption_requested(obj: dict[str, Any]) -> bool:
     """Whether the manifest carries the adopt annotation; it is removed (it is an instruction, not content)."""
     if not ownership.adoption_requested(obj):
         return False
+    return _instruction(obj, ownership.ADOPT)
+
+
+def _instruction(obj: dict[str, Any], annotation: str) -> bool:
+    """Remove ``annotation`` from ``obj`` (an instruction to fleet, not content to apply); True."""
     annotations = obj["metadata"]["annotations"]
-    del annotations[ownership.ADOPT]
+    del annotations[annotation]
     if not annotations:
         del obj["metadata"]["annotations"]
     return True
@@ -429,23 +461,27 @@ def _order(d: Desired) -> tuple[int, str, str, str, str]:
     return (stages.index(d.stage), ref.api_version, ref.kind, ref.namespace, ref.name)
 
 
-def _declared(manifest: Manifest, *, cluster: str, team: str, namespace: str | None) -> dict[str, Any]:
+def _declared(manifest: Manifest, *, cluster: str, team: str, namespace: str | None) -> tuple[dict[str, Any], bool]:
     """A DeviceClass or claim as fleet applies it, stamped and fingerprinted but without the revision.
 
     Computed once per manifest (``Manifest.memo``; an unchanged file keeps its manifests in
     the controller's ``ParseCache``), so a commit that changes one file of 10,000 re-renders
     one object: the rest differ only by the revision annotation (``ownership.with_revision``).
     Nothing downstream changes a Desired object in place (the engine copies), so sharing it is safe.
+    The second value: the manifest asks fleet to take fields from other managers (the
+    ``take-ownership`` annotation, removed from the object: an instruction, not content).
     """
     key = f"plan\0{cluster}\0{team}\0{namespace or ''}"
-    found: dict[str, Any] | None = manifest.memo.get(key)
+    found: tuple[dict[str, Any], bool] | None = manifest.memo.get(key)
     if found is None:
         obj = _clean(manifest.data)
         if not obj["metadata"].get("namespace") and namespace:
             obj["metadata"]["namespace"] = namespace
         if team:
             obj["metadata"].setdefault("labels", {})[ownership.TEAM_LABEL] = team
-        found = manifest.memo[key] = ownership.stamp(obj, cluster=cluster, revision="", source=str(manifest.location))
+        take = _instruction(obj, ownership.TAKE_OWNERSHIP) if ownership.ownership_requested(obj) else False
+        stamped = ownership.stamp(obj, cluster=cluster, revision="", source=str(manifest.location))
+        found = manifest.memo[key] = (stamped, take)
     return found
 
 

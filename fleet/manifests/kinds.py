@@ -37,6 +37,9 @@ class FleetSpec(Model):
     defaults: FleetDefaults = Field(default_factory=FleetDefaults)
     clusters: list[str] = Field(min_length=1)
     """Names of the Cluster objects (``clusters/<name>.yaml``) this fleet manages."""
+    allow_empty: bool = False
+    """Let the controller apply a revision that declares no object for a cluster (and so prunes
+    everything fleet applied there); without it such a commit is refused and the last good one stays."""
 
 
 class Fleet(Model):

@@ -3,7 +3,7 @@
 The controller keeps one cluster-scoped ``FleetSync`` per cluster (``kubectl get
 fleetsyncs``); this command renders it for on-call: which revision is applied and
 which was attempted, the Ready/Reconciling/Stalled conditions, per-stage counts,
-the validation findings (``file:line:col rule``), the drift list, the last error,
+the validation findings (``file:line:col rule``), the drift list, the conflicts, the last error,
 whether git is reachable, the GPU Operator release with each GPU node's driver-upgrade
 state (a node stuck longer than ``driverStateTimeout`` marked with its minutes and
 Events), and the trace id to look up. ``-o json`` prints the objects
@@ -139,6 +139,13 @@ def render(obj: dict[str, Any], *, now: datetime.datetime | None = None) -> str:
         for d in drift:
             where = f"{d['namespace']}/" if d.get("namespace") else ""
             lines.append(f"  {d['kind']} {where}{d['name']}: {d['action']}, {d.get('reason', '')}")
+    conflicts = status.get("conflicts") or []
+    if conflicts:
+        lines.append("")
+        lines.append(f"conflicts ({status.get('conflictCount', len(conflicts))}), not overwritten:")
+        for c in conflicts:
+            where = f"{c['namespace']}/" if c.get("namespace") else ""
+            lines.append(f"  {c['kind']} {where}{c['name']} {c['field']}: owned by {c['manager']}")
     if status.get("lastError"):
         lines.append("")
         lines.append(f"last error: {status['lastError']}")

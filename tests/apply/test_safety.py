@@ -36,7 +36,9 @@ def test_conflict_names_the_other_manager_and_force_takes_ownership(fleet: Engin
     [entry] = failed.failed
     assert str(entry.ref) == f"Namespace {ns}"
     assert "ops-script" in entry.error and "--force-conflicts" in entry.error
-    assert "tenancy" not in failed.summary(), "a failed stage stops the run"
+    assert [c.manager for c in entry.conflicts] == ["ops-script"]
+    # The namespace exists: a field conflict on it does not stop the stages that depend on it.
+    assert "tenancy" in failed.summary(), "a conflict on an existing object stopped the run"
 
     forced = fleet.apply(force_conflicts=True)
     assert actions(forced)[f"Namespace {ns}"] == "configured" and not forced.failed

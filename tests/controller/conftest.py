@@ -55,16 +55,22 @@ class Remote:
     def url(self) -> str:
         return f"file://{self.bare}"
 
-    def push(self, repo: Repo, *, message: str, edit: Callable[[Path], None] | None = None) -> str:
-        """Write ``repo`` into the work tree (then ``edit`` it), commit, push; the new commit's SHA."""
+    def push(self, repo: Repo, *, message: str, edit: Callable[[Path], None] | None = None, force: bool = False) -> str:
+        """Write ``repo`` into the work tree (then ``edit`` it), commit, push; the new commit's SHA.
+
+        ``force`` pushes with ``--force`` (after ``reset`` rewrote the history)."""
         repo.root = self.work
         repo.write()
         if edit is not None:
             edit(self.work)
         git(self.work, "add", "-A")
         git(self.work, "commit", "-q", "--allow-empty", "-m", message)
-        git(self.work, "push", "-q", "origin", "main")
+        git(self.work, "push", "-q", *(["--force"] if force else []), "origin", "main")
         return git(self.work, "rev-parse", "HEAD")
+
+    def reset(self, revision: str) -> None:
+        """Move the work tree's branch back to ``revision`` (the next push must ``force``)."""
+        git(self.work, "reset", "-q", "--hard", revision)
 
 
 @pytest.fixture()
@@ -85,16 +91,19 @@ async def running(
     *,
     cluster: str,
     cache_dir: Path,
+    max_bytes: int | None = None,
     kubeconfig: Path | None = None,
     **options: Any,
 ) -> AsyncIterator[controllers.Controller]:
     """The controller loop for ``cluster`` following ``remote``, leading alone: as the sandbox admin,
-    or as the current user of ``kubeconfig`` (e.g. fleet's ServiceAccount)."""
+    or as the current user of ``kubeconfig`` (e.g. fleet's ServiceAccount).
+
+    ``max_bytes`` is the git source's size limit (``--git-max-bytes``)."""
     if kubeconfig is None:
         client = await kube.connect(kubeconfig=str(sandbox.kubeconfig), context=credentials.CLUSTER)
     else:
         client = await kube.connect(kubeconfig=str(kubeconfig))
-    source = GitSource(url=remote.url, ref="main", path="", cache_dir=cache_dir)
+    source = GitSource(url=remote.url, ref="main", path="", cache_dir=cache_dir, max_bytes=max_bytes)
     options.setdefault("interval", 1.0)
     options.setdefault("health_timeout", 30.0)
     ctl = controllers.Controller(client=client, source=source, options=controllers.Options(cluster=cluster, **options))

@@ -91,3 +91,16 @@ def test_the_entry_point_fails_with_one_line_per_setting_and_no_traceback() -> N
     assert "Traceback" not in proc.stderr
     assert "--repo / FLEET_REPO: required, not set" in proc.stderr
     assert "--interval / FLEET_INTERVAL: 'often' is not a duration" in proc.stderr
+
+
+def test_taking_fields_from_other_managers_and_the_git_size_limit_are_opt_in(
+    environment: pytest.MonkeyPatch,
+) -> None:
+    setenv(environment, REQUIRED)
+    s = settings.parse([])
+    assert s.force_conflicts is False and s.git_max_bytes is None and s.git_timeout == 60.0
+    setenv(environment, {"FLEET_GIT_MAX_BYTES": "1048576", "FLEET_GIT_TIMEOUT": "2m"})
+    s = settings.parse(["--force-conflicts"])
+    assert s.force_conflicts is True and s.git_max_bytes == 1048576 and s.git_timeout == 120.0
+    with pytest.raises(settings.SettingsError, match=r"git.max.bytes"):
+        settings.parse(["--git-max-bytes", "0"])

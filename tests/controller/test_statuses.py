@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fleet.controller import statuses
-from fleet.engine.changesets import Action, Change, ChangeSet
+from fleet.engine.changesets import Action, Change, ChangeSet, FieldConflict
 from fleet.kube import Ref
 from fleet.manifests.findings import Finding
 from fleet.manifests.locations import Location
@@ -90,3 +90,53 @@ def test_fleetctl_status_renders_findings_and_drift() -> None:
     assert "teams/ml/team.yaml:6:3 schema unknown field" in text
     assert "Stalled     True  ValidationFailed" in text
     assert "enforced   good (the newest revision is not applied)" in text
+
+
+def test_a_field_another_manager_owns_is_a_conflict_naming_the_manager_and_one_event_per_object() -> None:
+    error = 'Apply failed with 1 conflict: conflict with "kubectl-patch": .spec.selectors'
+    conflicted = Change(
+        ref=DC,
+        stage="classes",
+        action=Action.SKIPPED,
+        error=error,
+        drift=True,
+        conflicts=(FieldConflict(manager="kubectl-patch", field=".spec.selectors"),),
+    )
+    changes = ChangeSet(cluster="c", revision="abc", entries=[conflicted])
+    report = statuses.Report(cluster="c", attempted="abc", applied="", enforced="abc", changes=changes)
+    body = statuses.status(report, generation=1)
+    ready = next(c for c in body["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "Conflict")
+    assert "DeviceClass gpu .spec.selectors (owned by kubectl-patch)" in ready["message"]
+    assert "take-ownership" in ready["message"] and "--force-conflicts" in ready["message"]
+    assert body["conflicts"] == [
+        {"kind": "DeviceClass", "namespace": "", "name": "gpu", "field": ".spec.selectors", "manager": "kubectl-patch"}
+    ]
+    assert body["conflictCount"] == 1
+    events = statuses.events_for(changes)
+    assert [(r, w) for r, _, w in events if r == "Conflict"] == [("Conflict", True)]
+    assert "kubectl-patch" in next(m for r, m, _ in events if r == "Conflict")
+    assert not [e for e in events if e[0] == "Failed"]
+    shown = status_command.render({"metadata": {"name": "c"}, "status": body})
+    assert "conflicts (1), not overwritten:\n  DeviceClass gpu .spec.selectors: owned by kubectl-patch" in shown
+    announced = {("DeviceClass", "", "gpu", "conflict")}
+    assert not [e for e in statuses.events_for(changes, already=announced) if e[0] == "Conflict"]
+
+
+def test_a_source_over_its_size_limit_says_so_and_names_the_revision_still_enforced() -> None:
+    report = statuses.Report(
+        cluster="c",
+        attempted="good",
+        applied="good",
+        enforced="good",
+        source_reachable=False,
+        source_error="the fetch brought more than the limit of 1000 bytes",
+        source_reason="too-large",
+    )
+    body = statuses.status(report, generation=1)
+    ready = next(c for c in body["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "SourceTooLarge")
+    assert ready["message"].endswith("(revision good stays enforced)")
+    assert body["sourceReason"] == "too-large"
+    report.source_reason = "unreachable"
+    assert conditions(statuses.status(report, generation=1))["Ready"] == ("False", "SourceUnreachable")

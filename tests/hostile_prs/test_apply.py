@@ -24,20 +24,10 @@ from fleetctl import cli
 from tests.conftest import Kubectl
 from tests.hostile_prs.corpus import PullRequest, pull_requests
 
-# Found by this test: findings that only the declared-pool check makes (validate without a cluster)
-# are not made by apply, which "has the live cluster" but runs no live satisfiability check either;
-# apply would write these PRs (and wait on the stages' health gates), so they are not run here.
-LIVE_CHECK_MISSING = {"selector-matches-nothing", "misspelt-attribute", "cel-runtime-error"}
-PRS = [
-    pytest.param(
-        pr,
-        id=pr.name,
-        marks=pytest.mark.xfail(run=False, reason="apply runs no satisfiability check on the live devices"),
-    )
-    if pr.name in LIVE_CHECK_MISSING
-    else pytest.param(pr, id=pr.name)
-    for pr in pull_requests()
-]
+# Found by this test: three PRs (selector-matches-nothing, misspelt-attribute, cel-runtime-error)
+# were rejected only by validate's declared-pool check, which apply skipped; the shared pipeline
+# (``fleet.engine.pipelines.check_and_plan``) now runs it, so apply and the controller refuse them too.
+PRS = [pytest.param(pr, id=pr.name) for pr in pull_requests()]
 
 
 @pytest.fixture(scope="module", autouse=True)
