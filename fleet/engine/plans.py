@@ -193,7 +193,7 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
             add(obj, str(team.location), team.name, adopt=namespace)
 
     def add_declared(manifest: Manifest, team: str = "", namespace: str | None = None) -> None:
-        declared, take = _declared(manifest, cluster=cluster, team=team, namespace=namespace)
+        declared, adopt, take = _declared(manifest, cluster=cluster, team=team, namespace=namespace)
         obj = ownership.with_revision(declared, revision)
         drift = drift_policy(obj["kind"], team=team_specs.get(team), defaults=defaults)
         stage = stages.stage_of(obj["kind"])
@@ -203,7 +203,7 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
                 stage=stage,
                 source=str(manifest.location),
                 drift=drift,
-                adopt=_adoption_requested(obj),
+                adopt=adopt,
                 force=take,
             )
         )
@@ -461,27 +461,32 @@ def _order(d: Desired) -> tuple[int, str, str, str, str]:
     return (stages.index(d.stage), ref.api_version, ref.kind, ref.namespace, ref.name)
 
 
-def _declared(manifest: Manifest, *, cluster: str, team: str, namespace: str | None) -> tuple[dict[str, Any], bool]:
+def _declared(
+    manifest: Manifest, *, cluster: str, team: str, namespace: str | None
+) -> tuple[dict[str, Any], bool, bool]:
     """A DeviceClass or claim as fleet applies it, stamped and fingerprinted but without the revision.
 
     Computed once per manifest (``Manifest.memo``; an unchanged file keeps its manifests in
     the controller's ``ParseCache``), so a commit that changes one file of 10,000 re-renders
     one object: the rest differ only by the revision annotation (``ownership.with_revision``).
     Nothing downstream changes a Desired object in place (the engine copies), so sharing it is safe.
-    The second value: the manifest asks fleet to take fields from other managers (the
-    ``take-ownership`` annotation, removed from the object: an instruction, not content).
+    The second and third values: the manifest asks fleet to adopt the object if it exists
+    (``adopt``) and to take fields from other managers (``take-ownership``); both annotations are
+    instructions, not content, so they are removed before the applied hash is taken, and the
+    memoised object is never changed afterwards.
     """
     key = f"plan\0{cluster}\0{team}\0{namespace or ''}"
-    found: tuple[dict[str, Any], bool] | None = manifest.memo.get(key)
+    found: tuple[dict[str, Any], bool, bool] | None = manifest.memo.get(key)
     if found is None:
         obj = _clean(manifest.data)
         if not obj["metadata"].get("namespace") and namespace:
             obj["metadata"]["namespace"] = namespace
         if team:
             obj["metadata"].setdefault("labels", {})[ownership.TEAM_LABEL] = team
+        adopt = _adoption_requested(obj)
         take = _instruction(obj, ownership.TAKE_OWNERSHIP) if ownership.ownership_requested(obj) else False
         stamped = ownership.stamp(obj, cluster=cluster, revision="", source=str(manifest.location))
-        found = manifest.memo[key] = (stamped, take)
+        found = manifest.memo[key] = (stamped, adopt, take)
     return found
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fleet.engine.ownership import ADOPT, APPLIED
 from fleet.engine.pipelines import Checked, LoadCache, check_and_plan, load_plan
 from tests.apply.repos import Repo
 
@@ -61,3 +62,29 @@ def test_a_warm_load_after_each_edit_equals_a_cold_one(tmp_path: Path) -> None:
 
     repo.device_class = False  # the DeviceClass file goes: the unchanged claims name a missing class
     assert {f.rule for f in same().findings} >= {"unknown-device-class"}
+
+
+def test_instructions_are_read_once_and_never_hashed(tmp_path: Path) -> None:
+    """The adopt annotation asks fleet to adopt; it is not content: the memoised render keeps the
+    request for every later plan, and the applied hash is that of the object without it."""
+    repo = Repo(root=tmp_path / "repo")
+    repo.team("ml", namespaces=["ml"], group="ml-research")
+    repo.claim_template("ml", "adopted", count=1, adopt=True)
+    repo.claim_template("ml", "plain", count=1)
+    root = repo.write()
+    cache = LoadCache()
+    plans = [check_and_plan(root, cluster=repo.cluster, revision=r, cache=cache).plan for r in ("", "", "b")]
+    for plan in plans:
+        assert plan is not None
+        by_name = {d.ref.name: d for d in plan.objects if d.ref.kind == "ResourceClaimTemplate"}
+        assert by_name["adopted"].adopt and not by_name["plain"].adopt
+        annotations = by_name["adopted"].obj["metadata"]["annotations"]
+        assert ADOPT not in annotations
+    repo.claim_template("ml", "adopted", count=1)  # the same object without the instruction
+    without = check_and_plan(repo.write(), cluster=repo.cluster, revision="b").plan
+    assert without is not None
+    hashes = [
+        {d.ref.name: d.obj["metadata"]["annotations"][APPLIED] for d in p.objects if d.ref.name == "adopted"}
+        for p in (plans[2], without)
+    ]
+    assert hashes[0] == hashes[1]
