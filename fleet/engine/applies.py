@@ -116,13 +116,24 @@ class Sync:
                 where=f"cluster {self.plan.cluster}",
                 hint="pass --allow-empty if that is really intended",
             )
-        self.ledger = await ledgers.load(client=self.client, cluster=self.plan.cluster)
-        progress = self.ledger.progress
-        self._resumed = not progress.complete
-        if progress.revision == self.plan.revision and not progress.complete:
-            self._skip = set(progress.done)
-        else:
-            progress.done = []  # stages done for another revision say nothing about this one
+        with tracing.tracer().start_as_current_span("read ledger") as span:
+            self.ledger = await ledgers.load(client=self.client, cluster=self.plan.cluster)
+            progress = self.ledger.progress
+            self._resumed = not progress.complete
+            if progress.revision == self.plan.revision and not progress.complete:
+                self._skip = set(progress.done)
+            else:
+                progress.done = []  # stages done for another revision say nothing about this one
+            # Where this run picks up: a killed run left ``complete: false`` and the stages it finished.
+            span.set_attributes(
+                {
+                    tracing.REVISION: self.plan.revision,
+                    "fleet.ledger.entries": len(self.ledger.entries),
+                    "fleet.resumed": self._resumed,
+                    "fleet.resumed.revision": progress.revision,
+                    "fleet.resumed.done": sorted(self._skip),
+                }
+            )
         kinds = {(d.obj["apiVersion"], d.obj["kind"]) for d in self.plan.objects}
         kinds |= {(e.api_version, k.split("/", 2)[1]) for k, e in self.ledger.entries.items()}
         if self.plan.pools:
