@@ -204,7 +204,7 @@ class Sync:
                 return
             refused = [self._refused[d.ref.key] for d in desired if d.ref.key in self._refused]
             desired = [self._adopting(d) for d in desired if d.ref.key not in self._refused]
-            with tracer.start_as_current_span("diff", attributes={tracing.STAGE: stage.name}):
+            with tracer.start_as_current_span("diff", attributes={tracing.STAGE: stage.name}) as diffed:
                 found = await diffs.diff_objects(
                     settled=self.settled,
                     client=self.client,
@@ -214,6 +214,13 @@ class Sync:
                     ignore_managers=self.options.ignore_managers,
                     force=self.options.force_conflicts,
                     preview=self.options.dry_run,
+                )
+                # Where a resumed run picks up inside a stage: what is already in place, what is left.
+                diffed.set_attributes(
+                    {
+                        "fleet.unchanged": sum(c.action == Action.UNCHANGED for c in found),
+                        "fleet.writes": sum(c.action in (Action.CREATED, Action.CONFIGURED) for c in found),
+                    }
                 )
             for change, d in zip(found, desired, strict=True):
                 if change.action == Action.CREATED and self._deleted_outside(d.ref.key):

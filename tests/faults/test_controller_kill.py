@@ -95,12 +95,20 @@ def _wait_for_writes(sandbox: Sandbox, *, namespace: str, count: int, alive: sub
 
 
 def _resumed_at(replicas: Replicas, identity: str, revision: str) -> dict[str, Any] | None:
-    """The attributes of the first ``read ledger`` span replica ``identity`` printed for ``revision``."""
+    """Where replica ``identity``'s first run of ``revision`` started, from its spans: the ``read
+    ledger`` span's attributes, with the first ``diff`` of the claims stage after it (``fleet.unchanged``:
+    templates already in place, ``fleet.writes``: left to write) as ``claims.unchanged``/``claims.writes``."""
+    resumed: dict[str, Any] | None = None
     for span in replicas.spans(identity):
         attributes = span.get("attributes") or {}
-        if span.get("name") == "read ledger" and attributes.get("vcs.ref.head.revision") == revision:
-            return dict(attributes)
-    return None
+        if resumed is None:
+            if span.get("name") == "read ledger" and attributes.get("vcs.ref.head.revision") == revision:
+                resumed = dict(attributes)
+        elif span.get("name") == "diff" and attributes.get("fleet.stage") == "claims":
+            resumed["claims.unchanged"] = attributes.get("fleet.unchanged")
+            resumed["claims.writes"] = attributes.get("fleet.writes")
+            break
+    return resumed
 
 
 def test_controller_sigkilled_at_random_points_then_live_equals_desired(
@@ -181,6 +189,10 @@ def test_controller_sigkilled_at_random_points_then_live_equals_desired(
         assert span["fleet.resumed"] is (left.get("complete") is False), kill
         if left.get("revision") == second and left.get("complete") is False:
             assert sorted(span["fleet.resumed.done"]) == sorted(left.get("done", [])), kill
+        if "claims.unchanged" in span and "claims" not in span["fleet.resumed.done"]:
+            # picked up exactly where the killed run stopped: B's templates in place are left alone
+            expected = (kill["written"], len(B) - kill["written"])
+            assert (span["claims.unchanged"], span["claims.writes"]) == expected, kill
     # a replica killed after writing had read the ledger first: its span must be there
     for previous, kill in itertools.pairwise(kills):
         if kill["where"].startswith("after"):
