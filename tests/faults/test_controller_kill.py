@@ -2,7 +2,9 @@
 
 Real ``python -m fleet.controller`` processes follow a real git remote against the sandbox.
 Revision A (2,000 ResourceClaimTemplates) is applied by a first replica. Revision B
-changes 1,800 of them, drops 200 and adds 200 (2,000 objects again). While B rolls out,
+(2,000 objects again) changes 1,000 of them (a template's spec is immutable: each change
+is a delete and a create, so a kill between the two leaves one missing), drops 200, adds
+200 and leaves 800 as they are. While B rolls out,
 the leading replica is SIGKILLed ``KILLS`` times at seeded random points
 (``FLEET_FAULT_SEED``): after a random number of B's writes seen through a watch, or,
 once (almost) every write is done, at a random moment of the rest (prune, the ledger).
@@ -10,7 +12,8 @@ Each time a new replica (a new identity, as a new pod would be) starts at once a
 wait out the dead one's Lease: the takeover time (kill → the new holder's
 ``acquireTime``) is printed per kill. A last replica runs to Ready. Then, object by
 object: every template of B exists with B's content, none of A's dropped ones is left,
-the team's other objects are still there (nothing pruned by mistake).
+the 800 B did not change are the very objects A created (same uid and resourceVersion:
+never rewritten, never pruned), and the team's other objects are still there.
 
 The traces show where each run resumed: every replica prints its spans (console
 exporter) and the engine's ``read ledger`` span says what the ledger held when the run
@@ -39,20 +42,27 @@ from tests.conftest import Kubectl
 from tests.controller.conftest import Remote
 from tests.controller.replicas import Replicas, ready_at, wait_for
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.usefixtures("fleetsync_crd")]
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.slow,
+    pytest.mark.timeout(1500),
+    pytest.mark.usefixtures("fleetsync_crd"),
+]
 
 KILLS = int(os.environ.get("FLEET_FAULT_KILLS", "20"))
 SEED = int(os.environ.get("FLEET_FAULT_SEED", "11"))
 A = range(2000)
-B = range(200, 2200)  # drops 0..199, changes 200..1999, adds 2000..2199
+KEPT = range(1200, 2000)
+CHANGED = [*range(200, 1200), *range(2000, 2200)]  # 1,000 changed, 200 added; 0..199 dropped
+B = [*CHANGED, *KEPT]
 LEASE = ("--lease-duration", "10s", "--renew-deadline", "7s", "--retry-period", "2s")
 """Shorter than the 15/10/2 s defaults so a restarted replica takes over within 15 s of the kill
 (see docs/reliability.md); the renew deadline still ends 3 s before anyone may take over."""
 
 
-def _templates(repo: Repo, names: range, *, count: int) -> None:
+def _templates(repo: Repo, counts: dict[int, int]) -> None:
     repo.claims = {}
-    for i in names:
+    for i, count in counts.items():
         repo.claim_template("ml", f"t-{i:04d}", count=count)
 
 
@@ -60,6 +70,17 @@ def _counts(kubectl: Kubectl, namespace: str) -> dict[str, int]:
     """Live templates of ``namespace`` → their device count (1: revision A's content, 2: B's)."""
     items = json.loads(kubectl("get", "resourceclaimtemplates", "-n", namespace, "-o", "json").stdout)["items"]
     return {t["metadata"]["name"]: t["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] for t in items}
+
+
+def _versions(kubectl: Kubectl, namespace: str, names: range) -> dict[str, tuple[str, str]]:
+    """uid and resourceVersion of templates ``names``: the same pair means the very same, unwritten object."""
+    items = json.loads(kubectl("get", "resourceclaimtemplates", "-n", namespace, "-o", "json").stdout)["items"]
+    wanted = {f"t-{i:04d}" for i in names}
+    return {
+        t["metadata"]["name"]: (t["metadata"]["uid"], t["metadata"]["resourceVersion"])
+        for t in items
+        if t["metadata"]["name"] in wanted
+    }
 
 
 def _progress(kubectl: Kubectl, cluster: str) -> dict[str, Any]:
@@ -118,21 +139,23 @@ def test_controller_sigkilled_at_random_points_then_live_equals_desired(
     repo = Repo(root=tmp_path / "unused", id=replicas.cluster.removeprefix("t-"))
     repo.team("ml", namespaces=["ml"], group="ml-research", quota=None)
     ns = repo.ns("ml")
-    _templates(repo, A, count=1)
+    _templates(repo, dict.fromkeys(A, 1))
     first = remote.push(repo, message="rev A: 2,000 templates")
     replicas.start("r00", *LEASE, traces=True)
     wait_for(lambda: ready_at(sandbox, replicas.cluster, first), within=600, what="A applied\n" + replicas.log("r00"))
     applied_a = time.monotonic() - started
     team = {kind: kubectl("get", kind, "-n", ns, "-o", "name").stdout.split() for kind in ("roles", "rolebindings")}
 
-    _templates(repo, B, count=2)
-    second = remote.push(repo, message="rev B: 1,800 changed, 200 dropped, 200 added")
+    kept = _versions(kubectl, ns, KEPT)
+    assert len(kept) == len(KEPT), "revision A is not all there"
+    _templates(repo, {**dict.fromkeys(CHANGED, 2), **dict.fromkeys(KEPT, 1)})
+    second = remote.push(repo, message="rev B: 1,000 changed, 200 dropped, 200 added, 800 kept")
     print(f"FLEET_FAULT_SEED={SEED} kills={KILLS} cluster={replicas.cluster}")
     rng = random.Random(SEED)
     kills: list[dict[str, Any]] = []
     leader = "r00"
     for k in range(1, KILLS + 1):
-        remaining = len(B) - sum(c == 2 for c in _counts(kubectl, ns).values())
+        remaining = len(CHANGED) - sum(c == 2 for c in _counts(kubectl, ns).values())
         if remaining > 5:
             point = rng.randint(1, max(1, 2 * remaining // (KILLS - k + 2)))
             _wait_for_writes(sandbox, namespace=ns, count=point, alive=replicas.procs[leader])
@@ -170,10 +193,11 @@ def test_controller_sigkilled_at_random_points_then_live_equals_desired(
 
     # object by object: B's content everywhere, nothing of A left, nothing missing
     counts = _counts(kubectl, ns)
-    desired = {f"t-{i:04d}" for i in B}
-    assert sorted(desired - set(counts)) == [], "missing after the kills"
-    assert sorted(set(counts) - desired) == [], "left over from revision A (not pruned)"
-    assert {n: c for n, c in counts.items() if c != 2} == {}, "another revision's content"
+    desired = {**{f"t-{i:04d}": 2 for i in CHANGED}, **{f"t-{i:04d}": 1 for i in KEPT}}
+    assert sorted(set(desired) - set(counts)) == [], "missing after the kills"
+    assert sorted(set(counts) - set(desired)) == [], "left over from revision A (not pruned)"
+    assert {n: c for n, c in counts.items() if c != desired[n]} == {}, "another revision's content"
+    assert _versions(kubectl, ns, KEPT) == kept, "templates B did not change were rewritten or re-created"
     # nothing pruned by mistake: the team's other objects are still the same
     assert {kind: kubectl("get", kind, "-n", ns, "-o", "name").stdout.split() for kind in team} == team
     final = _progress(kubectl, replicas.cluster)
@@ -191,7 +215,7 @@ def test_controller_sigkilled_at_random_points_then_live_equals_desired(
             assert sorted(span["fleet.resumed.done"]) == sorted(left.get("done", [])), kill
         if "claims.unchanged" in span and "claims" not in span["fleet.resumed.done"]:
             # picked up exactly where the killed run stopped: B's templates in place are left alone
-            expected = (kill["written"], len(B) - kill["written"])
+            expected = (len(KEPT) + kill["written"], len(CHANGED) - kill["written"])
             assert (span["claims.unchanged"], span["claims.writes"]) == expected, kill
     # a replica killed after writing had read the ledger first: its span must be there
     for previous, kill in itertools.pairwise(kills):
