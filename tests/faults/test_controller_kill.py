@@ -55,6 +55,9 @@ A = range(2000)
 KEPT = range(1200, 2000)
 CHANGED = [*range(200, 1200), *range(2000, 2200)]  # 1,000 changed, 200 added; 0..199 dropped
 B = [*CHANGED, *KEPT]
+DROPPED = {f"t-{i:04d}" for i in range(200)}
+EVENTS = len(CHANGED) + len(DROPPED)
+"""What B's rollout does that a watch sees: 1,200 templates written with B's content, 200 pruned."""
 LEASE = ("--lease-duration", "10s", "--renew-deadline", "7s", "--retry-period", "2s")
 """Shorter than the 15/10/2 s defaults so a restarted replica takes over within 15 s of the kill
 (see docs/reliability.md); the renew deadline still ends 3 s before anyone may take over."""
@@ -91,14 +94,21 @@ def _progress(kubectl: Kubectl, cluster: str) -> dict[str, Any]:
     return dict(json.loads(out.stdout or "{}")) if out.returncode == 0 else {}
 
 
-def _wait_for_writes(sandbox: Sandbox, *, namespace: str, count: int, alive: subprocess.Popen[bytes]) -> None:
-    """Return once ``count`` more templates were written with B's content (a watch), the replica died,
-    or after 2 minutes (writes that landed before the watch started are not seen)."""
+def _done(counts: dict[str, int]) -> tuple[int, int]:
+    """B's template writes done (templates with B's content) and its prune deletions done."""
+    return sum(c == 2 for c in counts.values()), sum(n not in counts for n in DROPPED)
+
+
+def _wait_for_events(sandbox: Sandbox, *, namespace: str, count: int, alive: subprocess.Popen[bytes]) -> None:
+    """Return once ``count`` more of B's events were seen through a watch — a template written with
+    B's content, or a dropped one pruned — or the replica died, or after 2 minutes (events that
+    happened before the watch started are not seen)."""
     watch = subprocess.Popen(
         [
             str(sandbox.binary("kubectl")), "--kubeconfig", str(sandbox.kubeconfig),
             "get", "resourceclaimtemplates", "-n", namespace, "--watch-only", "--request-timeout=120s",
-            "-o", "jsonpath={.spec.spec.devices.requests[0].exactly.count}{'\\n'}",
+            "--output-watch-events", "-o",
+            "jsonpath={.type} {.object.metadata.name} {.object.spec.spec.devices.requests[0].exactly.count}{'\\n'}",
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -107,7 +117,8 @@ def _wait_for_writes(sandbox: Sandbox, *, namespace: str, count: int, alive: sub
         assert watch.stdout is not None
         seen = 0
         for line in watch.stdout:
-            seen += line.strip() == "2"
+            event, name, devices = [*line.split(), "", "", ""][:3]
+            seen += (event != "DELETED" and devices == "2") or (event == "DELETED" and name in DROPPED)
             if seen >= count or alive.poll() is not None:
                 return
     finally:
@@ -152,14 +163,16 @@ def test_controller_sigkilled_at_random_points_then_live_equals_desired(
     second = remote.push(repo, message="rev B: 1,000 changed, 200 dropped, 200 added, 800 kept")
     print(f"FLEET_FAULT_SEED={SEED} kills={KILLS} cluster={replicas.cluster}")
     rng = random.Random(SEED)
+    # kill points: uniform random positions among B's events, so some land in prune as well
+    points = sorted(rng.sample(range(1, EVENTS + 1), KILLS))
     kills: list[dict[str, Any]] = []
     leader = "r00"
-    for k in range(1, KILLS + 1):
-        remaining = len(CHANGED) - sum(c == 2 for c in _counts(kubectl, ns).values())
-        if remaining > 5:
-            point = rng.randint(1, max(1, 2 * remaining // (KILLS - k + 2)))
-            _wait_for_writes(sandbox, namespace=ns, count=point, alive=replicas.procs[leader])
-            where = f"after {point} more writes"
+    for k, point in enumerate(points, start=1):
+        done = sum(_done(_counts(kubectl, ns)))
+        if EVENTS - done > 5:
+            more = max(1, min(point - done, EVENTS - done))
+            _wait_for_events(sandbox, namespace=ns, count=more, alive=replicas.procs[leader])
+            where = f"after {more} more events (point {point}/{EVENTS})"
         else:
             pause = rng.uniform(0.5, 4.0)
             time.sleep(pause)
@@ -168,13 +181,13 @@ def test_controller_sigkilled_at_random_points_then_live_equals_desired(
         killed = datetime.now(UTC)
         replicas.kill(leader)
         progress = _progress(kubectl, replicas.cluster)
-        written = sum(c == 2 for c in _counts(kubectl, ns).values())
+        written, pruned = _done(_counts(kubectl, ns))
         nxt = f"r{k:02d}"
         replicas.start(nxt, *LEASE, traces=True)
         wait_for(lambda: replicas.holder() == nxt, within=60, what=f"{nxt} takes the Lease\n" + replicas.log(nxt))  # noqa: B023
         takeover = (replicas.acquired() - killed).total_seconds()
-        kills.append({"kill": k, "killed": leader, "where": where, "written": written, "left": progress,
-                      "next": nxt, "takeover_s": round(takeover, 1)})  # fmt: skip
+        kills.append({"kill": k, "killed": leader, "where": where, "written": written, "pruned": pruned,
+                      "left": progress, "next": nxt, "takeover_s": round(takeover, 1)})  # fmt: skip
         print(kills[-1], flush=True)
         leader = nxt
     wait_for(lambda: ready_at(sandbox, replicas.cluster, second), within=600, what="B applied\n" + replicas.log(leader))
@@ -182,9 +195,13 @@ def test_controller_sigkilled_at_random_points_then_live_equals_desired(
 
     for kill in kills:
         kill["resumed"] = _resumed_at(replicas, kill["next"], second)
-    print("kill | killed | where | B-writes done | ledger left | next run's `read ledger` span | takeover")
+    print("kill | killed | where | B-writes done | pruned | ledger left | next run's `read ledger` span | takeover")
     for kill in kills:
-        print(" |".join(str(kill[c]) for c in ("kill", "killed", "where", "written", "left", "resumed", "takeover_s")))
+        print(
+            " |".join(
+                str(kill[c]) for c in ("kill", "killed", "where", "written", "pruned", "left", "resumed", "takeover_s")
+            )
+        )
     takeovers = [kill["takeover_s"] for kill in kills]
     print(
         f"RESULT applied_a_s={applied_a:.0f} total_s={total:.0f} takeover_s min={min(takeovers)} "
