@@ -150,8 +150,9 @@ class Settings(BaseSettings):
         # the gap between them (at least one retry period) is what keeps two leaders from writing at once.
         if not self.retry_period < self.renew_deadline <= self.lease_duration - self.retry_period:
             raise ValueError(
-                f"--retry-period ({self.retry_period:g}s) < --renew-deadline ({self.renew_deadline:g}s) "
-                f"<= --lease-duration ({self.lease_duration:g}s) - --retry-period must hold"
+                f"lease timings must satisfy --retry-period ({self.retry_period:g}s) < --renew-deadline "
+                f"({self.renew_deadline:g}s) <= --lease-duration ({self.lease_duration:g}s) - --retry-period, so "
+                "that a leader which cannot renew stops writing before another replica may take over"
             )
         return self
 
