@@ -143,6 +143,14 @@ def _resumed_at(replicas: Replicas, identity: str, revision: str) -> dict[str, A
     return resumed
 
 
+def _campaign_started(replicas: Replicas, identity: str) -> datetime | None:
+    """When replica ``identity`` first read the Lease: the start of its first ``acquire lease`` span."""
+    for span in replicas.spans(identity):
+        if span.get("name") == "acquire lease":
+            return datetime.fromisoformat(str(span["start_time"]).replace("Z", "+00:00"))
+    return None
+
+
 def test_controller_sigkilled_at_random_points_then_live_equals_desired(
     sandbox: Sandbox, remote: Remote, replicas: Replicas, kubectl: Kubectl, tmp_path: Path
 ) -> None:
@@ -187,25 +195,31 @@ def test_controller_sigkilled_at_random_points_then_live_equals_desired(
         wait_for(lambda: replicas.holder() == nxt, within=60, what=f"{nxt} takes the Lease\n" + replicas.log(nxt))  # noqa: B023
         takeover = (replicas.acquired() - killed).total_seconds()
         kills.append({"kill": k, "killed": leader, "where": where, "written": written, "pruned": pruned,
-                      "left": progress, "next": nxt, "takeover_s": round(takeover, 1)})  # fmt: skip
-        print(kills[-1], flush=True)
+                      "left": progress, "next": nxt, "takeover_s": round(takeover, 1),
+                      "killed_at": killed})  # fmt: skip
+        print({k: v for k, v in kills[-1].items() if k != "killed_at"}, flush=True)
         leader = nxt
     wait_for(lambda: ready_at(sandbox, replicas.cluster, second), within=600, what="B applied\n" + replicas.log(leader))
     total = time.monotonic() - started
 
     for kill in kills:
         kill["resumed"] = _resumed_at(replicas, kill["next"], second)
-    print("kill | killed | where | B-writes done | pruned | ledger left | next run's `read ledger` span | takeover")
+        # takeover = the new process starting up until it first reads the Lease + waiting out the duration
+        campaign = _campaign_started(replicas, kill["next"])
+        kill["startup_s"] = round((campaign - kill["killed_at"]).total_seconds(), 1) if campaign else None
+    print("kill | killed | where | B-writes done | pruned | ledger left | next run's spans | startup | takeover")
     for kill in kills:
         print(
             " |".join(
-                str(kill[c]) for c in ("kill", "killed", "where", "written", "pruned", "left", "resumed", "takeover_s")
+                str(kill[c])
+                for c in ("kill", "killed", "where", "written", "pruned", "left", "resumed", "startup_s", "takeover_s")
             )
         )
     takeovers = [kill["takeover_s"] for kill in kills]
     print(
         f"RESULT applied_a_s={applied_a:.0f} total_s={total:.0f} takeover_s min={min(takeovers)} "
-        f"max={max(takeovers)} mean={sum(takeovers) / len(takeovers):.1f}"
+        f"max={max(takeovers)} mean={sum(takeovers) / len(takeovers):.1f} "
+        f"startup_s={sorted(k['startup_s'] for k in kills if k['startup_s'] is not None)}"
     )
 
     # object by object: B's content everywhere, nothing of A left, nothing missing
