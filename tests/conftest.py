@@ -7,6 +7,11 @@ isolate themselves in their own ``namespace``. ``admin_client`` and
 directory and is stopped at the end of the session; set
 ``FLEET_TEST_SANDBOX_DIR`` to keep one running between local runs (it is reused
 when healthy, never stopped by the tests).
+
+The GPU Operator stage's fixtures live here too, for ``tests/operator`` and the controller
+tests that run that stage: the real ``helm`` binary (``helm_settings``), the stand-in
+gpu-operator chart on a loopback repository (``chart_repo``) and ``cleanup_release``, which
+uninstalls the cluster-wide release after a test.
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from fleet import kube
-from fleet.sandbox import Sandbox, clusters, credentials
+from fleet import helm, kube
+from fleet.sandbox import Sandbox, binaries, charts, clusters, credentials
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -77,6 +82,54 @@ def namespace(kubectl: Kubectl) -> Iterator[str]:
         yield name
     finally:
         kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False)
+
+
+# -- the GPU Operator stage: real helm and the stand-in chart (tests/operator, tests/controller) --
+
+RELEASE = "gpu-operator"
+NAMESPACE = "gpu-operator"
+
+
+@pytest.fixture(scope="session")
+def helm_binary() -> Path:
+    found = binaries.locate()
+    if found is None:
+        pytest.fail("the sandbox binaries are not built (run `fleetctl sandbox build`)")
+    return found["helm"]
+
+
+@pytest.fixture(scope="session")
+def chart_repo(tmp_path_factory: pytest.TempPathFactory, helm_binary: Path) -> Iterator[str]:
+    """URL of a Helm repository on 127.0.0.1 serving the stand-in gpu-operator chart."""
+    with charts.serve(tmp_path_factory.mktemp("charts"), helm=helm_binary) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def helm_settings(sandbox: Sandbox, helm_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> helm.Settings:
+    return helm.Settings(
+        binary=helm_binary,
+        kubeconfig=str(sandbox.kubeconfig),
+        context=credentials.CLUSTER,
+        home=tmp_path_factory.mktemp("helm-home"),
+        timeout=120,
+    )
+
+
+@pytest.fixture()
+def cleanup_release(kubectl: Kubectl, helm_settings: helm.Settings) -> Iterator[None]:
+    """Uninstall the operator release and its leftovers after the test (cluster-wide objects)."""
+    yield
+    env_args = ["--kube-context", credentials.CLUSTER, "--kubeconfig", str(helm_settings.kubeconfig)]
+    subprocess.run(
+        [str(helm_settings.binary), "uninstall", RELEASE, "-n", NAMESPACE, "--wait", *env_args],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    kubectl("delete", "gpucluster", "--all", "--ignore-not-found", "--wait=false", check=False)
+    kubectl("delete", "clusterpolicy", "--all", "--ignore-not-found", check=False)
+    kubectl("delete", "configmap", "-n", NAMESPACE, "gpu-operator-cleanup-ran", "--ignore-not-found", check=False)
 
 
 @pytest.fixture()

@@ -12,6 +12,10 @@ classes gate — is kept by ``fleet.kube.watch``'s list→watch loop: one LIST a
 shared, never copied: the engine only reads them (``normalisations.normalise`` copies
 before it changes anything).
 
+A watch that gets an answer again after failed attempts calls ``on_resume(kind)``: the API
+server is back, and the controller retries a failed reconcile at once instead of sleeping out
+its backoff.
+
 Every change is passed to ``on_event(type, new, old)``: the controller decides
 there which ones are drift worth a reconcile. A relist replaces the kind's objects
 and reports those that vanished meanwhile as ``DELETED``, so a deletion is never
@@ -20,16 +24,21 @@ missed across a 410.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import anyio
 
 from fleet.engine import listings, stages
-from fleet.kube import Client, Kind, ListResult, Ref, watch
+from fleet.kube import Client, Kind, ListResult, Ref, RetryPolicy, watch
 from fleet.kube.kinds import builtin
 
 OnEvent = Callable[[str, dict[str, Any], dict[str, Any] | None], Awaitable[None] | None]
+WATCH_BACKOFF = RetryPolicy(attempts=1_000_000, base=0.2, cap=10.0)
+"""Each watch's wait after a failure: 0.2 s doubling to 10 s (client-go's reflector goes to 30 s). After an
+outage the first watch to get an answer wakes the controller (``on_resume``), so this cap bounds how
+long a recovered API server goes unnoticed; 9 watches at 10 s are under one request per second."""
 READ_ONLY = (("resource.k8s.io/v1", "ResourceSlice"),)
 """Kinds the engine reads but never writes (the classes gate counts the driver's devices)."""
 
@@ -46,8 +55,19 @@ def watched_kinds() -> list[Kind]:
 class Cache:
     """Live objects of ``kinds``, by ``Ref.key``, kept current by one watch per kind."""
 
-    def __init__(self, *, kinds: Iterable[Kind], on_event: OnEvent | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        kinds: Iterable[Kind],
+        on_event: OnEvent | None = None,
+        on_resume: Callable[[Kind], None] | None = None,
+        watch_timeout: int = 240,
+    ) -> None:
         self.kinds = list(kinds)
+        self.watch_timeout = watch_timeout
+        """Seconds the server keeps one watch request open before the loop resumes it."""
+        self.on_resume = on_resume
+        """Called with the kind whose watch got an answer again after failures (the API server is back)."""
         self.on_event = on_event
         self.objects: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
             (k.api_version, k.kind): {} for k in self.kinds
@@ -73,7 +93,10 @@ class Cache:
         key = (kind.api_version, kind.kind)
         store = self.objects[key]
         listing: dict[str, dict[str, Any]] = {}
-        async for event in watch(client=client, kind=kind):
+        resumed = None if self.on_resume is None else functools.partial(self.on_resume, kind)
+        async for event in watch(
+            client=client, kind=kind, server_timeout=self.watch_timeout, backoff=WATCH_BACKOFF, on_resume=resumed
+        ):
             if event.type == "LISTED":
                 listing[Ref.of(event.object).key] = event.object
                 continue
@@ -127,4 +150,4 @@ def _version(obj: dict[str, Any] | None) -> str:
     return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
 
 
-__all__ = ["READ_ONLY", "Cache", "OnEvent", "watched_kinds"]
+__all__ = ["READ_ONLY", "WATCH_BACKOFF", "Cache", "OnEvent", "watched_kinds"]

@@ -23,7 +23,11 @@ Drift comes from watch events, never from polling: an event on an object carryin
 fleet's labels for this cluster (changed or deleted by someone else) queues a
 reconcile, and the engine's drift policy (enforce, report, ignore) decides what is
 written. Node events count only when labels or taints change (KWOK and kubelets
-rewrite node status all the time).
+rewrite node status all the time): on a pool's Node, or, on any Node, a change of the GPU
+Operator's ``nvidia.com/gpu-driver-upgrade-state`` label while an operator is declared (its
+states are in FleetSync ``status.operator``). While a node is in a driver-upgrade state, one
+more reconcile is queued for when it would pass ``driverStateTimeout``, so a node that stops
+moving is reported as stuck on time (``statuses`` says why that leaves Ready alone).
 
 The controller writes with ``force`` under its field manager: git is the source of
 truth, so a field someone took with ``kubectl edit`` is taken back under ``enforce``
@@ -44,12 +48,13 @@ import anyio
 from opentelemetry import trace
 
 from fleet import engine, helm
-from fleet.controller import caches, leaders, statuses
+from fleet.controller import caches, heaps, leaders, statuses
 from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
-from fleet.engine import diffs, ownership, pipelines
+from fleet.engine import diffs, drivers, operators, ownership, pipelines
 from fleet.errors import FleetError
-from fleet.kube import Client
+from fleet.kube import Client, Kind, KubeError
+from fleet.kube.errors import UNAVAILABLE
 from fleet.telemetry import tracing
 
 logger = logging.getLogger(__name__)
@@ -71,6 +76,8 @@ class Stats:
     """Counters the metrics endpoint and tests read (``fleet.controller.metrics`` exports them)."""
 
     reconciles: int = 0
+    finished: int = 0
+    """Reconciles that returned (``reconciles - finished`` is the one running now, if any)."""
     fetches: int = 0
     fetch_errors: int = 0
     plans: int = 0
@@ -89,8 +96,12 @@ class Options:
     """Overrides the repository's Fleet default (``--drift-policy``); None keeps the repository's."""
     jitter: float = 0.1
     lag_interval: float = 0.5
+    settle_every: float = 2.0
+    """Seconds between ``heaps.settle`` calls while the loop runs (also after each reconcile)."""
     helm: helm.Settings | None = None
     """How the operator stage runs helm; None skips the stage (reported as skipped)."""
+    watch_timeout: int = 240
+    """Seconds the API server keeps each watch open (``timeoutSeconds``) before it is resumed."""
 
 
 @dataclass
@@ -115,11 +126,20 @@ class Controller:
     _reported: set[tuple[str, str, str, str]] = field(default_factory=set)
     """Drift already announced by an Event: drift left alone under ``report`` is seen by every
     reconcile, and one Event per object (until it changes or goes) is enough."""
+    _stuck: set[tuple[str, str]] = field(default_factory=set)
+    """(node, state) of GPU nodes whose stuck driver upgrade was announced by an Event."""
     _poke: anyio.Event = field(default_factory=anyio.Event)
+    _unavailable: KubeError | None = None
+    """The API server failure (no answer, 5xx, 429) that ended the last sync, if one did."""
 
     def __post_init__(self) -> None:
         self.report = statuses.Report(cluster=self.options.cluster)
-        self.cache = caches.Cache(kinds=caches.watched_kinds(), on_event=self._on_event)
+        self.cache = caches.Cache(
+            kinds=caches.watched_kinds(),
+            on_event=self._on_event,
+            on_resume=self._on_resume,
+            watch_timeout=self.options.watch_timeout,
+        )
         self.writer = statuses.Writer(client=self.client, cluster=self.options.cluster)
 
     @property
@@ -188,12 +208,19 @@ class Controller:
     async def _resync(self) -> None:
         while True:
             await anyio.sleep(self.options.resync)
+            heaps.sweep()  # the one full collection per period (see heaps)
+            self.metrics.gc_frozen.set(heaps.frozen())  # walks the frozen list: not on every tick
             self.queue.add(self.key, reason="resync")
 
     async def _lag(self) -> None:
-        """How late a timer fires: the event loop's lag (blocking work on the loop shows here)."""
+        """How late a timer fires: the event loop's lag (blocking work on the loop shows here).
+        Every ``settle_every`` seconds, survivors are moved out of the collector's sight (``heaps``)."""
+        settled = time.monotonic()
         while True:
             start = time.monotonic()
+            if start - settled >= self.options.settle_every:
+                heaps.settle()
+                settled = start
             await anyio.sleep(self.options.lag_interval)
             lag = max(0.0, time.monotonic() - start - self.options.lag_interval)
             self.stats.loop_lag = lag
@@ -202,13 +229,22 @@ class Controller:
             self.metrics.queue_depth.set(len(self.queue))
             self.metrics.leader.set(1 if self.leader.leading else 0)
 
+    def _on_resume(self, kind: Kind) -> None:
+        """A watch got an answer after failures: if reconciles failed meanwhile, retry now, not after their backoff."""
+        if self.queue.limiter.retries(self.key):
+            self.queue.forget(self.key)
+            self.queue.add(self.key, reason=f"API server answers again (watch {kind.group_kind})")
+
     async def _on_event(self, etype: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         if not self.cache.synced or self.good is None:
             return
         if new.get("kind") == "Node":
             if etype == "MODIFIED" and _node_shape(new) == _node_shape(old):
                 return
-            if any(p.matches(new) for p in self.good.pools):
+            if _upgrade_state(new) != _upgrade_state(old) and self.good.operator is not None:
+                state = _upgrade_state(new) or "(none)"
+                self.queue.add(self.key, reason=f"Node {new['metadata']['name']} driver upgrade {state}")
+            elif any(p.matches(new) for p in self.good.pools):
                 self.queue.add(self.key, reason=f"Node {new['metadata']['name']} {etype.lower()}")
             return
         labels = (new.get("metadata") or {}).get("labels") or {}
@@ -238,12 +274,15 @@ class Controller:
                 result = "invalid" if self.report.findings else ("success" if ok else "failed")
                 self.metrics.reconcile_duration.labels(result=result).observe(time.monotonic() - started)
             finally:
+                self.stats.finished += 1
                 self.queue.done(item.key)
+                heaps.settle()
             if ok:
                 self.queue.forget(item.key)
             else:
                 delay = self.queue.add_rate_limited(item.key, reason="retry")
-                logger.info("reconcile failed; retrying in %.2fs", delay)
+                failed = statuses.last_error(self.report) or self.report.source_error or "see the FleetSync status"
+                logger.info("reconcile failed (%s); retrying in %.2fs", failed.splitlines()[0][:300], delay)
 
     # -- one reconcile -----------------------------------------------------------------------
 
@@ -265,7 +304,7 @@ class Controller:
             span.set_attribute(tracing.REVISION, plan.revision)
             self.report.enforced = plan.revision
             self.report.reconciling = True
-            if plan.revision != self.report.applied:
+            if plan.revision != self.report.applied and self._unavailable is None:
                 await self._write_status()  # Reconciling=True while a new revision is applied
             ok = False
             with self.leader.writing() as scope:
@@ -275,6 +314,8 @@ class Controller:
                 self.report.reconciling = False
                 return True
             self.report.reconciling = False
+            if self._unavailable is not None:
+                return False
             await self._write_status()
             return ok and self.report.source_reachable
 
@@ -325,28 +366,70 @@ class Controller:
             settled=self.settled,
         )
         error = ""
+        self._unavailable = None
+        refused: engine.Change | None = None
         try:
             await sync.start()
             while not sync.done:
                 await sync.step()
+        except operators.OperatorRefused as err:
+            error, refused = str(err), err.change
         except FleetError as err:
             error = str(err)
+            if isinstance(err, UNAVAILABLE):
+                self._unavailable = err
+        self._unavailable = self._unavailable or sync.unavailable
         changes = sync.changes
+        self._record_operator(plan, changes, refused=refused)
         self.report.changes = changes
         self.report.error = error
         complete = not error and not changes.failed and not sync.steps
+        if self._unavailable is not None:
+            # Status and Events would fail the same way, each after the client's six attempts: the
+            # reconcile is retried (and the status written) once the server answers again.
+            logger.warning("the API server is unavailable, reconcile to be retried: %s", self._unavailable.what)
+            return False
         if complete:
             self.report.applied = plan.revision
             self.metrics.last_success.set(time.time())
         self.metrics.record_changeset(changes)
         reported = {(d["kind"], d["namespace"], d["name"], d["action"]) for d in statuses.drift_of(changes)}
+        # An Event the server did not take ends the reconcile's Events: with kube-apiserver down, each
+        # of the 16 objects in flight failed and each Event spent the client's six attempts.
+        recorded = True
         for reason, message, warning in statuses.events_for(changes, already=self._reported):
-            await self.writer.event(reason=reason, message=message, warning=warning)
-        self._reported = reported
-        if error:
+            recorded = await self.writer.event(reason=reason, message=message, warning=warning)
+            if not recorded:
+                break
+        if recorded:
+            self._reported = reported  # else announce the drift again next time
+        if error and recorded:
             await self.writer.event(reason="Failed", message=error.splitlines()[0], warning=True)
+        stuck, now_stuck = statuses.stuck_events(self.report.operator, already=self._stuck)
+        for reason, message, warning in stuck if recorded else ():
+            recorded = await self.writer.event(reason=reason, message=message, warning=warning)
+            if not recorded:
+                break
+        self._stuck = now_stuck if recorded else self._stuck & now_stuck  # else announce them next time
         trace.get_current_span().set_attribute("fleet.writes", len(changes.changed))
         return complete
+
+    def _record_operator(self, plan: engine.Plan, changes: engine.ChangeSet, *, refused: engine.Change | None) -> None:
+        """Keep the operator release's entry for status; re-check when a node would become stuck.
+
+        A run that stopped before the operator stage (or skipped it, done before a restart)
+        leaves the last entry in place: the release did not change since.
+        """
+        entry = refused or next(
+            (e for e in changes.entries if e.stage == "operator" and e.ref.kind == "HelmRelease"), None
+        )
+        if entry is not None or plan.operator is None:
+            self.report.operator = entry
+        seen = entry.operator if entry is not None else None
+        deadline = seen.next_deadline() if seen is not None else None
+        if seen is not None and deadline is not None:
+            delay = (deadline - seen.checked).total_seconds() + 1.0
+            self.queue.add_after(self.key, delay=delay, reason="driver upgrade: a node reaches driverStateTimeout")
 
     async def _write_status(self) -> None:
         try:
@@ -358,6 +441,10 @@ class Controller:
 def _node_shape(node: dict[str, Any] | None) -> tuple[Any, ...]:
     node = node or {}
     return ((node.get("metadata") or {}).get("labels"), (node.get("spec") or {}).get("taints"))
+
+
+def _upgrade_state(node: dict[str, Any] | None) -> str:
+    return str((((node or {}).get("metadata") or {}).get("labels") or {}).get(drivers.UPGRADE_STATE, ""))
 
 
 def _with_policy(plan: engine.Plan, policy: str | None) -> engine.Plan:

@@ -77,6 +77,7 @@ def build(config: settings.Settings, *, client: kube.Client, metrics: Metrics) -
         token_file=config.git_token_file,
         ssh_key_file=config.git_ssh_key_file,
         known_hosts_file=config.git_known_hosts_file,
+        ca_file=config.git_ca_file,
     )
     source = GitSource(
         url=config.repo,

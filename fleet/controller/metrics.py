@@ -21,6 +21,7 @@ many as they like. Names follow Prometheus conventions (``_seconds``, ``_total``
 | ``fleet_queue_depth`` | gauge | |
 | ``fleet_loop_lag_seconds`` | gauge | |
 | ``fleet_leader`` | gauge (0/1) | |
+| ``fleet_gc_frozen_objects`` | gauge | (``heaps``: long-lived objects the cyclic collector skips) |
 | ``fleet_webhook_requests_total`` | counter | ``result`` (``webhooks.Verdict.result``) |
 
 ``record_changeset`` turns an engine ChangeSet into the object counters, so metrics
@@ -94,6 +95,11 @@ class Metrics:
             registry=r,
         )
         self.leader = Gauge("fleet_leader", "1 while this replica holds the leader Lease, else 0.", registry=r)
+        self.gc_frozen = Gauge(
+            "fleet_gc_frozen_objects",
+            "Long-lived objects moved out of the cyclic collector's sight (fleet.controller.heaps).",
+            registry=r,
+        )
         self.webhook_requests = Counter(
             "fleet_webhook_requests_total",
             "Webhook requests, by result (accepted, ignored, unauthorized, replayed, too-large...).",

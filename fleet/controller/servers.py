@@ -13,9 +13,14 @@ event loop, no hand-parsed HTTP)::
   ``on_push(ref)``: it must be cheap and not block (set an event that wakes the
   source). Every request is counted in ``fleet_webhook_requests_total{result}``.
   Without a secret the route answers 404: nothing unverified ever triggers a fetch.
-  The signature check and JSON parsing run in a worker thread. At most 64
+  The signature check and JSON parsing of bodies over 16 KiB run in a worker thread
+  (smaller ones are cheaper than the hand-off). At most 64
   connections are served at once (more get 503), which bounds what bodies in
-  flight can hold.
+  flight can hold. Accepted and ignored requests are logged one line each; refused
+  ones (4xx) at most once per ``_QUIET`` seconds with the count of those not
+  logged, and so is uvicorn's "Invalid HTTP request received." (``Quiet``): a flood
+  of garbage must not become a flood of log lines (measured: 1,000 requests/s of
+  garbage wrote 1,000 warning lines/s before).
 - ``/healthz``: 200 while the event loop answers.
 - ``/readyz``: 200 once ``ready()`` is true (the controller flips it after the first
   successful sync), else 503.
@@ -36,6 +41,7 @@ import contextlib
 import functools
 import logging
 import socket
+import time
 from collections.abc import Callable, Iterator
 
 import anyio
@@ -55,6 +61,45 @@ logger = logging.getLogger(__name__)
 
 _CONCURRENCY = 64
 """Connections served at once; more get 503. Bounds the memory webhook bodies can hold (64 MiB)."""
+_INLINE = 16 * 1024
+"""Bodies up to this size (a push of a few commits; every garbage request) are verified on the
+event loop: HMAC-SHA256 and JSON over 16 KiB take ~0.07 ms, less than the hand-off to a worker
+thread, which larger bodies get. Inline, a flood of small garbage costs ~35 % less CPU per
+request (0.25 instead of 0.4 ms, measured with ``tests.install.flood``)."""
+_QUIET = 10.0
+"""Seconds between two log lines about refused webhook requests."""
+
+
+class Quiet(logging.Filter):
+    """Lets one record through per ``period`` seconds, telling how many were held back since.
+
+    As a filter on a logger (uvicorn's) it drops the records held back; ``allow()`` is
+    the same decision for a caller that logs itself."""
+
+    def __init__(self, period: float = _QUIET, *, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.period = period
+        self.clock = clock
+        self.held = 0
+        self._next = float("-inf")
+
+    def allow(self) -> int | None:
+        """None to hold this one back, else how many were held back before it (then reset)."""
+        now = self.clock()
+        if now < self._next:
+            self.held += 1
+            return None
+        self._next = now + self.period
+        held, self.held = self.held, 0
+        return held
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        held = self.allow()
+        if held is None:
+            return False
+        if held:
+            record.msg = f"{record.msg} ({held} more in the last {self.period:g}s not logged)"
+        return True
 
 
 def build(
@@ -68,20 +113,28 @@ def build(
 ) -> Starlette:
     """The ASGI app; ``ref`` is the followed ref (``None``: the remote's HEAD), ``secret`` the webhook secret."""
     seen = deliveries if deliveries is not None else webhooks.Deliveries()
+    refusals = Quiet()
 
     async def webhook(request: Request) -> Response:
         verdict = await _receive(request, secret=secret, ref=ref, deliveries=seen)
         metrics.webhook_requests.labels(result=verdict.result).inc()
         if verdict.ref is not None:
             on_push(verdict.ref)
-        log = logger.info if verdict.status < 400 else logger.warning
-        log(
-            "webhook from %s: %s %s (%s)",
-            request.client.host if request.client else "?",
-            verdict.status,
-            verdict.result,
-            verdict.reason,
-        )
+        client = request.client.host if request.client else "?"
+        if verdict.status < 400:
+            logger.info("webhook from %s: %s %s (%s)", client, verdict.status, verdict.result, verdict.reason)
+        elif (held := refusals.allow()) is not None:
+            logger.warning(
+                "webhook from %s: %s %s (%s)%s",
+                client,
+                verdict.status,
+                verdict.result,
+                verdict.reason,
+                f"; {held} more refused in the last {refusals.period:g}s, not logged "
+                "(fleet_webhook_requests_total counts them all)"
+                if held
+                else "",
+            )
         return JSONResponse({"result": verdict.result, "reason": verdict.reason}, status_code=verdict.status)
 
     async def healthz(_: Request) -> Response:
@@ -121,10 +174,12 @@ async def _receive(
         body += chunk
         if len(body) > webhooks.MAX_BODY:
             return too_large
-    # HMAC and JSON over up to 1 MiB: CPU work, kept off the event loop.
     receive = functools.partial(
         webhooks.receive, headers=dict(request.headers), body=bytes(body), secret=secret, ref=ref, deliveries=deliveries
     )
+    if len(body) <= _INLINE:
+        return receive()
+    # HMAC and JSON over up to 1 MiB: CPU work, kept off the event loop.
     return await anyio.to_thread.run_sync(receive)
 
 
@@ -157,6 +212,8 @@ async def serve(
 ) -> None:
     """Serve ``app`` on ``host:port`` until cancelled; ``task_status.started(port)`` once listening."""
     sock = _bind(host=host, port=port)
+    invalid = Quiet()  # uvicorn warns once per request that is not HTTP
+    logging.getLogger("uvicorn.error").addFilter(invalid)
     config = uvicorn.Config(
         app,
         http="h11",
@@ -180,6 +237,7 @@ async def serve(
                 finished.set()
                 server.settled.set()
                 sock.close()
+                logging.getLogger("uvicorn.error").removeFilter(invalid)
 
     async with anyio.create_task_group() as group:
         group.start_soon(run)
@@ -214,4 +272,4 @@ def _bind(*, host: str, port: int) -> socket.socket:
     return sock
 
 
-__all__ = ["build", "serve"]
+__all__ = ["Quiet", "build", "serve"]

@@ -85,6 +85,7 @@ class Settings(BaseSettings):
     git_token_file: Path | None = Field(None, description="file holding an HTTPS token for the repository")
     git_ssh_key_file: Path | None = Field(None, description="file holding an SSH private key for ssh:// URLs")
     git_known_hosts_file: Path | None = Field(None, description="known_hosts file for ssh:// URLs")
+    git_ca_file: Path | None = Field(None, description="CA bundle (PEM) to verify an https:// git server with")
     listen: str = Field(":8080", description="HOST:PORT of /webhook, /healthz, /readyz, /metrics (default :8080)")
     kubeconfig: str | None = Field(None, description="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     context: str | None = Field(None, description="kubeconfig context")
@@ -131,7 +132,7 @@ class Settings(BaseSettings):
         """``--listen`` as (host, port); an empty host is every interface."""
         return parse_listen(self.listen)
 
-    @field_validator("webhook_secret_file", "git_token_file", "git_ssh_key_file", "git_known_hosts_file")
+    @field_validator("webhook_secret_file", "git_token_file", "git_ssh_key_file", "git_known_hosts_file", "git_ca_file")
     @classmethod
     def _readable(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_file():

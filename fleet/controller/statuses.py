@@ -14,6 +14,28 @@ and Argo CD / Flux health checks work unchanged:
 | ``Reconciling`` | a reconcile is running (or the newest revision is not applied yet) |
 | ``Stalled`` | the newest revision cannot be applied as it is (it does not validate) |
 
+``status.operator`` is the GPU Operator release as the last run of the operator stage saw it
+(``operator_of``): release, chart version deployed, what the run did (created, configured,
+unchanged, skipped, refused or failed, with the error) and ``driverUpgrade``, one item per GPU
+node carrying ``nvidia.com/gpu-driver-upgrade-state``: its state, since when (the label's
+managedFields time), whether it is stuck (longer than the Fleet's ``driverStateTimeout`` in
+that state) and, when stuck, its recent Events. It comes from the data the operator stage
+carries on the release's Change (``Change.operator``), the same object ``fleetctl diff`` and
+``apply`` print, and it keeps the last seen value while a run stops before that stage.
+
+A stuck node does **not** make the FleetSync not Ready. ``Ready`` answers one question for
+``kubectl wait`` and the Argo CD / Flux health checks: is the newest revision of git applied
+completely? A node stuck in a driver upgrade is the GPU Operator's rollout waiting on a
+drain, a job or a failed driver pod on that node; fleet wrote nothing wrong and re-applying
+would change nothing, so flipping Ready (or Stalled, which means "this revision can never be
+applied") would page the wrong owner and block pipelines that wait on fleet. The one
+exception is already in the engine: right after fleet installs or upgrades the operator, the
+readiness gate counts a stuck node as not ready, so *that* revision is not applied until it
+passes. Otherwise the stuck node is shown in ``status.operator.driverUpgrade`` (``stuck:
+true``, with its Events), counted in ``status.operator.stuckCount`` (the ``Stuck`` printer
+column of ``kubectl get fsync -o wide``) and announced by one Warning Event
+``DriverUpgradeStuck`` per node and state (``stuck_events``), not one per reconcile.
+
 Each condition carries ``observedGeneration``; ``lastTransitionTime`` changes only when
 its status does. Status is written through the ``status`` subresource by server-side
 apply carrying the ``resourceVersion`` last read, so a stale writer (a replica that
@@ -29,7 +51,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.engine.changesets import Action, ChangeSet
+from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.kube import Client, Conflict, KubeError, NotFound, Ref
 from fleet.manifests.findings import Finding
 
@@ -66,6 +88,14 @@ class Report:
     reconciling: bool = False
     trace_id: str = ""
     last_reconcile: str = ""
+    operator: Change | None = None
+    """The operator release's entry from the last run that reached the operator stage (None: not declared)."""
+
+
+def last_error(report: Report) -> str:
+    """Why the last reconcile failed: its error, else the first object that failed ("" if none)."""
+    failed = [e for e in (report.changes.entries if report.changes else ()) if e.failed]
+    return report.error or (f"{failed[0].ref}: {failed[0].error}" if failed else "")
 
 
 def now() -> str:
@@ -90,6 +120,74 @@ def drift_of(changes: ChangeSet | None) -> list[dict[str, str]]:
             }
         )
     return out
+
+
+def _stamp(when: datetime.datetime | None) -> str:
+    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if when else ""
+
+
+def operator_of(change: Change | None) -> dict[str, Any] | None:
+    """``status.operator`` for the operator release's entry (None: no release to report)."""
+    if change is None:
+        return None
+    seen = change.operator
+    if change.refused:
+        action = "refused"
+    elif change.failed:
+        action = "failed"
+    else:
+        action = str(change.action)
+    nodes: list[dict[str, Any]] = []
+    stuck = 0
+    for d in seen.drivers if seen is not None else ():
+        is_stuck = seen is not None and d.stuck(now=seen.checked, limit=seen.limit)
+        stuck += is_stuck
+        item: dict[str, Any] = {"node": d.node, "state": d.state, "since": _stamp(d.since), "stuck": is_stuck}
+        if is_stuck:
+            item["events"] = list(d.events)
+        nodes.append(item)
+    return {
+        "release": f"{change.ref.namespace}/{change.ref.name}",
+        "version": seen.version if seen else "",
+        "action": action,
+        "error": change.error[:1000],
+        "driverStateTimeout": int(seen.limit) if seen else 0,
+        "driverUpgrade": nodes[:MAX_LISTED],
+        "stuckCount": stuck,
+    }
+
+
+def stuck_events(
+    change: Change | None, *, already: set[tuple[str, str]]
+) -> tuple[list[tuple[str, str, bool]], set[tuple[str, str]]]:
+    """Warning Events ``DriverUpgradeStuck`` for nodes newly stuck, and the (node, state) pairs stuck now.
+
+    ``already`` holds the pairs announced before: a node stuck in one state gets one Event,
+    however many reconciles see it; it gets another only if it leaves that state and is
+    stuck again (in another state, or in the same one later).
+    """
+    seen = change.operator if change else None
+    if seen is None:
+        return [], set()
+    out: list[tuple[str, str, bool]] = []
+    now_stuck: set[tuple[str, str]] = set()
+    for d in seen.stuck():
+        key = (d.node, d.state)
+        now_stuck.add(key)
+        if key in already:
+            continue
+        events = f"; its events: {' | '.join(d.events)}" if d.events else "; no recent events on the node"
+        out.append(
+            (
+                "DriverUpgradeStuck",
+                f"Node {d.node} has been in driver-upgrade state {d.state} for {d.minutes(now=seen.checked)} min "
+                f"(more than driverStateTimeout {int(seen.limit)}s){events}. "
+                f"Look at what the GPU Operator's upgrade waits for: kubectl describe node {d.node} "
+                "(drain, PodDisruptionBudgets, jobs still running, the driver pod's logs)",
+                True,
+            )
+        )
+    return out, now_stuck
 
 
 def status(report: Report, *, generation: int, previous: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -144,7 +242,7 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
             previous,
         ),
     ]
-    return {
+    body: dict[str, Any] = {
         "observedGeneration": generation,
         "lastAttemptedRevision": report.attempted,
         "lastAppliedRevision": report.applied,
@@ -158,11 +256,15 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
         "findingCount": len(report.findings),
         "drift": drift[:MAX_LISTED],
         "driftCount": len(drift),
-        "lastError": report.error or (f"{failed[0].ref}: {failed[0].error}" if failed else ""),
+        "lastError": last_error(report),
         "traceID": report.trace_id,
         "lastReconcileTime": report.last_reconcile,
         "conditions": conditions,
     }
+    operator = operator_of(report.operator)
+    if operator is not None:
+        body["operator"] = operator
+    return body
 
 
 def _condition(
@@ -233,8 +335,9 @@ class Writer:
             except Conflict:
                 continue
 
-    async def event(self, *, reason: str, message: str, warning: bool = False) -> None:
-        """An Event on the FleetSync object (best effort: a failed Event never fails a reconcile)."""
+    async def event(self, *, reason: str, message: str, warning: bool = False) -> bool:
+        """An Event on the FleetSync object; False when it was not recorded (best effort: a failed
+        Event never fails a reconcile)."""
         involved = self.current or {}
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         body = {
@@ -265,6 +368,8 @@ class Writer:
             )
         except KubeError as err:
             logger.warning("could not record Event %s: %s", reason, err)
+            return False
+        return True
 
 
 def events_for(
@@ -305,4 +410,16 @@ def _same(new: dict[str, Any], old: dict[str, Any]) -> bool:
     return strip(new) == strip(old)
 
 
-__all__ = ["API_VERSION", "KIND", "Report", "Writer", "drift_of", "events_for", "ref", "status"]
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "Report",
+    "Writer",
+    "drift_of",
+    "events_for",
+    "last_error",
+    "operator_of",
+    "ref",
+    "status",
+    "stuck_events",
+]

@@ -12,9 +12,15 @@ ref when the push should wake the source.
   signature or token is a 401; a request from neither provider is a 401 too
   (nothing unauthenticated ever triggers a fetch).
 - **Replays**: a verified delivery whose id (``X-GitHub-Delivery``,
-  ``X-Gitlab-Event-UUID``) was seen recently is refused with 409. ``Deliveries`` is
-  a bounded set of recent ids; ids are recorded only *after* verification, so
-  unauthenticated requests cannot push real ids out of it.
+  ``X-Gitlab-Event-UUID``) *or whose body* was seen recently is refused with 409.
+  The body counts because GitHub's signature covers the body only: a captured
+  request replayed with a fresh delivery id still verifies, but its body (SHA-256)
+  is the one already received. Two genuine pushes never share a body (it holds the
+  before/after commits, timestamps and the pusher). ``Deliveries`` is a bounded set
+  of recent keys; keys are recorded only *after* verification, so unauthenticated
+  requests cannot push real ones out of it. The set lives in memory: a restarted
+  controller accepts one replay of an old delivery, whose only effect is a fetch of
+  the followed ref (a push payload's commit is never used).
 - Events other than pushes (GitHub ``ping``, issues...) are accepted and ignored
   (202, so the provider does not mark the hook as failing); so is a push to
   another ref than the one followed. When the source follows the remote's HEAD
@@ -54,7 +60,7 @@ class Verdict:
 
 
 class Deliveries:
-    """The ids of the last ``size`` verified deliveries (oldest forgotten first)."""
+    """The keys (ids, body digests) of the last verified deliveries, at most ``size`` (oldest forgotten first)."""
 
     def __init__(self, *, size: int = 4096) -> None:
         self.size = size
@@ -95,8 +101,13 @@ def receive(
         is_push = event in ("Push Hook", "Tag Push Hook")
     else:
         return Verdict(401, "unauthorized", "no GitHub signature or GitLab token")
-    if delivery and deliveries.seen(f"{provider}:{delivery}"):
-        return Verdict(409, "replayed", f"delivery {delivery} was already received")
+    keys = [f"{provider}:body:{hashlib.sha256(body).hexdigest()}"]
+    if delivery:
+        keys.append(f"{provider}:{delivery}")
+    seen = [deliveries.seen(key) for key in keys]  # every key recorded, none short-circuited
+    if any(seen):
+        which = f"delivery {delivery}" if delivery and seen[-1] else "this payload"
+        return Verdict(409, "replayed", f"{which} was already received (a replay); the provider need not resend it")
     if not is_push:
         return Verdict(202, "ignored", f"{provider} event {event or '(none)'} is not a push")
     try:

@@ -16,6 +16,7 @@ Cut like gitops-engine and Flux's ssa package, one concept per module:
 - ``blockers``       what forbids a deletion: claims in use, what others put in a namespace
 - ``pipelines``      checkout → validate → plan, and connecting: shared by the CLI and the controller
 - ``applies``        ``Sync``: the step-wise run (one stage per step), prune, record
+- ``drivers``        the GPU nodes' driver-upgrade states, carried on the operator release's Change
 - ``nodes``          pool metadata written to a Node from a fresh read, resourceVersion-conditional
 - ``writers``        one writer per cluster: the Lease a writer holds while it writes
 - ``changesets``     the result of every run

@@ -12,7 +12,12 @@ unchanged, so they are not written again).
 Within a stage, objects are diffed (``diffs.diff_objects``) and only created or
 configured ones are applied, with bounded concurrency. A no-op run therefore makes
 no write request at all, not even to the ledger. A failed object stops the run
-after its stage: later stages depend on earlier ones.
+after its stage: later stages depend on earlier ones. When a request fails because
+of the server rather than the object (no answer, 5xx or 429 after every retry of
+the client), the objects of the stage not yet sent are skipped: each would spend the
+client's whole retry budget on a server that is down (a restart of kube-apiserver
+mid-apply made 300 objects send 425 requests in 10 s), and the caller retries the
+run with its own backoff.
 
 Before anything is written, ``start`` refuses the whole run when the plan wants an
 object that exists but is not fleet's and may not be adopted, or when two pools
@@ -61,6 +66,7 @@ from fleet.engine import (
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.errors import FleetError
 from fleet.kube import Client, Kind, KubeError, NotFound, Ref
+from fleet.kube.errors import UNAVAILABLE
 from fleet.telemetry import tracing
 
 
@@ -94,6 +100,8 @@ class Sync:
     steps: list[str] = field(init=False, default_factory=list)
     progress: Callable[[str, int, int], None] | None = None
     """Told ``(step, objects written, objects to write)`` as a step writes: for progress bars."""
+    unavailable: KubeError | None = None
+    """The first failure of the API server itself (no answer, 5xx, 429) that ended a stage, if any."""
     _writing: tuple[str, int, int] = field(init=False, default=("", 0, 0))
     _applied: dict[str, dict[str, Any]] = field(init=False, default_factory=dict)
     """What the API server returned to this stage's writes (by key): the exist gate's evidence."""
@@ -326,9 +334,13 @@ class Sync:
     async def _apply_all(self, todo: list[tuple[Change, plans.Desired]]) -> None:
         limiter = anyio.CapacityLimiter(self.options.concurrency)
         tracer = tracing.tracer()
-
         async def one(change: Change, d: plans.Desired) -> None:
             async with limiter:
+                if self.unavailable is not None:
+                    change.action = Action.SKIPPED
+                    change.reason = f"not sent: the API server is unavailable ({self.unavailable.what})"
+                    self._written()
+                    return
                 attrs = _attrs(d.ref, change.action)
                 attrs[tracing.FIELD_MANAGER] = d.field_manager
                 with tracer.start_as_current_span("apply object", attributes=attrs) as span:
@@ -342,6 +354,8 @@ class Sync:
                     except KubeError as err:
                         change.error = str(err)
                         span.set_attribute("error.type", type(err).__name__)
+                        if isinstance(err, UNAVAILABLE) and self.unavailable is None:
+                            self.unavailable = err
                     change.duration = time.monotonic() - started
                     self._written()
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from fleet.engine.drivers import ReleaseStatus
 from fleet.kube import Ref
 
 
@@ -60,6 +61,9 @@ class Change:
     """Configured although git did not change the object: the cluster drifted."""
     conflicts: tuple[FieldConflict, ...] = ()
     """Fields other managers own that this change would take: apply fails on them without force."""
+    operator: ReleaseStatus | None = None
+    """On the operator stage's release entry: the chart version deployed and the GPU nodes'
+    driver-upgrade states the run saw (``fleet.engine.drivers``); None on every other entry."""
 
     @property
     def failed(self) -> bool:

@@ -34,12 +34,15 @@ object diff from a server-side dry-run (``helm upgrade --dry-run=server`` render
 against the live cluster, then each object is dry-run applied).
 
 Each GPU node's driver-upgrade state (the operator's ``nvidia.com/gpu-driver-upgrade-state``
-label) is reported in the release entry's reason during and after an upgrade.
+label, ``fleet.engine.drivers``) is carried on the release entry as data (``Change.operator``,
+with the chart version deployed) and printed as its reason, during and after an upgrade, by
+diff, apply and the controller's FleetSync status alike.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import re
 import time
@@ -52,6 +55,14 @@ import anyio
 from fleet import helm
 from fleet.engine import healths, normalizations, preflights, stages
 from fleet.engine.changesets import Action, Change
+from fleet.engine.drivers import (
+    UPGRADE_STATE,
+    DriverState,
+    ReleaseStatus,
+    driver_states,
+    label_since,
+    states_text,
+)
 from fleet.engine.plans import OperatorRelease, Plan
 from fleet.errors import FleetError
 from fleet.kube import Client, KubeError, NotFound, Ref
@@ -63,7 +74,6 @@ DRA_DRIVER_CHARTS = ("dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu")
 KUBELET_PLUGIN = "nvidia-dra-driver-kubelet-plugin"
 DEVICE_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com")
 DRIVER = "gpu.nvidia.com"
-UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
 GPUCLUSTER = Ref(api_version="nvidia.com/v1alpha1", kind="GPUCluster", namespace="", name="gpu-cluster")
 CLUSTERPOLICY_API = "nvidia.com/v1"
 RELEASE_API = "helm.sh/v3"
@@ -72,7 +82,15 @@ PREFLIGHT = ("kubernetes-version", "dra-api", "gpu-nodes")
 
 
 class OperatorRefused(FleetError):
-    """fleet will not install, upgrade or remove the operator release as declared; nothing was changed."""
+    """fleet will not install, upgrade or remove the operator release as declared; nothing was changed.
+
+    ``change`` is the release's entry as a refusal (``refused``, the reason as its error, the
+    driver states seen): the controller's status shows it although the run stopped here.
+    """
+
+    def __init__(self, what: str, *, where: str = "", hint: str = "", change: Change | None = None) -> None:
+        super().__init__(what, where=where, hint=hint)
+        self.change = change
 
 
 def release_ref(*, release: str, namespace: str) -> Ref:
@@ -260,69 +278,6 @@ async def allocated_claims(client: Client, *, node: str | None = None) -> list[s
     return sorted(out)
 
 
-@dataclass(frozen=True)
-class DriverState:
-    """One GPU node's ``nvidia.com/gpu-driver-upgrade-state`` and since when it holds it."""
-
-    node: str
-    state: str
-    since: datetime.datetime | None
-    events: tuple[str, ...] = ()
-
-    def stuck(self, *, now: datetime.datetime, limit: float) -> bool:
-        return self.state not in DONE_STATES and self.since is not None and (now - self.since).total_seconds() > limit
-
-    def text(self, *, now: datetime.datetime, limit: float) -> str:
-        if not self.stuck(now=now, limit=limit):
-            return f"{self.node} {self.state}"
-        assert self.since is not None
-        minutes = int((now - self.since).total_seconds() // 60)
-        events = f"; events: {' | '.join(self.events)}" if self.events else ""
-        return f"{self.node} stuck in {self.state} for {minutes} min{events}"
-
-
-DONE_STATES = frozenset({"upgrade-done", ""})
-
-
-def label_since(node: dict[str, Any], label: str) -> datetime.datetime | None:
-    """When ``label`` was last written: the time of the managedFields entry that owns it."""
-    key = f"f:{label}"
-    for entry in (node.get("metadata") or {}).get("managedFields") or ():
-        labels = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
-        if key in labels and entry.get("time"):
-            return datetime.datetime.fromisoformat(str(entry["time"]).replace("Z", "+00:00"))
-    return None
-
-
-async def driver_states(client: Client) -> list[DriverState]:
-    """Every node carrying the operator's driver-upgrade label, with since when, and its recent events."""
-    nodes = await _items(client, api_version="v1", kind="Node", label_selector=UPGRADE_STATE)
-    out = []
-    for n in nodes:
-        name = n["metadata"]["name"]
-        state = n["metadata"]["labels"][UPGRADE_STATE]
-        events: tuple[str, ...] = ()
-        if state not in DONE_STATES:
-            found = await _items(
-                client,
-                api_version="v1",
-                kind="Event",
-                namespace="default",
-                field_selector=f"involvedObject.kind=Node,involvedObject.name={name}",
-            )
-            found.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
-            events = tuple(f"{e.get('reason')}: {e.get('message')}" for e in found[-3:])
-        out.append(DriverState(node=name, state=state, since=label_since(n, UPGRADE_STATE), events=events))
-    return sorted(out, key=lambda d: d.node)
-
-
-def states_text(states: list[DriverState], *, limit: float, now: datetime.datetime | None = None) -> str:
-    if not states:
-        return ""
-    now = now or datetime.datetime.now(datetime.UTC)
-    return "driver upgrade: " + ", ".join(s.text(now=now, limit=limit) for s in states)
-
-
 # -- the stage ---------------------------------------------------------------------------------
 
 
@@ -344,14 +299,23 @@ class Stage:
         source = self.plan.operator.source if self.plan.operator else ""
         return f"{source} (cluster {self.plan.cluster})" if source else f"cluster {self.plan.cluster}"
 
-    def _refuse(self, ref: Ref, problem: tuple[str, str]) -> None:
+    def _refuse(self, ref: Ref, problem: tuple[str, str], *, seen: ReleaseStatus) -> None:
         reason, fix = problem
+        change = Change(
+            ref=ref,
+            stage="operator",
+            action=Action.SKIPPED,
+            error=f"{reason}\n  hint: {fix}",
+            refused=True,
+            reason=seen.text(),
+            operator=seen,
+        )
         if self.dry_run:
-            self.changes.append(
-                Change(ref=ref, stage="operator", action=Action.SKIPPED, error=f"{reason}\n  hint: {fix}", refused=True)
-            )
+            self.changes.append(change)
             return
-        raise OperatorRefused(f"the operator release was not changed: {reason}", where=self.where, hint=fix)
+        raise OperatorRefused(
+            f"the operator release was not changed: {reason}", where=self.where, hint=fix, change=change
+        )
 
     async def run(self) -> list[Change]:
         desired = self.plan.operator
@@ -370,15 +334,25 @@ class Stage:
             and running == desired.version
             and obs.values == desired.values
         )
-        states = states_text(await driver_states(self.client), limit=desired.driver_state_timeout)
+        seen = ReleaseStatus(
+            version=running or "",
+            limit=desired.driver_state_timeout,
+            checked=datetime.datetime.now(datetime.UTC),
+            drivers=tuple(await driver_states(self.client)),
+        )
+        states = seen.text()
         if same:
-            self.changes.append(Change(ref=ref, stage="operator", action=Action.UNCHANGED, reason=states))
+            self.changes.append(
+                Change(ref=ref, stage="operator", action=Action.UNCHANGED, reason=states, operator=seen)
+            )
             return self.changes
         action = Action.CONFIGURED if obs.release else Action.CREATED
-        change = Change(ref=ref, stage="operator", action=action, before=before, after=after, reason=states)
+        change = Change(
+            ref=ref, stage="operator", action=action, before=before, after=after, reason=states, operator=seen
+        )
         for check in await preflights.run(client=self.client, plan=self.plan, only=PREFLIGHT):
             if not check.ok:
-                self._refuse(ref, (f"preflight check {check.name} failed: {check.detail}", check.hint))
+                self._refuse(ref, (f"preflight check {check.name} failed: {check.detail}", check.hint), seen=seen)
                 return self.changes
         for problem in (
             values_problem(desired.values),
@@ -387,12 +361,12 @@ class Stage:
             version_problem(desired, running=running),
         ):
             if problem:
-                self._refuse(ref, problem)
+                self._refuse(ref, problem, seen=seen)
                 return self.changes
         if running and parse_version(desired.version) < parse_version(running):
             claims = await allocated_claims(self.client)
             if claims:
-                self._refuse(ref, _claims_block(claims, what="downgrading"))
+                self._refuse(ref, _claims_block(claims, what="downgrading"), seen=seen)
                 return self.changes
         try:
             chart_crds = await self.h.crds(chart)
@@ -408,10 +382,10 @@ class Stage:
             for c in await _items(self.client, api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
         }
         for problem in crd_owner_problems(chart_crds, live_crds, desired=desired):
-            self._refuse(ref, problem)
+            self._refuse(ref, problem, seen=seen)
             return self.changes
         for problem in await self._dropped(chart_crds, live_crds):
-            self._refuse(ref, problem)
+            self._refuse(ref, problem, seen=seen)
             return self.changes
         if self.dry_run:
             self.changes.append(change)
@@ -437,6 +411,7 @@ class Stage:
                 return self.changes
             finally:
                 change.duration = time.monotonic() - started
+        change.operator = dataclasses.replace(seen, version=desired.version)
         self.changed = True
         return self.changes
 
@@ -754,6 +729,7 @@ async def wait_ready(*, client: Client, plan: Plan, timeout: float) -> None:  # 
 
 
 __all__ = [
+    "UPGRADE_STATE",
     "DriverState",
     "OperatorRefused",
     "Stage",

@@ -61,6 +61,18 @@ def stamp(obj: dict[str, Any], *, cluster: str, revision: str, source: str) -> d
     return fingerprinted(out)
 
 
+def with_revision(obj: dict[str, Any], revision: str) -> dict[str, Any]:
+    """A copy of a stamped ``obj`` carrying ``revision`` (only the annotations are new: the hash
+    leaves the revision out, so it stays valid), annotations in the order ``stamp`` writes them."""
+    if not revision:
+        return obj
+    meta = obj["metadata"]
+    annotations = {k: v for k, v in meta["annotations"].items() if k not in (REVISION, APPLIED)}
+    annotations[REVISION] = revision
+    annotations[APPLIED] = meta["annotations"][APPLIED]
+    return {**obj, "metadata": {**meta, "annotations": annotations}}
+
+
 def fingerprinted(obj: dict[str, Any]) -> dict[str, Any]:
     """``obj`` with the ``applied`` annotation: a hash of everything but that and the revision.
 
@@ -180,4 +192,5 @@ __all__ = [
     "owners",
     "release_patch",
     "stamp",
+    "with_revision",
 ]

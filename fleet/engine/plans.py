@@ -43,6 +43,7 @@ from fleet.engine import normalizations, ownership, stages
 from fleet.errors import FleetError
 from fleet.kube import Ref
 from fleet.manifests import kinds
+from fleet.manifests.revisions import Manifest
 from fleet.manifests.views import ClusterView
 from fleet.policy import tenancy
 
@@ -172,20 +173,24 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         for obj in team_objects(model):
             namespace = obj["kind"] == "Namespace" and obj["metadata"]["name"] in adopted
             add(obj, str(team.location), team.name, adopt=namespace)
+
+    def add_declared(manifest: Manifest, team: str = "", namespace: str | None = None) -> None:
+        obj = ownership.with_revision(_declared(manifest, cluster=cluster, team=team, namespace=namespace), revision)
+        drift = drift_policy(obj["kind"], team=team_specs.get(team), defaults=defaults)
+        stage = stages.stage_of(obj["kind"])
+        out.append(
+            Desired(obj=obj, stage=stage, source=str(manifest.location), drift=drift, adopt=_adoption_requested(obj))
+        )
+
     for manifest in view.device_classes:
-        add(_clean(manifest.data), str(manifest.location))
+        add_declared(manifest)
     default_ns = {name: namespaces[0] for name, namespaces in teams.items()}
     folder_to_team = {t.team: t.name for t in view.teams if t.team}
     for manifest in view.claims:
-        obj = _clean(manifest.data)
         team_name = folder_to_team.get(manifest.team or "", manifest.team or "")
-        if not obj["metadata"].get("namespace") and team_name in default_ns:
-            obj["metadata"]["namespace"] = default_ns[team_name]
-        if team_name:
-            obj["metadata"].setdefault("labels", {})[ownership.TEAM_LABEL] = team_name
-        add(obj, str(manifest.location), team_name)
+        add_declared(manifest, team_name, default_ns.get(team_name))
     pools = tuple(_pool_rule(p.model, str(p.location)) for p in view.pools if isinstance(p.model, kinds.GPUNodePool))
-    ordered = sorted(out, key=lambda d: (stages.index(d.stage), d.ref))
+    ordered = sorted(out, key=_order)
     declared = view.operator
     return Plan(
         cluster=cluster,
@@ -416,6 +421,32 @@ def _subject(kind: str, name: str, namespace: str | None) -> dict[str, str]:
     if kind == "ServiceAccount":
         return {"kind": kind, "name": name, "namespace": namespace or ""}
     return {"kind": kind, "apiGroup": "rbac.authorization.k8s.io", "name": name}
+
+
+def _order(d: Desired) -> tuple[int, str, str, str, str]:
+    """Stage order, then Ref order (as ``Ref``'s own ordering, without comparing dataclasses)."""
+    ref = d.ref
+    return (stages.index(d.stage), ref.api_version, ref.kind, ref.namespace, ref.name)
+
+
+def _declared(manifest: Manifest, *, cluster: str, team: str, namespace: str | None) -> dict[str, Any]:
+    """A DeviceClass or claim as fleet applies it, stamped and fingerprinted but without the revision.
+
+    Computed once per manifest (``Manifest.memo``; an unchanged file keeps its manifests in
+    the controller's ``ParseCache``), so a commit that changes one file of 10,000 re-renders
+    one object: the rest differ only by the revision annotation (``ownership.with_revision``).
+    Nothing downstream changes a Desired object in place (the engine copies), so sharing it is safe.
+    """
+    key = f"plan\0{cluster}\0{team}\0{namespace or ''}"
+    found: dict[str, Any] | None = manifest.memo.get(key)
+    if found is None:
+        obj = _clean(manifest.data)
+        if not obj["metadata"].get("namespace") and namespace:
+            obj["metadata"]["namespace"] = namespace
+        if team:
+            obj["metadata"].setdefault("labels", {})[ownership.TEAM_LABEL] = team
+        found = manifest.memo[key] = ownership.stamp(obj, cluster=cluster, revision="", source=str(manifest.location))
+    return found
 
 
 def _clean(data: dict[str, Any]) -> dict[str, Any]:

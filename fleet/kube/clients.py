@@ -11,7 +11,9 @@ through ``Client.request`` which
   waiting at least what ``Retry-After`` asked for (``retries.RetryPolicy``);
 - turns every failure into a typed ``errors.KubeError`` with the original chained;
 - counts requests by verb, so "a no-op reconcile writes nothing" is checkable from
-  the client side too (the server-side proof reads ``apiserver_request_total``).
+  the client side too (the server-side proof reads ``apiserver_request_total``), and
+  failed attempts by HTTP status (0: no answer), so a fault test can say how many
+  429s or lost connections a run went through.
 
 The verbs (get, list, apply, patch, create, update, delete, discover) are thin functions
 over ``request``; ``update`` always carries the resourceVersion it read (never a blind write).
@@ -41,14 +43,21 @@ logger = logging.getLogger(__name__)
 WRITE_VERBS = frozenset({"apply", "create", "update", "patch", "delete"})
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
+RETRYING = "retrying %s in %.2fs (Retry-After: %s) after: %s"
+"""Logged before each retry: where, the wait, the server's Retry-After in seconds (None without one), why."""
 DISCOVERY_ACCEPT = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 
 
 @dataclass
 class RequestCounts:
-    """Requests sent, by verb; dry-runs are counted as ``<verb>-dry-run`` and are not writes."""
+    """Requests sent, by verb; dry-runs are counted as ``<verb>-dry-run`` and are not writes.
+
+    ``failed`` counts failed attempts (each retry is an attempt) by HTTP status, 0 when
+    no answer came (connection refused or reset, timeout).
+    """
 
     by_verb: Counter[str] = field(default_factory=Counter)
+    failed: Counter[int] = field(default_factory=Counter)
 
     @property
     def total(self) -> int:
@@ -129,10 +138,12 @@ class Client:
                 method, path, params=params or {}, headers=self._agent(), timeout=timeout
             ) as response:
                 if response.is_error:
+                    self.counts.failed[response.status_code] += 1
                     await response.aread()
                     raise _error(response, where=where or path)
                 yield response
         except httpx.TransportError as exc:
+            self.counts.failed[0] += 1
             raise errors.Unreachable(
                 f"lost the connection to {self.server}: {exc}",
                 where=where or path,
@@ -174,6 +185,7 @@ class Client:
                     )
                 if not response.is_error:
                     return response.text if raw else (response.json() if response.content else {})
+                self.counts.failed[response.status_code] += 1
                 if response.status_code == 401 and not renewed:
                     renewed = True  # an expired exec/OIDC token: renew once, like kubectl
                     await self._session(renew=True)
@@ -183,6 +195,7 @@ class Client:
                 if response.status_code not in retries.RETRIABLE_STATUS or isinstance(failure, errors.Invalid):
                     raise failure
             except (TimeoutError, httpx.TransportError) as exc:
+                self.counts.failed[0] += 1
                 failure = errors.Unreachable(
                     f"no answer from {self.server} within {self.timeout:g}s ({type(exc).__name__}: {exc})",
                     where=where,
@@ -192,7 +205,7 @@ class Client:
             if attempt >= self.retry.attempts:
                 raise failure
             delay = self.retry.delay(attempt=attempt, retry_after=retry_after)
-            logger.info("retrying %s in %.2fs after: %s", where, delay, failure.what)
+            logger.info(RETRYING, where, delay, retry_after, failure.what)
             await anyio.sleep(delay)
 
     # -- verbs ------------------------------------------------------------------------------
@@ -452,6 +465,7 @@ async def connect(
 
 __all__ = [
     "APPLY_PATCH",
+    "RETRYING",
     "SERVICE_ACCOUNT_DIR",
     "WRITE_VERBS",
     "Client",

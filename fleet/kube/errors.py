@@ -149,6 +149,10 @@ class Unreachable(KubeError):
     """No answer: connection refused, reset, or the call timed out, after every retry."""
 
 
+UNAVAILABLE = (Unreachable, ServerError, TooManyRequests)
+"""Failures of the server, not of the request: another request now would fail the same way."""
+
+
 def conflict_managers(message: str) -> tuple[str, ...]:
     """The field managers named in an SSA conflict message, in order, without repeats.
 
@@ -232,6 +236,7 @@ def from_status(*, status: int, body: object, where: str, retry_after: float = 0
 __all__ = [
     "FIELD_MANAGER_CONFLICT",
     "IMMUTABLE_DETAIL",
+    "UNAVAILABLE",
     "Cause",
     "Conflict",
     "Forbidden",

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,8 @@ import anyio
 from fleet.kube import clients, errors, kinds, retries
 
 logger = logging.getLogger(__name__)
+EXPIRED = "watch %s: resourceVersion %s expired, relisting"
+"""Logged once per relist after a 410 Gone (the kind's ``group_kind`` and the expired version)."""
 
 
 @dataclass(frozen=True)
@@ -56,12 +58,15 @@ async def watch(
     server_timeout: int = 240,
     backoff: retries.RetryPolicy | None = None,
     since: str = "",
+    on_resume: Callable[[], None] | None = None,
     _max_lists: int | None = None,  # used in tests to stop the loop
 ) -> AsyncGenerator[Event, None]:
     """List ``kind`` then watch it forever, resuming and relisting as described above.
 
     ``since`` starts with a watch from that resourceVersion instead of a list (a
     consumer that kept its state); if it has expired, the loop lists as usual.
+    ``on_resume`` is called when the server answers again after failed attempts (the
+    first list or watch line after them): the API server is back.
     """
     backoff = backoff or retries.RetryPolicy(attempts=1_000_000, base=0.2, cap=30.0)
     failures = 0
@@ -78,6 +83,10 @@ async def watch(
                 await _pause(backoff=backoff, failures=failures, why=exc)
                 continue
             lists += 1
+            if failures:
+                failures = 0
+                if on_resume is not None:
+                    on_resume()
             version = listed.resource_version
             for item in listed.items:
                 yield Event("LISTED", item)
@@ -114,7 +123,10 @@ async def watch(
                             status=int(obj.get("code") or 500), body=obj, where=f"watch {kind.group_kind}"
                         )
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                    failures = 0
+                    if failures:
+                        failures = 0
+                        if on_resume is not None:
+                            on_resume()
                     if etype == "BOOKMARK":
                         continue
                     obj.setdefault("apiVersion", kind.api_version)
@@ -124,10 +136,11 @@ async def watch(
                 failures += 1
                 await _pause(backoff=backoff, failures=failures, why=RuntimeError("empty watch"))
         except _Gone:
-            logger.info("watch %s: resourceVersion %s expired, relisting", kind.group_kind, version)
+            logger.info(EXPIRED, kind.group_kind, version)
             version = ""
         except errors.KubeError as exc:
             if exc.status == 410:
+                logger.info(EXPIRED, kind.group_kind, version)
                 version = ""
                 continue
             failures += 1
@@ -140,4 +153,4 @@ async def _pause(*, backoff: retries.RetryPolicy, failures: int, why: Exception)
     await anyio.sleep(delay)
 
 
-__all__ = ["Event", "watch"]
+__all__ = ["EXPIRED", "Event", "watch"]

@@ -25,10 +25,20 @@ def check(revision: Revision) -> Iterator[Finding]:
     yield from duplicates(revision)
     teams = {m.team for m in revision.manifests if m.kind == "Team" and m.model is not None}
     for manifest in revision.manifests:
-        yield from names(manifest)
-        yield from placement(manifest, teams=teams)
-        yield from adoption(manifest)
+        yield from _own(manifest, has_team=manifest.team in teams)
     yield from fleet_root(revision)
+
+
+def _own(manifest: Manifest, *, has_team: bool) -> tuple[Finding, ...]:
+    """The findings about ``manifest`` alone (names, placement, adoption), computed once per
+    manifest: an unchanged file keeps its manifests in the controller's ParseCache, so a
+    commit re-checks only the files it changed. ``has_team``: its folder holds a Team."""
+    key = f"structures\0{has_team}"
+    found: tuple[Finding, ...] | None = manifest.memo.get(key)
+    if found is None:
+        teams = {manifest.team} if has_team else set()
+        found = manifest.memo[key] = (*names(manifest), *placement(manifest, teams=teams), *adoption(manifest))
+    return found
 
 
 ADOPT = "fleet.gpufleet.dev/adopt"

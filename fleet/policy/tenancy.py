@@ -63,6 +63,8 @@ def check(manifests: Sequence[Manifest], *, owners: Mapping[str, str]) -> Iterat
     for team in teams.values():
         yield from _team_classes(team, classes=classes)
     by_team: dict[str, list[Manifest]] = defaultdict(list)
+    declared = "\0".join(sorted(classes))
+    contexts = {folder: f"{_context(team)}\0{declared}" for folder, team in teams.items()}
     for manifest in manifests:
         if (
             manifest.kind in ("ResourceClaimTemplate", "ResourceClaim")
@@ -70,11 +72,32 @@ def check(manifests: Sequence[Manifest], *, owners: Mapping[str, str]) -> Iterat
             and manifest.team in teams
         ):
             by_team[manifest.team].append(manifest)
-            team = teams[manifest.team]
-            yield from _namespace(manifest, team=team, owners=owners)
-            yield from _requests(manifest, team=team, classes=classes)
+            yield from _claim(
+                manifest, team=teams[manifest.team], classes=classes, owners=owners, context=contexts[manifest.team]
+            )
     for name, claims in sorted(by_team.items()):
         yield from _quota(teams[name], claims=claims)
+
+
+def _context(team: Manifest) -> str:
+    """Everything of a Team that a claim's own tenancy findings depend on, as a memo key."""
+    spec = _spec(team)
+    return f"{team.name}\0{team.file}\0{spec.namespaces}\0{spec.device_classes}\0{spec.admin_access}"
+
+
+def _claim(
+    claim: Manifest, *, team: Manifest, classes: set[str], owners: Mapping[str, str], context: str
+) -> tuple[Finding, ...]:
+    """A claim's namespace and request findings, computed once per claim and context (team, declared
+    classes, the owner of its namespace): a commit re-checks only the claims it changed."""
+    key = f"{context}\0{owners.get(claim.namespace or '')}"
+    memo: tuple[str, tuple[Finding, ...]] | None = claim.memo.get("tenancy")
+    if memo is None or memo[0] != key:  # one slot: a changed Team replaces it
+        memo = claim.memo["tenancy"] = (
+            key,
+            (*_namespace(claim, team=team, owners=owners), *_requests(claim, team=team, classes=classes)),
+        )
+    return memo[1]
 
 
 def _spec(team: Manifest) -> kinds.TeamSpec:

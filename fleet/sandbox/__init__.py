@@ -8,7 +8,7 @@ Used by every cluster test, every benchmark and the demo. Modules:
 - ``gpus``        Nodes, ResourceSlices and DeviceClasses as the NVIDIA driver publishes them
 - ``credentials`` service-account key, static tokens (admin, alice, bob), kubeconfig
 - ``processes``   start/probe/stop component process groups
-- ``clusters``    up / down / status
+- ``clusters``    up / down / status; stop and start etcd or kube-apiserver of a running sandbox
 """
 
 from fleet.sandbox.clusters import Sandbox, default_dir, down, status, up

@@ -15,6 +15,11 @@ State lives in one directory (``$FLEET_SANDBOX_DIR``, default
 ``pki/``, ``etcd/`` and ``logs/``. ``up`` on a healthy sandbox is a no-op,
 ``up`` over a dead one cleans it first, ``down`` stops every process group it
 started and removes the directory.
+
+``stop_component`` and ``start_component`` stop and start etcd or kube-apiserver of
+a running sandbox on the same ports, data directory and certificates, so fault
+tests can take the control plane away under a client and give it back: the
+restarted apiserver serves the same certificate, and the restarted etcd the same data.
 """
 
 from __future__ import annotations
@@ -69,6 +74,8 @@ class Sandbox:
     timings: dict[str, float] = field(default_factory=dict)
     attached: list[processes.Running] = field(default_factory=list)
     """Processes started against the sandbox (the demo's controller): stopped by ``down``, not part of its health."""
+    apiserver_flags: list[str] = field(default_factory=list)
+    """Extra kube-apiserver flags given to ``up`` (kept for ``start_component``)."""
 
     @property
     def kubeconfig(self) -> Path:
@@ -136,6 +143,7 @@ class Sandbox:
             pools=data.get("pools", {}),
             timings=data.get("timings", {}),
             attached=attached,
+            apiserver_flags=list(data.get("apiserver_flags", [])),
         )
 
     def healthy(self) -> bool:
@@ -151,12 +159,12 @@ def _timed(sandbox: Sandbox, step: str, progress: Progress, started: float) -> N
     progress(f"    {step}: {sandbox.timings[step]:.1f} s")
 
 
-def _start_etcd(sb: Sandbox, b: binaries.Binaries) -> processes.Running:
+def _start_etcd(sb: Sandbox) -> processes.Running:
     client, peer = f"http://127.0.0.1:{sb.ports['etcd']}", f"http://127.0.0.1:{sb.ports['etcd-peer']}"
     return processes.start(
         "etcd",
         [
-            str(b["etcd"]),
+            str(sb.binary("etcd")),
             "--name=fleet-sandbox",
             f"--data-dir={sb.directory / 'etcd'}",
             f"--listen-client-urls={client}",
@@ -187,14 +195,14 @@ rules:
 process wrote what and when (tests/faults/test_leader_loss.py), small enough to leave on."""
 
 
-def _start_apiserver(sb: Sandbox, b: binaries.Binaries) -> processes.Running:
+def _start_apiserver(sb: Sandbox) -> processes.Running:
     d = sb.directory
     (d / "audit-policy.yaml").write_text(AUDIT_POLICY)
     (d / "logs").mkdir(exist_ok=True)
     return processes.start(
         "kube-apiserver",
         [
-            str(b["kube-apiserver"]),
+            str(sb.binary("kube-apiserver")),
             f"--etcd-servers=http://127.0.0.1:{sb.ports['etcd']}",
             "--bind-address=127.0.0.1",
             f"--secure-port={sb.ports['apiserver']}",
@@ -218,6 +226,7 @@ def _start_apiserver(sb: Sandbox, b: binaries.Binaries) -> processes.Running:
             f"--audit-log-path={sb.audit_log}",
             "--audit-log-maxsize=200",
             "--audit-log-maxbackup=1",
+            *sb.apiserver_flags,
         ],
         logs=d / "logs",
     )
@@ -359,8 +368,13 @@ def up(
     apiserver_port: int | None = None,
     progress: Progress = _stderr,
     attempts: int = 3,
+    apiserver_flags: tuple[str, ...] = (),
 ) -> Sandbox:
-    """Start the sandbox (or confirm the running one) and return it."""
+    """Start the sandbox (or confirm the running one) and return it.
+
+    ``apiserver_flags`` are added to kube-apiserver's command line (a later flag wins,
+    list flags append), e.g. ``--watch-cache-sizes=...`` for a fault test's own sandbox.
+    """
     directory = directory or default_dir()
     profile = profile or profiles.load(None)
     existing = Sandbox.load(directory)
@@ -380,7 +394,8 @@ def up(
     bins = found if found is not None else binaries.build(progress=progress)[0]
     for attempt in range(attempts):
         try:
-            return _up_once(directory, profile, bins, _allocate_ports(apiserver_port), progress)
+            ports = _allocate_ports(apiserver_port)
+            return _up_once(directory, profile, bins, ports, progress, apiserver_flags=list(apiserver_flags))
         except StartError as err:
             down(directory=directory, progress=lambda _m: None)
             if not _port_clash(err) or apiserver_port is not None or attempt == attempts - 1:
@@ -390,25 +405,35 @@ def up(
 
 
 def _up_once(
-    directory: Path, profile: profiles.Profile, bins: binaries.Binaries, ports: dict[str, int], progress: Progress
+    directory: Path,
+    profile: profiles.Profile,
+    bins: binaries.Binaries,
+    ports: dict[str, int],
+    progress: Progress,
+    *,
+    apiserver_flags: list[str],
 ) -> Sandbox:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "pki").mkdir(exist_ok=True)
     sb = Sandbox(
-        directory=directory, ports=ports, bin_dir={k: str(v) for k, v in bins.paths.items()}, pools=dict(profile.pools)
+        directory=directory,
+        ports=ports,
+        bin_dir={k: str(v) for k, v in bins.paths.items()},
+        pools=dict(profile.pools),
+        apiserver_flags=apiserver_flags,
     )
     total = time.monotonic()
     credentials.write_service_account_key(directory)
     tokens = credentials.write_tokens(directory)
     progress(f"==> starting sandbox in {directory}")
     t = time.monotonic()
-    etcd = _start_etcd(sb, bins)
+    etcd = _start_etcd(sb)
     sb.components.append(etcd)
     sb.save()
     processes.wait_ready(etcd, f"http://127.0.0.1:{ports['etcd']}/health", timeout=60)
     _timed(sb, "etcd", progress, t)
     t = time.monotonic()
-    api = _start_apiserver(sb, bins)
+    api = _start_apiserver(sb)
     sb.components.append(api)
     sb.save()
     processes.wait_ready(api, f"{sb.server}/readyz", ca_file=sb.ca_file, timeout=180)
@@ -454,6 +479,47 @@ def down(*, directory: Path | None = None, progress: Progress = _stderr) -> bool
     return True
 
 
+RESTARTABLE = ("etcd", "kube-apiserver")
+
+
+def _component(sb: Sandbox, name: str) -> processes.Running:
+    if name not in RESTARTABLE:
+        raise SandboxError(
+            f"cannot stop or start {name!r} of a running sandbox",
+            where=str(sb.directory),
+            hint=f"choose one of {', '.join(RESTARTABLE)}",
+        )
+    for comp in sb.components:
+        if comp.name == name:
+            return comp
+    raise SandboxError(
+        f"the sandbox has no {name} component", where=str(sb.directory), hint="start it with `fleetctl sandbox up`"
+    )
+
+
+def stop_component(sb: Sandbox, name: str, *, grace: float = 10.0) -> None:
+    """Stop ``name`` (etcd or kube-apiserver) of a running sandbox: SIGTERM, then SIGKILL after ``grace`` s."""
+    processes.stop(_component(sb, name), grace=grace)
+
+
+def start_component(sb: Sandbox, name: str, *, timeout: float = 180) -> float:
+    """Start ``name`` again on its ports, data directory and certificates; seconds until it answered ready."""
+    old = _component(sb, name)
+    if processes.alive(old):
+        raise SandboxError(
+            f"{name} is still running (pid {old.pid})",
+            where=str(sb.directory),
+            hint="stop it first with stop_component",
+        )
+    if name == "etcd":
+        new, url, ca = _start_etcd(sb), f"http://127.0.0.1:{sb.ports['etcd']}/health", None
+    else:
+        new, url, ca = _start_apiserver(sb), f"{sb.server}/readyz", sb.ca_file
+    sb.components[sb.components.index(old)] = new
+    sb.save()
+    return processes.wait_ready(new, url, ca_file=ca, timeout=timeout)
+
+
 def attach(sb: Sandbox, *, name: str, argv: list[str], env: dict[str, str] | None = None) -> processes.Running:
     """Start ``argv`` as a process that belongs to the sandbox: ``down`` stops it (log in ``logs/<name>.log``)."""
     for old in [c for c in sb.attached if c.name == name]:
@@ -492,13 +558,16 @@ def status(*, directory: Path | None = None) -> dict[str, Any]:
 __all__ = [
     "FEATURE_GATES",
     "FIELD_MANAGER",
+    "RESTARTABLE",
     "Sandbox",
     "apply",
     "attach",
     "default_dir",
     "down",
     "publish_gpus",
+    "start_component",
     "status",
+    "stop_component",
     "up",
     "wait_nodes_ready",
 ]

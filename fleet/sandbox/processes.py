@@ -131,14 +131,18 @@ def group_members(pgid: int) -> list[int]:
 
 
 def probe(url: str, *, ca_file: Path | None = None, insecure: bool = False, timeout: float = 2.0) -> bool:
-    """GET a health endpoint; True on HTTP 200."""
+    """GET a health endpoint; True on HTTP 200.
+
+    A CA file still being written by the component (kube-apiserver writes its self-signed
+    certificate as it starts) holds no certificate yet: not ready, not an error.
+    """
     context = None
-    if url.startswith("https"):
-        context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
-        if insecure:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
     try:
+        if url.startswith("https"):
+            context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+            if insecure:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
         with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:
             return bool(resp.status == 200)
     except (urllib.error.URLError, OSError, ssl.SSLError):

@@ -4,7 +4,9 @@ The controller keeps one cluster-scoped ``FleetSync`` per cluster (``kubectl get
 fleetsyncs``); this command renders it for on-call: which revision is applied and
 which was attempted, the Ready/Reconciling/Stalled conditions, per-stage counts,
 the validation findings (``file:line:col rule``), the drift list, the last error,
-whether git is reachable, and the trace id to look up. ``-o json`` prints the objects
+whether git is reachable, the GPU Operator release with each GPU node's driver-upgrade
+state (a node stuck longer than ``driverStateTimeout`` marked with its minutes and
+Events), and the trace id to look up. ``-o json`` prints the objects
 as the API server returns them. Exit 0 when every FleetSync shown is Ready, 1 when
 one is not (or none exists), 2 on a usage or connection error.
 """
@@ -12,6 +14,7 @@ one is not (or none exists), 2 on a usage or connection error.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 from typing import Any
@@ -62,8 +65,36 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return {}
 
 
-def render(obj: dict[str, Any]) -> str:
-    """One FleetSync as text (pure)."""
+def operator_lines(operator: dict[str, Any], *, now: datetime.datetime) -> list[str]:
+    """``status.operator``: the release line, then one line per GPU node in a driver upgrade (pure)."""
+    action = operator.get("action", "")
+    lines = [f"operator   {operator.get('release', '')} {operator.get('version') or '(not deployed)'}  {action}"]
+    if operator.get("error"):
+        lines += [f"  {line}" for line in str(operator["error"]).splitlines()]
+    nodes = operator.get("driverUpgrade") or []
+    width = max((len(n.get("node", "")) for n in nodes), default=0)
+    for n in nodes:
+        text = f"  {n.get('node', ''):<{width}}  {n.get('state', '')}"
+        if n.get("stuck"):
+            since = _parse(n.get("since", ""))
+            minutes = f" for {int((now - since).total_seconds() // 60)} min" if since else ""
+            limit = int(operator.get("driverStateTimeout") or 0) // 60
+            text += f"  STUCK{minutes} (driverStateTimeout {limit} min)"
+            events = n.get("events") or []
+            text += f"; events: {' | '.join(events)}" if events else "; no recent events"
+        lines.append(text)
+    return lines
+
+
+def _parse(stamp: str) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def render(obj: dict[str, Any], *, now: datetime.datetime | None = None) -> str:
+    """One FleetSync as text (pure; ``now`` dates the minutes a stuck node has waited)."""
     status = obj.get("status") or {}
     spec = obj.get("spec") or {}
     name = (obj.get("metadata") or {}).get("name", "?")
@@ -93,6 +124,9 @@ def render(obj: dict[str, Any]) -> str:
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines.append("")
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    if status.get("operator"):
+        lines.append("")
+        lines += operator_lines(status["operator"], now=now or datetime.datetime.now(datetime.UTC))
     findings = status.get("findings") or []
     if findings:
         lines.append("")

@@ -80,10 +80,20 @@ def fleetsync_crd(sandbox: Sandbox) -> None:
 
 @asynccontextmanager
 async def running(
-    sandbox: Sandbox, remote: Remote, *, cluster: str, cache_dir: Path, **options: Any
+    sandbox: Sandbox,
+    remote: Remote,
+    *,
+    cluster: str,
+    cache_dir: Path,
+    kubeconfig: Path | None = None,
+    **options: Any,
 ) -> AsyncIterator[controllers.Controller]:
-    """The controller loop for ``cluster`` following ``remote``, as the sandbox admin, leading alone."""
-    client = await kube.connect(kubeconfig=str(sandbox.kubeconfig), context=credentials.CLUSTER)
+    """The controller loop for ``cluster`` following ``remote``, leading alone: as the sandbox admin,
+    or as the current user of ``kubeconfig`` (e.g. fleet's ServiceAccount)."""
+    if kubeconfig is None:
+        client = await kube.connect(kubeconfig=str(sandbox.kubeconfig), context=credentials.CLUSTER)
+    else:
+        client = await kube.connect(kubeconfig=str(kubeconfig))
     source = GitSource(url=remote.url, ref="main", path="", cache_dir=cache_dir)
     options.setdefault("interval", 1.0)
     options.setdefault("health_timeout", 30.0)

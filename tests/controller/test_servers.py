@@ -13,6 +13,7 @@ import functools
 import hashlib
 import hmac
 import json
+import logging
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -182,3 +183,33 @@ async def test_cancel_stops_the_server_and_busy_port_is_a_fleet_error(anyio_back
     with pytest.raises(httpx.ConnectError):
         async with httpx.AsyncClient() as client:
             await client.get(f"http://127.0.0.1:{port}/healthz")
+
+
+def test_quiet_lets_one_line_through_per_period() -> None:
+    now = [0.0]
+    quiet = servers.Quiet(10.0, clock=lambda: now[0])
+    assert quiet.allow() == 0
+    assert [quiet.allow() for _ in range(5)] == [None] * 5
+    now[0] = 10.0
+    assert quiet.allow() == 5, "the next line tells how many were held back"
+    assert quiet.allow() is None
+    record = logging.LogRecord("uvicorn.error", logging.WARNING, "", 0, "Invalid HTTP request received.", None, None)
+    now[0] = 20.0
+    assert quiet.filter(record) and "1 more in the last 10s" in record.getMessage()
+    assert not quiet.filter(record)
+
+
+async def test_refused_requests_are_counted_but_not_each_logged(
+    running: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="fleet.controller.servers")
+    for n in range(40):
+        bad = signed({"ref": "refs/heads/main", "n": n}, secret=b"wrong")
+        assert (await running.client.post("/webhook", **bad)).status_code == 401  # type: ignore[arg-type]
+    good = await running.client.post("/webhook", **signed({"ref": "refs/heads/main"}))  # type: ignore[arg-type]
+    assert good.status_code == 202
+    lines = [r.getMessage() for r in caplog.records if r.name == "fleet.controller.servers"]
+    assert len(lines) == 2, lines
+    assert "401 unauthorized" in lines[0] and "202 accepted" in lines[1], "accepted ones are always logged"
+    values = samples(running.metrics.render()[0].decode())
+    assert values[("fleet_webhook_requests_total", (("result", "unauthorized"),))] == 40

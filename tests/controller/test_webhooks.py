@@ -164,3 +164,25 @@ def test_constant_time_comparison_is_used(monkeypatch: pytest.MonkeyPatch) -> No
     call(github({"ref": "refs/heads/main"}))
     call(gitlab({"ref": "refs/heads/main"}))
     assert len(calls) == 2
+
+
+def test_replay_with_a_fresh_delivery_id_is_refused() -> None:
+    """GitHub signs the body only: a captured push resent under a new delivery id still verifies,
+    so the body itself is remembered too."""
+    seen = Deliveries()
+    captured = github({"ref": "refs/heads/main", "after": "1" * 40}, delivery="real")
+    assert call(captured, deliveries=seen).result == "accepted"
+    forged = dict(captured["headers"])  # type: ignore[call-overload]
+    forged["X-GitHub-Delivery"] = "attacker-chosen"
+    verdict = call({"headers": forged, "body": captured["body"]}, deliveries=seen)
+    assert (verdict.status, verdict.result, verdict.ref) == (409, "replayed", None)
+    del forged["X-GitHub-Delivery"]
+    assert call({"headers": forged, "body": captured["body"]}, deliveries=seen).status == 409, "no id, same body"
+    assert call(github({"ref": "refs/heads/main", "after": "2" * 40}, delivery="next"), deliveries=seen).triggers
+
+
+def test_gitlab_replay_without_its_uuid_is_refused() -> None:
+    seen = Deliveries()
+    assert call(gitlab({"ref": "refs/heads/main", "checkout_sha": "a" * 40}, uuid="u-9"), deliveries=seen).triggers
+    again = gitlab({"ref": "refs/heads/main", "checkout_sha": "a" * 40}, uuid="")
+    assert call(again, deliveries=seen).result == "replayed"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fleet.engine.pipelines import LoadCache, load_plan
+from fleet.engine.pipelines import Checked, LoadCache, check_and_plan, load_plan
 from tests.apply.repos import Repo
 
 
@@ -26,3 +26,38 @@ def test_unchanged_repository_returns_the_same_plan(tmp_path: Path) -> None:
     counts = {d.ref.name: d.obj.get("spec") for d in second.objects if d.ref.kind == "ResourceClaimTemplate"}
     assert counts["one"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
     assert (cache.parsed.hits, cache.parsed.misses) == (files - 1, files + 1), "only the changed file was parsed again"
+
+
+def test_a_warm_load_after_each_edit_equals_a_cold_one(tmp_path: Path) -> None:
+    """Per-manifest memos (render, structure and tenancy findings) never hide a cross-file change:
+    after each edit, the cached load answers exactly what a fresh process answers."""
+    repo = Repo(root=tmp_path / "repo")
+    repo.team("ml", namespaces=["ml", "ml-b"], group="ml-research", quota=4)
+    repo.claim_template("ml", "a", count=1)
+    repo.claim_template("ml", "b", count=2)
+    cache = LoadCache()
+
+    def same() -> Checked:
+        root = repo.write()
+        warm = check_and_plan(root, cluster=repo.cluster, cache=cache)
+        cold = check_and_plan(root, cluster=repo.cluster)
+        assert warm.findings == cold.findings
+        assert warm.plan == cold.plan
+        return warm
+
+    first = same()
+    assert first.plan is not None and not first.findings
+
+    repo.teams["ml"].quota = 2  # only team.yaml changes: the unchanged claims now overrun it
+    assert {f.rule for f in same().findings} == {"team-quota"}
+
+    repo.teams["ml"].quota = 4
+    repo.teams["ml"].namespaces = [repo.ns("other")]  # the claims' namespaces are no longer the team's
+    assert {f.rule for f in same().findings} == {"team-namespace"}
+
+    repo.teams["ml"].namespaces = [repo.ns("ml"), repo.ns("ml-b")]
+    back = same()
+    assert back.plan is not None and not back.findings
+
+    repo.device_class = False  # the DeviceClass file goes: the unchanged claims name a missing class
+    assert {f.rule for f in same().findings} >= {"unknown-device-class"}
