@@ -60,12 +60,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         pass
 
 
-async def connect(config: settings.Settings) -> kube.Client:
-    """In-cluster first (a pod), then the kubeconfig like kubectl."""
+async def connect(config: settings.Settings, *, user_agent: str = "") -> kube.Client:
+    """In-cluster first (a pod), then the kubeconfig like kubectl.
+
+    ``user_agent`` carries the replica's Lease identity, so the API server's audit log
+    tells which replica sent each write (a deposed leader must have stopped writing).
+    """
     account = str(config.service_account_dir)
     if config.kubeconfig is None and kube.in_cluster(service_account=account):
-        return await kube.connect(service_account=account)
-    return await kube.connect(kubeconfig=config.kubeconfig, context=config.context)
+        return await kube.connect(service_account=account, user_agent=user_agent)
+    return await kube.connect(kubeconfig=config.kubeconfig, context=config.context, user_agent=user_agent)
 
 
 def build(config: settings.Settings, *, client: kube.Client, metrics: Metrics) -> controllers.Controller:
@@ -112,8 +116,8 @@ def _helm(config: settings.Settings) -> helm.Settings | None:
 
 async def run(config: settings.Settings) -> None:
     tracing.setup()
-    client = await connect(config)
     identity = config.identity or f"{socket.gethostname()}_{os.getpid()}"
+    client = await connect(config, user_agent=f"fleet-controller/{identity}")
     metrics = Metrics()
     try:
         ctl = build(config, client=client, metrics=metrics)
@@ -137,6 +141,7 @@ async def run(config: settings.Settings) -> None:
                     identity=identity,
                     enabled=config.leader_elect,
                     leader=ctl.leader,
+                    timings=config.lease_timings,
                 )
             )
             tg.start_soon(ctl.run)

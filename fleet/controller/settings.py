@@ -24,6 +24,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from fleet.errors import FleetError
+from fleet.kube import leases
 
 DriftPolicy = Literal["enforce", "report", "ignore"]
 ENV_PREFIX = "FLEET_"
@@ -89,6 +90,13 @@ class Settings(BaseSettings):
     kubeconfig: str | None = Field(None, description="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     context: str | None = Field(None, description="kubeconfig context")
     leader_elect: bool = Field(True, description="hold the cluster's Lease before writing (default on)")
+    lease_duration: float = Field(
+        15.0, description="how long a renewal of the Lease counts; a dead leader is replaced after it (default 15s)"
+    )
+    renew_deadline: float = Field(
+        10.0, description="the leader stops writing when it could not renew for this long (default 10s)"
+    )
+    retry_period: float = Field(2.0, description="how often the Lease is renewed or tried (default 2s)")
     drift_policy: DriftPolicy | None = Field(
         None,
         description="report or ignore: use it instead of enforce for every object (a freeze); "
@@ -115,7 +123,16 @@ class Settings(BaseSettings):
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
 
-    @field_validator("interval", "resync", "health_timeout", "git_timeout", mode="before")
+    @field_validator(
+        "interval",
+        "resync",
+        "health_timeout",
+        "git_timeout",
+        "lease_duration",
+        "renew_deadline",
+        "retry_period",
+        mode="before",
+    )
     @classmethod
     def _duration(cls, value: Any) -> float:
         return parse_duration(value)
@@ -143,6 +160,24 @@ class Settings(BaseSettings):
         if self.resync < self.interval:
             raise ValueError(f"--resync ({self.resync:g}s) must not be shorter than --interval ({self.interval:g}s)")
         return self
+
+    @model_validator(mode="after")
+    def _lease_timings(self) -> Settings:
+        # The old leader stops writing at its renew deadline, a follower takes over at the duration:
+        # the gap between them (at least one retry period) is what keeps two leaders from writing at once.
+        if not self.retry_period < self.renew_deadline <= self.lease_duration - self.retry_period:
+            raise ValueError(
+                f"lease timings must satisfy --retry-period ({self.retry_period:g}s) < --renew-deadline "
+                f"({self.renew_deadline:g}s) <= --lease-duration ({self.lease_duration:g}s) - --retry-period, so "
+                "that a leader which cannot renew stops writing before another replica may take over"
+            )
+        return self
+
+    @property
+    def lease_timings(self) -> leases.Timings:
+        return leases.Timings(
+            duration=self.lease_duration, renew_deadline=self.renew_deadline, retry_period=self.retry_period
+        )
 
 
 def flag(name: str) -> str:

@@ -126,13 +126,24 @@ class Sync:
                 where=f"cluster {self.plan.cluster}",
                 hint="pass --allow-empty (or set spec.allowEmpty: true in fleet.yaml) if that is really intended",
             )
-        self.ledger = await ledgers.load(client=self.client, cluster=self.plan.cluster)
-        progress = self.ledger.progress
-        self._resumed = not progress.complete
-        if progress.revision == self.plan.revision and not progress.complete:
-            self._skip = set(progress.done)
-        else:
-            progress.done = []  # stages done for another revision say nothing about this one
+        with tracing.tracer().start_as_current_span("read ledger") as span:
+            self.ledger = await ledgers.load(client=self.client, cluster=self.plan.cluster)
+            progress = self.ledger.progress
+            self._resumed = not progress.complete
+            if progress.revision == self.plan.revision and not progress.complete:
+                self._skip = set(progress.done)
+            else:
+                progress.done = []  # stages done for another revision say nothing about this one
+            # Where this run picks up: a killed run left ``complete: false`` and the stages it finished.
+            span.set_attributes(
+                {
+                    tracing.REVISION: self.plan.revision,
+                    "fleet.ledger.entries": len(self.ledger.entries),
+                    "fleet.resumed": self._resumed,
+                    "fleet.resumed.revision": progress.revision,
+                    "fleet.resumed.done": sorted(self._skip),
+                }
+            )
         kinds = {(d.obj["apiVersion"], d.obj["kind"]) for d in self.plan.objects}
         kinds |= {(e.api_version, k.split("/", 2)[1]) for k, e in self.ledger.entries.items()}
         if self.plan.pools:
@@ -212,7 +223,7 @@ class Sync:
                 return
             refused = [self._refused[d.ref.key] for d in desired if d.ref.key in self._refused]
             desired = [self._adopting(d) for d in desired if d.ref.key not in self._refused]
-            with tracer.start_as_current_span("diff", attributes={tracing.STAGE: stage.name}):
+            with tracer.start_as_current_span("diff", attributes={tracing.STAGE: stage.name}) as diffed:
                 found = await diffs.diff_objects(
                     settled=self.settled,
                     client=self.client,
@@ -222,6 +233,13 @@ class Sync:
                     ignore_managers=self.options.ignore_managers,
                     force=self.options.force_conflicts,
                     preview=self.options.dry_run,
+                )
+                # Where a resumed run picks up inside a stage: what is already in place, what is left.
+                diffed.set_attributes(
+                    {
+                        "fleet.unchanged": sum(c.action == Action.UNCHANGED for c in found),
+                        "fleet.writes": sum(c.action in (Action.CREATED, Action.CONFIGURED) for c in found),
+                    }
                 )
             for change, d in zip(found, desired, strict=True):
                 if change.action == Action.CREATED and self._deleted_outside(d.ref.key):

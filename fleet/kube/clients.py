@@ -82,9 +82,13 @@ class ListResult:
 class Client:
     """One authenticated connection to one cluster; create it with ``connect``."""
 
-    def __init__(self, *, api: Any, context: str, timeout: float, retry: retries.RetryPolicy) -> None:
+    def __init__(
+        self, *, api: Any, context: str, timeout: float, retry: retries.RetryPolicy, user_agent: str = ""
+    ) -> None:
         self._api = api
         self.context = context
+        self.user_agent = user_agent
+        """Sent as ``User-Agent`` when set: the API server's audit log then names who wrote."""
         self.timeout = timeout
         self.retry = retry
         self.counts = RequestCounts()
@@ -130,7 +134,9 @@ class Client:
         timeout = httpx.Timeout(self.timeout, read=read_timeout)
         self.counts.by_verb[verb] += 1
         try:
-            async with session.stream(method, path, params=params or {}, timeout=timeout) as response:
+            async with session.stream(
+                method, path, params=params or {}, headers=self._agent(), timeout=timeout
+            ) as response:
                 if response.is_error:
                     self.counts.failed[response.status_code] += 1
                     await response.aread()
@@ -143,6 +149,9 @@ class Client:
                 where=where or path,
                 hint="check that the API server is running and reachable",
             ) from exc
+
+    def _agent(self) -> dict[str, str]:
+        return {"User-Agent": self.user_agent} if self.user_agent else {}
 
     async def request(
         self,
@@ -159,7 +168,7 @@ class Client:
     ) -> Any:
         """Send one request with timeouts and retries; the decoded JSON (or text if ``raw``)."""
         content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-        headers = {"Content-Type": content_type, "Accept": accept}
+        headers = {"Content-Type": content_type, "Accept": accept, **self._agent()}
         where = where or f"{method} {path}"
         attempt = 0
         renewed = False
@@ -403,6 +412,7 @@ async def connect(
     timeout: float = 30.0,  # noqa: ASYNC109 - the per-request timeout the client keeps, not a wait
     retry: retries.RetryPolicy | None = None,
     service_account: str | None = None,
+    user_agent: str = "",
 ) -> Client:
     """Open a client like kubectl: ``kubeconfig`` (else ``$KUBECONFIG``, else ~/.kube/config), ``context``.
 
@@ -411,6 +421,7 @@ async def connect(
     instead: ``KUBERNETES_SERVICE_HOST``/``PORT`` and that token, re-read when it
     expires (a 401 renews the credentials). Checks the server answers (``/version``)
     within ``timeout`` seconds; every later request gets the same timeout per attempt.
+    ``user_agent`` replaces the HTTP client's (the controller names its Lease identity).
     """
     where = f"context {context}" if context else (kubeconfig or "kubeconfig")
     if service_account:
@@ -448,6 +459,7 @@ async def connect(
         context=str(api.auth.active_context or context or ""),
         timeout=timeout,
         retry=retry or retries.RetryPolicy(),
+        user_agent=user_agent,
     )
 
 

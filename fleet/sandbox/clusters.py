@@ -86,6 +86,11 @@ class Sandbox:
         return self.directory / "pki" / "apiserver.crt"
 
     @property
+    def audit_log(self) -> Path:
+        """The API server's audit log: one JSON event per write (who, user agent, what, when)."""
+        return self.directory / "logs" / "audit.log"
+
+    @property
     def server(self) -> str:
         return f"https://127.0.0.1:{self.ports['apiserver']}"
 
@@ -175,8 +180,25 @@ def _start_etcd(sb: Sandbox) -> processes.Running:
     )
 
 
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  namespaces: [kube-node-lease]
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+- level: None
+"""
+"""Writes only, at Metadata level (user, user agent, object, time; no bodies): enough to say which
+process wrote what and when (tests/faults/test_leader_loss.py), small enough to leave on."""
+
+
 def _start_apiserver(sb: Sandbox) -> processes.Running:
     d = sb.directory
+    (d / "audit-policy.yaml").write_text(AUDIT_POLICY)
+    (d / "logs").mkdir(exist_ok=True)
     return processes.start(
         "kube-apiserver",
         [
@@ -200,6 +222,10 @@ def _start_apiserver(sb: Sandbox) -> processes.Running:
             # can compact etcd and get a real 410 Gone, which a young watch cache never gives.
             "--watch-cache-sizes=podtemplates#0",
             f"--feature-gates={FEATURE_GATES}",
+            f"--audit-policy-file={d / 'audit-policy.yaml'}",
+            f"--audit-log-path={sb.audit_log}",
+            "--audit-log-maxsize=200",
+            "--audit-log-maxbackup=1",
             *sb.apiserver_flags,
         ],
         logs=d / "logs",

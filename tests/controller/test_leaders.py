@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,79 +19,11 @@ import pytest
 from fleet.sandbox import Sandbox, credentials
 from tests.apply.repos import Repo
 from tests.controller.conftest import Remote
+from tests.controller.replicas import Replicas, ready_at, replicas, templates, wait_for
+
+__all__ = ["replicas"]  # the fixture
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.usefixtures("fleetsync_crd")]
-
-
-class Replicas:
-    def __init__(self, sandbox: Sandbox, remote: Remote, cluster: str, root: Path) -> None:
-        self.sandbox, self.remote, self.cluster, self.root = sandbox, remote, cluster, root
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-
-    def start(self, identity: str) -> subprocess.Popen[bytes]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_") and k != "KUBECONFIG"}
-        argv = [
-            sys.executable, "-m", "fleet.controller",
-            "--repo", self.remote.url, "--ref", "main", "--cluster", self.cluster,
-            "--interval", "1s", "--health-timeout", "30s",
-            "--kubeconfig", str(self.sandbox.kubeconfig), "--context", credentials.CLUSTER,
-            "--listen", "127.0.0.1:0", "--identity", identity,
-            "--state-dir", str(self.root / identity),
-        ]  # fmt: skip
-        log = (self.root / f"{identity}.log").open("wb")
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        self.procs[identity] = proc
-        return proc
-
-    def log(self, identity: str) -> str:
-        return (self.root / f"{identity}.log").read_text(errors="replace")[-4000:]
-
-    def holder(self) -> str:
-        out = self.sandbox.kubectl(
-            "get", "lease", "-n", "fleet-system", f"fleet-{self.cluster}", "-o", "json", check=False
-        )
-        if out.returncode != 0:
-            return ""
-        return str(json.loads(out.stdout)["spec"].get("holderIdentity") or "")
-
-    def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
-
-
-def wait_for(check: object, *, within: float, what: str) -> float:
-    """Seconds until ``check()`` is truthy; AssertionError after ``within`` seconds."""
-    started = time.monotonic()
-    while time.monotonic() - started < within:
-        if check():  # type: ignore[operator]
-            return time.monotonic() - started
-        time.sleep(0.1)
-    raise AssertionError(f"not within {within:g}s: {what}")
-
-
-@pytest.fixture()
-def replicas(sandbox: Sandbox, remote: Remote, tmp_path: Path) -> Iterator[Replicas]:
-    r = Replicas(sandbox, remote, f"t-{os.urandom(3).hex()}", tmp_path)
-    try:
-        yield r
-    finally:
-        r.stop()
-
-
-def ready_at(sandbox: Sandbox, cluster: str, revision: str) -> bool:
-    out = sandbox.kubectl("get", "fleetsync", cluster, "-o", "json", check=False)
-    if out.returncode != 0:
-        return False
-    status = json.loads(out.stdout).get("status") or {}
-    ready = [c["status"] for c in status.get("conditions") or () if c["type"] == "Ready"]
-    return ready == ["True"] and status.get("lastAppliedRevision") == revision
-
-
-def templates(sandbox: Sandbox, namespace: str) -> int:
-    out = sandbox.kubectl("get", "resourceclaimtemplates", "-n", namespace, "-o", "name", check=False)
-    return len(out.stdout.split())
 
 
 def test_sigkill_of_the_leader_mid_apply_hands_over_and_the_follower_converges(

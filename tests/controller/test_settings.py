@@ -104,3 +104,26 @@ def test_taking_fields_from_other_managers_and_the_git_size_limit_are_opt_in(
     assert s.force_conflicts is True and s.git_max_bytes == 1048576 and s.git_timeout == 120.0
     with pytest.raises(settings.SettingsError, match=r"git.max.bytes"):
         settings.parse(["--git-max-bytes", "0"])
+
+
+def test_lease_timings_default_to_controller_runtime_and_can_be_shortened(environment: pytest.MonkeyPatch) -> None:
+    setenv(environment, REQUIRED)
+    s = settings.parse([])
+    assert (s.lease_timings.duration, s.lease_timings.renew_deadline, s.lease_timings.retry_period) == (15, 10, 2)
+    s = settings.parse(["--lease-duration", "10s", "--renew-deadline", "7s", "--retry-period", "2s"])
+    assert (s.lease_timings.duration, s.lease_timings.renew_deadline, s.lease_timings.retry_period) == (10, 7, 2)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--lease-duration", "10s"],  # the default 10 s renew deadline would end after a follower may take over
+        ["--renew-deadline", "14s"],  # less than a retry period before the duration
+        ["--retry-period", "10s"],  # not shorter than the renew deadline
+    ],
+)
+def test_unsafe_lease_timings_are_refused_naming_the_flags(environment: pytest.MonkeyPatch, flags: list[str]) -> None:
+    setenv(environment, REQUIRED)
+    with pytest.raises(settings.SettingsError) as err:
+        settings.parse(flags)
+    assert "--renew-deadline" in str(err.value) and "--lease-duration" in str(err.value)

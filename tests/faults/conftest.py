@@ -1,4 +1,5 @@
-"""Fault tests reuse the apply tests' repository builder and engine runner.
+"""Fault tests reuse the apply tests' repository builder and engine runner, and the controller
+tests' git remote and real controller processes (``replicas``).
 
 ``own_sandbox`` is a control plane of the fault module's own (one small GPU node), for
 tests that stop kube-apiserver or etcd, compact etcd or throttle the API server: the
@@ -19,6 +20,8 @@ from ruamel.yaml import YAML
 
 from fleet.sandbox import Sandbox, clusters, credentials, profiles
 from tests.apply.conftest import fleet, repo
+from tests.controller.conftest import fleetsync_crd, remote
+from tests.controller.replicas import replicas
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,4 +64,13 @@ def service_account_kubeconfig(sb: Sandbox, path: Path) -> Path:
     return path
 
 
-__all__ = ["fleet", "own_sandbox", "repo", "service_account_kubeconfig", "start_own_sandbox"]
+__all__ = [
+    "fleet",
+    "fleetsync_crd",
+    "own_sandbox",
+    "remote",
+    "replicas",
+    "repo",
+    "service_account_kubeconfig",
+    "start_own_sandbox",
+]
