@@ -73,7 +73,7 @@ def _wait(check: Callable[[], Any], *, within: float, what: str, proc: subproces
 def test_the_installed_controller_runs_the_operator_stage_with_the_overlay_only(
     sandbox: Sandbox, kubectl: Kubectl, chart_repo: str, helm_settings: helm.Settings, tmp_path: Path
 ) -> None:
-    kubectl("apply", "--server-side", "-k", str(ROOT / "overlays" / "base"))
+    kubectl("apply", "-k", str(ROOT / "overlays" / "base"))
     kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
     denied = kubectl("auth", "can-i", "list", "secrets", "-n", NAMESPACE, f"--as={SA}", check=False)
     assert denied.stdout.strip() == "no"
@@ -138,7 +138,7 @@ def test_the_installed_controller_runs_the_operator_stage_with_the_overlay_only(
             assert _history(helm_settings) is None  # nothing was installed
 
             # The admin opts in: the same process, same token, installs the release on its next try.
-            kubectl("apply", "--server-side", "-k", str(ROOT / "overlays" / "gpu-operator"))
+            kubectl("apply", "-k", str(ROOT / "overlays" / "gpu-operator"))
             granted = time.monotonic()
             # "created" by the install; a reconcile queued meanwhile may already show "unchanged".
             done = _wait(
