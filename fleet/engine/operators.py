@@ -576,6 +576,12 @@ class Stage:
             mine = [r for r in found if r.chart_name == "gpu-operator"]
         except helm.HelmMissing:
             return  # no helm here: nothing fleet could have installed with it
+        except helm.HelmError as err:
+            if not helm.forbidden(err):
+                raise
+            # This identity may not read helm's release record (the in-cluster base install, without
+            # overlays/gpu-operator): it could not have installed a release, and removes none.
+            return
         for r in mine:
             labelled = await self.h.labels(name=r.name, namespace=r.namespace, revision=r.revision)
             if not labelled:

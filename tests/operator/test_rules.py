@@ -9,7 +9,7 @@ import anyio
 
 from fleet import helm
 from fleet.engine import operators
-from fleet.engine.plans import OperatorRelease
+from fleet.engine.plans import OperatorRelease, Plan
 from fleet.inventory import pendings
 from fleet.sandbox import charts
 
@@ -206,3 +206,17 @@ def test_without_cluster_wide_secrets_the_releases_are_those_of_the_operator_nam
         assert "unreachable" in err.what  # not a permission problem: not hidden by the fallback
     else:
         raise AssertionError("an unreachable cluster was taken for an empty namespace")
+
+
+def test_an_identity_that_may_not_read_releases_removes_none_and_does_not_fail() -> None:
+    """The in-cluster base install with helm on PATH (the image) and a fleet without a GPUOperator."""
+
+    class Refused:
+        writes = 0
+
+        async def releases(self, *, namespace: str | None = None) -> list[helm.Release]:
+            raise helm.HelmError('helm list failed: secrets is forbidden: cannot list resource "secrets"')
+
+    plan = Plan(cluster="gpu-east", revision="r", objects=(), operator=None)
+    stage = operators.Stage(client=None, h=Refused(), plan=plan, prune=True)  # type: ignore[arg-type]
+    assert anyio.run(stage.run) == []
