@@ -19,6 +19,7 @@ progress, leadership is released, and the process exits 0.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import shutil
@@ -109,9 +110,41 @@ def _helm(config: settings.Settings) -> helm.Settings | None:
     found = config.helm or (Path(p) if (p := shutil.which("helm")) else None)
     if found is None:
         return None
-    return helm.Settings(
-        binary=found, kubeconfig=config.kubeconfig, context=config.context, home=config.state_dir / "helm"
-    )
+    home = config.state_dir / "helm"
+    kubeconfig = config.kubeconfig
+    account = config.service_account_dir
+    if kubeconfig is None and kube.in_cluster(service_account=str(account)):
+        kubeconfig = str(helm_kubeconfig(account=account, path=home / "in-cluster.kubeconfig"))
+    return helm.Settings(binary=found, kubeconfig=kubeconfig, context=config.context, home=home)
+
+
+def helm_kubeconfig(*, account: Path, path: Path) -> Path:
+    """A kubeconfig for helm with the controller's in-cluster identity: the service host and port,
+    the service account's CA, and its token by file (``tokenFile``: client-go re-reads it, so a
+    rotated projected token is used without a restart).
+
+    helm finds the in-cluster configuration by itself only at the fixed pod path; this also works
+    when ``FLEET_SERVICE_ACCOUNT_DIR`` points elsewhere, and names what helm runs as. Written
+    once at start-up (a few hundred bytes), before the loop's work begins.
+    """
+    host = os.environ["KUBERNETES_SERVICE_HOST"]
+    port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+    server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    namespace_file = account / "namespace"
+    ns = {"namespace": namespace_file.read_text().strip()} if namespace_file.is_file() else {}
+    ca = str(account / "ca.crt")
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "in-cluster",
+        "clusters": [{"name": "in-cluster", "cluster": {"server": server, "certificate-authority": ca}}],
+        "users": [{"name": "service-account", "user": {"tokenFile": str(account / "token")}}],
+        "contexts": [{"name": "in-cluster", "context": {"cluster": "in-cluster", "user": "service-account", **ns}}],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=1) + "\n")
+    path.chmod(0o600)
+    return path
 
 
 async def run(config: settings.Settings) -> None:

@@ -67,6 +67,7 @@ from fleet.engine.plans import OperatorRelease, Plan
 from fleet.errors import FleetError
 from fleet.kube import Client, KubeError, NotFound, Ref
 from fleet.kube import watch as kube_watch
+from fleet.manifests.kinds import GPUOperatorSpec
 from fleet.telemetry import tracing
 
 DRA_DRIVER_CHARTS = ("dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu")
@@ -241,8 +242,24 @@ class Observed:
     releases: list[helm.Release] = field(default_factory=list)
 
 
+async def visible_releases(h: helm.Helm, *, namespace: str) -> list[helm.Release]:
+    """Every release when helm may list release Secrets cluster-wide, else those in ``namespace``.
+
+    The in-cluster controller reads Secrets only in the operator's namespace (overlays/gpu-operator
+    grants a Role there, not a ClusterRole over every Secret): then the separate-DRA-driver guard
+    sees that namespace's releases, and the CRD-ownership guard still sees every other release
+    that owns one of the chart's CRDs. A refusal there too is raised (its hint names the overlay).
+    """
+    try:
+        return await h.releases()
+    except helm.HelmError as err:
+        if not helm.forbidden(err):
+            raise
+    return await h.releases(namespace=namespace)
+
+
 async def observe(*, h: helm.Helm, desired: OperatorRelease) -> Observed:
-    releases = await h.releases()
+    releases = await visible_releases(h, namespace=desired.namespace)
     found = next((r for r in releases if (r.name, r.namespace) == (desired.release, desired.namespace)), None)
     obs = Observed(releases=releases)
     if found is not None:
@@ -324,7 +341,20 @@ class Stage:
             return self.changes
         ref = release_ref(release=desired.release, namespace=desired.namespace)
         chart = helm.ChartRef(repository=desired.repository, name=desired.chart, version=desired.version)
-        obs = await observe(h=self.h, desired=desired)
+        try:
+            obs = await observe(h=self.h, desired=desired)
+        except helm.HelmError as err:
+            if not helm.forbidden(err):
+                raise
+            seen = ReleaseStatus(
+                version="", limit=desired.driver_state_timeout, checked=datetime.datetime.now(datetime.UTC)
+            )
+            self._refuse(
+                ref,
+                (f"helm may not read release {desired.namespace}/{desired.release}: {err.what}", err.hint),
+                seen=seen,
+            )
+            return self.changes
         running = obs.release.chart_version(desired.chart) if obs.release else None
         before = _summary(obs.release, obs.values, chart=desired.chart) if obs.release else None
         after = {"chart": f"{desired.repository} {desired.chart}", "version": desired.version, "values": desired.values}
@@ -542,9 +572,16 @@ class Stage:
     async def _remove(self) -> None:
         """The operator is no longer declared: uninstall fleet's release, once no claim holds a GPU."""
         try:
-            mine = [r for r in await self.h.releases() if r.chart_name == "gpu-operator"]
+            found = await visible_releases(self.h, namespace=GPUOperatorSpec.model_fields["namespace"].default)
+            mine = [r for r in found if r.chart_name == "gpu-operator"]
         except helm.HelmMissing:
             return  # no helm here: nothing fleet could have installed with it
+        except helm.HelmError as err:
+            if not helm.forbidden(err):
+                raise
+            # This identity may not read helm's release record (the in-cluster base install, without
+            # overlays/gpu-operator): it could not have installed a release, and removes none.
+            return
         for r in mine:
             labelled = await self.h.labels(name=r.name, namespace=r.namespace, revision=r.revision)
             if not labelled:

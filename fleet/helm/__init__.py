@@ -8,12 +8,23 @@
     await h.rollback(name=..., namespace=...)                         # from Helm's own history
     h.writes                                                          # release-changing calls made
 
-Errors are ``HelmError`` (``HelmTimeout``, ``HelmMissing``), each a ``FleetError``.
+Errors are ``HelmError`` (``HelmTimeout``, ``HelmMissing``), each a ``FleetError``; ``forbidden(err)``
+says the API server refused helm's identity (its hint then names the RBAC overlay).
 """
 
 from __future__ import annotations
 
-from fleet.helm.errors import HelmError, HelmMissing, HelmTimeout
+from fleet.helm.errors import HelmError, HelmMissing, HelmTimeout, forbidden
 from fleet.helm.releases import MANAGED_LABEL, ChartRef, Helm, Release, Settings
 
-__all__ = ["MANAGED_LABEL", "ChartRef", "Helm", "HelmError", "HelmMissing", "HelmTimeout", "Release", "Settings"]
+__all__ = [
+    "MANAGED_LABEL",
+    "ChartRef",
+    "Helm",
+    "HelmError",
+    "HelmMissing",
+    "HelmTimeout",
+    "Release",
+    "Settings",
+    "forbidden",
+]

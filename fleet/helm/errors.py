@@ -21,6 +21,20 @@ class HelmError(FleetError):
         self.stderr = stderr
 
 
+FORBIDDEN_HINT = (
+    "the identity helm runs as (the kubeconfig's user; in a cluster, ServiceAccount fleet-system/fleet) "
+    "lacks the permission named above: for the in-cluster controller apply the GPU Operator overlay "
+    "(kubectl apply -k overlays/gpu-operator, docs/install.md); otherwise grant that verb and resource"
+)
+"""What to do when the API server refused helm (RBAC): said once, for every helm call."""
+
+
+def forbidden(err: HelmError) -> bool:
+    """Whether helm failed because the API server refused its identity (403/401)."""
+    text = f"{err.what}\n{err.stderr}".lower()
+    return "forbidden" in text or "unauthorized" in text
+
+
 class HelmTimeout(HelmError):
     """helm did not finish in time (it was stopped)."""
 
@@ -29,4 +43,4 @@ class HelmMissing(HelmError):
     """The helm binary is not where the settings say."""
 
 
-__all__ = ["HelmError", "HelmMissing", "HelmTimeout"]
+__all__ = ["FORBIDDEN_HINT", "HelmError", "HelmMissing", "HelmTimeout", "forbidden"]

@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 import yaml
 
-from fleet.helm.errors import HelmError, HelmMissing, HelmTimeout
+from fleet.helm.errors import FORBIDDEN_HINT, HelmError, HelmMissing, HelmTimeout, forbidden
 
 MANAGED_LABEL = "app.kubernetes.io/managed-by=fleet"
 
@@ -266,7 +266,10 @@ class Helm:
             stderr = done.stderr.decode(errors="replace").strip()
             lines = [ln for ln in stderr.splitlines() if ln.startswith("Error:")] or stderr.splitlines()[-1:]
             what = (lines[0].removeprefix("Error: ") if lines else f"helm exited {done.returncode}").strip()
-            raise HelmError(f"helm {argv[0]} failed: {what}", where=" ".join(argv[:2]), stderr=stderr)
+            failed = HelmError(f"helm {argv[0]} failed: {what}", where=" ".join(argv[:2]), stderr=stderr)
+            if forbidden(failed):
+                failed.hint = FORBIDDEN_HINT
+            raise failed
         return stdout
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.controller import settings
+from fleet.controller import mains, settings
 
 REQUIRED = {"FLEET_REPO": "file:///srv/fleet.git", "FLEET_CLUSTER": "gpu-east"}
 
@@ -127,3 +128,31 @@ def test_unsafe_lease_timings_are_refused_naming_the_flags(environment: pytest.M
     with pytest.raises(settings.SettingsError) as err:
         settings.parse(flags)
     assert "--renew-deadline" in str(err.value) and "--lease-duration" in str(err.value)
+
+
+def test_helm_gets_the_in_cluster_identity_as_a_kubeconfig(environment: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text("t0ken")
+    (account / "namespace").write_text("fleet-system")
+    setenv(environment, {**REQUIRED, "KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "6443"})
+    environment.delenv("KUBECONFIG", raising=False)
+    config = settings.Settings(
+        helm=Path(sys.executable), service_account_dir=account, state_dir=tmp_path / "state"
+    )  # any existing file stands in for helm
+    chosen = mains._helm(config)
+    assert chosen is not None and chosen.kubeconfig is not None
+    written = json.loads(Path(chosen.kubeconfig).read_text())
+    assert written["clusters"] == [
+        {
+            "name": "in-cluster",
+            "cluster": {"server": "https://10.0.0.1:6443", "certificate-authority": str(account / "ca.crt")},
+        }
+    ]
+    assert written["users"] == [{"name": "service-account", "user": {"tokenFile": str(account / "token")}}]
+    assert written["contexts"][0]["context"]["namespace"] == "fleet-system"
+    assert "t0ken" not in Path(chosen.kubeconfig).read_text()  # the token stays in its file (rotated there)
+    assert Path(chosen.kubeconfig).stat().st_mode & 0o077 == 0
+    # With a kubeconfig given, helm uses it as is.
+    given = mains._helm(settings.Settings(helm=Path(sys.executable), kubeconfig="/k", state_dir=tmp_path / "s2"))
+    assert given is not None and given.kubeconfig == "/k"

@@ -70,6 +70,7 @@ def test_ci_runner_service_account_can_apply_and_prune_the_example(gpu_east: San
 
 APPLIER = ("base", ["-A", "--as=system:serviceaccount:fleet-system:fleet"])
 IN_FLEET_SYSTEM = ("base", ["-n", "fleet-system", "--as=system:serviceaccount:fleet-system:fleet"])
+IN_GPU_OPERATOR = ("base", ["-n", "gpu-operator", "--as=system:serviceaccount:fleet-system:fleet"])
 READER = ("inventory-reader", ["--as=oncall", "--as-group=fleet:inventory-readers"])
 
 
@@ -83,6 +84,8 @@ READER = ("inventory-reader", ["--as=oncall", "--as-group=fleet:inventory-reader
         (APPLIER, "delete", "resourceslices.resource.k8s.io", "no"),
         (APPLIER, "create", "clusterroles.rbac.authorization.k8s.io", "no"),
         (APPLIER, "get", "secrets", "no"),
+        (IN_GPU_OPERATOR, "list", "secrets", "no"),  # helm's release record: only with overlays/gpu-operator
+        (APPLIER, "create", "customresourcedefinitions.apiextensions.k8s.io", "no"),
         (APPLIER, "delete", "pods", "no"),
         (APPLIER, "update", "deviceclasses.resource.k8s.io", "no"),
         (APPLIER, "patch", "fleetsyncs.fleet.gpufleet.dev/status", "yes"),
@@ -109,3 +112,60 @@ def test_overlay_grants_exactly_what_it_says(
     gpu_east.kubectl("apply", "-k", str(ROOT / "overlays" / name))
     can = gpu_east.kubectl("auth", "can-i", verb, resource, *identity, check=False)
     assert can.stdout.strip() == allowed
+
+
+SA = "system:serviceaccount:fleet-system:fleet"
+CRDS = "customresourcedefinitions"
+OPERATOR_GRANTS = [
+    # (verb, group, resource, namespace, name): allowed; asked with a SubjectAccessReview, which
+    # needs no discovery (the chart's CRDs are not installed in this sandbox)
+    # helm's release Secrets in the operator's namespace, and nowhere else
+    (("list", "", "secrets", "gpu-operator", ""), True),
+    (("update", "", "secrets", "gpu-operator", ""), True),
+    (("get", "", "secrets", "kube-system", ""), False),
+    (("get", "", "secrets", "fleet-system", ""), False),
+    (("list", "", "secrets", "", ""), False),
+    # the chart's namespaced objects there
+    (("create", "apps", "daemonsets", "gpu-operator", ""), True),
+    (("create", "apps", "daemonsets", "kube-system", ""), False),
+    # CRDs: created (RBAC cannot name them on create), changed only by name, never deleted
+    (("create", "apiextensions.k8s.io", CRDS, "", ""), True),
+    (("patch", "apiextensions.k8s.io", CRDS, "", "gpuclusters.nvidia.com"), True),
+    (("patch", "apiextensions.k8s.io", CRDS, "", "fleetsyncs.fleet.gpufleet.dev"), False),
+    (("delete", "apiextensions.k8s.io", CRDS, "", "gpuclusters.nvidia.com"), False),
+    (("create", "nvidia.com", "gpuclusters", "", ""), True),
+    (("delete", "nvidia.com", "gpuclusters", "", ""), False),
+    (("create", "nvidia.com", "clusterpolicies", "", ""), False),
+    # the real chart's ClusterRoles: escalate and bind by name only
+    (("escalate", "rbac.authorization.k8s.io", "clusterroles", "", "gpu-operator"), True),
+    (("bind", "rbac.authorization.k8s.io", "clusterroles", "", "gpu-operator"), True),
+    (("escalate", "rbac.authorization.k8s.io", "clusterroles", "", "cluster-admin"), False),
+    (("bind", "rbac.authorization.k8s.io", "clusterroles", "", "cluster-admin"), False),
+]
+
+
+def allowed(sb: Sandbox, verb: str, group: str, resource: str, namespace: str, name: str) -> bool:
+    attributes = {"verb": verb, "group": group, "resource": resource, "namespace": namespace, "name": name}
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": SA,
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:fleet-system", "system:authenticated"],
+            "resourceAttributes": {k: v for k, v in attributes.items() if v},
+        },
+    }
+    out = sb.kubectl("create", "-o", "json", "-f", "-", stdin=json.dumps(review)).stdout
+    return bool(json.loads(out)["status"].get("allowed"))
+
+
+def test_gpu_operator_overlay_grants_the_operator_stage_and_no_more(gpu_east: Sandbox) -> None:
+    gpu_east.kubectl("apply", "-k", str(ROOT / "overlays" / "gpu-operator"))
+    try:
+        got = [(attrs, allowed(gpu_east, *attrs)) for attrs, _ in OPERATOR_GRANTS]
+        assert got == OPERATOR_GRANTS
+    finally:
+        # Back to the base install: the other tests here check base alone.
+        gpu_east.kubectl("delete", "clusterrolebinding", "fleet-gpu-operator", "--ignore-not-found")
+        gpu_east.kubectl("delete", "rolebinding", "-n", "gpu-operator", "fleet-gpu-operator", "--ignore-not-found")
+    assert not allowed(gpu_east, "list", "", "secrets", "gpu-operator", "")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import anyio
+
 from fleet import helm
 from fleet.engine import operators
-from fleet.engine.plans import OperatorRelease
+from fleet.engine.plans import OperatorRelease, Plan
 from fleet.inventory import pendings
 from fleet.sandbox import charts
 
@@ -169,3 +171,52 @@ def test_the_plan_carries_the_operator_release_with_the_guides_values(tmp_path: 
     assert helm.ChartRef(repository="./charts/gpu-operator", name="gpu-operator", version="v1.0.0").args() == [
         "./charts/gpu-operator"
     ]
+
+
+def test_a_refused_helm_is_told_apart_and_names_the_overlay() -> None:
+    refused = helm.HelmError(
+        "helm list failed: list: failed to list: secrets is forbidden: User "
+        '"system:serviceaccount:fleet-system:fleet" cannot list resource "secrets" at the cluster scope',
+    )
+    assert helm.forbidden(refused)
+    assert not helm.forbidden(helm.HelmError("helm upgrade failed: clusterPolicy.deployCR and ... cannot both be true"))
+    assert "kubectl apply -k overlays/gpu-operator" in helm.errors.FORBIDDEN_HINT
+
+
+def test_without_cluster_wide_secrets_the_releases_are_those_of_the_operator_namespace() -> None:
+    asked: list[str | None] = []
+
+    class Scoped:
+        async def releases(self, *, namespace: str | None = None) -> list[helm.Release]:
+            asked.append(namespace)
+            if namespace is None:
+                raise helm.HelmError('helm list failed: secrets is forbidden: cannot list resource "secrets"')
+            return [helm.Release(name="gpu-operator", namespace=namespace, revision=1, status="deployed", chart="x")]
+
+    class Broken:
+        async def releases(self, *, namespace: str | None = None) -> list[helm.Release]:
+            raise helm.HelmError("helm list failed: Kubernetes cluster unreachable")
+
+    found = anyio.run(lambda: operators.visible_releases(Scoped(), namespace="gpu-operator"))  # type: ignore[arg-type]
+    assert [(r.namespace, r.name) for r in found] == [("gpu-operator", "gpu-operator")]
+    assert asked == [None, "gpu-operator"]
+    try:
+        anyio.run(lambda: operators.visible_releases(Broken(), namespace="gpu-operator"))  # type: ignore[arg-type]
+    except helm.HelmError as err:
+        assert "unreachable" in err.what  # not a permission problem: not hidden by the fallback
+    else:
+        raise AssertionError("an unreachable cluster was taken for an empty namespace")
+
+
+def test_an_identity_that_may_not_read_releases_removes_none_and_does_not_fail() -> None:
+    """The in-cluster base install with helm on PATH (the image) and a fleet without a GPUOperator."""
+
+    class Refused:
+        writes = 0
+
+        async def releases(self, *, namespace: str | None = None) -> list[helm.Release]:
+            raise helm.HelmError('helm list failed: secrets is forbidden: cannot list resource "secrets"')
+
+    plan = Plan(cluster="gpu-east", revision="r", objects=(), operator=None)
+    stage = operators.Stage(client=None, h=Refused(), plan=plan, prune=True)  # type: ignore[arg-type]
+    assert anyio.run(stage.run) == []
