@@ -9,6 +9,7 @@ watches, queue, reconciler) against the sandbox as admin and stops it afterwards
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -129,3 +130,12 @@ async def eventually(check: Callable[[], Awaitable[Any]], *, within: float = 60.
                 return last
             await anyio.sleep(0.1)
     raise AssertionError(f"not within {within:g}s: {what} (last: {last!r})")
+
+
+def fleetsync_events(sandbox: Sandbox, cluster: str) -> list[dict[str, Any]]:
+    """The Events the controller recorded on its FleetSync (namespace ``default``, as kubectl shows them)."""
+    out = sandbox.kubectl(
+        "get", "events", "-n", "default", "--field-selector", f"involvedObject.name={cluster}", "-o", "json"
+    ).stdout
+    items: list[dict[str, Any]] = json.loads(out)["items"]
+    return items

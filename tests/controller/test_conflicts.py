@@ -18,7 +18,7 @@ import pytest
 from fleet import kube
 from fleet.sandbox import Sandbox
 from tests.apply.repos import Repo
-from tests.controller.conftest import Remote, eventually, running
+from tests.controller.conftest import Remote, eventually, fleetsync_events, running
 from tests.controller.test_loop import _ready_at, fleetsync, get
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.anyio, pytest.mark.usefixtures("fleetsync_crd")]
@@ -71,18 +71,7 @@ async def test_a_person_s_field_is_reported_with_its_manager_never_overwritten_u
         assert _expression(await get(admin_client, RCT, "DeviceClass", dc)) == DRIFTED
         template = await get(admin_client, RCT, "ResourceClaimTemplate", "single-gpu", ns)
         assert (template or {})["metadata"]["labels"]["owner"] == "alice"
-        events = json.loads(
-            sandbox.kubectl(
-                "get",
-                "events",
-                "-n",
-                "default",
-                "--field-selector",
-                f"involvedObject.name={repo.cluster}",
-                "-o",
-                "json",
-            ).stdout
-        )["items"]
+        events = fleetsync_events(sandbox, repo.cluster)
         conflict_events = [e for e in events if e["reason"] == "Conflict"]
         assert len(conflict_events) == 1 and "kubectl-patch" in conflict_events[0]["message"], conflict_events
         assert conflict_events[0]["type"] == "Warning"

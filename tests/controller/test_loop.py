@@ -20,7 +20,7 @@ from fleet.controller import statuses
 from fleet.engine import ownership
 from fleet.sandbox import Sandbox, credentials
 from tests.apply.repos import Repo
-from tests.controller.conftest import Remote, eventually, running
+from tests.controller.conftest import Remote, eventually, fleetsync_events, running
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.anyio, pytest.mark.usefixtures("fleetsync_crd")]
 
@@ -187,18 +187,7 @@ async def test_drift_from_watch_events_follows_the_policy(
             assert (
                 await get(admin_client, "rbac.authorization.k8s.io/v1", "RoleBinding", "fleet-team-claims", ns) is None
             )
-            events = json.loads(
-                sandbox.kubectl(
-                    "get",
-                    "events",
-                    "-n",
-                    "default",
-                    "--field-selector",
-                    f"involvedObject.name={repo.cluster}",
-                    "-o",
-                    "json",
-                ).stdout
-            )["items"]
+            events = fleetsync_events(sandbox, repo.cluster)
             assert any(e["reason"] == "Drift" and "DeviceClass" in e["message"] for e in events)
             scraped = ctl.metrics.render()[0].decode()
             assert 'fleet_drift_detected_total{stage="classes"}' in scraped
