@@ -201,6 +201,14 @@ def test_controller_sigkilled_at_random_points_then_live_equals_desired(
         leader = nxt
     wait_for(lambda: ready_at(sandbox, replicas.cluster, second), within=600, what="B applied\n" + replicas.log(leader))
     total = time.monotonic() - started
+    # The FleetSync may have been Ready before the last kill (a kill after the rollout): the last
+    # replica's own run is what the checks below read, so wait until it has read the ledger.
+    last = kills[-1]["next"]
+    wait_for(
+        lambda: _resumed_at(replicas, last, second) is not None,
+        within=120,
+        what=f"{last} read the ledger\n" + replicas.log(last),
+    )
 
     for kill in kills:
         kill["resumed"] = _resumed_at(replicas, kill["next"], second)
