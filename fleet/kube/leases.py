@@ -14,9 +14,15 @@ through ``fleet.engine.writers``.
   other gets 409, reads again and finds the Lease held.
 - **Free** means released (no holder) or expired. Expiry is judged as client-go
   does: by how long *this* process has seen the record unchanged, on its own
-  monotonic clock, which no clock skew between machines can fool. A one-shot
-  command would then always wait a whole duration for a holder that died long ago,
-  so a record whose ``renewTime`` is more than twice its duration old by this
+  monotonic clock, counted from the renewal itself rather than from when this
+  process happened to read it. When a record is first seen, its ``renewTime`` says
+  how long ago it was written; that age is trusted up to ``SKEW`` (1 s), so a clock
+  running ahead by more than that makes a candidate early by at most ``SKEW``,
+  well inside the margin between the holder's renew deadline and the duration.
+  A follower that watched the renewal therefore takes over exactly one duration
+  after the holder's last renewal: at most one duration after the holder died.
+  A one-shot command would still wait a whole duration for a holder that died long
+  ago, so a record whose ``renewTime`` is more than twice its duration old by this
   machine's clock counts as expired too (clocks must agree within one duration).
 - **Holding** (``hold``) renews every retry period in a background task. When no
   renewal succeeds within the renew deadline, or the Lease turns out to have another
@@ -25,7 +31,8 @@ through ``fleet.engine.writers``.
   deadline). The ``hold`` then raises ``Lost``.
 - **Releasing** clears the holder on the way out (also on cancellation, shielded).
   A waiting candidate watches the Lease between its tries, so it takes a released
-  Lease within a request's latency, not at its next try nor after a duration.
+  Lease within a request's latency, not at its next try nor after a duration; and
+  it tries again at the moment the Lease expires, not at the next retry period.
 
 ``Timings`` default to controller-runtime's leader election: 15 s duration, 10 s
 renew deadline, 2 s retry period.
@@ -59,6 +66,10 @@ logger = logging.getLogger(__name__)
 API_VERSION = "coordination.k8s.io/v1"
 ATTEMPTS = 5
 """Reads and writes of one acquire, renew or release that lost a race (409) before giving up."""
+SKEW = 1.0
+"""Seconds of a record's age (by its ``renewTime``) an observer trusts: how far clocks may disagree
+before a candidate could take over early, and then by at most this much (the holder stops writing
+``duration - renew_deadline`` = 5 s before anyone may take over)."""
 
 
 @dataclass(frozen=True)
@@ -123,21 +134,36 @@ class Lost(FleetError):
 
 
 class Observer:
-    """When this process first saw each record of one Lease: client-go's ``observedTime``."""
+    """When this process saw each record of one Lease renewed: client-go's ``observedTime``.
+
+    Counted from the renewal, not from this process's read: the record's age by its
+    ``renewTime`` is subtracted, but never more than ``SKEW`` (a clock ahead of the
+    holder's cannot make this candidate earlier than that) and never less than zero.
+    """
 
     def __init__(self) -> None:
         self._version = ""
         self._since = 0.0
 
+    def _see(self, record: Record) -> None:
+        if record.resource_version == self._version:
+            return
+        age = 0.0
+        if record.renewed is not None:
+            age = min(max((datetime.now(UTC) - record.renewed).total_seconds(), 0.0), SKEW)
+        self._version, self._since = record.resource_version, time.monotonic() - age
+
+    def remaining(self, record: Record) -> float:
+        """Seconds until ``record`` expires by this process's clock (0 when it has)."""
+        self._see(record)
+        if record.duration <= 0:
+            return 0.0
+        if record.renewed is not None and (datetime.now(UTC) - record.renewed).total_seconds() > 2 * record.duration:
+            return 0.0
+        return max(0.0, self._since + record.duration - time.monotonic())
+
     def expired(self, record: Record) -> bool:
-        now = time.monotonic()
-        if record.resource_version != self._version:
-            self._version, self._since = record.resource_version, now
-        if record.duration <= 0 or now - self._since >= record.duration:
-            return True
-        if record.renewed is None:
-            return False
-        return (datetime.now(UTC) - record.renewed).total_seconds() > 2 * record.duration
+        return self.remaining(record) <= 0.0
 
 
 @dataclass
@@ -228,7 +254,9 @@ async def acquire(
                 if on_wait is not None and not waited:
                     on_wait(held.record)
                 waited = True
-                await _changed(client=client, ref=ref, since=held.record.resource_version, period=timings.retry_period)
+                # Try again when the Lease changes, when it expires, or after a retry period.
+                period = min(timings.retry_period, observer.remaining(held.record) + 0.001)
+                await _changed(client=client, ref=ref, since=held.record.resource_version, period=period)
 
 
 async def _changed(*, client: Client, ref: Ref, since: str, period: float) -> None:
@@ -407,6 +435,7 @@ def _parse(value: Any) -> datetime | None:
 __all__ = [
     "API_VERSION",
     "ATTEMPTS",
+    "SKEW",
     "Held",
     "Holding",
     "Lost",
