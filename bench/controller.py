@@ -198,7 +198,8 @@ async def run(
                 await anyio.sleep(random.uniform(0, interval))  # a commit lands at a random point of the cycle
                 polls.append(await commit_latency(ctl, probe, work, f"polled{i}", webhook=False))
             print(f"  commit → applied by polling every {interval:g} s, {polled} commits: p50 {pct(polls, 0.5):.2f} s "
-                  f"(goal ≤ {interval / 2 + 1:g} s), max {max(polls):.2f} s")  # fmt: skip
+                  f"(goal ≤ {interval / 2 + 1:g} s), max {max(polls):.2f} s; each: "
+                  f"{' '.join(f'{p:.1f}' for p in polls)}")  # fmt: skip
 
             await anyio.sleep(3)
             before = dict(client.counts.by_verb)
@@ -234,7 +235,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--commits", type=int, default=50, help="commits announced by a webhook")
-    parser.add_argument("--polled", type=int, default=5, help="commits found by polling")
+    parser.add_argument("--polled", type=int, default=15, help="commits found by polling (each at a random point of the poll cycle)")
     parser.add_argument("--interval", type=float, default=10.0, help="poll interval, seconds")
     parser.add_argument("--idle", type=float, default=60.0, help="idle seconds whose requests are counted")
     args = parser.parse_args()
