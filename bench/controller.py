@@ -17,13 +17,16 @@ runs in this process against a sandbox of its own, leading alone. Figures:
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import FunctionType, ModuleType
 
 import anyio
 import anyio.to_thread
@@ -116,6 +119,21 @@ class Spans(SpanExporter):
 BREAKDOWN = (
     "git fetch", "validate", "render", "reconcile", "read live", "apply stage", "apply object", "wait health", "prune"
 )  # fmt: skip
+
+
+def retained_mib(*roots: object, seen: set[int]) -> float:
+    """MiB reachable from ``roots`` (``sys.getsizeof`` over ``gc.get_referents``), not counting what
+    ``seen`` already holds (so parts measured one after another do not count shared objects twice),
+    nor types, modules and functions. Allocator overhead and free heap are not in it."""
+    total, stack = 0, list(roots)
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (type, ModuleType, FunctionType)):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        stack.extend(gc.get_referents(obj))
+    return total / 2**20
 
 
 def pct(values: list[float], q: float) -> float:
@@ -211,6 +229,15 @@ async def run(
             rss, now_rss = peak_rss_mb(), rss_mb(os.getpid())
             print(f"  RSS of this process (the controller with {count} objects, plus the benchmark's probe "
                   f"client): {now_rss:.0f} MiB now, {rss:.0f} MiB at peak")  # fmt: skip
+            seen: set[int] = set()
+            parts_mib = {  # in this order: what a part shares with an earlier one counts there
+                "watch cache (live objects)": retained_mib(ctl.cache.objects, seen=seen),
+                "parsed repository and memos (LoadCache)": retained_mib(ctl.loads, seen=seen),
+                "plan of the enforced revision": retained_mib(ctl.good, seen=seen),
+                "unchanged-object memo (Settled)": retained_mib(ctl.settled, seen=seen),
+            }
+            print("  retained by the controller's long-lived parts (object sizes, no allocator overhead): "
+                  + ", ".join(f"{k} {v:.0f} MiB" for k, v in parts_mib.items()))  # fmt: skip
             print("  context: Argo CD polls every 180 s by default, Flux's GitRepository every 1 min")
             tg.cancel_scope.cancel()
     finally:
@@ -220,7 +247,10 @@ async def run(
            commits=commits, webhook_p50_s=f"{pct(hooked, 0.5):.2f}", webhook_p99_s=f"{pct(hooked, 0.99):.2f}",
            commit_lag_p99_ms=f"{pct(commit_lag, 0.99) * 1000:.0f}", polled=polled, interval_s=f"{interval:g}",
            poll_p50_s=f"{pct(polls, 0.5):.2f}", idle_requests_per_min=f"{per_minute:.0f}",
-           rss_mb=f"{now_rss:.0f}", peak_rss_mb=f"{rss:.0f}", argocd_poll_s=180, flux_interval_s=60)  # fmt: skip
+           rss_mb=f"{now_rss:.0f}", peak_rss_mb=f"{rss:.0f}",
+           watch_cache_mib=f"{parts_mib['watch cache (live objects)']:.0f}",
+           load_cache_mib=f"{parts_mib['parsed repository and memos (LoadCache)']:.0f}",
+           argocd_poll_s=180, flux_interval_s=60)  # fmt: skip
 
 
 async def _idle(ctl: controllers.Controller) -> bool:
@@ -235,7 +265,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--commits", type=int, default=50, help="commits announced by a webhook")
-    parser.add_argument("--polled", type=int, default=15, help="commits found by polling (each at a random point of the poll cycle)")
+    parser.add_argument(
+        "--polled", type=int, default=15, help="commits found by polling (each at a random point of the poll cycle)"
+    )
     parser.add_argument("--interval", type=float, default=10.0, help="poll interval, seconds")
     parser.add_argument("--idle", type=float, default=60.0, help="idle seconds whose requests are counted")
     args = parser.parse_args()
