@@ -107,6 +107,15 @@ class Spans(SpanExporter):
         self.spans.extend(spans)
         return SpanExportResult.SUCCESS
 
+    def fetched(self, revision: str, *, since: int) -> int | None:
+        """Start (ns) of the first ``git fetch`` after ``since`` that brought ``revision``."""
+        starts = [
+            s.start_time for s in self.spans
+            if s.name == "git fetch" and s.start_time and s.start_time >= since
+            and (s.attributes or {}).get(tracing.REVISION) == revision
+        ]  # fmt: skip
+        return min(starts, default=None)
+
     def breakdown(self, since: int) -> dict[str, float]:
         """Seconds per span name (summed) among spans that started after ``since`` (ns)."""
         out: dict[str, float] = {}
@@ -143,16 +152,17 @@ def pct(values: list[float], q: float) -> float:
 
 async def commit_latency(
     ctl: controllers.Controller, probe: kube.Client, work: Path, name: str, *, webhook: bool
-) -> float:
-    """Push a commit adding template ``name``; seconds until it exists in the cluster."""
+) -> tuple[float, int, str]:
+    """Push a commit adding template ``name``; (seconds until it exists in the cluster, when it was
+    pushed in ns since the epoch, its SHA)."""
     (work / "teams" / "team0" / f"{name}.yaml").write_text(TEMPLATE.format(name=name))
     # git runs in a worker thread: the benchmark must not stall the loop it measures.
-    await anyio.to_thread.run_sync(lambda: push(work, f"template {name}"))
-    pushed = time.monotonic()
+    sha = await anyio.to_thread.run_sync(lambda: push(work, f"template {name}"))
+    pushed, pushed_ns = time.monotonic(), time.time_ns()
     if webhook:
         ctl.poke(reason="bench webhook")
     await until(lambda: exists(probe, name))
-    return time.monotonic() - pushed
+    return time.monotonic() - pushed, pushed_ns, sha
 
 
 async def run(
@@ -198,7 +208,7 @@ async def run(
             parts: list[dict[str, float]] = []
             for i in range(commits):
                 since = time.time_ns()
-                hooked.append(await commit_latency(ctl, probe, work, f"webhook{i}", webhook=True))
+                hooked.append((await commit_latency(ctl, probe, work, f"webhook{i}", webhook=True))[0])
                 await until(lambda: _idle(ctl))
                 parts.append(spans.breakdown(since))
             commit_lag = list(lag.samples)
@@ -212,12 +222,18 @@ async def run(
                     print(f"    {name:<14} median {pct(values, 0.5) * 1000:7.0f} ms  max {max(values) * 1000:7.0f} ms")
 
             polls: list[float] = []
+            waits: list[float] = []  # push → the start of the poll's fetch that brought it
             for i in range(polled):
                 await anyio.sleep(random.uniform(0, interval))  # a commit lands at a random point of the cycle
-                polls.append(await commit_latency(ctl, probe, work, f"polled{i}", webhook=False))
+                latency, pushed_ns, sha = await commit_latency(ctl, probe, work, f"polled{i}", webhook=False)
+                polls.append(latency)
+                found = spans.fetched(sha, since=pushed_ns)
+                waits.append((found - pushed_ns) / 1e9 if found else float("nan"))
             print(f"  commit → applied by polling every {interval:g} s, {polled} commits: p50 {pct(polls, 0.5):.2f} s "
                   f"(goal ≤ {interval / 2 + 1:g} s), max {max(polls):.2f} s; each: "
                   f"{' '.join(f'{p:.1f}' for p in polls)}")  # fmt: skip
+            print(f"    of which waiting for the poll: p50 {pct(waits, 0.5):.2f} s (uniform over the interval: "
+                  f"{interval / 2:g} s); each: {' '.join(f'{w:.1f}' for w in waits)}")  # fmt: skip
 
             await anyio.sleep(3)
             before = dict(client.counts.by_verb)
@@ -246,7 +262,8 @@ async def run(
     result(objects=count, initial_s=f"{initial:.1f}", initial_lag_p99_ms=f"{pct(initial_lag, 0.99) * 1000:.0f}",
            commits=commits, webhook_p50_s=f"{pct(hooked, 0.5):.2f}", webhook_p99_s=f"{pct(hooked, 0.99):.2f}",
            commit_lag_p99_ms=f"{pct(commit_lag, 0.99) * 1000:.0f}", polled=polled, interval_s=f"{interval:g}",
-           poll_p50_s=f"{pct(polls, 0.5):.2f}", idle_requests_per_min=f"{per_minute:.0f}",
+           poll_p50_s=f"{pct(polls, 0.5):.2f}", poll_wait_p50_s=f"{pct(waits, 0.5):.2f}",
+           idle_requests_per_min=f"{per_minute:.0f}",
            rss_mb=f"{now_rss:.0f}", peak_rss_mb=f"{rss:.0f}",
            watch_cache_mib=f"{parts_mib['watch cache (live objects)']:.0f}",
            load_cache_mib=f"{parts_mib['parsed repository and memos (LoadCache)']:.0f}",
