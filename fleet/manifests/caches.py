@@ -63,43 +63,60 @@ class ParseCache:
         self._used = set()
 
 
+Stamp = tuple[int, int, int, int, int]
+"""A file's ``(st_mtime_ns, st_ctime_ns, st_size, st_ino, st_dev)``."""
+
+
 @dataclass
 class TreeCache:
-    """Path → the bytes read last time and the file's stat, so an unchanged file is not read again.
+    """A file's identity and stat → the bytes read last time, so an unchanged file is not read again.
 
     ``read_tree(root, cache=)`` stats every file anyway (for the size cap); when size,
-    mtime, ctime and inode are what they were, the bytes are reused instead of opening
-    and reading the file. As git does with its index ("racy git"), a file whose mtime
-    was within ``RACY_SECONDS`` of the moment it was read is read again: a write in the
-    same clock tick would not have moved its mtime. Without ``begin`` every file is racy,
-    so nothing is reused: a safe default.
+    mtime, ctime, inode and device are what they were, the bytes are reused instead of
+    opening and reading the file. As git does with its index ("racy git"), a file whose
+    mtime was within ``RACY_SECONDS`` of the moment it was read is read again: a write in
+    the same clock tick would not have moved its mtime. Without ``begin`` every file is
+    racy, so nothing is reused: a safe default.
+
+    Entries are keyed by the file (device and inode), not by its path: the git source
+    checks each revision out into a directory of its own, recycling the oldest one by
+    renaming it and rewriting only the files that differ, so an unchanged file comes back
+    under another path with the same inode and stat. Entries seen in the last
+    ``GENERATIONS`` reads are kept (more than the source's ``keep`` checkouts), so the
+    recycled directory's unchanged files are still known when it is read again.
     """
 
     RACY_SECONDS = 2.0
-    files: dict[str, tuple[tuple[int, int, int, int], float, bytes]] = field(default_factory=dict)
+    GENERATIONS = 8
+    files: dict[tuple[int, int], tuple[Stamp, float, bytes, int]] = field(default_factory=dict)
     now: float = 0.0
     """When this read of the tree began (wall clock, seconds): set by the caller with ``begin``,
     since this package reads no clock."""
+    generation: int = 0
     reads: int = 0
     reused: int = 0
 
     def begin(self, *, now: float) -> None:
         self.now = now
+        self.generation += 1
 
-    def get(self, path: str, stat: tuple[int, int, int, int]) -> bytes | None:
-        found = self.files.get(path)
-        if found is None or found[0] != stat or stat[0] / 1e9 > found[1] - self.RACY_SECONDS:
+    def get(self, stamp: Stamp) -> bytes | None:
+        key = (stamp[4], stamp[3])
+        found = self.files.get(key)
+        if found is None or found[0] != stamp or stamp[0] / 1e9 > found[1] - self.RACY_SECONDS:
             return None
         self.reused += 1
+        self.files[key] = (found[0], found[1], found[2], self.generation)
         return found[2]
 
-    def put(self, path: str, stat: tuple[int, int, int, int], content: bytes) -> None:
+    def put(self, stamp: Stamp, content: bytes) -> None:
         self.reads += 1
-        self.files[path] = (stat, self.now, content)
+        self.files[(stamp[4], stamp[3])] = (stamp, self.now, content, self.generation)
 
-    def keep(self, paths: set[str]) -> None:
-        """Forget files no longer in the tree."""
-        self.files = {p: v for p, v in self.files.items() if p in paths}
+    def sweep(self) -> None:
+        """Forget files not seen in the last ``GENERATIONS`` reads (removed, changed, or their checkout gone)."""
+        oldest = self.generation - self.GENERATIONS + 1
+        self.files = {k: v for k, v in self.files.items() if v[3] >= oldest}
 
 
 __all__ = ["ParseCache", "TreeCache"]

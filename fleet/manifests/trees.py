@@ -34,7 +34,8 @@ def read_tree(root: Path, *, limits: Limits, cache: TreeCache | None = None) -> 
     ``os.scandir`` rather than ``os.walk`` and ``pathlib``: a directory entry already
     knows whether it is a symlink or a directory, which saves two system calls and
     most of the Python work per file (a controller re-reads 10,000 files per poll).
-    With a ``cache``, a file whose stat did not change is not read again (``TreeCache``).
+    With a ``cache``, a file whose stat did not change is not read again (``TreeCache``),
+    also when it comes back under another root (the git source's recycled checkouts).
     """
     root = root.resolve()
     files: dict[str, bytes] = {}
@@ -99,13 +100,13 @@ def read_tree(root: Path, *, limits: Limits, cache: TreeCache | None = None) -> 
                     )
                 )
                 continue
-            stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
-            content = cache.get(entry.path, stamp) if cache is not None else None
+            stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev)
+            content = cache.get(stamp) if cache is not None else None
             if content is None:
                 with open(entry.path, "rb") as handle:
                     content = handle.read(limits.max_file_bytes + 1)
                 if cache is not None:
-                    cache.put(entry.path, stamp, content)
+                    cache.put(stamp, content)
             files[rel] = content
         for entry in subdirs:
             if entry.is_symlink():
@@ -116,7 +117,7 @@ def read_tree(root: Path, *, limits: Limits, cache: TreeCache | None = None) -> 
 
     walk(base, "")
     if cache is not None:
-        cache.keep({os.path.join(base, rel) for rel in files})
+        cache.sweep()
     return files, findings
 
 

@@ -63,13 +63,43 @@ def test_tree_cache_reuses_unchanged_files_and_rereads_changed_or_racy_ones(tmp_
     second, _ = read_tree(tmp_path, limits=Limits(), cache=cache)
     assert (cache.reads, cache.reused) == (4, 1), "a.yaml reused, b.yaml read again"
     assert second == {"a.yaml": _template("a"), "b.yaml": _template("b", count=2)}
-    assert set(cache.files) == {str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml")}
 
     # b.yaml's mtime is within the racy window of when it was read: a same-size write in the
     # same clock tick would be invisible, so it is read again however equal its stat looks.
     cache.begin(now=time.time())
     read_tree(tmp_path, limits=Limits(), cache=cache)
     assert (cache.reads, cache.reused) == (5, 2)
+
+
+def test_tree_cache_follows_files_into_a_renamed_checkout_and_forgets_them_after_its_generations(
+    tmp_path: Path,
+) -> None:
+    # The git source recycles a checkout: the directory is renamed to the new revision and only
+    # the files that differ are rewritten; the others keep their inode and stat.
+    old = time.time() - 3600
+    first = tmp_path / "aaaa"
+    first.mkdir()
+    for name in ("a", "b", "c"):
+        (first / f"{name}.yaml").write_bytes(_template(name))
+        os.utime(first / f"{name}.yaml", (old, old))
+    cache = TreeCache()
+    cache.begin(now=time.time())
+    read_tree(first, limits=Limits(), cache=cache)
+    second = first.rename(tmp_path / "bbbb")
+    (second / "b.yaml").unlink()
+    (second / "b.yaml").write_bytes(_template("b", count=2))
+    cache.begin(now=time.time())
+    files, _ = read_tree(second, limits=Limits(), cache=cache)
+    assert (cache.reads, cache.reused) == (4, 2), "a.yaml and c.yaml reused under the new path"
+    assert files == {"a.yaml": _template("a"), "b.yaml": _template("b", count=2), "c.yaml": _template("c")}
+
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    (elsewhere / "x.yaml").write_bytes(_template("x"))
+    for _ in range(TreeCache.GENERATIONS):
+        cache.begin(now=time.time())
+        read_tree(elsewhere, limits=Limits(), cache=cache)
+    assert len(cache.files) == 1, "the renamed checkout's files were not read for GENERATIONS reads: forgotten"
 
 
 def test_tree_cache_without_begin_reuses_nothing(tmp_path: Path) -> None:

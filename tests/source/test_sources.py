@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -14,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from fleet.manifests import Limits, TreeCache, read_tree
 from fleet.source import GitSource, PathNotFound, RefNotFound, SourceError, TooLarge, Unreachable, sources
 from fleet.telemetry import tracing
 from tests.source.gitservers import Upstream, daemon, git
@@ -298,6 +300,27 @@ async def test_recycled_checkout_is_exactly_the_new_commit(upstream: Upstream, c
     assert not first.path.exists(), "the old revision's directory is gone, not showing another revision"
     expected = {name: (upstream.work / name).read_text() for name in git("ls-files", cwd=upstream.work).splitlines()}
     assert _tree(second.path) == expected
+
+
+async def test_a_recycled_checkout_is_read_again_only_for_the_files_the_commit_changed(
+    upstream: Upstream, cache_dir: Path
+) -> None:
+    # What the controller relies on for a fast commit: the recycled directory keeps the inode and
+    # stat of every file the commit did not change, and the TreeCache knows them by that.
+    src = source(upstream.url, cache_dir, keep=1, path="")
+    upstream.commit({f"fleet/t{i}.yaml": f"n: {i}\n" for i in range(20)})
+    first = await src.sync()
+    await anyio.sleep(TreeCache.RACY_SECONDS + 0.1)  # older than the racy window when read
+    cache = TreeCache()
+    cache.begin(now=time.time())
+    before, _ = read_tree(first.path, limits=Limits(), cache=cache)
+    upstream.commit({"fleet/t3.yaml": "n: changed\n"})
+    second = await src.sync()
+    assert second.path != first.path and not first.path.exists()
+    cache.begin(now=time.time())
+    files, _ = read_tree(second.path, limits=Limits(), cache=cache)
+    assert (cache.reads, cache.reused) == (len(before) + 1, len(before) - 1), "one file read, the rest reused"
+    assert files["fleet/t3.yaml"] == b"n: changed\n" and files["fleet/t4.yaml"] == b"n: 4\n"
 
 
 async def test_packs_are_collected_and_old_history_dropped(
