@@ -36,7 +36,9 @@ Why shaped like this:
   maintenance is off during the fetch (a repack there would count against the
   limit and the deadline); once more than ``PACK_LIMIT`` packs pile up, the source
   runs ``git gc --prune=now`` after the checkout, which also drops the objects of
-  commits a force-push left behind.
+  commits a force-push left behind. A caller that wants the checkout at once (the
+  controller: a repack of a 10,000-file repository takes seconds) passes
+  ``sync(collect=False)`` and calls ``collect()`` once the revision is on its way.
   ``max_bytes`` also bounds the checked-out tree, summed from ``git ls-tree``
   before anything is written.
 - One ``sync`` at a time per source (an ``anyio.Lock``): a webhook and the poll
@@ -146,15 +148,18 @@ class GitSource:
         self._shallow = True
         self._lock = anyio.Lock()
 
-    async def sync(self) -> Checkout:
-        """Fetch the newest commit of the ref and check it out; raises ``SourceError``."""
+    async def sync(self, *, collect: bool = True) -> Checkout:
+        """Fetch the newest commit of the ref and check it out; raises ``SourceError``.
+
+        With ``collect=False`` the repack that piled-up packs call for is left to ``collect()``.
+        """
         async with self._lock:
             with tracing.tracer().start_as_current_span("git fetch") as span:
                 span.set_attribute("vcs.repository.url.full", self.where)
                 span.set_attribute("vcs.ref.head.name", self.ref or "HEAD")
                 stop = threading.Event()
                 done = threading.Event()
-                work = functools.partial(self._sync_blocking, stop=stop, done=done)
+                work = functools.partial(self._sync_blocking, stop=stop, done=done, collect=collect)
                 try:
                     # The thread keeps the deadline itself; this one only catches a thread that
                     # does not come back (a hung file system), which is then abandoned.
@@ -177,9 +182,21 @@ class GitSource:
                 span.set_attribute(tracing.REVISION, checkout.revision)
                 return checkout
 
+    async def collect(self) -> None:
+        """Repack the cache repository if packs piled up (``git gc``), as ``sync()`` does after a checkout.
+
+        Under the sync lock, so it never runs beside a fetch (``--prune=now`` would drop the
+        objects a running fetch has written but not yet referenced). A failure is logged: the
+        next call tries again.
+        """
+        async with self._lock:
+            deadline = time.monotonic() + self.timeout
+            # Cancelled (shutdown), the thread is left to finish; git keeps the repository consistent.
+            await anyio.to_thread.run_sync(lambda: self._collect(deadline=deadline), abandon_on_cancel=True)
+
     # -- everything below runs in a worker thread --------------------------------------------------
 
-    def _sync_blocking(self, *, stop: threading.Event, done: threading.Event) -> Checkout:
+    def _sync_blocking(self, *, stop: threading.Event, done: threading.Event, collect: bool = True) -> Checkout:
         try:
             deadline = time.monotonic() + self.timeout
             creds.check(self.credentials, url=self.url)
@@ -203,7 +220,8 @@ class GitSource:
                     hint="check the source's path setting against the repository layout at that commit",
                 )
             self._forget_old(current=sha)
-            self._collect(deadline=deadline)
+            if collect:
+                self._collect(deadline=deadline)
             return Checkout(revision=sha, path=target, fetched_at=time.time())
         finally:
             done.set()

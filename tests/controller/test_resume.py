@@ -20,7 +20,10 @@ pytestmark = pytest.mark.anyio
 
 
 class NoSource:
-    async def sync(self) -> Any:
+    async def sync(self, *, collect: bool = True) -> Any:
+        raise AssertionError("not fetched in this test")
+
+    async def collect(self) -> None:
         raise AssertionError("not fetched in this test")
 
 

@@ -337,6 +337,23 @@ async def test_packs_are_collected_and_old_history_dropped(
     assert not has_object(git_dir, first.revision), "a commit no longer followed is dropped"
 
 
+async def test_a_sync_without_collect_leaves_the_repack_to_collect(
+    upstream: Upstream, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The controller's way: the checkout first, the repack after the revision is queued.
+    monkeypatch.setattr(sources, "PACK_LIMIT", 2)
+    src = source(upstream.url, cache_dir)
+    first = await src.sync(collect=False)
+    for n in range(4):
+        upstream.commit({"fleet/n.yaml": f"n: {n}\n"})
+        await src.sync(collect=False)
+    (git_dir,) = listed(cache_dir, "repos/*.git")
+    assert len(listed(git_dir, "objects/pack/*.pack")) > 2, "nothing repacked during the syncs"
+    await src.collect()
+    assert len(listed(git_dir, "objects/pack/*.pack")) <= 2
+    assert not has_object(git_dir, first.revision)
+
+
 def has_object(git_dir: Path, sha: str) -> bool:
     probe = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", sha], capture_output=True, check=False)
     return probe.returncode == 0
