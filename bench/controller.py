@@ -17,6 +17,7 @@ runs in this process against a sandbox of its own, leading alone. Figures:
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
 import os
 import random
@@ -166,7 +167,15 @@ async def commit_latency(
 
 
 async def run(
-    sb: Sandbox, root: Path, *, objects: int, commits: int, polled: int, interval: float, idle: float
+    sb: Sandbox,
+    root: Path,
+    *,
+    objects: int,
+    commits: int,
+    polled: int,
+    interval: float,
+    idle: float,
+    profile: str = "",
 ) -> None:
     bare, work = root / "remote.git", root / "work"
     bare.mkdir()
@@ -204,6 +213,9 @@ async def run(
                   f"max {max(initial_lag, default=0) * 1000:.0f} ms ({len(initial_lag)} samples)")  # fmt: skip
 
             lag.samples, lag.on = [], True
+            profiler = cProfile.Profile() if profile else None
+            if profiler:
+                profiler.enable()  # the event loop's thread only: planning runs in worker threads
             hooked: list[float] = []
             parts: list[dict[str, float]] = []
             for i in range(commits):
@@ -211,6 +223,10 @@ async def run(
                 hooked.append((await commit_latency(ctl, probe, work, f"webhook{i}", webhook=True))[0])
                 await until(lambda: _idle(ctl))
                 parts.append(spans.breakdown(since))
+            if profiler:
+                profiler.disable()
+                profiler.dump_stats(profile)
+                print(f"  cProfile of the event loop's thread during the webhook commits: {profile}")
             commit_lag = list(lag.samples)
             lag.on = False
             spans.spans.clear()
@@ -287,10 +303,11 @@ def main() -> None:
     )
     parser.add_argument("--interval", type=float, default=10.0, help="poll interval, seconds")
     parser.add_argument("--idle", type=float, default=60.0, help="idle seconds whose requests are counted")
+    parser.add_argument("--profile", default="", help="write a cProfile of the webhook commits (loop thread) here")
     args = parser.parse_args()
     with sandbox() as sb, tempfile.TemporaryDirectory(prefix="fleet-bench-controller-") as tmp:
         anyio.run(lambda: run(sb, Path(tmp), objects=args.objects, commits=args.commits, polled=args.polled,
-                              interval=args.interval, idle=args.idle))  # fmt: skip
+                              interval=args.interval, idle=args.idle, profile=args.profile))  # fmt: skip
 
 
 if __name__ == "__main__":
