@@ -36,6 +36,7 @@ it is and moved into shards at its next write.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -131,7 +132,6 @@ class Ledger:
     """Shard id → what the cluster holds (as far as this process knows)."""
     index: Stored | None = None
     """The index ConfigMap, None until it exists."""
-    _bits: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def exists(self) -> bool:
@@ -143,7 +143,7 @@ class Ledger:
 
     def layout(self) -> dict[str, Entries]:
         """Shard id → the entries it should hold now (see the module docstring)."""
-        return layout(self.entries, existing=self.shards.keys(), bits=self._bits)
+        return layout(self.entries, existing=self.shards.keys())
 
 
 def index_name(cluster: str) -> str:
@@ -157,8 +157,12 @@ def shard_name(cluster: str, shard: str) -> str:
 # -- pure: where entries go, how shards read and write ----------------------------------------
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def bits_of(key: str) -> str:
-    """The hash bits that place ``key``: 20 bits of its namespace's hash, then 20 of its own."""
+    """The hash bits that place ``key``: 20 bits of its namespace's hash, then 20 of its own.
+
+    Memoised for the process (a pure function of the key): a ledger is read afresh by every
+    run, and the controller lays out the same 10,000 keys on every commit."""
     _group, _kind, namespace, _name = key.split("/", 3)
     ns = int.from_bytes(hashlib.sha1(namespace.encode()).digest()[:3]) >> 4
     own = int.from_bytes(hashlib.sha1(key.encode()).digest()[:3]) >> 4
@@ -178,26 +182,23 @@ def stage_of_key(key: str) -> str:
         return "other"
 
 
-def layout(
-    entries: Mapping[str, Entry], *, existing: Iterable[str], bits: dict[str, str] | None = None
-) -> dict[str, Entries]:
+def layout(entries: Mapping[str, Entry], *, existing: Iterable[str]) -> dict[str, Entries]:
     """Shard id → entries: each entry in the existing shard of its stage with the longest matching
     prefix (``<stage>`` when none matches), splitting shards that would pass ``SPLIT_BYTES``."""
-    cache = {} if bits is None else bits
     prefixes: dict[str, set[str]] = {}
     for shard in existing:
         stage, _, prefix = shard.partition("-")
         prefixes.setdefault(stage, set()).add(prefix)
+    # the prefix lengths each stage's shards have, longest first: what an entry's bits are tried at
+    lengths = {stage: sorted({len(p) for p in known if p}, reverse=True) for stage, known in prefixes.items()}
     groups: dict[str, Entries] = {}
     for key, entry in entries.items():
         stage = stage_of_key(key)
-        b = cache.get(key)
-        if b is None:
-            b = cache[key] = bits_of(key)
-        known = prefixes.get(stage, ())
+        b = bits_of(key)
+        known = prefixes.get(stage, set())
         prefix = ""
-        for n in range(min(len(b), MAX_BITS), 0, -1):
-            if b[:n] in known:
+        for n in lengths.get(stage, ()):
+            if n <= MAX_BITS and b[:n] in known:
                 prefix = b[:n]
                 break
         groups.setdefault(shard_id(stage, prefix), {})[key] = entry
@@ -211,7 +212,7 @@ def layout(
             continue
         halves: dict[str, Entries] = {shard_id(stage, prefix + "0"): {}, shard_id(stage, prefix + "1"): {}}
         for key, entry in group.items():
-            halves[shard_id(stage, prefix + cache[key][len(prefix)])][key] = entry
+            halves[shard_id(stage, prefix + bits_of(key)[len(prefix)])][key] = entry
         todo.extend(halves.items())
     return {shard: group for shard, group in out.items() if group}
 
