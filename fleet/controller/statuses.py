@@ -225,10 +225,11 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
     changes = report.changes
     stages: list[dict[str, Any]] = []
     if changes is not None:
+        failed_in = Counter(e.stage for e in changes.entries if e.failed)  # one pass, not one per stage
         for stage, counts in changes.summary().items():
             row: dict[str, Any] = {"name": stage}
             row.update({str(a): counts.get(str(a), 0) for a in Action})
-            row["failed"] = sum(1 for e in changes.entries if e.stage == stage and e.failed)
+            row["failed"] = failed_in[stage]
             stages.append(row)
     failed = [e for e in (changes.entries if changes else ()) if e.failed]
     drift = drift_of(changes)

@@ -109,10 +109,10 @@ class ChangeSet:
 
     def summary(self) -> dict[str, Counter[str]]:
         """Per stage, how many entries of each action (stages in first-seen order)."""
-        table: dict[str, Counter[str]] = {}
+        table: dict[str, Counter[Action]] = {}
         for entry in self.entries:
-            table.setdefault(entry.stage, Counter())[str(entry.action)] += 1
-        return table
+            table.setdefault(entry.stage, Counter())[entry.action] += 1
+        return {stage: Counter({str(a): n for a, n in counts.items()}) for stage, counts in table.items()}
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "revision": self.revision, "entries": [e.to_json() for e in self.entries]}
