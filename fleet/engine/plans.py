@@ -193,20 +193,15 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
             add(obj, str(team.location), team.name, adopt=namespace)
 
     def add_declared(manifest: Manifest, team: str = "", namespace: str | None = None) -> None:
-        declared, adopt, take = _declared(manifest, cluster=cluster, team=team, namespace=namespace)
+        declared, adopt, take, ref, source = _declared(manifest, cluster=cluster, team=team, namespace=namespace)
         obj = ownership.with_revision(declared, revision)
         drift = drift_policy(obj["kind"], team=team_specs.get(team), defaults=defaults)
         stage = stages.stage_of(obj["kind"])
-        out.append(
-            Desired(
-                obj=obj,
-                stage=stage,
-                source=str(manifest.location),
-                drift=drift,
-                adopt=adopt,
-                force=take,
-            )
-        )
+        desired = Desired(obj=obj, stage=stage, source=source, drift=drift, adopt=adopt, force=take)
+        # The revision annotation is the only difference from the memoised render, so its Ref (and
+        # the Ref's cached key) carry over: a commit of one file does not rebuild 10,000 of them.
+        desired.__dict__["ref"] = ref
+        out.append(desired)
 
     for manifest in view.device_classes:
         add_declared(manifest)
@@ -463,7 +458,7 @@ def _order(d: Desired) -> tuple[int, str, str, str, str]:
 
 def _declared(
     manifest: Manifest, *, cluster: str, team: str, namespace: str | None
-) -> tuple[dict[str, Any], bool, bool]:
+) -> tuple[dict[str, Any], bool, bool, Ref, str]:
     """A DeviceClass or claim as fleet applies it, stamped and fingerprinted but without the revision.
 
     Computed once per manifest (``Manifest.memo``; an unchanged file keeps its manifests in
@@ -473,10 +468,11 @@ def _declared(
     The second and third values: the manifest asks fleet to adopt the object if it exists
     (``adopt``) and to take fields from other managers (``take-ownership``); both annotations are
     instructions, not content, so they are removed before the applied hash is taken, and the
-    memoised object is never changed afterwards.
+    memoised object is never changed afterwards. The fourth and fifth: the object's Ref and where
+    it was declared, the same for every revision.
     """
     key = f"plan\0{cluster}\0{team}\0{namespace or ''}"
-    found: tuple[dict[str, Any], bool, bool] | None = manifest.memo.get(key)
+    found: tuple[dict[str, Any], bool, bool, Ref, str] | None = manifest.memo.get(key)
     if found is None:
         obj = _clean(manifest.data)
         if not obj["metadata"].get("namespace") and namespace:
@@ -485,8 +481,9 @@ def _declared(
             obj["metadata"].setdefault("labels", {})[ownership.TEAM_LABEL] = team
         adopt = _adoption_requested(obj)
         take = _instruction(obj, ownership.TAKE_OWNERSHIP) if ownership.ownership_requested(obj) else False
-        stamped = ownership.stamp(obj, cluster=cluster, revision="", source=str(manifest.location))
-        found = manifest.memo[key] = (stamped, adopt, take)
+        source = str(manifest.location)
+        stamped = ownership.stamp(obj, cluster=cluster, revision="", source=source)
+        found = manifest.memo[key] = (stamped, adopt, take, Ref.of(stamped), source)
     return found
 
 
