@@ -18,7 +18,10 @@ Why shaped like this:
   10-20 s on a busy 2-core machine), so the oldest checkout is *recycled*: renamed
   to the new ``.partial`` first (a reader still holding it fails instead of reading
   another revision), then brought to the new commit by ``git read-tree -u --reset``
-  with its own index, which writes only the files that differ.
+  with its own index, which writes only the files that differ. Until ``keep``
+  checkouts exist there is none to recycle, so ``collect()`` prepares *spares*
+  (``spare-<n>``: a checkout of the current revision, written while nothing waits
+  for it) and the next new revisions take a spare instead of writing every file.
 - **The remote's URL is never stored.** git fetches from the URL given on each
   call into ``refs/fleet/target`` with a forced refspec (``+``), so a force-pushed
   branch is simply followed, and ``.git/config`` holds no URL (and so no login).
@@ -183,7 +186,8 @@ class GitSource:
                 return checkout
 
     async def collect(self) -> None:
-        """Repack the cache repository if packs piled up (``git gc``), as ``sync()`` does after a checkout.
+        """Repack the cache repository if packs piled up (``git gc``), as ``sync()`` does after a
+        checkout; and prepare one spare checkout while fewer than ``keep`` directories exist.
 
         Under the sync lock, so it never runs beside a fetch (``--prune=now`` would drop the
         objects a running fetch has written but not yet referenced). A failure is logged: the
@@ -191,8 +195,13 @@ class GitSource:
         """
         async with self._lock:
             deadline = time.monotonic() + self.timeout
+
+            def work() -> None:
+                self._collect(deadline=deadline)
+                self._prepare_spare(deadline=deadline)
+
             # Cancelled (shutdown), the thread is left to finish; git keeps the repository consistent.
-            await anyio.to_thread.run_sync(lambda: self._collect(deadline=deadline), abandon_on_cancel=True)
+            await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
 
     # -- everything below runs in a worker thread --------------------------------------------------
 
@@ -352,12 +361,16 @@ class GitSource:
         index = self._index(f"{sha}.partial")
         index.unlink(missing_ok=True)
         done = self._done()
+        spares = self._spares()
         if len(done) >= self.keep:
             # Recycle the oldest checkout: renamed away first (its readers fail, never read the
             # wrong revision), then updated in place, writing only the files that differ.
             oldest = done[-1]
             oldest.replace(partial)
             self._index(oldest.name).replace(index)
+        elif spares:
+            spares[0].replace(partial)  # a spare is recycled the same way: no reader has it
+            self._index(spares[0].name).replace(index)
         else:
             partial.mkdir()
         env = {"GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(partial)}
@@ -378,6 +391,34 @@ class GitSource:
         found = [p for p in self._checkouts.iterdir() if _is_sha(p.name) and self._index(p.name).exists()]
         found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
         return found
+
+    def _spares(self) -> list[Path]:
+        """Complete spare checkouts (``spare-<n>`` with its index), to be recycled before any is written afresh."""
+        found = [p for p in self._checkouts.glob("spare-*") if p.is_dir() and self._index(p.name).exists()]
+        return sorted(p for p in found if not p.name.endswith(".partial"))
+
+    def _prepare_spare(self, *, deadline: float) -> None:
+        """Write one spare checkout of the newest revision if fewer than ``keep`` directories exist."""
+        done = self._done() if self._checkouts.is_dir() else []
+        spares = self._spares() if done else []
+        if not done or len(done) + len(spares) >= self.keep:
+            return
+        taken = {p.name for p in spares}
+        name = next(f"spare-{n}" for n in range(self.keep + 1) if f"spare-{n}" not in taken)
+        partial, index = self._checkouts / f"{name}.partial", self._index(f"{name}.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        index.unlink(missing_ok=True)
+        partial.mkdir()
+        env = {"GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(partial)}
+        try:
+            self._git(git.Repo(self._git_dir), ["read-tree", "-u", "--reset", done[0].name], deadline=deadline, env=env)
+            index.replace(self._index(name))
+            partial.replace(self._checkouts / name)
+        except errors.SourceError as err:
+            logger.warning("%s: preparing a spare checkout failed (next sync writes one afresh): %s", self.where, err)
+        finally:
+            index.unlink(missing_ok=True)
+            shutil.rmtree(partial, ignore_errors=True)
 
     def _collect(self, *, deadline: float) -> None:
         """Repack and drop what the followed commit no longer reaches, once packs pile up."""

@@ -323,6 +323,29 @@ async def test_a_recycled_checkout_is_read_again_only_for_the_files_the_commit_c
     assert files["fleet/t3.yaml"] == b"n: changed\n" and files["fleet/t4.yaml"] == b"n: 4\n"
 
 
+async def test_collect_prepares_spares_that_new_revisions_take_instead_of_writing_every_file(
+    upstream: Upstream, cache_dir: Path
+) -> None:
+    src = source(upstream.url, cache_dir, keep=3, path="")
+    upstream.commit({f"fleet/t{i}.yaml": f"n: {i}\n" for i in range(20)})
+    first = await src.sync(collect=False)
+    for _ in range(3):  # one spare per call, until keep directories exist
+        await src.collect()
+    checkouts = cache_dir / "checkouts"
+    assert sorted(p.name for p in checkouts.glob("spare-*")) == ["spare-0", "spare-1"]
+    unchanged = (checkouts / "spare-0" / "fleet" / "t4.yaml").stat().st_ino
+
+    upstream.commit({"fleet/t3.yaml": "n: changed\n", "fleet/t5.yaml": None})
+    second = await src.sync(collect=False)
+    assert sorted(p.name for p in checkouts.glob("spare-*")) == ["spare-1"], "spare-0 became the new revision"
+    assert (second.path / "fleet" / "t4.yaml").stat().st_ino == unchanged, "only what differs was written"
+    expected = {name: (upstream.work / name).read_text() for name in git("ls-files", cwd=upstream.work).splitlines()}
+    assert _tree(second.path) == expected, "exactly the new commit"
+    assert _tree(first.path) != expected and first.path.exists(), "the previous revision is kept as it was"
+    await src.collect()
+    assert sorted(p.name for p in checkouts.glob("spare-*")) == ["spare-1"], "2 revisions + 1 spare = keep"
+
+
 async def test_packs_are_collected_and_old_history_dropped(
     upstream: Upstream, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
