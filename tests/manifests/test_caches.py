@@ -47,15 +47,22 @@ def test_a_changed_file_is_parsed_again_and_a_removed_one_forgotten() -> None:
     assert len(cache.entries) == 3, "the old two.yaml and bad.yaml are swept"
 
 
-def test_tree_cache_reuses_unchanged_files_and_rereads_changed_or_racy_ones(tmp_path: Path) -> None:
+def _read_once(directory: Path) -> TreeCache:
+    """a.yaml, b.yaml and c.yaml written an hour ago (outside the racy window) and read once."""
     old = time.time() - 3600
+    directory.mkdir(exist_ok=True)
     for name in ("a", "b", "c"):
-        (tmp_path / f"{name}.yaml").write_bytes(_template(name))
-        os.utime(tmp_path / f"{name}.yaml", (old, old))
+        (directory / f"{name}.yaml").write_bytes(_template(name))
+        os.utime(directory / f"{name}.yaml", (old, old))
     cache = TreeCache()
     cache.begin(now=time.time())
-    read_tree(tmp_path, limits=Limits(), cache=cache)
+    read_tree(directory, limits=Limits(), cache=cache)
     assert (cache.reads, cache.reused) == (3, 0)
+    return cache
+
+
+def test_tree_cache_reuses_unchanged_files_and_rereads_changed_or_racy_ones(tmp_path: Path) -> None:
+    cache = _read_once(tmp_path)
 
     (tmp_path / "b.yaml").write_bytes(_template("b", count=2))  # changed now: a new mtime
     (tmp_path / "c.yaml").unlink()
@@ -76,15 +83,8 @@ def test_tree_cache_follows_files_into_a_renamed_checkout_and_forgets_them_after
 ) -> None:
     # The git source recycles a checkout: the directory is renamed to the new revision and only
     # the files that differ are rewritten; the others keep their inode and stat.
-    old = time.time() - 3600
     first = tmp_path / "aaaa"
-    first.mkdir()
-    for name in ("a", "b", "c"):
-        (first / f"{name}.yaml").write_bytes(_template(name))
-        os.utime(first / f"{name}.yaml", (old, old))
-    cache = TreeCache()
-    cache.begin(now=time.time())
-    read_tree(first, limits=Limits(), cache=cache)
+    cache = _read_once(first)
     second = first.rename(tmp_path / "bbbb")
     (second / "b.yaml").unlink()
     (second / "b.yaml").write_bytes(_template("b", count=2))
