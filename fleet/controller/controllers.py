@@ -193,9 +193,12 @@ class Controller:
     async def _poll(self) -> None:
         while True:
             await self.fetch()
-            # The repack that piled-up packs call for, after the new revision is queued rather than
-            # before: a repack of a 10,000-file repository took 3 s of a commit's latency.
-            await self.source.collect()
+            # Maintenance of the cache (a repack, spare checkouts) after the new revision is queued,
+            # not inside its fetch. It may fail, it must never stop the poll loop: the next call tries again.
+            try:
+                await self.source.collect()
+            except Exception as err:  # a maintenance step of a loop that never stops
+                logger.warning("git source maintenance failed (tried again after the next fetch): %s", err)
             delay = self.options.interval * (1 + random.uniform(-self.options.jitter, self.options.jitter))
             with anyio.move_on_after(delay):
                 await self._poke.wait()

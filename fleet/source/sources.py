@@ -401,8 +401,8 @@ class GitSource:
         """Write one spare checkout of the newest revision if fewer than ``keep`` directories exist."""
         done = self._done() if self._checkouts.is_dir() else []
         spares = self._spares() if done else []
-        if not done or len(done) + len(spares) >= self.keep:
-            return
+        if not done or len(done) + len(spares) >= self.keep or not (self._git_dir / "HEAD").exists():
+            return  # (no cache repository: a failed fetch removed it; the next sync clones again)
         taken = {p.name for p in spares}
         name = next(f"spare-{n}" for n in range(self.keep + 1) if f"spare-{n}" not in taken)
         partial, index = self._checkouts / f"{name}.partial", self._index(f"{name}.partial")
@@ -414,7 +414,7 @@ class GitSource:
             self._git(git.Repo(self._git_dir), ["read-tree", "-u", "--reset", done[0].name], deadline=deadline, env=env)
             index.replace(self._index(name))
             partial.replace(self._checkouts / name)
-        except errors.SourceError as err:
+        except (errors.SourceError, git.GitError, OSError) as err:
             logger.warning("%s: preparing a spare checkout failed (next sync writes one afresh): %s", self.where, err)
         finally:
             index.unlink(missing_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -344,6 +345,15 @@ async def test_collect_prepares_spares_that_new_revisions_take_instead_of_writin
     assert _tree(first.path) != expected and first.path.exists(), "the previous revision is kept as it was"
     await src.collect()
     assert sorted(p.name for p in checkouts.glob("spare-*")) == ["spare-1"], "2 revisions + 1 spare = keep"
+
+
+async def test_collect_without_a_cache_repository_does_nothing(upstream: Upstream, cache_dir: Path) -> None:
+    # A fetch over the size limit removes the cache repository while the checkouts stay.
+    src = source(upstream.url, cache_dir, keep=3, path="")
+    await src.sync(collect=False)
+    shutil.rmtree(cache_dir / "repos")
+    await src.collect()
+    assert not list((cache_dir / "checkouts").glob("spare-*"))
 
 
 async def test_packs_are_collected_and_old_history_dropped(
