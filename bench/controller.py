@@ -33,6 +33,7 @@ import anyio
 import anyio.to_thread
 from common import peak_rss_mb, result, rss_mb, sandbox
 from diff import CLUSTER, write_repo
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -176,6 +177,7 @@ async def run(
     interval: float,
     idle: float,
     profile: str = "",
+    malloc_stats: bool = False,
 ) -> None:
     bare, work = root / "remote.git", root / "work"
     bare.mkdir()
@@ -271,6 +273,20 @@ async def run(
             print("  retained by the controller's long-lived parts (object sizes, no allocator overhead): "
                   + ", ".join(f"{k} {v:.0f} MiB" for k, v in parts_mib.items()))  # fmt: skip
             print("  context: Argo CD polls every 180 s by default, Flux's GitRepository every 1 min")
+            if malloc_stats:
+                print(f"  retained by the whole controller object: {retained_mib(ctl, seen=set()):.0f} MiB; "
+                      f"by the tracer provider: {retained_mib(trace.get_tracer_provider(), seen=set()):.0f} MiB; "
+                      f"by sys.modules: {retained_mib(sys.modules, seen=set()):.0f} MiB")
+                by_type: dict[str, list[int]] = {}
+                gc.unfreeze()  # the controller freezes its long-lived objects (heaps): get_objects skips those
+                for obj in gc.get_objects():
+                    entry = by_type.setdefault(type(obj).__name__, [0, 0])
+                    entry[0] += 1
+                    entry[1] += sys.getsizeof(obj)
+                top = sorted(by_type.items(), key=lambda kv: -kv[1][1])[:15]
+                print("  gc-tracked objects by type (count, own MiB): "
+                      + ", ".join(f"{k} {n} {b / 2**20:.0f}" for k, (n, b) in top))  # fmt: skip
+                sys._debugmallocstats()  # pymalloc's arenas, used and free: how much of the RSS is fragmentation
             tg.cancel_scope.cancel()
     finally:
         await client.close()
@@ -304,10 +320,14 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=10.0, help="poll interval, seconds")
     parser.add_argument("--idle", type=float, default=60.0, help="idle seconds whose requests are counted")
     parser.add_argument("--profile", default="", help="write a cProfile of the webhook commits (loop thread) here")
+    parser.add_argument(
+        "--malloc-stats", action="store_true", help="print CPython's allocator statistics (to stderr) at the end"
+    )
     args = parser.parse_args()
     with sandbox() as sb, tempfile.TemporaryDirectory(prefix="fleet-bench-controller-") as tmp:
         anyio.run(lambda: run(sb, Path(tmp), objects=args.objects, commits=args.commits, polled=args.polled,
-                              interval=args.interval, idle=args.idle, profile=args.profile))  # fmt: skip
+                              interval=args.interval, idle=args.idle, profile=args.profile,
+                              malloc_stats=args.malloc_stats))  # fmt: skip
 
 
 if __name__ == "__main__":

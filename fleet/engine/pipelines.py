@@ -90,8 +90,17 @@ def check_and_plan(repo: Path, *, cluster: str, revision: str | None = None, cac
     ``revision`` names the checkout when the caller knows it (the controller's git
     source); otherwise it is ``revision_id``. With a ``cache`` (kept by the caller
     between calls), unchanged files are not read or parsed again and an unchanged
-    repository is not validated or planned again.
+    repository is not validated or planned again; the cached manifests' position maps
+    are released once the load is checked (``ParseCache.release``).
     """
+    try:
+        return _check_and_plan(repo, cluster=cluster, revision=revision, cache=cache)
+    finally:
+        if cache is not None:
+            cache.parsed.release()
+
+
+def _check_and_plan(repo: Path, *, cluster: str, revision: str | None, cache: LoadCache | None) -> Checked:
     if not repo.is_dir():
         raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
     tracer = tracing.tracer()

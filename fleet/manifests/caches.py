@@ -62,6 +62,13 @@ class ParseCache:
         self.entries = {k: v for k, v in self.entries.items() if k in self._used}
         self._used = set()
 
+    def release(self) -> None:
+        """Let every cached manifest drop its position maps (``Positions.release``): once a load is
+        validated they are read only to place a finding, and are made again from the bytes then."""
+        for manifests, _ in self.entries.values():
+            for manifest in manifests:
+                manifest.positions.release()
+
 
 Stamp = tuple[int, int, int, int, int]
 """A file's ``(st_mtime_ns, st_ctime_ns, st_size, st_ino, st_dev)``."""

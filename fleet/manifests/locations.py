@@ -10,8 +10,7 @@ and sequence indexes from the document root (``("spec", "devices", "requests",
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 Path = tuple[str | int, ...]
@@ -35,7 +34,6 @@ class Location(NamedTuple):
         return f"{self.file}:{self.line}:{self.col}"
 
 
-@dataclass(frozen=True)
 class Positions:
     """The location of every node of one YAML document, by path.
 
@@ -44,11 +42,67 @@ class Positions:
     field), a sequence item at the item. ``scalars`` keeps, for string
     scalars, the value's own start and its style so that a CEL error inside a
     block scalar can be mapped to the file line.
+
+    Positions of a whole parsed document know how to make themselves again
+    (``source``: re-parse the file's bytes), so a long-lived holder can ``release``
+    the two maps and keep only ``root``: most positions are read only to place a
+    finding, and a 10,000-file repository's maps take about 45 MiB (measured by
+    ``tools/memory.py``). They come back, the same, on the next read.
     """
 
-    root: Location
-    nodes: Mapping[Path, Location] = field(default_factory=dict)
-    scalars: Mapping[Path, Scalar] = field(default_factory=dict)
+    __slots__ = ("_nodes", "_scalars", "_source", "root")
+
+    def __init__(
+        self,
+        root: Location,
+        nodes: Mapping[Path, Location] | None = None,
+        scalars: Mapping[Path, Scalar] | None = None,
+        *,
+        source: Callable[[], tuple[Mapping[Path, Location], Mapping[Path, Scalar]]] | None = None,
+    ) -> None:
+        self.root = root
+        self._nodes: Mapping[Path, Location] | None = {} if nodes is None else nodes
+        self._scalars: Mapping[Path, Scalar] | None = {} if scalars is None else scalars
+        self._source = source
+
+    @property
+    def nodes(self) -> Mapping[Path, Location]:
+        found = self._nodes
+        if found is None:
+            found = self._restore()[0]
+        return found
+
+    @property
+    def scalars(self) -> Mapping[Path, Scalar]:
+        found = self._scalars
+        if found is None:
+            found = self._restore()[1]
+        return found
+
+    def _restore(self) -> tuple[Mapping[Path, Location], Mapping[Path, Scalar]]:
+        assert self._source is not None  # released only when there is a source
+        nodes, scalars = self._source()
+        self._nodes, self._scalars = nodes, scalars  # two threads may both restore: the same maps
+        return nodes, scalars
+
+    def release(self) -> None:
+        """Drop the maps if they can be made again (``source``); ``root`` stays."""
+        if self._source is not None:
+            self._nodes = self._scalars = None
+
+    @property
+    def released(self) -> bool:
+        return self._nodes is None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Positions):
+            return NotImplemented
+        return (self.root, self.nodes, self.scalars) == (other.root, other.nodes, other.scalars)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable maps inside, as the dataclass it replaced
+
+    def __repr__(self) -> str:
+        return f"Positions(root={self.root!r}, {len(self.nodes)} nodes)"
 
     def at(self, path: Path) -> Location:
         """The location of ``path`` or of its nearest located ancestor."""

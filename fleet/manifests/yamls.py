@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import yaml
@@ -118,7 +119,8 @@ def parse(*, file: str, content: bytes, limits: Limits) -> tuple[list[Document],
                 findings.append(refused.finding)
                 continue
             findings.extend(builder.findings)
-            positions = Positions(root=_loc(file, node), nodes=builder.nodes, scalars=builder.scalars)
+            source = partial(_positions_again, file=file, content=content, index=index, limits=limits)
+            positions = Positions(_loc(file, node), builder.nodes, builder.scalars, source=source)
             documents.append(Document(file=file, index=index, data=data, positions=positions))
     except MarkedYAMLError as err:
         findings.append(_syntax(file=file, err=err))
@@ -145,6 +147,16 @@ def parse(*, file: str, content: bytes, limits: Limits) -> tuple[list[Document],
             )
         )
     return documents, findings
+
+
+def _positions_again(
+    *, file: str, content: bytes, index: int, limits: Limits
+) -> tuple[dict[Path, Location], dict[Path, Scalar]]:
+    """The maps of document ``index`` of ``content``, as ``parse`` made them (``Positions.release``)."""
+    for document in parse(file=file, content=content, limits=limits)[0]:
+        if document.index == index:
+            return dict(document.positions.nodes), dict(document.positions.scalars)
+    raise AssertionError(f"{file}: document {index} parsed before, not now")  # bytes are immutable
 
 
 def _loc(file: str, node: Node) -> Location:

@@ -48,6 +48,8 @@ def test_a_warm_load_after_each_edit_equals_a_cold_one(tmp_path: Path) -> None:
 
     first = same()
     assert first.plan is not None and not first.findings
+    kept = [m for parsed in cache.parsed.entries.values() for m in parsed[0]]
+    assert kept and all(m.positions.released for m in kept), "a checked load keeps no position maps"
 
     repo.teams["ml"].quota = 2  # only team.yaml changes: the unchanged claims now overrun it
     assert {f.rule for f in same().findings} == {"team-quota"}

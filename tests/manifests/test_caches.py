@@ -47,6 +47,21 @@ def test_a_changed_file_is_parsed_again_and_a_removed_one_forgotten() -> None:
     assert len(cache.entries) == 3, "the old two.yaml and bad.yaml are swept"
 
 
+def test_released_positions_are_made_again_the_same_from_the_bytes() -> None:
+    """A long-lived cache drops its position maps; a finding placed afterwards gets the same line."""
+    content = b"---\n# a comment\n---\n" + _template("one") + b"---\n" + _template("two")
+    files = {"teams/a/two-docs.yaml": content}
+    cache = ParseCache()
+    manifests = load_revision(files, cache=cache).manifests
+    before = [(dict(m.positions.nodes), dict(m.positions.scalars)) for m in manifests]
+    cache.release()
+    assert all(m.positions.released for m in manifests)
+    count = ("spec", "spec", "devices", "requests", 0, "exactly", "count")
+    assert manifests[1].positions.at(count).line == 28  # the file's last line
+    assert [(dict(m.positions.nodes), dict(m.positions.scalars)) for m in manifests] == before
+    assert manifests == load_revision(files).manifests
+
+
 def _read_once(directory: Path) -> TreeCache:
     """a.yaml, b.yaml and c.yaml written an hour ago (outside the racy window) and read once."""
     old = time.time() - 3600
