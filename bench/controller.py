@@ -274,9 +274,11 @@ async def run(
                   + ", ".join(f"{k} {v:.0f} MiB" for k, v in parts_mib.items()))  # fmt: skip
             print("  context: Argo CD polls every 180 s by default, Flux's GitRepository every 1 min")
             if malloc_stats:
-                print(f"  retained by the whole controller object: {retained_mib(ctl, seen=set()):.0f} MiB; "
-                      f"by the tracer provider: {retained_mib(trace.get_tracer_provider(), seen=set()):.0f} MiB; "
-                      f"by sys.modules: {retained_mib(sys.modules, seen=set()):.0f} MiB")
+                print(
+                    f"  retained by the whole controller object: {retained_mib(ctl, seen=set()):.0f} MiB; "
+                    f"by the tracer provider: {retained_mib(trace.get_tracer_provider(), seen=set()):.0f} MiB; "
+                    f"by sys.modules: {retained_mib(sys.modules, seen=set()):.0f} MiB"
+                )
                 by_type: dict[str, list[int]] = {}
                 gc.unfreeze()  # the controller freezes its long-lived objects (heaps): get_objects skips those
                 for obj in gc.get_objects():

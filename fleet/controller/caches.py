@@ -16,6 +16,9 @@ A watch that gets an answer again after failed attempts calls ``on_resume(kind)`
 server is back, and the controller retries a failed reconcile at once instead of sleeping out
 its backoff.
 
+Each stored object shares the parts equal to another's (``fleet.controller.shapes``): labels,
+``spec`` and managedFields' field sets, which objects applied from one template have in common.
+
 Every change is passed to ``on_event(type, new, old)``: the controller decides
 there which ones are drift worth a reconcile. A relist replaces the kind's objects
 and reports those that vanished meanwhile as ``DELETED``, so a deletion is never
@@ -30,6 +33,7 @@ from typing import Any
 
 import anyio
 
+from fleet.controller.shapes import Shapes
 from fleet.engine import listings, stages
 from fleet.kube import Client, Kind, ListResult, Ref, RetryPolicy, watch
 from fleet.kube.kinds import builtin
@@ -74,6 +78,7 @@ class Cache:
         }
         self.synced_kinds: set[tuple[str, str]] = set()
         self.events = 0
+        self.shapes = Shapes()
         self._synced = anyio.Event()
 
     @property
@@ -98,7 +103,7 @@ class Cache:
             client=client, kind=kind, server_timeout=self.watch_timeout, backoff=WATCH_BACKOFF, on_resume=resumed
         ):
             if event.type == "LISTED":
-                listing[Ref.of(event.object).key] = event.object
+                listing[Ref.of(event.object).key] = self.shapes.share(event.object)
                 continue
             if event.type == "SYNCED":
                 vanished = {k: o for k, o in store.items() if k not in listing}
@@ -120,7 +125,7 @@ class Cache:
             if event.type == "DELETED":
                 store.pop(ref, None)
             else:
-                store[ref] = event.object
+                store[ref] = self.shapes.share(event.object)
             await self._notify(event.type, event.object, old)
 
     async def _notify(self, etype: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:

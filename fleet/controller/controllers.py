@@ -112,8 +112,9 @@ class Options:
     """Overrides the repository's Fleet default (``--drift-policy``); None keeps the repository's."""
     jitter: float = 0.1
     lag_interval: float = 0.5
-    settle_every: float = 2.0
-    """Seconds between ``heaps.settle`` calls while the loop runs (also after each reconcile)."""
+    settle_every: float = 0.5
+    """Seconds between ``heaps.settle`` calls while the loop runs (also after each reconcile): a settle
+    collects what was allocated since the last, so the shorter the period the shorter each pause."""
     helm: helm.Settings | None = None
     """How the operator stage runs helm; None skips the stage (reported as skipped)."""
     force_conflicts: bool = False

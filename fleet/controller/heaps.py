@@ -6,7 +6,9 @@ collector re-scans its oldest generation as the heap grows, holding the GIL, so 
 event loop stalls. Measured in-process at 10,000 objects (an initial apply and eight
 commits, ``gc.callbacks``, a loaded 2-core machine): 15 full collections of 0.2-3.2 s
 and 23.6 s of collection in all before; with ``settle`` every 2 s and after each
-reconcile, the longest was 0.46-0.93 s and 7.6-8.4 s in all. (``pipelines.tune_gc``,
+reconcile, the longest was 0.46-0.93 s and 7.6-8.4 s in all. Settling every 2 s still left the loop
+lag's p99 during the initial apply of 10,000 objects at 90-148 ms (each settle collects what the
+last period allocated); every 0.5 s it was 61 and 68 ms in two runs (``bench/run controller``). (``pipelines.tune_gc``,
 which the CLI uses, made the young collections themselves last up to 1 s here.)
 
 Objects that survived the young collections are moved out of the collector's sight

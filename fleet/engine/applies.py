@@ -345,6 +345,7 @@ class Sync:
     async def _apply_all(self, todo: list[tuple[Change, plans.Desired]]) -> None:
         limiter = anyio.CapacityLimiter(self.options.concurrency)
         tracer = tracing.tracer()
+
         async def one(change: Change, d: plans.Desired) -> None:
             async with limiter:
                 if self.unavailable is not None:

@@ -34,6 +34,7 @@ team's ``driftPolicy``, the Fleet's ``defaults.driftPolicyByKind``, then its
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from dataclasses import dataclass, field
@@ -488,9 +489,12 @@ def _declared(
 
 
 def _clean(data: dict[str, Any]) -> dict[str, Any]:
-    """A JSON-plain copy of a manifest as written (ruamel types and dates become JSON values)."""
-    obj: dict[str, Any] = json.loads(json.dumps(data, default=str))
-    obj.setdefault("metadata", {})
+    """A manifest as written, with a ``metadata`` of its own (``stamp`` writes labels and annotations
+    there) and every other field shared with ``data``: the loader's data is JSON-plain already
+    (``fleet.manifests.yamls``), and neither the manifest nor the Desired object is ever changed in
+    place. Sharing saves a copy of every spec the controller keeps (about 10 MiB at 10,000 objects)."""
+    obj = dict(data)
+    obj["metadata"] = copy.deepcopy(data.get("metadata") or {})
     return obj
 
 

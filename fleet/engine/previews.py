@@ -5,15 +5,19 @@ Reviewers read ``fleetctl diff`` in pull requests and terminals, the way they re
 directories do), and the body is the YAML of the normalised objects the Change
 carries, so what is shown is exactly what was compared. Colour and layout belong to
 the CLI; this module only produces the text.
+
+The YAML is written by libyaml (PyYAML's C emitter, the library the loader already uses
+to compose): ruamel.yaml's pure-Python emitter took about 6 ms per object, 0.24 s of a
+2,000-object ``fleetctl diff`` with 20 changes (cProfile) and seconds for a large change.
+Keys are sorted and long strings are not folded, as in ``kubectl diff``'s YAML.
 """
 
 from __future__ import annotations
 
 import difflib
-import io
 from typing import Any
 
-from ruamel.yaml import YAML
+import yaml
 
 from fleet.engine.changesets import Action, Change
 
@@ -34,11 +38,13 @@ def yaml_text(obj: dict[str, Any] | None) -> str:
     """``obj`` as block YAML (empty for no object)."""
     if obj is None:
         return ""
-    yaml = YAML(typ="safe", pure=True)
-    yaml.default_flow_style = False
-    stream = io.StringIO()
-    yaml.dump(obj, stream)
-    return stream.getvalue()
+    text: str = yaml.dump(obj, Dumper=_Dumper, default_flow_style=False, sort_keys=True, width=_UNFOLDED,
+                          allow_unicode=True)  # fmt: skip
+    return text
+
+
+_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_UNFOLDED = 1 << 30
 
 
 __all__ = ["unified", "yaml_text"]

@@ -197,9 +197,7 @@ def from_status(*, status: int, body: object, where: str, retry_after: float = 0
             if managers
             else "the object changed or already exists; retry"
         )
-        return Conflict(
-            message, where=where, hint=hint, status=status, reason=reason, managers=managers, causes=causes
-        )
+        return Conflict(message, where=where, hint=hint, status=status, reason=reason, managers=managers, causes=causes)
     if status in (401, 403):
         return Forbidden(
             message,

@@ -31,8 +31,15 @@ def pod(name: str, *, template: str, namespace: str, claim: str = "gpu") -> dict
         "spec": {
             "restartPolicy": "Never",
             "resourceClaims": [{"name": claim, "resourceClaimTemplateName": template}],
-            "containers": [{"name": "workload", "image": "ubuntu:22.04", "command": ["bash", "-c"],
-                            "args": ["nvidia-smi -L; sleep 3600"], "resources": {"claims": [{"name": claim}]}}],
+            "containers": [
+                {
+                    "name": "workload",
+                    "image": "ubuntu:22.04",
+                    "command": ["bash", "-c"],
+                    "args": ["nvidia-smi -L; sleep 3600"],
+                    "resources": {"claims": [{"name": claim}]},
+                }
+            ],
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         },
     }

@@ -25,17 +25,26 @@ def test_server_reports_the_pinned_version(sandbox: Sandbox) -> None:
 
 @pytest.mark.sandbox
 def test_helm_and_kwok_are_the_pinned_versions(sandbox: Sandbox) -> None:
-    helm = subprocess.run([str(sandbox.binary("helm")), "version", "--short"], capture_output=True, text=True,
-                          check=True)
+    helm = subprocess.run(
+        [str(sandbox.binary("helm")), "version", "--short"], capture_output=True, text=True, check=True
+    )
     assert helm.stdout.startswith(versions.HELM)
     api = sandbox.kubectl("api-resources", "--api-group=resource.k8s.io", "-o", "name").stdout.split()
-    assert {"deviceclasses.resource.k8s.io", "resourceclaims.resource.k8s.io",
-            "resourceclaimtemplates.resource.k8s.io", "resourceslices.resource.k8s.io"} <= set(api)
+    assert {
+        "deviceclasses.resource.k8s.io",
+        "resourceclaims.resource.k8s.io",
+        "resourceclaimtemplates.resource.k8s.io",
+        "resourceslices.resource.k8s.io",
+    } <= set(api)
 
 
 def test_go_module_replace_list_is_generated_for_the_pinned_version() -> None:
-    check = subprocess.run([sys.executable, str(ROOT / "tools" / "ktestenv" / "gomod.py"), "--check"],
-                           capture_output=True, text=True, check=False)
+    check = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "ktestenv" / "gomod.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     gomod = (ROOT / "tools" / "ktestenv" / "go.mod").read_text()
     assert f"k8s.io/kubernetes {versions.KUBERNETES}" in gomod

@@ -31,8 +31,9 @@ def node(pool: str) -> gpus.NodeSpec:
     return next(n for n in profiles.load(None).nodes() if n.pool == pool)
 
 
-@pytest.mark.parametrize(("pool", "fixture"), [("h100x8", "h100-node.yaml"), ("a100x8", "a100-node.yaml"),
-                                               ("h200x8", "h200-node.yaml")])
+@pytest.mark.parametrize(
+    ("pool", "fixture"), [("h100x8", "h100-node.yaml"), ("a100x8", "a100-node.yaml"), ("h200x8", "h200-node.yaml")]
+)
 def test_whole_gpus_match_the_driver_fixture(pool: str, fixture: str) -> None:
     ours = gpus.slice_manifest(node(pool), node_uid="uid")
     theirs = fixture_slice(fixture)
@@ -41,8 +42,16 @@ def test_whole_gpus_match_the_driver_fixture(pool: str, fixture: str) -> None:
     assert [d["name"] for d in ours["spec"]["devices"]] == [d["name"] for d in theirs["spec"]["devices"]]
     for a, b in zip(ours["spec"]["devices"], theirs["spec"]["devices"], strict=True):
         assert shape(a) == shape(b)
-        for model_attr in ("productName", "architecture", "brand", "cudaComputeCapability", "driverVersion",
-                           "cudaDriverVersion", "addressingMode", "type"):
+        for model_attr in (
+            "productName",
+            "architecture",
+            "brand",
+            "cudaComputeCapability",
+            "driverVersion",
+            "cudaDriverVersion",
+            "addressingMode",
+            "type",
+        ):
             assert a["attributes"][model_attr] == b["attributes"][model_attr], model_attr
         assert a["capacity"] == b["capacity"]
     assert ours["metadata"]["generateName"] == f"00-gpu.nvidia.com-{ours['spec']['nodeName']}-"
@@ -56,8 +65,10 @@ def test_mig_devices_match_the_driver_fixture_shape() -> None:
     for name, device in ours.items():
         assert shape(device) == shape(theirs[name]), name
         assert device["capacity"] == theirs[name]["capacity"], name
-        assert device["attributes"]["profile" if "mig" in name else "type"] == theirs[name]["attributes"][
-            "profile" if "mig" in name else "type"]
+        assert (
+            device["attributes"]["profile" if "mig" in name else "type"]
+            == theirs[name]["attributes"]["profile" if "mig" in name else "type"]
+        )
     parent = {d["attributes"]["parentUUID"]["string"] for n, d in ours.items() if "mig" in n}
     assert len(parent) == 1 and parent.pop().startswith("GPU-")
 
@@ -67,9 +78,13 @@ def test_h200_values_come_from_the_nvml_reading() -> None:
     derived = gpus.model_from_nvml(reading)
     m = gpus.MODELS["h200"]
     assert derived == {
-        "productName": m.product_name, "architecture": m.architecture, "brand": m.brand,
-        "cudaComputeCapability": m.cuda_compute_capability, "driverVersion": m.driver_version,
-        "cudaDriverVersion": m.cuda_driver_version, "memory": m.memory,
+        "productName": m.product_name,
+        "architecture": m.architecture,
+        "brand": m.brand,
+        "cudaComputeCapability": m.cuda_compute_capability,
+        "driverVersion": m.driver_version,
+        "cudaDriverVersion": m.cuda_driver_version,
+        "memory": m.memory,
     }
 
 
@@ -104,8 +119,9 @@ def test_device_classes_are_the_drivers() -> None:
     assert classes == {
         "gpu.nvidia.com": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
         "mig.nvidia.com": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
-        "vfio.gpu.nvidia.com":
-            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'vfio'",
+        "vfio.gpu.nvidia.com": (
+            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'vfio'"
+        ),
     }
 
 

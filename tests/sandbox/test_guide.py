@@ -31,12 +31,16 @@ def apply(kubectl: Callable[..., Any], objs: list[dict[str, Any]]) -> None:
 
 def free_gpus(kubectl: Callable[..., Any], keep: Callable[[dict[str, Any]], bool]) -> set[tuple[str, str]]:
     taken = guide.all_allocated(kubectl)
-    return {key for key, d in guide.published_devices(kubectl).items()
-            if guide.attr(d, "type") == "gpu" and keep(d) and key not in taken}
+    return {
+        key
+        for key, d in guide.published_devices(kubectl).items()
+        if guide.attr(d, "type") == "gpu" and keep(d) and key not in taken
+    }
 
 
-def exhaust(kubectl: Callable[..., Any], namespace: str, template: str,
-            satisfies: Callable[[dict[str, Any]], bool]) -> tuple[set[tuple[str, str]], str]:
+def exhaust(
+    kubectl: Callable[..., Any], namespace: str, template: str, satisfies: Callable[[dict[str, Any]], bool]
+) -> tuple[set[tuple[str, str]], str]:
     """Start one pod per satisfying free device plus one; return the allocated devices and the pending pod."""
     expected = free_gpus(kubectl, satisfies)
     assert expected, "the sandbox profile must publish devices that satisfy the selector"
@@ -51,9 +55,14 @@ def exhaust(kubectl: Callable[..., Any], namespace: str, template: str,
     pending = [n for n, phase in phases.items() if phase != "Running"]
     assert len(pending) == 1
     # The extra pod was really evaluated against the whole inventory and refused.
-    guide.wait_for(lambda: [e for e in guide.get_json(kubectl, "events", "-n", namespace)["items"]
-                            if e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == pending[0]],
-                   what=f"FailedScheduling for {pending[0]}")
+    guide.wait_for(
+        lambda: [
+            e
+            for e in guide.get_json(kubectl, "events", "-n", namespace)["items"]
+            if e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == pending[0]
+        ],
+        what=f"FailedScheduling for {pending[0]}",
+    )
     assert guide.pod_phases(kubectl, namespace)[pending[0]] == "Pending"
     got = {(pool, dev) for _, pool, dev in guide.allocated(kubectl, namespace)}
     return got, pending[0]
@@ -95,10 +104,24 @@ def test_large_memory_template_picks_exactly_gpus_over_40gi(kubectl: Callable[..
 
 def test_hopper_over_80gi_picks_only_h200(kubectl: Callable[..., Any], namespace: str) -> None:
     template = {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
         "metadata": {"name": "hopper-80gi", "namespace": namespace},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-            "deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {"expression": HOPPER_OVER_80GI}}]}}]}}},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {
+                                "deviceClassName": "gpu.nvidia.com",
+                                "selectors": [{"cel": {"expression": HOPPER_OVER_80GI}}],
+                            },
+                        }
+                    ]
+                }
+            }
+        },
     }
     apply(kubectl, [template])
     rule = lambda d: guide.attr(d, "architecture") == "Hopper" and guide.memory_mib(d) > 80 * 1024  # noqa: E731
@@ -122,8 +145,10 @@ def test_two_gpus_come_from_one_node(kubectl: Callable[..., Any], namespace: str
 def test_deployment_replicas_get_distinct_claims_and_devices(kubectl: Callable[..., Any], namespace: str) -> None:
     apply(kubectl, guide.seed("single-gpu-pod.yaml", namespace=namespace)[:1])  # the single-gpu template
     apply(kubectl, guide.seed("gpu-workers-deployment.yaml", namespace=namespace))
-    guide.wait_for(lambda: list(guide.pod_phases(kubectl, namespace).values()).count("Running") == 2,
-                   what="two gpu-workers Running")
+    guide.wait_for(
+        lambda: list(guide.pod_phases(kubectl, namespace).values()).count("Running") == 2,
+        what="two gpu-workers Running",
+    )
     results = guide.allocated(kubectl, namespace)
     assert len({claim for claim, _, _ in results}) == 2
     assert len({(pool, dev) for _, pool, dev in results}) == 2
@@ -134,8 +159,9 @@ def test_deleting_the_pod_deletes_its_claim_and_frees_the_device(kubectl: Callab
     guide.wait_for(lambda: guide.allocated(kubectl, namespace), what="an allocation")
     [(claim, pool, device)] = guide.allocated(kubectl, namespace)
     kubectl("delete", "pod", "gpu-pod", "-n", namespace, "--wait=true")
-    guide.wait_for(lambda: not guide.get_json(kubectl, "resourceclaims", "-n", namespace)["items"],
-                   what=f"claim {claim} deleted")
+    guide.wait_for(
+        lambda: not guide.get_json(kubectl, "resourceclaims", "-n", namespace)["items"], what=f"claim {claim} deleted"
+    )
     assert (pool, device) not in guide.all_allocated(kubectl)
 
 
@@ -149,8 +175,13 @@ def test_h100_pod_stays_pending_without_h100_and_the_scheduler_says_why(tmp_path
         objs = [*guide.seed("h100-gpu.yaml", namespace=ns), guide.pod("gpu-pod", template="h100-gpu", namespace=ns)]
         sb.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
         events = guide.wait_for(
-            lambda: [e for e in json.loads(sb.kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]
-                     if e["reason"] == "FailedScheduling"], what="a FailedScheduling event")
+            lambda: [
+                e
+                for e in json.loads(sb.kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]
+                if e["reason"] == "FailedScheduling"
+            ],
+            what="a FailedScheduling event",
+        )
         message = events[0]["message"]
         assert "cannot allocate all claims" in message, message
         pod = json.loads(sb.kubectl("get", "pod", "gpu-pod", "-n", ns, "-o", "json").stdout)
@@ -167,4 +198,3 @@ def test_restricted_user_cannot_list_resourceslices(kubectl: Callable[..., Any])
     assert kubectl("get", "resourceslices").returncode == 0
     can = kubectl("auth", "can-i", "list", "resourceslices.resource.k8s.io", "--as=alice", check=False)
     assert can.stdout.strip() == "no"
-

@@ -19,8 +19,9 @@ pytestmark = pytest.mark.sandbox
 
 def fleetctl(*args: str, env_dir: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, FLEET_SANDBOX_DIR=str(env_dir), NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "fleetctl", *args], capture_output=True, text=True, env=env,
-                          timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "fleetctl", *args], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
 
 
 def test_up_twice_then_down_leaves_no_process(tmp_path: Path) -> None:
@@ -30,7 +31,12 @@ def test_up_twice_then_down_leaves_no_process(tmp_path: Path) -> None:
     state = json.loads((d / "state.json").read_text())
     pids = [c["pid"] for c in state["components"]]
     assert [c["name"] for c in state["components"]] == [
-        "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kwok",
+    ]
 
     second = fleetctl("sandbox", "up", "--profile", str(_profile(tmp_path, "pools: {h100x1: 1}")), env_dir=d)
     assert second.returncode == 0, second.stderr
