@@ -90,12 +90,19 @@ def _refused(where: Location, rule: str, message: str, *, hint: str) -> _Refused
     return _Refused(Finding(where, rule, message, hint=hint))
 
 
-def parse(*, file: str, content: bytes, limits: Limits) -> tuple[list[Document], list[Finding]]:
+def parse(
+    *, file: str, content: bytes, limits: Limits, positions: bool = False
+) -> tuple[list[Document], list[Finding]]:
     """Parse every document of one file; problems come back as findings.
 
     A file with a syntax error yields the documents before the error and one
     ``yaml-syntax`` finding; a refused document (too big, too deep,
     duplicate keys...) yields a finding and is skipped.
+
+    Each document's ``positions`` know its root; the maps of every other node are made
+    when first read (by parsing the bytes again, recording them), since they are read only
+    to place a finding: skipping them makes parsing faster and a large repository's peak
+    memory smaller. ``positions=True`` records them now.
     """
     if len(content) > limits.max_file_bytes:
         return [], [_too_large(file=file, size=len(content), limits=limits)]
@@ -113,15 +120,17 @@ def parse(*, file: str, content: bytes, limits: Limits) -> tuple[list[Document],
             try:
                 if "*" in text and _ALIAS.search(text):  # without an alias every node is reached once
                     _check_graph(file=file, root=node, limits=limits)
-                builder = _Builder(file=file, lines=lines, limits=limits)
+                builder = _Builder(file=file, lines=lines, limits=limits, record=positions)
                 data = builder.build(node, path=())
             except _Refused as refused:
                 findings.append(refused.finding)
                 continue
             findings.extend(builder.findings)
             source = partial(_positions_again, file=file, content=content, index=index, limits=limits)
-            positions = Positions(_loc(file, node), builder.nodes, builder.scalars, source=source)
-            documents.append(Document(file=file, index=index, data=data, positions=positions))
+            where = Positions(_loc(file, node), builder.nodes, builder.scalars, source=source)
+            if not positions:
+                where.release()
+            documents.append(Document(file=file, index=index, data=data, positions=where))
     except MarkedYAMLError as err:
         findings.append(_syntax(file=file, err=err))
     except ReaderError as err:
@@ -153,7 +162,7 @@ def _positions_again(
     *, file: str, content: bytes, index: int, limits: Limits
 ) -> tuple[dict[Path, Location], dict[Path, Scalar]]:
     """The maps of document ``index`` of ``content``, as ``parse`` made them (``Positions.release``)."""
-    for document in parse(file=file, content=content, limits=limits)[0]:
+    for document in parse(file=file, content=content, limits=limits, positions=True)[0]:
         if document.index == index:
             return dict(document.positions.nodes), dict(document.positions.scalars)
     raise AssertionError(f"{file}: document {index} parsed before, not now")  # bytes are immutable
@@ -259,10 +268,13 @@ def _children(node: Node) -> list[Node]:
 class _Builder:
     """Turns a checked node graph into plain data, recording positions."""
 
-    def __init__(self, *, file: str, lines: list[str], limits: Limits) -> None:
+    def __init__(self, *, file: str, lines: list[str], limits: Limits, record: bool = True) -> None:
         self.file = file
         self.limits = limits
         self.lines = lines
+        self.record = record
+        """Record every node's location (``nodes``, ``scalars``); without it, locations are made
+        only for findings."""
         self.nodes: dict[Path, Location] = {}
         self.scalars: dict[Path, Scalar] = {}
         self.findings: list[Finding] = []
@@ -287,7 +299,8 @@ class _Builder:
                 )
             items = []
             for index, item in enumerate(node.value):
-                self.nodes[(*path, index)] = _loc(self.file, item)
+                if self.record:
+                    self.nodes[(*path, index)] = _loc(self.file, item)
                 items.append(self.build(item, path=(*path, index)))
             return items
         assert isinstance(node, ScalarNode)
@@ -302,47 +315,51 @@ class _Builder:
                 hint="remove the tag; write a plain mapping",
             )
         result: dict[str, Any] = {}
-        seen: dict[str, Location] = {}
+        seen: dict[str, Node] = {}
         for key_node, value_node in node.value:
-            where = _loc(self.file, key_node)
             if not isinstance(key_node, ScalarNode):
-                raise _refused(where, "yaml-syntax", "mapping keys must be plain strings", hint="use a string key")
+                raise _refused(
+                    _loc(self.file, key_node),
+                    "yaml-syntax",
+                    "mapping keys must be plain strings",
+                    hint="use a string key",
+                )
             if key_node.value == "<<" and not key_node.style:
                 raise _refused(
-                    where,
+                    _loc(self.file, key_node),
                     "yaml-syntax",
                     "YAML merge keys (<<) are not supported",
                     hint="write the merged fields out; Kubernetes tools disagree on <<",
                 )
-            self._lint(key_node, where=where)
+            self._lint(key_node)
             key = str(key_node.value)
             if key in seen:
                 raise _refused(
-                    where,
+                    _loc(self.file, key_node),
                     "yaml-duplicate-key",
-                    f"duplicate key {key!r} (first at line {seen[key].line})",
+                    f"duplicate key {key!r} (first at line {seen[key].start_mark.line + 1})",
                     hint="keep one of them; Kubernetes would silently use the last",
                 )
-            seen[key] = where
-            self.nodes[(*path, key)] = where
+            seen[key] = key_node
+            if self.record:
+                self.nodes[(*path, key)] = _loc(self.file, key_node)
             result[key] = self.build(value_node, path=(*path, key))
         return result
 
     def _scalar(self, node: ScalarNode, *, path: Path) -> Any:
-        where = _loc(self.file, node)
-        self._lint(node, where=where)
+        self._lint(node)
         style = node.style or ""
         if node.tag not in _PLAIN_TAGS:
             raise _refused(
-                where,
+                _loc(self.file, node),
                 "yaml-syntax",
                 f"YAML tag {node.tag!r} is not supported",
                 hint="remove the tag; write plain values",
             )
         value = resolve_scalar(str(node.value)) if not style else str(node.value)
-        if isinstance(value, str):
+        if self.record and isinstance(value, str):
             indent = self._block_indent(node) if style in ("|", ">") else 0
-            self.scalars[path] = Scalar(start=where, style=style, indent=indent)
+            self.scalars[path] = Scalar(start=_loc(self.file, node), style=style, indent=indent)
         return value
 
     def _block_indent(self, node: ScalarNode) -> int:
@@ -352,13 +369,13 @@ class _Builder:
                 return len(text) - len(text.lstrip(" ")) + 1
         return int(node.start_mark.column) + 1
 
-    def _lint(self, node: ScalarNode, *, where: Location) -> None:
+    def _lint(self, node: ScalarNode) -> None:
         value = node.value
         if node.style or not value or value[0] not in SUSPECT_START:
             return  # the common case, decided without a call (every key and value passes here)
         found = ambiguity(str(value))
         if found is not None:
-            self.findings.append(Finding(where, "yaml-ambiguous", found[0], hint=found[1]))
+            self.findings.append(Finding(_loc(self.file, node), "yaml-ambiguous", found[0], hint=found[1]))
 
 
 __all__ = ["Document", "parse"]

@@ -191,7 +191,9 @@ def _requests(claim: Manifest, *, team: Manifest, classes: set[str]) -> Iterator
         if not admin and getattr(request.body, "admin_access", None):  # firstAvailable entries have none
             yield _admin_access(claim, team=team, request=request)
         name = request.body.device_class_name
-        where = claim.positions.at((*request.path, "deviceClassName"))
+        if name in classes and name in allowed:
+            continue
+        where = claim.positions.at((*request.path, "deviceClassName"))  # only for a finding: made on demand
         if name not in classes:
             yield Finding(
                 where,

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from fleet.engine.ownership import ADOPT, APPLIED
 from fleet.engine.pipelines import Checked, LoadCache, check_and_plan, load_plan
+from fleet.manifests import Limits, load_revision, read_tree
+from fleet.policy import validate
 from tests.apply.repos import Repo
 
 
@@ -90,3 +92,21 @@ def test_instructions_are_read_once_and_never_hashed(tmp_path: Path) -> None:
         for p in (plans[2], without)
     ]
     assert hashes[0] == hashes[1]
+
+
+def test_a_valid_repository_is_checked_without_making_positions(tmp_path: Path) -> None:
+    """Positions are read only to place a finding: loading and checking a valid revision makes none
+    (parsing records only each document's root), and a finding still gets its line."""
+    repo = Repo(root=tmp_path / "repo")
+    repo.team("ml", namespaces=["ml"], group="ml-research", quota=4)
+    repo.claim_template("ml", "a", count=1)
+    root = repo.write()
+    files, problems = read_tree(root, limits=Limits())
+    revision = load_revision(files, findings=tuple(problems))
+    assert not [f for f in validate(revision, clusters=[repo.cluster]).findings if f.severity == "error"]
+    assert all(m.positions.released for m in revision.manifests)
+
+    repo.claim_template("ml", "a", count=9)  # over the quota of 4
+    checked = check_and_plan(repo.write(), cluster=repo.cluster)
+    over = [f for f in checked.findings if f.rule == "team-quota" and f.location.file.endswith("a.yaml")]
+    assert over and all(f.location.line > 1 for f in over), checked.findings
