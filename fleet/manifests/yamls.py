@@ -127,10 +127,10 @@ def parse(
                 continue
             findings.extend(builder.findings)
             source = partial(_positions_again, file=file, content=content, index=index, limits=limits)
-            where = Positions(_loc(file, node), builder.nodes, builder.scalars, source=source)
+            located = Positions(_loc(file, node), builder.nodes, builder.scalars, source=source)
             if not positions:
-                where.release()
-            documents.append(Document(file=file, index=index, data=data, positions=where))
+                located.release()
+            documents.append(Document(file=file, index=index, data=data, positions=located))
     except MarkedYAMLError as err:
         findings.append(_syntax(file=file, err=err))
     except ReaderError as err:
