@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import ctypes
 import gc
 import os
 import random
@@ -147,6 +148,12 @@ def retained_mib(*roots: object, seen: set[int]) -> float:
     return total / 2**20
 
 
+def rss_parts() -> str:
+    """Anonymous (heap) and file-backed (shared libraries) resident memory of this process."""
+    status = Path(f"/proc/{os.getpid()}/status").read_text().splitlines()
+    return ", ".join(" ".join(line.split()) for line in status if line.startswith(("RssAnon", "RssFile")))
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
@@ -263,6 +270,10 @@ async def run(
             rss, now_rss = peak_rss_mb(), rss_mb(os.getpid())
             print(f"  RSS of this process (the controller with {count} objects, plus the benchmark's probe "
                   f"client): {now_rss:.0f} MiB now, {rss:.0f} MiB at peak")  # fmt: skip
+            if malloc_stats:  # before the measurements below, which allocate
+                print(f"  {rss_parts()}")
+                ctypes.CDLL("libc.so.6").malloc_trim(0)
+                print(f"  RSS after glibc's malloc_trim(0): {rss_mb(os.getpid()):.0f} MiB")
             seen: set[int] = set()
             parts_mib = {  # in this order: what a part shares with an earlier one counts there
                 "watch cache (live objects)": retained_mib(ctl.cache.objects, seen=seen),
@@ -276,8 +287,7 @@ async def run(
             if malloc_stats:
                 print(
                     f"  retained by the whole controller object: {retained_mib(ctl, seen=set()):.0f} MiB; "
-                    f"by the tracer provider: {retained_mib(trace.get_tracer_provider(), seen=set()):.0f} MiB; "
-                    f"by sys.modules: {retained_mib(sys.modules, seen=set()):.0f} MiB"
+                    f"by the tracer provider: {retained_mib(trace.get_tracer_provider(), seen=set()):.0f} MiB"
                 )
                 by_type: dict[str, list[int]] = {}
                 gc.unfreeze()  # the controller freezes its long-lived objects (heaps): get_objects skips those

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from fleet.manifests import registry
-from fleet.manifests.bases import Model
+from fleet.manifests.bases import Model, share_field_sets
 from fleet.manifests.caches import ParseCache
 from fleet.manifests.deprecations import as_v1, deprecated_api
 from fleet.manifests.findings import Finding
@@ -193,6 +193,8 @@ def _manifest(document: Document) -> tuple[Manifest | None, list[Finding]]:
             salvaged = True
     elif not name:
         return None, [Finding(where, "schema", f"{kind} has no metadata.name", hint="add metadata.name", object=ref)]
+    if model is not None:
+        share_field_sets(model)
     manifest = Manifest(
         file=document.file,
         api_version=api_version,
