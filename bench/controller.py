@@ -34,7 +34,6 @@ import anyio
 import anyio.to_thread
 from common import peak_rss_mb, result, rss_mb, sandbox
 from diff import CLUSTER, write_repo
-from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -149,6 +148,29 @@ def retained_mib(*roots: object, seen: set[int]) -> float:
         total += sys.getsizeof(obj)
         stack.extend(gc.get_referents(obj))
     return total / 2**20
+
+
+def outside_ctl(ctl: controllers.Controller) -> None:
+    """Print what the controller object retains, and the largest types of what else is alive
+    (gc-tracked objects the controller does not reach, with the strings and bytes they hold)."""
+    seen: set[int] = set()
+    print(f"  retained by the whole controller object: {retained_mib(ctl, seen=seen):.0f} MiB")
+    gc.unfreeze()  # the controller freezes its long-lived objects (heaps): get_objects skips those
+    mine = {id(seen)}
+    by_type: dict[str, list[int]] = {}
+    for obj in gc.get_objects():
+        if id(obj) in seen or id(obj) in mine:
+            continue
+        entry = by_type.setdefault(type(obj).__name__, [0, 0])
+        entry[0] += 1
+        entry[1] += sys.getsizeof(obj)
+        for ref in gc.get_referents(obj):
+            if isinstance(ref, (str, bytes)) and id(ref) not in seen:
+                seen.add(id(ref))
+                entry[1] += sys.getsizeof(ref)
+    top = sorted(by_type.items(), key=lambda kv: -kv[1][1])[:20]
+    print("  alive outside the controller object, by type (count, MiB with their strings): "
+          + ", ".join(f"{k} {n} {b / 2**20:.1f}" for k, (n, b) in top))  # fmt: skip
 
 
 def rss_parts() -> str:
@@ -288,19 +310,7 @@ async def run(
                   + ", ".join(f"{k} {v:.0f} MiB" for k, v in parts_mib.items()))  # fmt: skip
             print("  context: Argo CD polls every 180 s by default, Flux's GitRepository every 1 min")
             if malloc_stats:
-                print(
-                    f"  retained by the whole controller object: {retained_mib(ctl, seen=set()):.0f} MiB; "
-                    f"by the tracer provider: {retained_mib(trace.get_tracer_provider(), seen=set()):.0f} MiB"
-                )
-                by_type: dict[str, list[int]] = {}
-                gc.unfreeze()  # the controller freezes its long-lived objects (heaps): get_objects skips those
-                for obj in gc.get_objects():
-                    entry = by_type.setdefault(type(obj).__name__, [0, 0])
-                    entry[0] += 1
-                    entry[1] += sys.getsizeof(obj)
-                top = sorted(by_type.items(), key=lambda kv: -kv[1][1])[:15]
-                print("  gc-tracked objects by type (count, own MiB): "
-                      + ", ".join(f"{k} {n} {b / 2**20:.0f}" for k, (n, b) in top))  # fmt: skip
+                outside_ctl(ctl)
                 sys._debugmallocstats()  # pymalloc's arenas, used and free: how much of the RSS is fragmentation
             tg.cancel_scope.cancel()
     finally:
