@@ -90,13 +90,18 @@ class Lag:
         self.every = every
         self.samples: list[float] = []
         self.on = False
+        self.rss: list[tuple[float, float]] = []
+        """(seconds since the first sample, RSS MiB), once a second while sampling: where memory peaks."""
 
     async def run(self) -> None:
+        began = time.monotonic()
         while True:
             start = time.monotonic()
             await anyio.sleep(self.every)
             if self.on:
                 self.samples.append(max(0.0, time.monotonic() - start - self.every))
+                if not self.rss or start - began - self.rss[-1][0] >= 1.0:
+                    self.rss.append((start - began, rss_mb(os.getpid())))
 
 
 class Spans(SpanExporter):
@@ -245,6 +250,8 @@ async def run(
             print(f"  initial apply of {count} objects: {initial:.1f} s; loop lag p50 "
                   f"{pct(initial_lag, 0.5) * 1000:.0f} ms, p99 {pct(initial_lag, 0.99) * 1000:.0f} ms, "
                   f"max {max(initial_lag, default=0) * 1000:.0f} ms ({len(initial_lag)} samples)")  # fmt: skip
+            step = max(1, len(lag.rss) // 60)
+            print("  RSS during it (s: MiB): " + ", ".join(f"{t:.0f}: {m:.0f}" for t, m in lag.rss[::step]))
 
             lag.samples, lag.on = [], True
             profiler = cProfile.Profile() if profile else None

@@ -394,11 +394,12 @@ class Sync:
             if written is None:
                 change.reason = "no pool selects this Node any more (it changed since it was read)"
             else:
-                self._applied[d.ref.key] = written
+                self._applied[d.ref.key] = healths.gate_view(written)
         else:
-            self._applied[d.ref.key] = await self.client.apply(
+            answer = await self.client.apply(
                 d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force
             )
+            self._applied[d.ref.key] = healths.gate_view(answer)
 
     def _pool_body(self, node: dict[str, Any]) -> dict[str, Any] | None:
         """What the pools apply to ``node`` as just read (None once no pool matches it)."""

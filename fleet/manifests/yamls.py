@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import yaml
@@ -126,7 +125,7 @@ def parse(
                 findings.append(refused.finding)
                 continue
             findings.extend(builder.findings)
-            source = partial(_positions_again, file=file, content=content, index=index, limits=limits)
+            source = _Reparse(file, content, index, limits)
             located = Positions(_loc(file, node), builder.nodes, builder.scalars, source=source)
             if not positions:
                 located.release()
@@ -158,14 +157,20 @@ def parse(
     return documents, findings
 
 
-def _positions_again(
-    *, file: str, content: bytes, index: int, limits: Limits
-) -> tuple[dict[Path, Location], dict[Path, Scalar]]:
-    """The maps of document ``index`` of ``content``, as ``parse`` made them (``Positions.release``)."""
-    for document in parse(file=file, content=content, limits=limits, positions=True)[0]:
-        if document.index == index:
-            return dict(document.positions.nodes), dict(document.positions.scalars)
-    raise AssertionError(f"{file}: document {index} parsed before, not now")  # bytes are immutable
+class _Reparse:
+    """Makes the maps of document ``index`` of ``content`` again, as ``parse`` records them
+    (``Positions.source``). A small object per document: a repository keeps one per manifest."""
+
+    __slots__ = ("content", "file", "index", "limits")
+
+    def __init__(self, file: str, content: bytes, index: int, limits: Limits) -> None:
+        self.file, self.content, self.index, self.limits = file, content, index, limits
+
+    def __call__(self) -> tuple[dict[Path, Location], dict[Path, Scalar]]:
+        for document in parse(file=self.file, content=self.content, limits=self.limits, positions=True)[0]:
+            if document.index == self.index:
+                return dict(document.positions.nodes), dict(document.positions.scalars)
+        raise AssertionError(f"{self.file}: document {self.index} parsed before, not now")  # bytes are immutable
 
 
 def _loc(file: str, node: Node) -> Location:
