@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Sequence
 from pathlib import Path
 from types import FunctionType, ModuleType
@@ -178,6 +179,25 @@ def outside_ctl(ctl: controllers.Controller) -> None:
           + ", ".join(f"{k} {n} {b / 2**20:.1f}" for k, (n, b) in top))  # fmt: skip
 
 
+async def traced(after: float) -> None:
+    """Trace allocations for ``after`` seconds, then print the source lines holding the most live memory."""
+    tracemalloc.start(8)
+    await anyio.sleep(after)
+    snapshot = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    print(f"  live allocations {after:g} s in, by the line that made them:")
+    for stat in snapshot.statistics("lineno")[:25]:
+        print(f"    {stat.size / 2**20:7.1f} MiB {stat.count:8d}  {stat.traceback[0]}")
+    print("  ... and by their innermost fleet frame:")
+    sizes: dict[str, float] = {}
+    for stat in snapshot.statistics("traceback"):
+        frame = next((f for f in stat.traceback if "/fleet/" in f.filename), stat.traceback[0])
+        key = f"{frame.filename.split('/fleet/')[-1]}:{frame.lineno}"
+        sizes[key] = sizes.get(key, 0.0) + stat.size / 2**20
+    for key, mib in sorted(sizes.items(), key=lambda kv: -kv[1])[:25]:
+        print(f"    {mib:7.1f} MiB  fleet/{key}")
+
+
 def rss_parts() -> str:
     """Anonymous (heap) and file-backed (shared libraries) resident memory of this process."""
     status = Path(f"/proc/{os.getpid()}/status").read_text().splitlines()
@@ -215,6 +235,7 @@ async def run(
     idle: float,
     profile: str = "",
     malloc_stats: bool = False,
+    trace_at: float = 0.0,
 ) -> None:
     bare, work = root / "remote.git", root / "work"
     bare.mkdir()
@@ -238,6 +259,8 @@ async def run(
         async with anyio.create_task_group() as tg:
             tg.start_soon(ctl.run)
             tg.start_soon(lag.run)
+            if trace_at:
+                tg.start_soon(traced, trace_at)
             tg.start_soon(lambda: leaders.elect(client=client, cluster=CLUSTER, identity="bench", enabled=True,
                                                 leader=ctl.leader))  # fmt: skip
             started = time.monotonic()
@@ -355,11 +378,17 @@ def main() -> None:
     parser.add_argument(
         "--malloc-stats", action="store_true", help="print CPython's allocator statistics (to stderr) at the end"
     )
+    parser.add_argument(
+        "--tracemalloc",
+        type=float,
+        default=0.0,
+        help="trace allocations from the start and print the largest live ones this many seconds in (slow)",
+    )
     args = parser.parse_args()
     with sandbox() as sb, tempfile.TemporaryDirectory(prefix="fleet-bench-controller-") as tmp:
         anyio.run(lambda: run(sb, Path(tmp), objects=args.objects, commits=args.commits, polled=args.polled,
                               interval=args.interval, idle=args.idle, profile=args.profile,
-                              malloc_stats=args.malloc_stats))  # fmt: skip
+                              malloc_stats=args.malloc_stats, trace_at=args.tracemalloc))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -144,7 +144,7 @@ class Sync:
                     "fleet.resumed.done": sorted(self._skip),
                 }
             )
-        kinds = {(d.obj["apiVersion"], d.obj["kind"]) for d in self.plan.objects}
+        kinds = {(d.ref.api_version, d.ref.kind) for d in self.plan.objects}
         kinds |= {(e.api_version, k.split("/", 2)[1]) for k, e in self.ledger.entries.items()}
         if self.plan.pools:
             kinds.add(("v1", "Node"))
@@ -262,7 +262,7 @@ class Sync:
             if self.options.dry_run or not (todo or stage.gate in _ALWAYS_CHECKED):
                 return
             new = {
-                d.ref.key: ledgers.Entry(d.obj["apiVersion"], self._origin(d.ref.key))
+                d.ref.key: ledgers.Entry(d.ref.api_version, self._origin(d.ref.key))
                 for c, d in todo
                 if d.ref.key not in self.ledger.entries
             }
@@ -274,8 +274,8 @@ class Sync:
             # Kinds in the stage's order, one wave each: a RoleBinding is created only after its
             # Role exists (for a non-admin applier the API server resolves the Role to check escalation).
             for kind in stage.kinds:
-                await self._apply_all([(c, d) for c, d in todo if d.obj["kind"] == kind])
-            await self._apply_all([(c, d) for c, d in todo if d.obj["kind"] not in stage.kinds])
+                await self._apply_all([(c, d) for c, d in todo if d.ref.kind == kind])
+            await self._apply_all([(c, d) for c, d in todo if d.ref.kind not in stage.kinds])
             if any(c.failed for c, _ in todo):
                 self._stopped = True
                 return
@@ -593,8 +593,8 @@ class Sync:
         kept: dict[str, ledgers.Entry] = {}
         for d in declared:
             entry = recorded.get(d.ref.key)
-            if entry is None or entry.api_version != d.obj["apiVersion"]:
-                entry = ledgers.Entry(d.obj["apiVersion"], self._origin(d.ref.key))
+            if entry is None or entry.api_version != d.ref.api_version:
+                entry = ledgers.Entry(d.ref.api_version, self._origin(d.ref.key))
             kept[d.ref.key] = entry
         for key, entry in self.ledger.entries.items():
             kept.setdefault(key, entry)  # not pruned (prune off, kept, failed): still ours to prune later

@@ -56,7 +56,7 @@ class Settled:
             d.ref.key,
             str(meta.get("uid", "")),
             str(meta.get("resourceVersion", "")),
-            normalizations.annotation(d.obj, ownership.APPLIED),
+            d.applied,
             d.field_manager,
         )
         self._asked.add(key)
@@ -250,7 +250,7 @@ def _temporary_name(name: str) -> str:
 
 def _unchanged_in_git(d: Desired, live: dict[str, Any] | None) -> bool:
     """The live object carries the hash of exactly this desired content: any difference is drift."""
-    applied = normalizations.annotation(d.obj, ownership.APPLIED)
+    applied = d.applied
     return live is not None and bool(applied) and applied == normalizations.annotation(live, ownership.APPLIED)
 
 

@@ -56,9 +56,15 @@ QUOTA_NAME = "fleet-devices"
 
 @dataclass(frozen=True)
 class Desired:
-    """One object to apply: the body, its stage, where it was declared, and as which manager."""
+    """One object to apply: the body, its stage, where it was declared, and as which manager.
 
-    obj: dict[str, Any]
+    ``obj`` is what is applied: ``body`` carrying the ``revision`` annotation. A declared object's
+    ``body`` is its memoised render, shared by every plan, and the copy with the revision is made
+    only when something reads ``obj`` (the objects a commit changed, mostly): a plan of 10,000
+    objects made 10,000 such copies, about 10 MiB and 60 ms per commit.
+    """
+
+    body: dict[str, Any]
     stage: stages.Stage
     source: str
     field_manager: str = ownership.MANAGER
@@ -69,6 +75,17 @@ class Desired:
     manifests annotated ``fleet.gpufleet.dev/take-ownership: "true"``)."""
     adopt: bool = False
     """The repository allows fleet to take this object over if it exists already (it is then released, not deleted)."""
+    revision: str = ""
+    """The revision annotation ``obj`` adds to ``body`` (empty: ``body`` is ``obj``)."""
+
+    @property
+    def obj(self) -> dict[str, Any]:
+        return ownership.with_revision(self.body, self.revision)
+
+    @property
+    def applied(self) -> str:
+        """The applied-hash annotation (the same with or without the revision, which it leaves out)."""
+        return str(((self.body.get("metadata") or {}).get("annotations") or {}).get(ownership.APPLIED, ""))
 
     @functools.cached_property
     def ref(self) -> Ref:
@@ -164,7 +181,7 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         drift = drift_policy(obj["kind"], team=team_specs.get(team), defaults=defaults)
         out.append(
             Desired(
-                obj=stamped,
+                body=stamped,
                 stage=stages.stage_of(obj["kind"]),
                 source=source,
                 drift=drift,
@@ -195,10 +212,11 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
 
     def add_declared(manifest: Manifest, team: str = "", namespace: str | None = None) -> None:
         declared, adopt, take, ref, source = _declared(manifest, cluster=cluster, team=team, namespace=namespace)
-        obj = ownership.with_revision(declared, revision)
-        drift = drift_policy(obj["kind"], team=team_specs.get(team), defaults=defaults)
-        stage = stages.stage_of(obj["kind"])
-        desired = Desired(obj=obj, stage=stage, source=source, drift=drift, adopt=adopt, force=take)
+        drift = drift_policy(ref.kind, team=team_specs.get(team), defaults=defaults)
+        stage = stages.stage_of(ref.kind)
+        desired = Desired(
+            body=declared, stage=stage, source=source, drift=drift, adopt=adopt, force=take, revision=revision
+        )
         # The revision annotation is the only difference from the memoised render, so its Ref (and
         # the Ref's cached key) carry over: a commit of one file does not rebuild 10,000 of them.
         desired.__dict__["ref"] = ref
@@ -320,7 +338,7 @@ def pool_objects(pools: tuple[PoolRule, ...], *, nodes: list[dict[str, Any]]) ->
         obj["spec"] = {"taints": [*others, *taints]}
         ownership.fingerprinted(obj)
         out.append(
-            Desired(obj=obj, stage=stage, source=rules[-1].source, field_manager=ownership.POOL_MANAGER, force=True)
+            Desired(body=obj, stage=stage, source=rules[-1].source, field_manager=ownership.POOL_MANAGER, force=True)
         )
     return out
 

@@ -39,7 +39,7 @@ Repository layout and kinds: ``docs/repo-format.md``; JSON Schemas: ``schemas/``
 
 from __future__ import annotations
 
-from fleet.manifests import fixes, kinds, resources
+from fleet.manifests import kinds, resources  # not fixes: only validate --fix needs it (and ruamel.yaml)
 from fleet.manifests.bases import ClusterSelector, Model, ObjectMeta
 from fleet.manifests.caches import ParseCache, TreeCache
 from fleet.manifests.findings import Finding, Severity, has_errors
@@ -72,7 +72,6 @@ __all__ = [
     "Severity",
     "TreeCache",
     "cluster_names",
-    "fixes",
     "group_of",
     "has_errors",
     "kinds",

@@ -27,7 +27,7 @@ def _pair() -> tuple[Desired, dict[str, Any]]:
             }
         ],
     )
-    return Desired(obj=obj, stage=stages.by_name("namespaces"), source="x.yaml:1:1"), live
+    return Desired(body=obj, stage=stages.by_name("namespaces"), source="x.yaml:1:1"), live
 
 
 def test_an_answer_is_reused_for_the_same_live_version_only() -> None:
