@@ -179,13 +179,15 @@ def outside_ctl(ctl: controllers.Controller) -> None:
           + ", ".join(f"{k} {n} {b / 2**20:.1f}" for k, (n, b) in top))  # fmt: skip
 
 
-async def traced(after: float) -> None:
-    """Trace allocations for ``after`` seconds, then print the source lines holding the most live memory."""
+async def traced(ctl: controllers.Controller, events: int) -> None:
+    """Trace allocations until the controller's watches have seen ``events`` events, then print the
+    source lines holding the most live memory."""
     tracemalloc.start(8)
-    await anyio.sleep(after)
+    while ctl.cache.events < events:  # noqa: ASYNC110 - the count is the controller's, not an event to wait on
+        await anyio.sleep(0.05)
     snapshot = tracemalloc.take_snapshot()
     tracemalloc.stop()
-    print(f"  live allocations {after:g} s in, by the line that made them:")
+    print(f"  live allocations after {events} watch events, by the line that made them:")
     for stat in snapshot.statistics("lineno")[:25]:
         print(f"    {stat.size / 2**20:7.1f} MiB {stat.count:8d}  {stat.traceback[0]}")
     print("  ... and by their innermost fleet frame:")
@@ -260,7 +262,7 @@ async def run(
             tg.start_soon(ctl.run)
             tg.start_soon(lag.run)
             if trace_at:
-                tg.start_soon(traced, trace_at)
+                tg.start_soon(traced, ctl, int(trace_at))
             tg.start_soon(lambda: leaders.elect(client=client, cluster=CLUSTER, identity="bench", enabled=True,
                                                 leader=ctl.leader))  # fmt: skip
             started = time.monotonic()
@@ -382,7 +384,8 @@ def main() -> None:
         "--tracemalloc",
         type=float,
         default=0.0,
-        help="trace allocations from the start and print the largest live ones this many seconds in (slow)",
+        help="trace allocations from the start and print the largest live ones once the controller's watches "
+        "have seen this many events (its initial apply under way; slow)",
     )
     args = parser.parse_args()
     with sandbox() as sb, tempfile.TemporaryDirectory(prefix="fleet-bench-controller-") as tmp:

@@ -235,6 +235,7 @@ class Controller:
         while True:
             await anyio.sleep(self.options.resync)
             heaps.sweep()  # the one full collection per period (see heaps)
+            heaps.trim()
             self.metrics.gc_frozen.set(heaps.frozen())  # walks the frozen list: not on every tick
             self.queue.add(self.key, reason="resync")
 
@@ -303,6 +304,7 @@ class Controller:
                 self.stats.finished += 1
                 self.queue.done(item.key)
                 heaps.settle()
+                heaps.trim()
             if ok:
                 self.queue.forget(item.key)
             else:
