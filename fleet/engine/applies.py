@@ -64,6 +64,7 @@ from fleet.engine import (
     ownership,
     plans,
     stages,
+    workers,
 )
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.errors import FleetError
@@ -343,37 +344,34 @@ class Sync:
         return key in self.ledger.entries and key not in self.live and not self._resumed
 
     async def _apply_all(self, todo: list[tuple[Change, plans.Desired]]) -> None:
-        limiter = anyio.CapacityLimiter(self.options.concurrency)
         tracer = tracing.tracer()
 
-        async def one(change: Change, d: plans.Desired) -> None:
-            async with limiter:
-                if self.unavailable is not None:
-                    change.action = Action.SKIPPED
-                    change.reason = f"not sent: the API server is unavailable ({self.unavailable.what})"
-                    self._written()
-                    return
-                attrs = _attrs(d.ref, change.action)
-                attrs[tracing.FIELD_MANAGER] = d.field_manager
-                with tracer.start_as_current_span("apply object", attributes=attrs) as span:
-                    started = time.monotonic()
-                    # Shielded: a cancelled run (SIGTERM, lost leadership) finishes the object in
-                    # flight rather than leave a replace half done; objects not started are not started.
-                    await anyio.lowlevel.checkpoint()
-                    try:
-                        with anyio.CancelScope(shield=True):
-                            await self._write(change, d)
-                    except KubeError as err:
-                        change.error = str(err)
-                        span.set_attribute("error.type", type(err).__name__)
-                        if isinstance(err, UNAVAILABLE) and self.unavailable is None:
-                            self.unavailable = err
-                    change.duration = time.monotonic() - started
-                    self._written()
+        async def one(item: tuple[Change, plans.Desired]) -> None:
+            change, d = item
+            if self.unavailable is not None:
+                change.action = Action.SKIPPED
+                change.reason = f"not sent: the API server is unavailable ({self.unavailable.what})"
+                self._written()
+                return
+            attrs = _attrs(d.ref, change.action)
+            attrs[tracing.FIELD_MANAGER] = d.field_manager
+            with tracer.start_as_current_span("apply object", attributes=attrs) as span:
+                started = time.monotonic()
+                # Shielded: a cancelled run (SIGTERM, lost leadership) finishes the object in
+                # flight rather than leave a replace half done; objects not started are not started.
+                await anyio.lowlevel.checkpoint()
+                try:
+                    with anyio.CancelScope(shield=True):
+                        await self._write(change, d)
+                except KubeError as err:
+                    change.error = str(err)
+                    span.set_attribute("error.type", type(err).__name__)
+                    if isinstance(err, UNAVAILABLE) and self.unavailable is None:
+                        self.unavailable = err
+                change.duration = time.monotonic() - started
+                self._written()
 
-        async with anyio.create_task_group() as tg:
-            for change, d in todo:
-                tg.start_soon(one, change, d)
+        await workers.for_each(todo, one, concurrency=self.options.concurrency)
 
     async def _write(self, change: Change, d: plans.Desired) -> None:
         """Apply one object (a replace deletes it first, as ``_free`` allows); Nodes from a fresh read."""
@@ -475,12 +473,10 @@ class Sync:
         with tracing.tracer().start_as_current_span("prune") as span:
             span.set_attribute("fleet.deletions", sum(c.action == Action.DELETED for c in found))
             self._not_pruned = {c.ref.key for c in found if c.action != Action.DELETED}
-            limiter = anyio.CapacityLimiter(self.options.concurrency)
 
             async def delete(change: Change) -> None:
-                async with limiter:
-                    await self._delete(change)
-                    self._written()
+                await self._delete(change)
+                self._written()
 
             self._start_writing("prune", sum(c.action == Action.DELETED for c in found))
 
@@ -496,9 +492,7 @@ class Sync:
                         change.action = Action.SKIPPED
                         change.reason = f"not pruned: pruning stage {failed} failed"
                     continue
-                async with anyio.create_task_group() as tg:
-                    for change in deleting:
-                        tg.start_soon(delete, change)
+                await workers.for_each(deleting, delete, concurrency=self.options.concurrency)
                 if any(c.failed for c in deleting):
                     failed = stage.name
 

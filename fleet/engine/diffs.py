@@ -32,7 +32,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from fleet.engine import normalizations, ownership
+from fleet.engine import normalizations, ownership, workers
 from fleet.engine.changesets import Action, Change, FieldConflict
 from fleet.engine.listings import LiveIndex
 from fleet.engine.plans import Desired
@@ -99,27 +99,25 @@ async def diff_objects(
     unchanged = settled.unchanged if settled is not None else _unchanged
     ignored = tuple(ignore_managers)
     changes: list[Change | None] = [None] * len(desired)
-    limiter = anyio.CapacityLimiter(concurrency)
 
-    async def one(i: int, d: Desired) -> None:
-        async with limiter:
-            changes[i] = await _diff_one(
-                client=client, d=d, live=live.get(d.ref.key), ignored=ignored, force=force, preview=preview
-            )
+    async def one(i: int) -> None:
+        d = desired[i]
+        changes[i] = await _diff_one(
+            client=client, d=d, live=live.get(d.ref.key), ignored=ignored, force=force, preview=preview
+        )
 
     # The pure test is CPU work over every object (about 1 s per 10,000): a worker thread keeps
     # the event loop free for the controller's Lease renewals, probes and webhooks.
     answers = await anyio.to_thread.run_sync(lambda: _answers(desired, live, unchanged))
-    async with anyio.create_task_group() as tg:
-        for i, d in enumerate(desired):
-            current = live.get(d.ref.key)
-            if answers[i]:
-                changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.UNCHANGED)
-                continue
-            if current is None and not preview:
-                changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.CREATED)
-                continue
-            tg.start_soon(one, i, d)
+    asked: list[int] = []
+    for i, d in enumerate(desired):
+        if answers[i]:
+            changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.UNCHANGED)
+        elif live.get(d.ref.key) is None and not preview:
+            changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.CREATED)
+        else:
+            asked.append(i)
+    await workers.for_each(asked, one, concurrency=concurrency)
     return [c for c in changes if c is not None]
 
 
