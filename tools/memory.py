@@ -18,31 +18,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import FunctionType, ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from common import rss_mb
+from controller import retained_mib
 from diff import CLUSTER, write_repo
 
 from fleet.engine import pipelines
-
-
-def retained_mib(roots: list[object], *, seen: set[int]) -> float:
-    total, stack = 0, list(roots)
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen or isinstance(obj, (type, ModuleType, FunctionType)):
-            continue
-        seen.add(id(obj))
-        total += sys.getsizeof(obj)
-        stack.extend(gc.get_referents(obj))
-    return total / 2**20
-
-
-def rss_mib() -> float:
-    for line in Path(f"/proc/{os.getpid()}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def main() -> None:
@@ -52,11 +34,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="fleet-memory-") as tmp:
         root = Path(tmp)
         write_repo(root, objects=args.objects)
-        imported = rss_mib()
+        imported = rss_mb(os.getpid())
         cache = pipelines.LoadCache()
         started = time.perf_counter()
         pipelines.check_and_plan(root, cluster=CLUSTER, revision="first", cache=cache)
-        first_s, loaded = time.perf_counter() - started, rss_mib()
+        first_s, loaded = time.perf_counter() - started, rss_mb(os.getpid())
         gc.collect()
         gc.freeze()  # as the controller does (fleet.controller.heaps): the next load's time is not the collector's
         changed = sorted(root.glob("teams/*/*.yaml"))[0]
@@ -67,14 +49,14 @@ def main() -> None:
         manifests = [m for parsed in cache.parsed.entries.values() for m in parsed[0]]
         seen: set[int] = set()
         parts = {
-            "file bytes (TreeCache)": retained_mib([cache.tree], seen=seen),
-            "positions": retained_mib([m.positions for m in manifests], seen=seen),
-            "data": retained_mib([m.data for m in manifests], seen=seen),
-            "models": retained_mib([m.model for m in manifests], seen=seen),
-            "memos (render, requests, findings)": retained_mib([m.memo for m in manifests], seen=seen),
-            "manifests, the rest": retained_mib(list(manifests), seen=seen),
-            "ParseCache, the rest": retained_mib([cache.parsed], seen=seen),
-            "last plan": retained_mib([cache.last], seen=seen),
+            "file bytes (TreeCache)": retained_mib(cache.tree, seen=seen),
+            "positions": retained_mib(*[m.positions for m in manifests], seen=seen),
+            "data": retained_mib(*[m.data for m in manifests], seen=seen),
+            "models": retained_mib(*[m.model for m in manifests], seen=seen),
+            "memos (render, requests, findings)": retained_mib(*[m.memo for m in manifests], seen=seen),
+            "manifests, the rest": retained_mib(*manifests, seen=seen),
+            "ParseCache, the rest": retained_mib(cache.parsed, seen=seen),
+            "last plan": retained_mib(cache.last, seen=seen),
         }
         total = sum(parts.values())
     print(f"{len(manifests)} manifests; RSS after imports {imported:.0f} MiB, after the first load {loaded:.0f} MiB")
