@@ -16,8 +16,9 @@ A watch that gets an answer again after failed attempts calls ``on_resume(kind)`
 server is back, and the controller retries a failed reconcile at once instead of sleeping out
 its backoff.
 
-Each stored object shares the parts equal to another's (``fleet.controller.shapes``): labels,
-``spec`` and managedFields' field sets, which objects applied from one template have in common.
+Each stored object of a kind fleet writes shares the parts equal to another's
+(``fleet.controller.shapes``): labels, ``spec`` and managedFields' field sets, which objects
+applied from one template have in common.
 
 Every change is passed to ``on_event(type, new, old)``: the controller decides
 there which ones are drift worth a reconcile. A relist replaces the kind's objects
@@ -97,13 +98,14 @@ class Cache:
     async def _watch(self, client: Client, kind: Kind) -> None:
         key = (kind.api_version, kind.kind)
         store = self.objects[key]
+        share = self.shapes.share if key not in READ_ONLY else _kept
         listing: dict[str, dict[str, Any]] = {}
         resumed = None if self.on_resume is None else functools.partial(self.on_resume, kind)
         async for event in watch(
             client=client, kind=kind, server_timeout=self.watch_timeout, backoff=WATCH_BACKOFF, on_resume=resumed
         ):
             if event.type == "LISTED":
-                listing[Ref.of(event.object).key] = self.shapes.share(event.object)
+                listing[Ref.of(event.object).key] = share(event.object)
                 continue
             if event.type == "SYNCED":
                 vanished = {k: o for k, o in store.items() if k not in listing}
@@ -125,7 +127,7 @@ class Cache:
             if event.type == "DELETED":
                 store.pop(ref, None)
             else:
-                store[ref] = self.shapes.share(event.object)
+                store[ref] = share(event.object)
             await self._notify(event.type, event.object, old)
 
     async def _notify(self, etype: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -149,6 +151,10 @@ class Cache:
             raise KeyError(f"{kind.group_kind} is not cached")
         items = [o for o in store.values() if not namespace or (o.get("metadata") or {}).get("namespace") == namespace]
         return ListResult(items=items, resource_version="")
+
+
+def _kept(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj
 
 
 def _version(obj: dict[str, Any] | None) -> str:

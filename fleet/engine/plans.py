@@ -85,7 +85,7 @@ class Desired:
     @property
     def applied(self) -> str:
         """The applied-hash annotation (the same with or without the revision, which it leaves out)."""
-        return str(((self.body.get("metadata") or {}).get("annotations") or {}).get(ownership.APPLIED, ""))
+        return normalizations.annotation(self.body, ownership.APPLIED)
 
     @functools.cached_property
     def ref(self) -> Ref:

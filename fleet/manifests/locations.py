@@ -67,22 +67,18 @@ class Positions:
 
     @property
     def nodes(self) -> Mapping[Path, Location]:
-        found = self._nodes
-        if found is None:
-            found = self._restore()[0]
-        return found
+        return self._maps()[0]
 
     @property
     def scalars(self) -> Mapping[Path, Scalar]:
-        found = self._scalars
-        if found is None:
-            found = self._restore()[1]
-        return found
+        return self._maps()[1]
 
-    def _restore(self) -> tuple[Mapping[Path, Location], Mapping[Path, Scalar]]:
-        assert self._source is not None  # released only when there is a source
-        nodes, scalars = self._source()
-        self._nodes, self._scalars = nodes, scalars  # two threads may both restore: the same maps
+    def _maps(self) -> tuple[Mapping[Path, Location], Mapping[Path, Scalar]]:
+        nodes, scalars = self._nodes, self._scalars
+        if nodes is None or scalars is None:
+            assert self._source is not None  # released only when there is a source
+            nodes, scalars = self._source()
+            self._nodes, self._scalars = nodes, scalars  # two threads may both restore: the same maps
         return nodes, scalars
 
     def release(self) -> None:
