@@ -400,6 +400,9 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
             logs.append(running.log)
             took = wait_for(lambda: applied(gpu_east, third), within=240, what=f"Ready at {third}", running=running)
             print(f"ssh: Ready at the next commit in {took:.1f}s")
+            # A fetch's ssh lives for a few tens of milliseconds: a fast controller can be Ready before
+            # a 20 ms sample caught one, so keep sampling through its next polls (every 2 s).
+            wait_for(lambda: "ssh" in ssh_watch.programs(), within=30, what="an ssh process sampled", running=running)
             scraped["ssh /metrics"] = running.get("/metrics")
 
     # Every surface, every credential.
