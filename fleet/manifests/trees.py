@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import BinaryIO
 
 from fleet.manifests.caches import TreeCache
 from fleet.manifests.findings import Finding
@@ -104,7 +105,7 @@ def read_tree(root: Path, *, limits: Limits, cache: TreeCache | None = None) -> 
             content = cache.get(stamp) if cache is not None else None
             if content is None:
                 with open(entry.path, "rb") as handle:
-                    content = handle.read(limits.max_file_bytes + 1)
+                    content = _read_capped(handle, size, limits.max_file_bytes)
                 if cache is not None:
                     cache.put(stamp, content)
             files[rel] = content
@@ -126,6 +127,22 @@ def read_revision(root: Path, *, limits: Limits | None = None) -> Revision:
     limits = limits or Limits()
     files, findings = read_tree(root, limits=limits)
     return load_revision(files, limits=limits, findings=tuple(findings))
+
+
+def _read_capped(handle: BinaryIO, size: int, cap: int) -> bytes:
+    """The file's bytes, at most ``cap + 1`` (the parser reports a file over the cap).
+
+    Sized by the ``stat`` just made: ``read(n)`` allocates ``n`` bytes before it reads, and
+    glibc serves a request of the cap's size (1 MiB) with a mapping of its own, which keeps
+    at least a 4 KiB page after the bytes object shrinks to the file's length. Read that way,
+    10,000 files of half a kilobyte held 40 MiB (measured with ``mallinfo2``); kept by the
+    controller's ``TreeCache``, for as long as it runs. A file that grew since the ``stat``
+    is read on, up to the cap.
+    """
+    content = handle.read(size + 1)
+    if len(content) > size:
+        content += handle.read(cap + 1 - len(content))
+    return content
 
 
 def _inside(path: Path, root: Path) -> bool:
