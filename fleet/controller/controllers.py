@@ -123,6 +123,20 @@ class Options:
     """Seconds the API server keeps each watch open (``timeoutSeconds``) before it is resumed."""
 
 
+def poll_delay(interval: float, *, busy: float, jitter: float) -> float:
+    """Seconds to wait before the next poll, counted so that polls *start* every ``interval``.
+
+    ``busy`` is how long this poll's fetch and maintenance took; ``jitter`` (a fraction, drawn by
+    the caller) spreads replicas and clusters over the interval. Waiting a whole interval after
+    the work instead would stretch every cycle by the fetch and the maintenance, and a commit's
+    wait for the poll with it. A poll that
+    outlasts the interval is followed after a tenth of it, so a slow remote is never polled
+    back to back.
+    """
+    period = interval * (1 + jitter)
+    return max(period - busy, interval / 10)
+
+
 @dataclass
 class Controller:
     client: Client
@@ -193,6 +207,7 @@ class Controller:
 
     async def _poll(self) -> None:
         while True:
+            started = time.monotonic()
             await self.fetch()
             # Maintenance of the cache (a repack, spare checkouts) after the new revision is queued,
             # not inside its fetch. It may fail, it must never stop the poll loop: the next call tries again.
@@ -200,7 +215,11 @@ class Controller:
                 await self.source.collect()
             except Exception as err:  # a maintenance step of a loop that never stops
                 logger.warning("git source maintenance failed (tried again after the next fetch): %s", err)
-            delay = self.options.interval * (1 + random.uniform(-self.options.jitter, self.options.jitter))
+            delay = poll_delay(
+                self.options.interval,
+                busy=time.monotonic() - started,
+                jitter=random.uniform(-self.options.jitter, self.options.jitter),
+            )
             with anyio.move_on_after(delay):
                 await self._poke.wait()
             self._poke = anyio.Event()
