@@ -1,7 +1,7 @@
 """The controller's event loop: one anyio task group wiring source, watches, queue and engine.
 
 ```
-source   poll every --interval (±10 % jitter), or now when poked (webhook) ─┐
+source   poll every --interval (up to 10 % early), or when poked (webhook) ─┐
 watches  the cache's list→watch per kind; drift on fleet's objects ─────────┼─► queue ─► reconcile
 resync   every --resync, whatever happened                                 ─┘   (one key: the cluster)
 lag      how late the loop runs a timer (fleet_loop_lag_seconds)
@@ -111,6 +111,8 @@ class Options:
     drift_policy: str | None = None
     """Overrides the repository's Fleet default (``--drift-policy``); None keeps the repository's."""
     jitter: float = 0.1
+    """Each poll starts up to this fraction of the interval early (drawn anew each time), never
+    late: replicas and clusters spread over the interval, and a commit is still found within one."""
     lag_interval: float = 0.5
     settle_every: float = 0.5
     """Seconds between ``heaps.settle`` calls while the loop runs (also after each reconcile): a settle
@@ -127,7 +129,8 @@ def poll_delay(interval: float, *, busy: float, jitter: float) -> float:
     """Seconds to wait before the next poll, counted so that polls *start* every ``interval``.
 
     ``busy`` is how long this poll's fetch and maintenance took; ``jitter`` (a fraction, drawn by
-    the caller) spreads replicas and clusters over the interval. Waiting a whole interval after
+    the caller; the controller draws it from ``[-Options.jitter, 0]``) spreads replicas and
+    clusters over the interval. Waiting a whole interval after
     the work instead would stretch every cycle by the fetch and the maintenance, and a commit's
     wait for the poll with it. A poll that
     outlasts the interval is followed after a tenth of it, so a slow remote is never polled
@@ -218,7 +221,7 @@ class Controller:
             delay = poll_delay(
                 self.options.interval,
                 busy=time.monotonic() - started,
-                jitter=random.uniform(-self.options.jitter, self.options.jitter),
+                jitter=random.uniform(-self.options.jitter, 0.0),
             )
             with anyio.move_on_after(delay):
                 await self._poke.wait()

@@ -47,12 +47,13 @@ class SlowSource:
 
 @pytest.mark.anyio
 async def test_polls_start_every_interval_although_each_takes_a_third_of_it() -> None:
+    """Up to 10 % early (the jitter), never late: a commit is found within one interval."""
     source = SlowSource(busy=0.3)
-    options = controllers.Options(cluster="c", interval=0.9, jitter=0.0)
+    options = controllers.Options(cluster="c", interval=0.9, jitter=0.1)
     ctl = controllers.Controller(client=SimpleNamespace(), source=source, options=options)  # type: ignore[arg-type]
     with anyio.move_on_after(4.0):
         await ctl._poll()
     gaps = [b - a for a, b in zip(source.starts, source.starts[1:], strict=False)]
     assert len(gaps) >= 3, source.starts
     # Waiting a whole interval after the work would make each gap 1.2 s.
-    assert all(0.85 <= g <= 1.0 for g in gaps), gaps
+    assert all(0.8 <= g <= 0.95 for g in gaps), gaps
