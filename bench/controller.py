@@ -315,6 +315,7 @@ async def run(
             polls: list[float] = []
             waits: list[float] = []  # push → the start of the poll's fetch that brought it
             cycles: list[float] = []  # the poll before the push → the poll that brought it (one cycle)
+            offsets: list[float] = []  # the poll before the push → the push (its phase, plus git's time)
             # Each commit lands at a chosen point of the poll cycle, the points spread evenly over it
             # (stratified): a commit's wait for the poll is uniform over the interval, and 15 random
             # points would put the median wait anywhere in 5 ± 1.3 s (one standard deviation).
@@ -330,13 +331,15 @@ async def run(
                 found = spans.fetched(sha, since=pushed_ns)
                 waits.append((found - pushed_ns) / 1e9 if found else float("nan"))
                 cycles.append((found - polled_at) / 1e9 if found else float("nan"))
+                offsets.append((pushed_ns - polled_at) / 1e9)
             print(f"  commit → applied by polling every {interval:g} s, {polled} commits: p50 {pct(polls, 0.5):.2f} s "
                   f"(goal ≤ {interval / 2 + 1:g} s), max {max(polls):.2f} s; each: "
                   f"{' '.join(f'{p:.1f}' for p in polls)}")  # fmt: skip
             print(f"    of which waiting for the poll: p50 {pct(waits, 0.5):.2f} s (uniform over the interval: "
                   f"{interval / 2:g} s); each: {' '.join(f'{w:.1f}' for w in waits)}")  # fmt: skip
             print(f"    poll cycles (one poll's start to the next): p50 {pct(cycles, 0.5):.2f} s, min "
-                  f"{min(cycles):.2f} s, max {max(cycles):.2f} s (goal: {interval * 0.9:g}-{interval:g} s)")  # fmt: skip
+                  f"{min(cycles):.2f} s, max {max(cycles):.2f} s (goal: {interval * 0.9:g}-{interval:g} s); "
+                  f"pushed after the poll before (s): {' '.join(f'{o:.1f}' for o in offsets)}")  # fmt: skip
 
             await anyio.sleep(3)
             before = dict(client.counts.by_verb)

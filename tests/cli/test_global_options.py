@@ -72,3 +72,20 @@ def test_output_piped_into_a_closed_reader_ends_quietly() -> None:
     os.close(write_end)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+def test_a_command_imports_only_its_own_module() -> None:
+    """``fleetctl diff`` does not pay for the other commands' imports (the sandbox's, rich's progress
+    bars, ...); with no command named, every command is registered (the two tests above)."""
+    probe = (
+        "import sys; from fleetctl import cli; cli.build_parser(sys.argv[1:]); "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('fleetctl.commands.', 'fleet.sandbox')))))"
+    )
+    only = subprocess.run(
+        [sys.executable, "-c", probe, "--trace", "diff", "repo"], capture_output=True, text=True, check=True
+    )
+    assert only.stdout.split() == ["fleetctl.commands.diff"]
+    every = subprocess.run([sys.executable, "-c", probe, "--help"], capture_output=True, text=True, check=True)
+    assert {"fleetctl.commands.demo", "fleetctl.commands.sandbox", "fleetctl.commands.validate"} <= set(
+        every.stdout.split()
+    )
