@@ -18,7 +18,7 @@ from typing import TypeVar
 import anyio
 
 from fleet import engine, helm, kube
-from fleet.engine import listings, pipelines
+from fleet.engine import listings, pipelines, plancaches
 from fleet.telemetry import tracing
 
 T = TypeVar("T")
@@ -42,6 +42,12 @@ def add_cluster_args(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="ignore differences in fields this field manager owns (repeatable), e.g. a controller",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="where plans of unchanged repositories are kept between runs (default: $FLEET_CACHE_DIR, "
+        "else $XDG_CACHE_HOME/fleet, else ~/.cache/fleet; '' turns it off)",
     )
     parser.add_argument("--trace", action="store_true", help="print the trace's spans to stderr (console exporter)")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
@@ -81,10 +87,26 @@ def helm_settings(args: argparse.Namespace, *, client: kube.Client) -> helm.Sett
     )
 
 
+def plan_store(args: argparse.Namespace) -> plancaches.PlanCache | None:
+    """The on-disk plan cache ``--cache-dir`` names (``fleet.engine.plancaches``); None when turned off."""
+    directory = plancaches.directory(getattr(args, "cache_dir", None))
+    return plancaches.PlanCache(directory) if directory is not None else None
+
+
+def load_plan(args: argparse.Namespace) -> engine.Plan:
+    """``fleet.engine.pipelines.load_plan`` with the command's arguments (CPU work: run it in a thread)."""
+    return pipelines.load_plan(args.repo, cluster=args.cluster, store=plan_store(args))
+
+
 async def plan_and_connect(args: argparse.Namespace) -> tuple[engine.Plan, kube.Client, listings.Prefetched]:
     """``fleet.engine.pipelines.plan_and_connect`` with the command's arguments."""
     return await pipelines.plan_and_connect(
-        args.repo, cluster=args.cluster, context=args.context, kubeconfig=args.kubeconfig, request_timeout=args.timeout
+        args.repo,
+        cluster=args.cluster,
+        context=args.context,
+        kubeconfig=args.kubeconfig,
+        request_timeout=args.timeout,
+        store=plan_store(args),
     )
 
 
@@ -97,7 +119,7 @@ async def connect(args: argparse.Namespace) -> kube.Client:
 
 async def plan_and_list(args: argparse.Namespace, *, client: kube.Client) -> tuple[engine.Plan, listings.Prefetched]:
     """``fleet.engine.pipelines.plan_and_list`` with the command's arguments."""
-    return await pipelines.plan_and_list(args.repo, cluster=args.cluster, client=client)
+    return await pipelines.plan_and_list(args.repo, cluster=args.cluster, client=client, store=plan_store(args))
 
 
 def run_async(args: argparse.Namespace, main: Callable[[argparse.Namespace], Awaitable[int]]) -> int:
@@ -154,7 +176,9 @@ __all__ = [
     "helm_binary",
     "helm_settings",
     "interruptible",
+    "load_plan",
     "plan_and_connect",
     "plan_and_list",
+    "plan_store",
     "run_async",
 ]

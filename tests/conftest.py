@@ -32,6 +32,17 @@ from fleet.sandbox import Sandbox, binaries, charts, clusters, credentials
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def plan_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """fleetctl's on-disk plan cache (``fleet.engine.plancaches``) in the session's temporary
+    directory rather than the user's ``~/.cache``: tests leave nothing behind, and every repeated
+    ``fleetctl diff``/``apply`` of unchanged content in the suite runs on a stored plan."""
+    directory = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FLEET_CACHE_DIR", str(directory))
+        yield directory
+
+
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     keep = os.environ.get("FLEET_TEST_SANDBOX_DIR")

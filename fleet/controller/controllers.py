@@ -63,7 +63,7 @@ from fleet import engine, helm
 from fleet.controller import caches, heaps, leaders, statuses
 from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
-from fleet.engine import diffs, drivers, operators, ownership, pipelines
+from fleet.engine import diffs, drivers, operators, ownership, pipelines, plancaches
 from fleet.errors import FleetError
 from fleet.kube import Client, Kind, KubeError
 from fleet.kube.errors import UNAVAILABLE
@@ -156,6 +156,9 @@ class Controller:
     good: engine.Plan | None = None
     loads: pipelines.LoadCache = field(default_factory=pipelines.LoadCache)
     """Kept between plans: a commit re-reads and re-parses only the files it changed."""
+    store: plancaches.PlanCache | None = None
+    """Plans kept on disk (the state directory's volume): a restarted container takes the plan of an
+    unchanged revision back instead of validating and planning it again."""
     settled: diffs.Settled = field(default_factory=diffs.Settled)
     """Kept between reconciles: a repeated no-op re-derives no "unchanged" answer."""
     _checked: str = ""
@@ -378,7 +381,11 @@ class Controller:
         try:
             checked = await anyio.to_thread.run_sync(
                 lambda: pipelines.check_and_plan(
-                    Path(checkout.path), cluster=self.options.cluster, revision=checkout.revision, cache=self.loads
+                    Path(checkout.path),
+                    cluster=self.options.cluster,
+                    revision=checkout.revision,
+                    cache=self.loads,
+                    store=self.store,
                 )
             )
         except FleetError as err:

@@ -34,6 +34,7 @@ import anyio
 from fleet import helm, kube
 from fleet.controller import controllers, leaders, servers, settings
 from fleet.controller.metrics import Metrics
+from fleet.engine import plancaches
 from fleet.errors import FleetError
 from fleet.source import Credentials, GitSource
 from fleet.telemetry import tracing
@@ -98,7 +99,8 @@ def build(config: settings.Settings, *, client: kube.Client, metrics: Metrics) -
         force_conflicts=config.force_conflicts,
         helm=_helm(config),
     )
-    ctl = controllers.Controller(client=client, source=source, options=options, metrics=metrics)
+    store = plancaches.PlanCache(config.state_dir / "plans")
+    ctl = controllers.Controller(client=client, source=source, options=options, metrics=metrics, store=store)
     ctl.report.repository = source.where
     ctl.report.ref = config.ref
     ctl.report.path = config.path

@@ -30,7 +30,7 @@ from pathlib import Path
 import anyio
 
 from fleet import kube
-from fleet.engine import listings, plans
+from fleet.engine import listings, plancaches, plans
 from fleet.errors import FleetError
 from fleet.manifests import ParseCache, TreeCache, kinds, load_revision, read_tree
 from fleet.manifests.findings import Finding
@@ -84,23 +84,34 @@ class Checked:
     findings: tuple[Finding, ...] = ()
 
 
-def check_and_plan(repo: Path, *, cluster: str, revision: str | None = None, cache: LoadCache | None = None) -> Checked:
+def check_and_plan(
+    repo: Path,
+    *,
+    cluster: str,
+    revision: str | None = None,
+    cache: LoadCache | None = None,
+    store: plancaches.PlanCache | None = None,
+) -> Checked:
     """Validate ``repo`` for ``cluster`` and plan it if it validates (CPU work: run it in a thread).
 
     ``revision`` names the checkout when the caller knows it (the controller's git
     source); otherwise it is ``revision_id``. With a ``cache`` (kept by the caller
     between calls), unchanged files are not read or parsed again and an unchanged
     repository is not validated or planned again; the cached manifests' position maps
-    are released once the load is checked (``ParseCache.release``).
+    are released once the load is checked (``ParseCache.release``). With a ``store``,
+    a plan another process made of the same content is taken from disk, and a plan
+    made here is put there (``fleet.engine.plancaches``).
     """
     try:
-        return _check_and_plan(repo, cluster=cluster, revision=revision, cache=cache)
+        return _check_and_plan(repo, cluster=cluster, revision=revision, cache=cache, store=store)
     finally:
         if cache is not None:
             cache.parsed.release()
 
 
-def _check_and_plan(repo: Path, *, cluster: str, revision: str | None, cache: LoadCache | None) -> Checked:
+def _check_and_plan(
+    repo: Path, *, cluster: str, revision: str | None, cache: LoadCache | None, store: plancaches.PlanCache | None
+) -> Checked:
     if not repo.is_dir():
         raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
     tracer = tracing.tracer()
@@ -110,12 +121,21 @@ def _check_and_plan(repo: Path, *, cluster: str, revision: str | None, cache: Lo
         files, problems = read_tree(repo, limits=Limits(), cache=cache.tree if cache else None)
         sha = ""
         digest = b""
-        if cache is not None and not problems:
+        key = ""
+        if (cache is not None or store is not None) and not problems:
             digest = _digest(files)
             sha = revision or revision_id(repo, files=files, loadable=loadable)  # git: a worker thread
-            if cache.last is not None and cache.last[:3] == (digest, cluster, sha):
-                span.set_attribute("fleet.cached", True)
+            if cache is not None and cache.last is not None and cache.last[:3] == (digest, cluster, sha):
+                span.set_attribute("fleet.cached", "memory")
                 return Checked(revision=sha, plan=cache.last[3])
+            if store is not None:
+                key = store.key(digest=digest, cluster=cluster, revision=sha)
+                stored = store.get(key)
+                if stored is not None:
+                    span.set_attribute("fleet.cached", "disk")
+                    if cache is not None:
+                        cache.last = (digest, cluster, sha, stored)
+                    return Checked(revision=sha, plan=stored)
         loaded = load_revision(files, findings=tuple(problems), cache=cache.parsed if cache else None)
         # The checks ``fleetctl validate`` makes, satisfiability on the declared pools included:
         # what CI rejects, the controller and apply reject too.
@@ -138,16 +158,22 @@ def _check_and_plan(repo: Path, *, cluster: str, revision: str | None, cache: Lo
         plan = plans.plan(view, revision=sha)
     if cache is not None and not problems:
         cache.last = (digest, cluster, sha, plan)
+    if store is not None and key:
+        with tracer.start_as_current_span("store plan", attributes={tracing.CLUSTER: cluster}) as stored_span:
+            stored_span.set_attribute("fleet.stored", store.put(key, plan))
     return Checked(revision=sha, plan=plan)
 
 
-def load_plan(repo: Path, *, cluster: str, cache: LoadCache | None = None) -> plans.Plan:
+def load_plan(
+    repo: Path, *, cluster: str, cache: LoadCache | None = None, store: plancaches.PlanCache | None = None
+) -> plans.Plan:
     """Validate ``repo`` for ``cluster`` and plan it; FleetError listing the findings if invalid.
 
     With a ``cache`` (kept by the caller between calls), unchanged files are not read or
-    parsed again and an unchanged repository is not validated or planned again.
+    parsed again and an unchanged repository is not validated or planned again; with a
+    ``store``, neither is a repository another process planned (``check_and_plan``).
     """
-    checked = check_and_plan(repo, cluster=cluster, cache=cache)
+    checked = check_and_plan(repo, cluster=cluster, cache=cache, store=store)
     if checked.plan is None:
         findings = checked.findings
         shown = "\n  ".join(f"{f.location} {f.rule} {f.message}" for f in findings[:10])
@@ -179,7 +205,9 @@ async def connect(
     return await kube.connect(kubeconfig=kubeconfig, context=context, timeout=request_timeout)
 
 
-async def plan_and_list(repo: Path, *, cluster: str, client: kube.Client) -> tuple[plans.Plan, listings.Prefetched]:
+async def plan_and_list(
+    repo: Path, *, cluster: str, client: kube.Client, store: plancaches.PlanCache | None = None
+) -> tuple[plans.Plan, listings.Prefetched]:
     """Validate and plan ``repo`` (in a thread) while listing the live objects.
 
     A writer calls this while it holds the cluster's Lease (``fleet.engine.writers``),
@@ -203,7 +231,7 @@ async def plan_and_list(repo: Path, *, cluster: str, client: kube.Client) -> tup
         if overlap:
             tg.start_soon(fetch)
         try:
-            planned.append(await anyio.to_thread.run_sync(lambda: load_plan(repo, cluster=cluster)))
+            planned.append(await anyio.to_thread.run_sync(lambda: load_plan(repo, cluster=cluster, store=store)))
         except Exception as exc:
             failures.insert(0, exc)  # the repository's error first: it is what the user must fix
             tg.cancel_scope.cancel()
@@ -222,13 +250,14 @@ async def plan_and_connect(
     context: str | None = None,
     kubeconfig: str | None = None,
     request_timeout: float = 30.0,
+    store: plancaches.PlanCache | None = None,
 ) -> tuple[plans.Plan, kube.Client, listings.Prefetched]:
     """``connect``, then ``plan_and_list``: for readers (``diff``), which hold no Lease."""
     client = await connect(
         repo, cluster=cluster, context=context, kubeconfig=kubeconfig, request_timeout=request_timeout
     )
     try:
-        plan, prefetched = await plan_and_list(repo, cluster=cluster, client=client)
+        plan, prefetched = await plan_and_list(repo, cluster=cluster, client=client, store=store)
     except BaseException:
         with anyio.CancelScope(shield=True):  # also when interrupted: close the session
             await client.close()

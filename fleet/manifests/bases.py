@@ -31,6 +31,7 @@ class Model(BaseModel):
         populate_by_name=True,
         use_attribute_docstrings=True,
         field_title_generator=lambda name, _info: to_camel(name),
+        defer_build=True,
     )
 
 

@@ -30,12 +30,12 @@ import anyio
 from rich.progress import TaskID
 
 from fleet import engine, kube
-from fleet.engine import listings, operators, pipelines, writers
+from fleet.engine import listings, operators, writers
 from fleet.errors import FleetError
 from fleet.kube import leases
 from fleet.telemetry import tracing
 from fleetctl import reports
-from fleetctl.pipelines import add_cluster_args, connect, helm_settings, run_async
+from fleetctl.pipelines import add_cluster_args, connect, helm_settings, load_plan, run_async
 
 TERMINATED = 143
 
@@ -136,7 +136,7 @@ async def _run(args: argparse.Namespace) -> int:
             # Validate before taking the Lease: a revision that fails validation writes nothing,
             # not even fleet's own Lease or namespace. The live listing follows the Lease, so it
             # is not one another writer was changing.
-            plan = await anyio.to_thread.run_sync(lambda: pipelines.load_plan(args.repo, cluster=args.cluster))
+            plan = await anyio.to_thread.run_sync(lambda: load_plan(args))
             async with _writing(args, client):
                 prefetched = await listings.prefetch(client=client)
                 span.set_attribute(tracing.REVISION, plan.revision)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -40,6 +42,42 @@ def test_diff_apply_diff_exit_codes(
     capsys.readouterr()
     assert cli.run(["diff", path, "--cluster", repo.cluster]) == 0
     assert capsys.readouterr().out.strip() == ""
+
+
+def test_a_later_run_of_unchanged_content_takes_the_plan_from_disk(
+    sandbox: Sandbox,
+    repo: Repo,
+    spans: InMemorySpanExporter,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """diff, apply and diff again in three processes' stead: the first plans and stores the plan, the
+    others take it back (the "validate" span says from where); an edit is planned afresh."""
+    monkeypatch.setenv("KUBECONFIG", str(sandbox.kubeconfig))
+    monkeypatch.setenv("NO_COLOR", "1")
+    repo.team("ml", namespaces=["ml"], group="ml-research")
+    repo.claim_template("ml", "one-gpu")
+    path = str(repo.write())
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+
+    def run(*args: str) -> tuple[int, str | None, str]:
+        spans.clear()
+        code = cli.run([*args, path, "--cluster", repo.cluster, *cache])
+        (validate,) = [s for s in spans.get_finished_spans() if s.name == "validate"]
+        return code, (validate.attributes or {}).get("fleet.cached"), capsys.readouterr().out  # type: ignore[return-value]
+
+    code, cached, first = run("diff")
+    assert (code, cached) == (1, None)
+    assert [p.suffix for p in (tmp_path / "cache" / "plans").iterdir()] == [".plan"]
+    assert run("diff")[1:] == ("disk", first), "the same diff from the stored plan"
+    assert run("apply")[:2] == (0, "disk")
+    assert run("diff")[:2] == (0, "disk")
+    repo.claim_template("ml", "one-gpu", count=2)
+    repo.write()
+    code, cached, out = run("diff")
+    assert (code, cached) == (1, None)
+    assert re.search(r"^\+\s+count: 2$", out, re.MULTILINE), out
 
 
 def test_diff_of_an_unreachable_cluster_exits_2(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,6 +10,8 @@ The namespaces are deleted at the end, so later tests do not list 90,000 templat
 from __future__ import annotations
 
 import os
+import resource
+import time
 import uuid
 from pathlib import Path
 
@@ -22,9 +24,8 @@ from fleet.sandbox import Sandbox
 from tests.apply.conftest import Engine, actions
 from tests.apply.repos import Repo
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.timeout(1500)]
-
 SCALE = int(os.environ.get("FLEET_TEST_SCALE", "10000"))
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.timeout(max(1500, SCALE * 0.09))]
 TEAMS = 100
 PER_FILE = 50
 
@@ -82,9 +83,13 @@ def test_100000_objects_sharded_ledger_prune_and_noop(sandbox: Sandbox, tmp_path
     options = {"concurrency": 64, "health_timeout": 600.0, "prune": True}
     try:
         _write(repo.root, cluster=cluster, device_class=device_class, templates=templates)
+        started = time.monotonic()
         plan = fleet_plan(repo)
+        _figure("load and plan", started)
         assert len(plan.objects) == 1 + 3 * TEAMS + templates
+        started = time.monotonic()
         created = fleet.run(lambda c: engine.reconcile(client=c, plan=plan, options=engine.Options(**options)))
+        _figure(f"first apply of {len(plan.objects)} objects", started)
         assert not created.failed and len(created.changed) == len(plan.objects)
         sizes = _shard_sizes(fleet, cluster)
         assert max(sizes) <= ledgers.MAX_SHARD_BYTES
@@ -92,7 +97,9 @@ def test_100000_objects_sharded_ledger_prune_and_noop(sandbox: Sandbox, tmp_path
 
         _write(repo.root, cluster=cluster, device_class=device_class, templates=templates, skip_every=10)
         plan = fleet_plan(repo)
+        started = time.monotonic()
         pruned = fleet.run(lambda c: engine.reconcile(client=c, plan=plan, options=engine.Options(**options)))
+        _figure("apply with prune of 10%", started)
         deleted = {str(e.ref) for e in pruned.entries if e.action == engine.Action.DELETED}
         assert not pruned.failed
         assert deleted == {f"ResourceClaimTemplate {cluster}-team{i % TEAMS}/t{i}" for i in range(0, templates, 10)}
@@ -101,16 +108,26 @@ def test_100000_objects_sharded_ledger_prune_and_noop(sandbox: Sandbox, tmp_path
         assert max(_shard_sizes(fleet, cluster)) <= ledgers.MAX_SHARD_BYTES
 
         result: list[engine.ChangeSet] = []
+        started = time.monotonic()
         writes = fleet.server_writes(
             lambda: result.append(
                 fleet.run(lambda c: engine.reconcile(client=c, plan=plan, options=engine.Options(**options)))
             )
         )
+        _figure("no-op apply", started)
+        sizes = _shard_sizes(fleet, cluster)
+        print(f"ledger: {len(sizes)} shards, largest {max(sizes)} bytes, {sum(sizes)} bytes in all")
         assert writes == 0 and not result[0].changed
         assert set(actions(result[0]).values()) == {"unchanged"}
     finally:
         names = [f"{cluster}-team{t}" for t in range(TEAMS)]
         sandbox.kubectl("delete", "namespace", "--wait=false", "--ignore-not-found", *names, check=False)
+
+
+def _figure(what: str, started: float) -> None:
+    """Print a phase's wall time and the process's peak RSS so far (shown with ``pytest -s``)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{what}: {time.monotonic() - started:.1f} s (peak RSS so far {peak:.0f} MiB)", flush=True)
 
 
 def fleet_plan(repo: Repo) -> engine.Plan:

@@ -26,7 +26,8 @@ def fleetctl(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.sandbox
-def test_global_trace_prints_the_runs_spans(sandbox: Sandbox) -> None:
+def test_global_trace_prints_the_runs_spans(sandbox: Sandbox, tmp_path: Path) -> None:
+    # An empty plan cache, so this run loads and renders rather than taking a stored plan.
     run = fleetctl(
         "--trace",
         "diff",
@@ -37,9 +38,11 @@ def test_global_trace_prints_the_runs_spans(sandbox: Sandbox) -> None:
         str(sandbox.kubeconfig),
         "--context",
         credentials.CLUSTER,
+        "--cache-dir",
+        str(tmp_path),
     )
     assert run.returncode in (0, 1), run.stderr[-2000:]
-    for span in ("diff run", "validate", "render", "apply stage"):
+    for span in ("diff run", "validate", "render", "store plan", "apply stage"):
         assert f'"name": "{span}"' in run.stderr
 
 
