@@ -5,12 +5,17 @@ namespaces, several per file. The suite runs 10,000 (several ledger shards per s
 the CI budget on 2 cores); ``FLEET_TEST_SCALE=100000`` runs the issue's 100,000, which takes
 far longer than CI allows on this machine (the API server creates 20-300 objects/s here).
 The namespaces are deleted at the end, so later tests do not list 90,000 templates.
+Last, ``fleetctl apply --prune`` runs twice in fresh processes (no stored plan, then the
+stored one) and must write nothing. With ``pytest -s`` each phase prints its wall time and
+peak RSS: the figures of docs/benchmarks.md at 100,000.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -119,9 +124,36 @@ def test_100000_objects_sharded_ledger_prune_and_noop(sandbox: Sandbox, tmp_path
         print(f"ledger: {len(sizes)} shards, largest {max(sizes)} bytes, {sum(sizes)} bytes in all")
         assert writes == 0 and not result[0].changed
         assert set(actions(result[0]).values()) == {"unchanged"}
+
+        # A fresh process, as after a controller restart or a user's later run: first with no
+        # stored plan (loads the repository), then with the plan the first stored.
+        store = tmp_path / "cache"
+        runs: list[tuple[subprocess.CompletedProcess[str], float]] = []
+        for run in ("cold, no stored plan", "cold, stored plan"):
+            writes = fleet.server_writes(lambda: runs.append(_fleetctl(sandbox, repo, store)))
+            proc, wall = runs[-1]
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            assert writes == 0
+            peak = next(int(ln.split()[1]) / 1024 for ln in proc.stderr.splitlines() if ln.startswith("maxrss_kb"))
+            print(f"fleetctl apply --prune, {run}: {wall:.1f} s, peak RSS {peak:.0f} MiB, {writes} writes", flush=True)
     finally:
         names = [f"{cluster}-team{t}" for t in range(TEAMS)]
         sandbox.kubectl("delete", "namespace", "--wait=false", "--ignore-not-found", *names, check=False)
+
+
+RUSAGE = (
+    "import resource, sys; from fleetctl import cli; rc = cli.run(sys.argv[1:]); "
+    "print('maxrss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)"
+)
+
+
+def _fleetctl(sandbox: Sandbox, repo: Repo, store: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``fleetctl apply --prune`` in a process of its own (wall seconds; its peak RSS is on stderr)."""
+    args = ["apply", str(repo.root), "--cluster", repo.cluster, "--prune", "--cache-dir", str(store), "-o", "json"]
+    env = dict(os.environ, KUBECONFIG=str(sandbox.kubeconfig), NO_COLOR="1")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", RUSAGE, *args], capture_output=True, text=True, env=env, check=False)
+    return proc, time.monotonic() - started
 
 
 def _figure(what: str, started: float) -> None:
