@@ -21,6 +21,7 @@ import pytest
 
 from fleet import kube
 from fleet.controller import controllers, leaders
+from fleet.engine import plancaches
 from fleet.sandbox import Sandbox, credentials
 from fleet.source import GitSource
 from tests.apply.repos import Repo
@@ -94,12 +95,14 @@ async def running(
     cache_dir: Path,
     max_bytes: int | None = None,
     kubeconfig: Path | None = None,
+    store: plancaches.PlanCache | None = None,
     **options: Any,
 ) -> AsyncIterator[controllers.Controller]:
     """The controller loop for ``cluster`` following ``remote``, leading alone: as the sandbox admin,
     or as the current user of ``kubeconfig`` (e.g. fleet's ServiceAccount).
 
-    ``max_bytes`` is the git source's size limit (``--git-max-bytes``)."""
+    ``max_bytes`` is the git source's size limit (``--git-max-bytes``); ``store`` keeps plans on disk
+    (``plans/`` in the state directory, as ``mains.build`` gives it)."""
     if kubeconfig is None:
         client = await kube.connect(kubeconfig=str(sandbox.kubeconfig), context=credentials.CLUSTER)
     else:
@@ -107,7 +110,9 @@ async def running(
     source = GitSource(url=remote.url, ref="main", path="", cache_dir=cache_dir, max_bytes=max_bytes)
     options.setdefault("interval", 1.0)
     options.setdefault("health_timeout", 30.0)
-    ctl = controllers.Controller(client=client, source=source, options=controllers.Options(cluster=cluster, **options))
+    ctl = controllers.Controller(
+        client=client, source=source, options=controllers.Options(cluster=cluster, **options), store=store
+    )
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(ctl.run)

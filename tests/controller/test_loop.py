@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ import pytest
 
 from fleet import kube
 from fleet.controller import statuses
-from fleet.engine import ownership
+from fleet.engine import ownership, plancaches
+from fleet.engine.plans import Plan
 from fleet.sandbox import Sandbox, credentials
 from tests.apply.repos import Repo
 from tests.controller.conftest import Remote, eventually, fleetsync_events, running
@@ -95,6 +97,47 @@ async def test_a_commit_is_applied_and_its_revert_prunes_it(
         )
         await eventually(lambda: _ready_at(admin_client, repo.cluster, third), what="Ready at the revert")
         assert ctl.stats.plans == 3
+
+
+@dataclass(frozen=True)
+class RecordingStore(plancaches.PlanCache):
+    """A plan cache that records what each ``get`` found and each ``put`` stored."""
+
+    found: list[bool] = field(default_factory=list)
+    stored: list[str] = field(default_factory=list)
+
+    def get(self, key: str) -> Plan | None:
+        plan = super().get(key)
+        self.found.append(plan is not None)
+        return plan
+
+    def put(self, key: str, plan: Plan) -> bool:
+        self.stored.append(plan.revision)
+        return super().put(key, plan)
+
+
+async def test_a_restarted_controller_takes_the_plan_it_stored(
+    sandbox: Sandbox, remote: Remote, repo: Repo, admin_client: kube.Client, tmp_path: Path
+) -> None:
+    """The state directory outlives a container restart (an emptyDir): the new process finds the
+    plan of the revision it left applied, plans nothing and writes nothing."""
+    repo.claim_template("ml", "single-gpu")
+    first = remote.push(repo, message="a team")
+    before = RecordingStore(tmp_path / "state" / "plans")
+    async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", store=before):
+        await eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
+    assert before.found == [False] and before.stored == [first]
+    applied = managed_versions(sandbox, repo.cluster)
+
+    after = RecordingStore(tmp_path / "state" / "plans")
+    async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", store=after) as ctl:
+
+        async def reconciled() -> bool:
+            return ctl.stats.finished >= 1
+
+        await eventually(reconciled, what="the restarted controller's first reconcile")
+    assert after.found == [True] and after.stored == [], "the stored plan, not a new one"
+    assert managed_versions(sandbox, repo.cluster) == applied, "nothing written"
 
 
 async def test_a_bad_commit_changes_nothing_and_the_fix_recovers(
