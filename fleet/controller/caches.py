@@ -17,7 +17,7 @@ server is back, and the controller retries a failed reconcile at once instead of
 its backoff.
 
 Each stored object of a kind fleet writes shares the parts equal to another's
-(``fleet.controller.shapes``): labels, ``spec`` and managedFields' field sets, which objects
+(``fleet.kube.shapes``): labels, ``spec`` and managedFields' field sets, which objects
 applied from one template have in common.
 
 Every change is passed to ``on_event(type, new, old)``: the controller decides
@@ -34,10 +34,10 @@ from typing import Any
 
 import anyio
 
-from fleet.controller.shapes import Shapes
 from fleet.engine import listings, stages
 from fleet.kube import Client, Kind, ListResult, Ref, RetryPolicy, watch
 from fleet.kube.kinds import builtin
+from fleet.kube.shapes import Shapes
 
 OnEvent = Callable[[str, dict[str, Any], dict[str, Any] | None], Awaitable[None] | None]
 WATCH_BACKOFF = RetryPolicy(attempts=1_000_000, base=0.2, cap=10.0)

@@ -18,6 +18,7 @@ import anyio
 from fleet.engine.stages import STAGES
 from fleet.kube import Client, NotFound, Ref
 from fleet.kube.kinds import builtin as kinds_table
+from fleet.kube.shapes import Shapes
 
 LiveIndex = dict[str, dict[str, Any]]
 """Live objects by ``Ref.key``."""
@@ -25,15 +26,21 @@ _STAGED = frozenset(kind for stage in STAGES for kind in stage.kinds)
 
 
 async def live_index(*, client: Client, kinds: Iterable[tuple[str, str]]) -> LiveIndex:
-    """Every live object of the given (apiVersion, kind)s, one paginated list per kind."""
+    """Every live object of the given (apiVersion, kind)s, one paginated list per kind.
+
+    Equal labels, specs and field-ownership sets are kept once (``kube.shapes``): objects fleet
+    made from one template mostly differ in name and uid, and the decoded listing is the largest
+    part of a large run's memory. The objects are read-only, as the controller's cache's are.
+    """
     index: LiveIndex = {}
+    shapes = Shapes()
 
     async def fetch(api_version: str, kind: str) -> None:
         try:
             k = await client.kind(api_version=api_version, kind=kind)
         except NotFound:
             return  # a kind the server does not serve has no live objects
-        for item in (await client.list(k)).items:
+        for item in (await client.list(k, each=shapes.share)).items:
             index[Ref.of(item).key] = item
 
     async with anyio.create_task_group() as tg:

@@ -26,7 +26,7 @@ import logging
 import os
 import warnings
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -249,8 +249,12 @@ class Client:
         label_selector: str | None = None,
         field_selector: str | None = None,
         page_size: int = 500,
+        each: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> ListResult:
-        """Every object of ``kind`` (in ``namespace``, or all), following ``continue`` tokens."""
+        """Every object of ``kind`` (in ``namespace``, or all), following ``continue`` tokens.
+
+        ``each`` maps every item as its page arrives (e.g. ``shapes.Shapes.share``), so a page's
+        decoded objects are compacted before the next is read."""
         params: dict[str, str] = {"limit": str(page_size)}
         if label_selector:
             params["labelSelector"] = label_selector
@@ -263,7 +267,7 @@ class Client:
             for item in page.get("items") or ():
                 item.setdefault("apiVersion", kind.api_version)
                 item.setdefault("kind", kind.kind)
-                items.append(item)
+                items.append(each(item) if each is not None else item)
             meta = page.get("metadata") or {}
             token = meta.get("continue")
             if not token:

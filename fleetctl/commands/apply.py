@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -34,7 +33,7 @@ from fleet.engine import listings, operators, writers
 from fleet.errors import FleetError
 from fleet.kube import leases
 from fleet.telemetry import tracing
-from fleetctl import reports
+from fleetctl import documents, reports
 from fleetctl.pipelines import add_cluster_args, connect, helm_settings, load_plan, run_async
 
 TERMINATED = 143
@@ -173,10 +172,9 @@ async def _run(args: argparse.Namespace) -> int:
     assert sync is not None
     changes = sync.changes
     if args.output == "json":
-        doc = changes.to_json()
-        doc["requests"] = client.counts.snapshot()
-        doc["error"] = str(failure) if failure else ""
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        documents.write_changes(
+            sys.stdout, changes, requests=client.counts.snapshot(), error=str(failure) if failure else ""
+        )
     else:
         out = reports.console(sys.stdout)
         reports.print_problems(out, changes)

@@ -16,7 +16,6 @@ refusals, 2 error.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -25,7 +24,7 @@ import anyio
 from fleet import engine
 from fleet.engine.previews import unified
 from fleet.telemetry import tracing
-from fleetctl import reports
+from fleetctl import documents, reports
 from fleetctl.pipelines import add_cluster_args, helm_settings, plan_and_connect, run_async
 
 
@@ -70,10 +69,7 @@ async def _diff(args: argparse.Namespace) -> int:
                 await client.close()
     out = sys.stdout
     if args.output == "json":
-        doc = changes.to_json()
-        for item, entry in zip(doc["entries"], changes.entries, strict=True):
-            item["diff"] = unified(entry) if entry.action in reports.SHOWN else ""
-        out.write(json.dumps(doc, indent=2) + "\n")
+        documents.write_changes(out, changes, entry=lambda e: {"diff": unified(e) if e.action in reports.SHOWN else ""})
     else:
         console = reports.console(out)
         reports.print_diff(console, changes)

@@ -1,25 +1,26 @@
-"""Identical parts of watched objects, kept once: what lets the watch cache hold 10,000 objects in less.
+"""Identical parts of live objects, kept once: what lets 10,000 or 100,000 listed or watched objects fit in less.
 
 Objects fleet applies from one template differ in their names, uids and a few
 annotations; their field-ownership records (``managedFields[].fieldsV1``, a tree of
 small dicts), their labels and usually their ``spec`` are equal. Decoded from JSON,
 each object has its own copy of them. ``Shapes.share(obj)`` replaces each of those
-parts by an equal one it has seen before (recognised by the hash of its JSON and then
-compared, so a hash collision only costs the sharing).
+parts by an equal one it has seen before (recognised by the hash of its ``repr``, half
+the cost of its JSON, and then compared, so a hash collision only costs the sharing).
 
 At 10,000 objects the watch cache retained 20 MiB instead of 52 MiB (``bench/run controller``,
 its synthetic fleet: one template shape in 50 teams). Read-only kinds (ResourceSlices) are not
 shared: each slice's spec is its own, and replaced ones would only fill the table.
 
-Sharing is safe because the cache's objects are never changed in place: every reader
-copies before it changes anything (``fleet.controller.caches``). The table is cleared
-when it reaches ``limit`` entries, so shapes that are gone do not accumulate over months;
-objects keep what they already share.
+The controller's watch cache shares what it holds (``fleet.controller.caches``), and the
+engine's live listing what it lists (``fleet.engine.listings``): at 100,000 listed
+templates the decoded listing is the largest part of a run's memory. Sharing is safe
+because live objects are never changed in place: every reader copies before it changes
+anything. The table is cleared when it reaches ``limit`` entries, so shapes that are gone
+do not accumulate over months; objects keep what they already share.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 
@@ -44,7 +45,7 @@ class Shapes:
         return obj
 
     def _one(self, value: dict[str, Any]) -> dict[str, Any]:
-        key = hash(json.dumps(value, separators=(",", ":")))
+        key = hash(repr(value))
         found = self.table.get(key)
         if found is not None and found == value:
             return found  # type: ignore[no-any-return]

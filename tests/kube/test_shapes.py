@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fleet.controller.shapes import Shapes
+from fleet.kube.shapes import Shapes
 
 
 def _live(name: str, *, team: str = "a", count: int = 1) -> dict[str, Any]:
