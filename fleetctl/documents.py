@@ -3,9 +3,10 @@
 ``json.dumps(changes.to_json(), indent=2)`` built every entry's dict and then the whole text
 before writing a byte: at 100,000 objects about 300 MiB on top of everything the run still
 held (measured at 10,000: 29 MiB and 0.3 s). Written entry by entry, only one entry's dict
-and text exist at a time. The text is the same as ``json.dumps``' with ``indent=2``: each
-value is dumped on its own and indented to its depth (JSON strings hold no raw newline, so
-indenting after every newline cannot touch a value).
+and text exist at a time. Each value is dumped by orjson (a quarter of ``json.dumps``' time
+with ``indent``, which takes the pure-Python encoder: 100,000 entries in 1.4 s) and indented to
+its depth; JSON strings hold no raw newline, so indenting after every newline cannot touch a
+value. The text is laid out as ``json.dumps(..., indent=2, ensure_ascii=False)`` lays it out.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any, TextIO
+
+import orjson
 
 from fleet.engine import Change, ChangeSet
 
@@ -22,7 +25,7 @@ def write_changes(
 ) -> None:
     """Write ``{"cluster", "revision", "entries", **tail}``; ``entry(change)`` adds keys to each entry."""
     out.write("{\n")
-    out.write(f'  "cluster": {json.dumps(changes.cluster)},\n  "revision": {json.dumps(changes.revision)},\n')
+    out.write(f'  "cluster": {_indented(changes.cluster, 2)},\n  "revision": {_indented(changes.revision, 2)},\n')
     out.write('  "entries": [')
     for i, change in enumerate(changes.entries):
         item = change.to_json()
@@ -31,12 +34,16 @@ def write_changes(
         out.write(("," if i else "") + "\n    " + _indented(item, 4))
     out.write("\n  ]" if changes.entries else "]")
     for key, value in tail.items():
-        out.write(f",\n  {json.dumps(key)}: {_indented(value, 2)}")
+        out.write(f",\n  {_indented(key, 2)}: {_indented(value, 2)}")
     out.write("\n}\n")
 
 
 def _indented(value: Any, depth: int) -> str:
-    return json.dumps(value, indent=2).replace("\n", "\n" + " " * depth)
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+    except orjson.JSONEncodeError:  # what orjson refuses (an integer beyond 64 bits): the standard encoder
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+    return text.replace("\n", "\n" + " " * depth)
 
 
 __all__ = ["write_changes"]

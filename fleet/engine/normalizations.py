@@ -31,6 +31,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
+
 from fleet.cel import quantities
 from fleet.engine import ownership
 
@@ -162,12 +164,12 @@ def owned_leaves(live: dict[str, Any], *, managers: set[str], operation: str | N
             continue
         if entry.get("subresource"):
             continue
-        leaves |= _leaves_of(json.dumps(entry.get("fieldsV1") or {}, separators=(",", ":")))
+        leaves |= _leaves_of(orjson.dumps(entry.get("fieldsV1") or {}))
     return leaves
 
 
 @functools.lru_cache(maxsize=1024)
-def _leaves_of(fields_v1: str) -> frozenset[Path]:
+def _leaves_of(fields_v1: bytes) -> frozenset[Path]:
     """The leaves of one ``fieldsV1`` (as JSON). Objects of one kind written by one manager share a
     handful of shapes, so a no-op over 10,000 objects walks each shape once (a pure memo)."""
     leaves: set[Path] = set()

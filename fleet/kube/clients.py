@@ -248,10 +248,14 @@ class Client:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-        page_size: int = 500,
+        page_size: int = 1000,
         each: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> ListResult:
         """Every object of ``kind`` (in ``namespace``, or all), following ``continue`` tokens.
+
+        Pages of 1,000: listing 100,000 templates took 6.8-7.7 s in pages of 500 (kubectl's
+        default), 4.7 s in pages of 1,000, and no less in larger ones, which raised the peak RSS
+        by 90 MiB (a fresh process after loading a stored plan).
 
         ``each`` maps every item as its page arrives (e.g. ``shapes.Shapes.share``), so a page's
         decoded objects are compacted before the next is read."""

@@ -73,5 +73,6 @@ def test_public_surface_is_sorted_and_complete() -> None:
         "leases",
         "metrics",
         "retries",
+        "shapes",
         "watches",
     }
