@@ -12,7 +12,7 @@ Part 2 (``--big``, default 100,000; 0 skips it): the fleet grows to that many ob
 and is applied, then ``fleetctl apply --prune`` runs in a fresh process with nothing to
 do, twice: with no stored plan (``big_cold``: loads the whole repository) and with the
 plan the first run stored (``big_stored``: a restarted controller, a second run): wall time,
-peak RSS (ru_maxrss) and server-counted writes of each.
+peak RSS (VmHWM) and server-counted writes of each.
 
 Targets (issue 7): warm 10,000 ≤ 1 s wall with 0 writes; 100,000 cold ≤ 15 s, 0 writes,
 peak RSS ≤ 1 GiB.
