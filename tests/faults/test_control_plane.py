@@ -316,8 +316,10 @@ async def test_watch_expiry_after_an_etcd_compaction_relists_once_per_watch(
                 for k, n in server.items()
                 if k[0] == "LIST" and k[1] in ours and n != server_before.get(k, 0)
             }
-            pages = {  # a relist reads 500 objects per request (the module's earlier tests left 900 templates)
-                k.group_kind.split(".")[0]: max(1, math.ceil(len(ctl.cache.objects[(k.api_version, k.kind)]) / 500))
+            pages = {  # a relist reads PAGE_SIZE objects per request (the module's earlier tests left 900 templates)
+                k.group_kind.split(".")[0]: max(
+                    1, math.ceil(len(ctl.cache.objects[(k.api_version, k.kind)]) / clients.PAGE_SIZE)
+                )
                 for k in kinds
             }
             relisted = Counter(r.args[0] for r in caplog.records if r.msg == watches.EXPIRED and r.args)
