@@ -133,11 +133,6 @@ async def connect(args: argparse.Namespace) -> kube.Client:
     )
 
 
-async def plan_and_list(args: argparse.Namespace, *, client: kube.Client) -> tuple[engine.Plan, listings.Prefetched]:
-    """``fleet.engine.pipelines.plan_and_list`` with the command's arguments."""
-    return await pipelines.plan_and_list(args.repo, cluster=args.cluster, client=client, store=plan_store(args))
-
-
 def run_async(args: argparse.Namespace, main: Callable[[argparse.Namespace], Awaitable[int]]) -> int:
     """Run a command's async ``main`` with tracing (``--trace``: console) and the GC tuned.
 
@@ -194,7 +189,6 @@ __all__ = [
     "interruptible",
     "load_plan",
     "plan_and_connect",
-    "plan_and_list",
     "plan_store",
     "run_async",
 ]
