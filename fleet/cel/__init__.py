@@ -9,19 +9,49 @@ ResourceSlice device. Pure: no I/O. See docs/cel.md for the runtime choice.
 
 from __future__ import annotations
 
-from fleet.cel.devices import Device, DeviceError, parse_qualified_name, projection
-from fleet.cel.quantities import Quantity, QuantityError, parse_quantity
-from fleet.cel.references import Clause, NameUse, References, find_references, split_clauses
-from fleet.cel.selectors import (
-    MAX_EXPRESSION_LENGTH,
-    Issue,
-    Selector,
-    SelectorCompileError,
-    SelectorRuntimeError,
-    compile_selector,
-    position,
-)
-from fleet.cel.semvers import Semver, SemverError, normalize_and_parse, parse_semver
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fleet.cel.devices import Device, DeviceError, parse_qualified_name, projection
+    from fleet.cel.quantities import Quantity, QuantityError, parse_quantity
+    from fleet.cel.references import Clause, NameUse, References, find_references, split_clauses
+    from fleet.cel.selectors import (
+        MAX_EXPRESSION_LENGTH,
+        Issue,
+        Selector,
+        SelectorCompileError,
+        SelectorRuntimeError,
+        compile_selector,
+        position,
+    )
+    from fleet.cel.semvers import Semver, SemverError, normalize_and_parse, parse_semver
+
+# Each name's module, imported when the name is first used (PEP 562): the CEL runtime
+# (cel_expr_python and protobuf, ~25 ms) is loaded only by a process that compiles or
+# evaluates an expression, not by every command that imports fleet.cel for quantities.
+_HOME = {
+    name: module
+    for module, names in {
+        "devices": "Device DeviceError parse_qualified_name projection",
+        "quantities": "Quantity QuantityError parse_quantity",
+        "references": "Clause NameUse References find_references split_clauses",
+        "selectors": "MAX_EXPRESSION_LENGTH Issue Selector SelectorCompileError SelectorRuntimeError "
+        "compile_selector position",
+        "semvers": "Semver SemverError normalize_and_parse parse_semver",
+    }.items()
+    for name in names.split()
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "MAX_EXPRESSION_LENGTH",

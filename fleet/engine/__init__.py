@@ -2,7 +2,9 @@
 
 Cut like gitops-engine and Flux's ssa package, one concept per module:
 
-- ``plans``          pure: a resolved ClusterView → the desired objects (``Plan``)
+- ``plans``          the desired objects (``Plan``) as data, without the repository's models
+- ``renders``        pure: a resolved ClusterView → its ``Plan``
+- ``plancaches``     plans kept on disk between processes, keyed by code, files, cluster and revision
 - ``stages``         the stage table (kinds, health gate, prune order)
 - ``ownership``      labels/annotations that mark what fleet owns and what to keep
 - ``normalizations`` pure: comparable objects, and when no dry-run is needed
@@ -21,7 +23,7 @@ Cut like gitops-engine and Flux's ssa package, one concept per module:
 - ``writers``        one writer per cluster: the Lease a writer holds while it writes
 - ``changesets``     the result of every run
 
-    plan = plans.plan(view, revision=sha)
+    plan = renders.plan(view, revision=sha)
     async with writers.lock(client=client, cluster=plan.cluster):
         changes = await reconcile(client=client, plan=plan, options=Options(prune=True))
 """
@@ -33,7 +35,7 @@ from fleet.engine.changesets import Action, Change, ChangeSet, FieldConflict
 from fleet.engine.diffs import Settled
 from fleet.engine.healths import HealthTimeout
 from fleet.engine.listings import Prefetched
-from fleet.engine.plans import Desired, Plan, PoolRule, plan
+from fleet.engine.plans import Desired, Plan, PoolRule
 from fleet.engine.stages import STAGES, Gate, Stage
 from fleet.kube import Client
 
@@ -91,6 +93,5 @@ __all__ = [
     "Stage",
     "Sync",
     "diff",
-    "plan",
     "reconcile",
 ]

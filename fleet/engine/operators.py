@@ -67,7 +67,6 @@ from fleet.engine.plans import OperatorRelease, Plan
 from fleet.errors import FleetError
 from fleet.kube import Client, KubeError, NotFound, Ref
 from fleet.kube import watch as kube_watch
-from fleet.manifests.kinds import GPUOperatorSpec
 from fleet.telemetry import tracing
 
 DRA_DRIVER_CHARTS = ("dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu")
@@ -572,6 +571,8 @@ class Stage:
     async def _remove(self) -> None:
         """The operator is no longer declared: uninstall fleet's release, once no claim holds a GPU."""
         try:
+            from fleet.manifests.kinds import GPUOperatorSpec  # the models: only a removal needs its default
+
             found = await visible_releases(self.h, namespace=GPUOperatorSpec.model_fields["namespace"].default)
             mine = [r for r in found if r.chart_name == "gpu-operator"]
         except helm.HelmMissing:

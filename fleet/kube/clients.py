@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import warnings
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -32,11 +33,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import httpx
-import kr8s
-import kr8s.asyncio
 
-from fleet.kube import errors, kinds, retries
+# httpx imports its command-line client when rich and click are installed (rich is fleetctl's):
+# pygments, click and the client itself, ~30 ms of every command's start, for a program fleet
+# never runs. A None entry makes that one import fail, which httpx handles as an install
+# without its ``cli`` extra (``httpx.main`` then only says the extra is missing).
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+import httpx  # noqa: E402
+import kr8s  # noqa: E402
+import kr8s.asyncio  # noqa: E402
+
+from fleet.kube import errors, kinds, retries  # noqa: E402
 
 logger = logging.getLogger(__name__)
 

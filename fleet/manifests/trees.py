@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from fleet.manifests.caches import TreeCache
 from fleet.manifests.findings import Finding
 from fleet.manifests.limits import Limits
 from fleet.manifests.locations import Location
-from fleet.manifests.revisions import Revision, load_revision
+
+if TYPE_CHECKING:
+    from fleet.manifests.revisions import Revision
 
 SUFFIXES = (".yaml", ".yml")
 
@@ -126,6 +128,8 @@ def read_revision(root: Path, *, limits: Limits | None = None) -> Revision:
     """Read and load the repository checked out at ``root``."""
     limits = limits or Limits()
     files, findings = read_tree(root, limits=limits)
+    from fleet.manifests.revisions import load_revision  # the models: not for a reader of bytes alone
+
     return load_revision(files, limits=limits, findings=tuple(findings))
 
 

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from fleet import engine, kube
-from fleet.engine import plans
+from fleet.engine import renders
 from tests.apply.conftest import Engine
 from tests.apply.repos import Repo
 
@@ -46,7 +46,7 @@ def test_resume_after_a_content_change_of_a_dirty_tree_runs_every_stage(fleet: E
     assert second.revision.startswith(f"{sha}-dirty-") and second.revision != first.revision
     changes = fleet.run(lambda c: engine.reconcile(client=c, plan=second, options=engine.Options(health_timeout=30)))
     assert {e.stage for e in changes.entries} >= {"namespaces", "classes", "tenancy", "claims"}, "no stage skipped"
-    quota = kube.Ref("v1", "ResourceQuota", repo.ns("ml"), plans.QUOTA_NAME)
+    quota = kube.Ref("v1", "ResourceQuota", repo.ns("ml"), renders.QUOTA_NAME)
     assert next(e for e in changes.entries if e.ref == quota).action == engine.Action.CONFIGURED
     key = f"{repo.device_class_name}.deviceclass.resource.k8s.io/devices"
     assert fleet.run(lambda c: c.get(quota))["spec"]["hard"][key] == "6"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fleet import engine, kube
-from fleet.engine import plans
+from fleet.engine import plans, renders
 from fleet.sandbox import credentials
 from tests.apply.conftest import Engine, actions
 from tests.apply.repos import Repo
@@ -203,7 +203,7 @@ def test_cluster_drift_follows_the_team_drift_policy(fleet: Engine, repo: Repo, 
     fleet.apply()
     ns = repo.ns("ml")
     key = f"{repo.device_class_name}.deviceclass.resource.k8s.io/devices"
-    quota = kube.Ref("v1", "ResourceQuota", ns, plans.QUOTA_NAME)
+    quota = kube.Ref("v1", "ResourceQuota", ns, renders.QUOTA_NAME)
     fleet.run(
         lambda c: c.apply(
             {
@@ -237,7 +237,7 @@ def test_cluster_drift_under_enforce_names_who_changed_it(fleet: Engine, repo: R
     fleet.apply()
     ns = repo.ns("ml")
     key = f"{repo.device_class_name}.deviceclass.resource.k8s.io/devices"
-    quota = kube.Ref("v1", "ResourceQuota", ns, plans.QUOTA_NAME)
+    quota = kube.Ref("v1", "ResourceQuota", ns, renders.QUOTA_NAME)
     fleet.run(
         lambda c: c.apply(
             {

@@ -11,7 +11,10 @@ def public(module: object) -> list[str]:
 
 
 def test_cel_exports() -> None:
+    """Every exported name resolves (they are imported on first use, see ``fleet.cel.__getattr__``)."""
     assert len(set(fleet.cel.__all__)) == len(fleet.cel.__all__)
+    for name in fleet.cel.__all__:
+        getattr(fleet.cel, name)
     assert set(fleet.cel.__all__) <= set(public(fleet.cel))
     assert {"compile_selector", "Selector", "SelectorCompileError", "SelectorRuntimeError", "Device", "Issue"} <= set(
         fleet.cel.__all__

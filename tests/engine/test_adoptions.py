@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from fleet.engine import adoptions, blockers, deletions, ledgers, ownership, plans, previews, stages
+from fleet.engine import adoptions, blockers, deletions, ledgers, ownership, plans, previews, renders, stages
 from fleet.errors import FleetError
 from fleet.kube import errors
 from fleet.manifests.views import resolve
@@ -14,7 +14,7 @@ from tests.manifests.repos import example_files, load
 
 
 def _plan(files: dict[str, bytes] | None = None) -> plans.Plan:
-    return plans.plan(resolve(load(files or example_files()), cluster="gpu-east"), revision="abc")
+    return renders.plan(resolve(load(files or example_files()), cluster="gpu-east"), revision="abc")
 
 
 def _live(name: str, *, managers: tuple[str, ...] = (), labels: dict[str, str] | None = None) -> dict[str, Any]:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from fleet.engine import STAGES, ownership, plans, stages
+from fleet.engine import STAGES, ownership, plans, renders, stages
 from fleet.manifests.views import resolve
 from tests.manifests.repos import example_files, load
 
 
 def _plan(cluster: str = "gpu-east") -> plans.Plan:
-    return plans.plan(resolve(load(example_files()), cluster=cluster), revision="abc123")
+    return renders.plan(resolve(load(example_files()), cluster=cluster), revision="abc123")
 
 
 def test_team_gets_namespaces_role_binding_and_quota() -> None:
     objs = {(d.ref.kind, d.ref.namespace, d.ref.name): d.obj for d in _plan().objects}
-    role = objs[("Role", "inference", plans.TEAM_ROLE)]
+    role = objs[("Role", "inference", renders.TEAM_ROLE)]
     assert role["rules"] == [
         {
             "apiGroups": ["resource.k8s.io"],
@@ -21,12 +21,12 @@ def test_team_gets_namespaces_role_binding_and_quota() -> None:
             "verbs": ["create", "get", "list", "watch", "update", "delete"],
         }
     ]
-    binding = objs[("RoleBinding", "inference-canary", plans.TEAM_ROLE)]
+    binding = objs[("RoleBinding", "inference-canary", renders.TEAM_ROLE)]
     assert binding["subjects"] == [
         {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "inference-oncall"}
     ]
-    assert binding["roleRef"]["name"] == plans.TEAM_ROLE
-    quota = objs[("ResourceQuota", "ml-research", plans.QUOTA_NAME)]
+    assert binding["roleRef"]["name"] == renders.TEAM_ROLE
+    quota = objs[("ResourceQuota", "ml-research", renders.QUOTA_NAME)]
     assert quota["spec"]["hard"] == {
         "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "16",
         "mig.nvidia.com.deviceclass.resource.k8s.io/devices": "4",
@@ -92,7 +92,7 @@ def test_pools_become_rules_and_node_applies() -> None:
 
 
 def test_the_most_specific_drift_policy_wins() -> None:
-    from fleet.engine.plans import drift_policy
+    from fleet.engine.renders import drift_policy
     from fleet.manifests import kinds
 
     defaults = kinds.FleetDefaults.model_validate(

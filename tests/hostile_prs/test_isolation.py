@@ -1,7 +1,7 @@
 """Isolation beyond validation: the API server refuses every escalation of the corpus by itself.
 
 ``fleetctl validate`` is the first wall; this is the second. The RBAC fleet gives a team
-(``plans.team_objects``: Namespace, Role on claims and templates, RoleBinding to the
+(``renders.team_objects``: Namespace, Role on claims and templates, RoleBinding to the
 owners, ResourceQuota) is applied to fresh namespaces standing in for the example's
 ``ml-research`` and ``inference``. Then, with validation bypassed on purpose, every
 object an escalation PR of the corpus adds (``Team:`` in its header) is sent to the
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.engine import plans
+from fleet.engine import renders
 from fleet.manifests import kinds, read_revision
 from fleet.manifests.views import resolve
 from fleet.sandbox import Sandbox
@@ -76,7 +76,7 @@ def tenancy(sandbox: Sandbox, kubectl: Kubectl) -> Iterator[Tenancy]:
         owners = [kinds.Owner(kind="Group", name=f"{prefix}-{o.name}") for o in team.spec.owners]
         groups.update({o.name: f"{prefix}-{o.name}" for o in team.spec.owners})
         spec = team.spec.model_copy(update={"namespaces": [names[n] for n in team.spec.namespaces], "owners": owners})
-        objects += plans.team_objects(team.model_copy(update={"spec": spec}))
+        objects += renders.team_objects(team.model_copy(update={"spec": spec}))
         if team.metadata.name == "ml-research":
             quota = dict(team.spec.quota)
     # inference's own template, which an escalation tries to overwrite

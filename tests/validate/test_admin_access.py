@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.engine import plans
+from fleet.engine import renders
 from fleet.manifests import Limits, kinds, read_tree
 from fleet.policy import check
 from tests.manifests.repos import EXAMPLE, load
@@ -70,7 +70,7 @@ def test_a_team_that_allows_admin_access_gets_labelled_namespaces(repo: Path) ->
     assert not [f for f in check(revision) if f.severity == "error"]
     team = next(m.model for m in revision.manifests if isinstance(m.model, kinds.Team) and m.name == "inference")
     assert isinstance(team, kinds.Team)
-    namespaces = [o for o in plans.team_objects(team) if o["kind"] == "Namespace"]
+    namespaces = [o for o in renders.team_objects(team) if o["kind"] == "Namespace"]
     assert [n["metadata"]["labels"][kinds.ADMIN_ACCESS_LABEL] for n in namespaces] == ["true", "true"]
 
 
@@ -78,7 +78,7 @@ def test_teams_without_admin_access_get_no_label() -> None:
     revision = load(read_tree_of(EXAMPLE))
     for manifest in revision.manifests:
         if isinstance(manifest.model, kinds.Team):
-            for obj in plans.team_objects(manifest.model):
+            for obj in renders.team_objects(manifest.model):
                 assert kinds.ADMIN_ACCESS_LABEL not in obj["metadata"].get("labels", {})
 
 
@@ -99,7 +99,7 @@ def test_the_api_server_agrees(kubectl: Callable[..., Any], namespace: str, repo
     revision = load(read_tree_of(repo))
     team = next(m.model for m in revision.manifests if isinstance(m.model, kinds.Team) and m.name == "inference")
     assert isinstance(team, kinds.Team)
-    planned = next(o for o in plans.team_objects(team) if o["kind"] == "Namespace")
+    planned = next(o for o in renders.team_objects(team) if o["kind"] == "Namespace")
     for key, value in planned["metadata"]["labels"].items():
         kubectl("label", "namespace", namespace, f"{key}={value}", "--overwrite")
     accepted = kubectl("create", "-f", "-", stdin=_template(namespace), check=False)

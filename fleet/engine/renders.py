@@ -1,0 +1,334 @@
+"""The desired state of one cluster, computed from the repository alone (``fleet.engine.plans.Plan``).
+
+``plan(view, revision=...)`` is a pure function from a resolved ``ClusterView`` to a
+``Plan``. It turns the platform's and teams' declarations into Kubernetes objects,
+the work the DRA guide otherwise asks an operator to do by hand:
+
+- Team → a Namespace per team namespace; in each, a Role granting only
+  create/get/list/watch/update/delete on ``resourceclaims`` and
+  ``resourceclaimtemplates`` (nothing on DeviceClasses or ResourceSlices: those are
+  cluster-scoped and the platform's), a RoleBinding to the team's owners, and a
+  ResourceQuota capping devices per class (``<class>.deviceclass.resource.k8s.io/devices``).
+- DeviceClass, ResourceClaimTemplate, ResourceClaim → as written (a claim without
+  a namespace goes to the team's first namespace).
+- GPUNodePool → a ``PoolRule``: which Nodes (selector), what labels and taints to
+  keep on them, how many nodes and GPUs to expect. Nodes are live objects, so the
+  rule is expanded into per-Node metadata applies by ``plans.pool_objects`` once the
+  engine has listed them.
+
+An object may already exist when fleet first wants it. ``Desired.adopt`` says the
+repository allows fleet to take it over: the manifest carries
+``fleet.gpufleet.dev/adopt: "true"`` (stripped before applying), or, for a team's
+Namespace, the Team's ``spec.adoptNamespaces``. ``plans.release`` builds the apply that
+gives a pool Node back. Team objects never go into a reserved
+namespace (``kube-*``, ``default``, fleet's own, the operator's): ``plan`` refuses,
+as ``fleetctl validate`` does (rule ``reserved-namespace``).
+
+Every object is stamped with ownership labels and source/revision annotations, and
+carries its drift policy: when the cluster changed an object git did not, ``enforce``
+re-applies it, ``report`` records it without writing, ``ignore`` leaves it alone
+silently. The most specific declaration wins: the team's ``driftPolicyByKind``, the
+team's ``driftPolicy``, the Fleet's ``defaults.driftPolicyByKind``, then its
+``defaults.driftPolicy`` (``drift_policy``, see ``drift_policy``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from fleet.engine import ownership, stages
+from fleet.engine.plans import Desired, OperatorRelease, Plan, PoolRule
+from fleet.errors import FleetError
+from fleet.kube import Ref
+from fleet.kube.shapes import Shapes
+from fleet.manifests import kinds
+from fleet.manifests.revisions import Manifest
+from fleet.manifests.views import ClusterView
+from fleet.policy import tenancy
+
+CLAIM_RESOURCES = ("resourceclaims", "resourceclaimtemplates")
+CLAIM_VERBS = ("create", "get", "list", "watch", "update", "delete")
+TEAM_ROLE = "fleet-team-claims"
+QUOTA_NAME = "fleet-devices"
+
+
+def plan(view: ClusterView, *, revision: str) -> Plan:
+    """The desired objects of ``view``'s cluster, in stage order."""
+    cluster = view.name
+    out: list[Desired] = []
+    teams: dict[str, tuple[str, ...]] = {}
+
+    fleet = view.fleet.model if view.fleet is not None else None
+    defaults = fleet.spec.defaults if isinstance(fleet, kinds.Fleet) else kinds.FleetDefaults()
+    team_specs: dict[str, kinds.TeamSpec] = {}
+
+    def add(obj: dict[str, Any], source: str, team: str = "", *, adopt: bool = False) -> None:
+        requested = _adoption_requested(obj)
+        adopt = adopt or requested
+        take = _instruction(obj, ownership.TAKE_OWNERSHIP) if ownership.ownership_requested(obj) else False
+        stamped = ownership.stamp(obj, cluster=cluster, revision=revision, source=source)
+        drift = drift_policy(obj["kind"], team=team_specs.get(team), defaults=defaults)
+        out.append(
+            Desired(
+                body=stamped,
+                stage=stages.stage_of(obj["kind"]),
+                source=source,
+                drift=drift,
+                adopt=adopt,
+                force=take,
+            )
+        )
+
+    operator = view.operator.model if view.operator is not None else None
+    operator_ns = operator.spec.namespace if isinstance(operator, kinds.GPUOperator) else None
+    for team in view.teams:
+        model = team.model
+        assert isinstance(model, kinds.Team)
+        for ns in model.spec.namespaces:
+            why = tenancy.reserved(ns, operator_namespace=operator_ns)
+            if why:
+                raise FleetError(
+                    f"team {team.name!r} names namespace {ns!r}, {why}; nothing was planned",
+                    where=f"{team.location} (cluster {cluster})",
+                    hint="give the team a namespace of its own",
+                )
+        teams[team.name] = tuple(model.spec.namespaces)
+        team_specs[team.name] = model.spec
+        adopted = model.spec.adopted_namespaces()
+        for obj in team_objects(model):
+            namespace = obj["kind"] == "Namespace" and obj["metadata"]["name"] in adopted
+            add(obj, str(team.location), team.name, adopt=namespace)
+
+    def add_declared(manifest: Manifest, team: str = "", namespace: str | None = None) -> None:
+        declared, adopt, take, ref, source = _declared(manifest, cluster=cluster, team=team, namespace=namespace)
+        drift = drift_policy(ref.kind, team=team_specs.get(team), defaults=defaults)
+        stage = stages.stage_of(ref.kind)
+        desired = Desired(
+            body=declared, stage=stage, source=source, drift=drift, adopt=adopt, force=take, revision=revision
+        )
+        # The revision annotation is the only difference from the memoised render, so its Ref (and
+        # the Ref's cached key) carry over: a commit of one file does not rebuild 10,000 of them.
+        desired.__dict__["ref"] = ref
+        out.append(desired)
+
+    for manifest in view.device_classes:
+        add_declared(manifest)
+    default_ns = {name: namespaces[0] for name, namespaces in teams.items()}
+    folder_to_team = {t.team: t.name for t in view.teams if t.team}
+    for manifest in view.claims:
+        team_name = folder_to_team.get(manifest.team or "", manifest.team or "")
+        add_declared(manifest, team_name, default_ns.get(team_name))
+    pools = tuple(_pool_rule(p.model, str(p.location)) for p in view.pools if isinstance(p.model, kinds.GPUNodePool))
+    ordered = sorted(out, key=_order)
+    declared = view.operator
+    return Plan(
+        cluster=cluster,
+        revision=revision,
+        objects=tuple(ordered),
+        pools=pools,
+        teams=teams,
+        operator=_operator(declared.model, str(declared.location)) if declared else None,
+        prune=defaults.prune,
+        allow_empty=fleet.spec.allow_empty if isinstance(fleet, kinds.Fleet) else False,
+    )
+
+
+def drift_policy(kind: str, *, team: kinds.TeamSpec | None, defaults: kinds.FleetDefaults) -> str:
+    """The drift policy of an object of ``kind``: the most specific declaration wins."""
+    if team is not None:
+        if kind in team.drift_policy_by_kind:
+            return team.drift_policy_by_kind[kind]
+        if team.drift_policy:
+            return team.drift_policy
+    return defaults.drift_policy_by_kind.get(kind, defaults.drift_policy)
+
+
+def team_objects(team: kinds.Team) -> list[dict[str, Any]]:
+    """Namespace, Role, RoleBinding and ResourceQuota for every namespace of ``team``."""
+    name = team.metadata.name
+    subjects = [_subject(o.kind, o.name, o.namespace) for o in team.spec.owners]
+    objs: list[dict[str, Any]] = []
+    # without this label the API server refuses requests with adminAccess: true
+    admin = {kinds.ADMIN_ACCESS_LABEL: "true"} if team.spec.admin_access else {}
+    for ns in team.spec.namespaces:
+        team_label = {ownership.TEAM_LABEL: name}
+        objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": team_label | admin}})
+        objs.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": TEAM_ROLE, "namespace": ns, "labels": dict(team_label)},
+                "rules": [
+                    {"apiGroups": ["resource.k8s.io"], "resources": list(CLAIM_RESOURCES), "verbs": list(CLAIM_VERBS)}
+                ],
+            }
+        )
+        objs.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": TEAM_ROLE, "namespace": ns, "labels": dict(team_label)},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": TEAM_ROLE},
+                "subjects": subjects,
+            }
+        )
+        if team.spec.quota:
+            hard = {f"{cls}.deviceclass.resource.k8s.io/devices": str(n) for cls, n in sorted(team.spec.quota.items())}
+            objs.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": {"name": QUOTA_NAME, "namespace": ns, "labels": dict(team_label)},
+                    "spec": {"hard": hard},
+                }
+            )
+    return objs
+
+
+def _adoption_requested(obj: dict[str, Any]) -> bool:
+    """Whether the manifest carries the adopt annotation; it is removed (it is an instruction, not content)."""
+    if not ownership.adoption_requested(obj):
+        return False
+    return _instruction(obj, ownership.ADOPT)
+
+
+def _instruction(obj: dict[str, Any], annotation: str) -> bool:
+    """Remove ``annotation`` from ``obj`` (an instruction to fleet, not content to apply); True."""
+    annotations = obj["metadata"]["annotations"]
+    del annotations[annotation]
+    if not annotations:
+        del obj["metadata"]["annotations"]
+    return True
+
+
+def _pool_rule(model: kinds.GPUNodePool, source: str) -> PoolRule:
+    spec = model.spec
+    return PoolRule(
+        name=model.metadata.name,
+        selector=dict(spec.node_selector),
+        labels=dict(spec.labels),
+        taints=tuple(
+            {"key": t.key, "value": t.value, "effect": t.effect} if t.value else {"key": t.key, "effect": t.effect}
+            for t in spec.taints
+        ),
+        nodes=spec.nodes,
+        gpu_product=spec.gpu.product_name,
+        gpus_per_node=spec.gpu.count,
+        source=source,
+    )
+
+
+_PATH_VALUES: dict[str, dict[str, Any]] = {
+    "gpuCluster": {
+        "clusterPolicy": {"deployCR": False},
+        "gpuCluster": {"deployCR": True},
+        "driver": {"nvidiaDriverCRD": {"enabled": True}},
+    },
+    "preinstalledDriver": {
+        "clusterPolicy": {"deployCR": False},
+        "gpuCluster": {"deployCR": True},
+        "driver": {"enabled": False},
+    },
+}
+"""The guide's ``--set`` flags per install path (validation refuses values that contradict them)."""
+
+
+def _operator(model: Any, source: str) -> OperatorRelease | None:
+    if not isinstance(model, kinds.GPUOperator):
+        return None
+    spec = model.spec
+    values = _merge(_PATH_VALUES[spec.install_path], json.loads(json.dumps(spec.values, default=str)))
+    return OperatorRelease(
+        release=spec.release,
+        namespace=spec.namespace,
+        repository=spec.chart.repository,
+        chart=spec.chart.name,
+        version=spec.chart.version,
+        install_path=spec.install_path,
+        values=values,
+        allow_downgrade=spec.upgrade.allow_downgrade,
+        allow_major=spec.upgrade.allow_major,
+        driver_state_timeout=spec.upgrade.driver_state_timeout,
+        source=source,
+    )
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _subject(kind: str, name: str, namespace: str | None) -> dict[str, str]:
+    if kind == "ServiceAccount":
+        return {"kind": kind, "name": name, "namespace": namespace or ""}
+    return {"kind": kind, "apiGroup": "rbac.authorization.k8s.io", "name": name}
+
+
+def _order(d: Desired) -> tuple[int, str, str, str, str]:
+    """Stage order, then Ref order (as ``Ref``'s own ordering, without comparing dataclasses)."""
+    ref = d.ref
+    return (stages.index(d.stage), ref.api_version, ref.kind, ref.namespace, ref.name)
+
+
+def _declared(
+    manifest: Manifest, *, cluster: str, team: str, namespace: str | None
+) -> tuple[dict[str, Any], bool, bool, Ref, str]:
+    """A DeviceClass or claim as fleet applies it, stamped and fingerprinted but without the revision.
+
+    Computed once per manifest (``Manifest.memo``; an unchanged file keeps its manifests in
+    the controller's ``ParseCache``), so a commit that changes one file of 10,000 re-renders
+    one object: the rest differ only by the revision annotation (``ownership.with_revision``).
+    Nothing downstream changes a Desired object in place (the engine copies), so sharing it is safe.
+    The second and third values: the manifest asks fleet to adopt the object if it exists
+    (``adopt``) and to take fields from other managers (``take-ownership``); both annotations are
+    instructions, not content, so they are removed before the applied hash is taken, and the
+    memoised object is never changed afterwards. The fourth and fifth: the object's Ref and where
+    it was declared, the same for every revision. Equal labels and specs of different manifests
+    are one object (``_SHAPES``): about a third of a plan's memory, and of its pickle (``plancaches``).
+    """
+    key = f"plan\0{cluster}\0{team}\0{namespace or ''}"
+    found: tuple[dict[str, Any], bool, bool, Ref, str] | None = manifest.memo.get(key)
+    if found is None:
+        obj = _clean(manifest.data)
+        if not obj["metadata"].get("namespace") and namespace:
+            obj["metadata"]["namespace"] = namespace
+        if team:
+            obj["metadata"].setdefault("labels", {})[ownership.TEAM_LABEL] = team
+        adopt = _adoption_requested(obj)
+        take = _instruction(obj, ownership.TAKE_OWNERSHIP) if ownership.ownership_requested(obj) else False
+        source = str(manifest.location)
+        stamped = _SHAPES.share(ownership.stamp(obj, cluster=cluster, revision="", source=source))
+        found = manifest.memo[key] = (stamped, adopt, take, Ref.of(stamped), source)
+    return found
+
+
+_SHAPES = Shapes()
+"""Labels and specs of the objects rendered so far, for the process (bounded: ``Shapes.limit``)."""
+
+
+def _clean(data: dict[str, Any]) -> dict[str, Any]:
+    """A manifest as written, with a ``metadata`` of its own (``stamp`` writes labels and annotations
+    there) and every other field shared with ``data``: the loader's data is JSON-plain already
+    (``fleet.manifests.yamls``), and neither the manifest nor the Desired object is ever changed in
+    place. Sharing saves a copy of every spec the controller keeps (about 10 MiB at 10,000 objects)."""
+    obj = dict(data)
+    obj["metadata"] = copy.deepcopy(data.get("metadata") or {})
+    return obj
+
+
+__all__ = [
+    "CLAIM_RESOURCES",
+    "CLAIM_VERBS",
+    "QUOTA_NAME",
+    "TEAM_ROLE",
+    "drift_policy",
+    "plan",
+    "team_objects",
+]
