@@ -1,7 +1,8 @@
 """fleetctl diff vs kubectl diff --server-side (2,000 objects, 1% changed); no-op reconcile of 10,000 objects.
 
 Part 1: a synthetic fleet of 2,000 objects (teams with namespaces, RBAC, quotas and
-ResourceClaimTemplates) is applied, then 1% of the templates get a new label. Both
+ResourceClaimTemplates) is committed to a git repository and applied, then 1% of the
+templates get a new label in the work tree (an edit not yet committed, previewed). Both
 tools diff the same changed objects against the same sandbox in the same run:
 ``fleetctl diff`` on the repository, ``kubectl diff --server-side`` on the objects
 fleet renders (with the live revision annotation, so kubectl sees the same 1%).
@@ -97,6 +98,14 @@ def write_repo(
     return 1 + 4 * teams + templates
 
 
+def commit(repo: Path) -> None:
+    """Make ``repo`` a git work tree with its files committed (fleet reads revisions from git)."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.com"}
+    env |= {"GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}
+    for argv in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "fleet"]):
+        subprocess.run(["git", *argv], cwd=repo, env=env, check=True)
+
+
 async def apply_all(sb: Sandbox, repo: Path) -> engine.ChangeSet:
     plan = load_plan(repo, cluster=CLUSTER)
     client = await kube.connect(kubeconfig=str(sb.kubeconfig), timeout=60)
@@ -154,6 +163,7 @@ def main() -> None:
     with sandbox({"h100x8": 1}) as sb, tempfile.TemporaryDirectory(prefix="fleet-bench-repo-") as tmp:
         repo = Path(tmp) / "repo"
         n = write_repo(repo, objects=args.objects)
+        commit(repo)  # a checkout, as users diff: the 1% below is an edit not yet committed
         t = time.monotonic()
         first = anyio.run(apply_all, sb, repo)
         print(f"applied {n} objects in {time.monotonic() - t:.1f}s ({len(first.failed)} failed)")
