@@ -9,8 +9,9 @@ ResourceSlice device. Pure: no I/O. See docs/cel.md for the runtime choice.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fleet import exports
 
 if TYPE_CHECKING:
     from fleet.cel.devices import Device, DeviceError, parse_qualified_name, projection
@@ -30,28 +31,17 @@ if TYPE_CHECKING:
 # Each name's module, imported when the name is first used (PEP 562): the CEL runtime
 # (cel_expr_python and protobuf, ~25 ms) is loaded only by a process that compiles or
 # evaluates an expression, not by every command that imports fleet.cel for quantities.
-_HOME = {
-    name: module
-    for module, names in {
+__getattr__ = exports.lazy(
+    __name__,
+    {
         "devices": "Device DeviceError parse_qualified_name projection",
         "quantities": "Quantity QuantityError parse_quantity",
         "references": "Clause NameUse References find_references split_clauses",
         "selectors": "MAX_EXPRESSION_LENGTH Issue Selector SelectorCompileError SelectorRuntimeError "
         "compile_selector position",
         "semvers": "Semver SemverError normalize_and_parse parse_semver",
-    }.items()
-    for name in names.split()
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
-
+    },
+)
 
 __all__ = [
     "MAX_EXPRESSION_LENGTH",

@@ -39,8 +39,9 @@ Repository layout and kinds: ``docs/repo-format.md``; JSON Schemas: ``schemas/``
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fleet import exports
 
 if TYPE_CHECKING:
     from fleet.manifests import kinds, resources
@@ -58,9 +59,9 @@ if TYPE_CHECKING:
 # Each name's module, imported when the name is first used (PEP 562), so that importing one
 # module of the package (``trees``, ``findings``) does not load the pydantic models of every
 # kind (~110 ms): a process that takes a stored plan (``fleet.engine.plancaches``) never needs them.
-_HOME = {
-    name: module
-    for module, names in {
+__getattr__ = exports.lazy(
+    __name__,
+    {
         "bases": "ClusterSelector Model ObjectMeta",
         "caches": "ParseCache TreeCache",
         "findings": "Finding Severity has_errors",
@@ -71,19 +72,8 @@ _HOME = {
         "revisions": "Manifest Revision load_revision",
         "trees": "read_revision read_tree",
         "views": "ClusterView cluster_names resolve",
-    }.items()
-    for name in names.split()
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
-
+    },
+)
 
 __all__ = [
     "CLUSTER_SCOPED",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import fleet.cel
 import fleet.inventory
 
@@ -35,3 +38,19 @@ def test_inventory_exports() -> None:
         "models",
         "snapshots",
     ]
+
+
+def test_exports_are_imported_on_first_use_and_kept() -> None:
+    """``fleet.exports.lazy``: a name's submodule is imported when the name is read; an unknown
+    name is an AttributeError (so ``hasattr`` and ``from ... import`` behave as for any module)."""
+    probe = (
+        "import sys; import fleet.cel, fleet.manifests; "
+        "before = [m in sys.modules for m in ('fleet.cel.selectors', 'fleet.manifests.kinds')]; "
+        "fleet.cel.compile_selector; from fleet.manifests import Manifest; "
+        "after = [m in sys.modules for m in ('fleet.cel.selectors', 'fleet.manifests.kinds')]; "
+        "kept = 'compile_selector' in vars(fleet.cel) and 'Manifest' in vars(fleet.manifests); "
+        "print(before, after, kept, hasattr(fleet.cel, 'nothing'), hasattr(fleet.manifests, 'nothing'))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.split("] ", 1)[0] + "]" == "[False, False]"
+    assert out.strip().endswith("[True, True] True False False")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.engine import pipelines, plancaches
+from fleet.engine import plancaches
 from fleet.engine.pipelines import check_and_plan, load_plan
 from fleet.engine.plancaches import PlanCache
 from fleet.manifests import revisions
