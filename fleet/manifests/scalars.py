@@ -25,6 +25,8 @@ _HEX = re.compile(r"^0x[0-9a-fA-F]+$")
 _FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
 _INF = re.compile(r"^[-+]?\.(inf|Inf|INF)$")
 _NAN = frozenset({".nan", ".NaN", ".NAN"})
+_NUMBER_START = frozenset("0123456789+-.")
+"""First characters of every int, float, inf and nan the patterns above match."""
 SUSPECT_START = frozenset("yYnNoO0123456789+-")
 """First characters of every scalar :func:`ambiguity` can flag (a cheap pre-check for callers)."""
 
@@ -54,6 +56,8 @@ def resolve_scalar(text: str) -> Any:
         return None
     if text in _BOOL:
         return _BOOL[text]
+    if text[0] not in _NUMBER_START:
+        return text  # most scalars (names, kinds): no number pattern can match, so none is tried
     if _INT.match(text):
         return int(text)
     if _OCTAL.match(text):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 import tracemalloc
 
-from fleet.manifests import Limits, load_revision
+from fleet.manifests import Limits, load_revision, scalars
 from fleet.manifests.yamls import parse
 from tests.manifests.repos import only, rules, yaml
 
@@ -168,3 +170,18 @@ def test_empty_documents_are_skipped() -> None:
     revision = load_revision({"c.yaml": b"---\n---\n" + GOOD + b"---\n"})
     assert revision.findings == ()
     assert [m.name for m in revision.manifests] == ["gpu-east"]
+
+
+def test_scalars_resolve_by_the_core_schema_and_the_shortcut_skips_only_strings() -> None:
+    """``resolve_scalar`` tries the number patterns only for scalars starting with a digit, a sign
+    or a dot: every other scalar (not null or bool) must be a string by those patterns too."""
+    cases = {"3": 3, "-7": -7, "+1": 1, "0o17": 15, "0x1F": 31, "1.5": 1.5, ".5": 0.5, "1e3": 1000.0}
+    cases |= {"~": None, "null": None, "True": True, "false": False, "yes": "yes", "gpu": "gpu", "x1": "x1"}
+    for text, value in cases.items():
+        assert scalars.resolve_scalar(text) == value and type(scalars.resolve_scalar(text)) is type(value), text
+    assert scalars.resolve_scalar("-.inf") == -math.inf and math.isnan(scalars.resolve_scalar(".NaN"))
+    patterns = (scalars._INT, scalars._OCTAL, scalars._HEX, scalars._FLOAT, scalars._INF)
+    alphabet = "0159+-.eExXoOiInNaAfF_:gz "
+    for text in ("".join(p) for n in (1, 2, 3, 4) for p in itertools.product(alphabet, repeat=n)):
+        if text[0] not in scalars._NUMBER_START:
+            assert not any(p.match(text) for p in patterns) and text not in scalars._NAN, text
