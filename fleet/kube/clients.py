@@ -34,11 +34,16 @@ from typing import Any
 
 import anyio
 
+from fleet.exports import defer
+
 # httpx imports its command-line client when rich and click are installed (rich is fleetctl's):
 # pygments, click and the client itself, ~30 ms of every command's start, for a program fleet
 # never runs. A None entry makes that one import fail, which httpx handles as an install
 # without its ``cli`` extra (``httpx.main`` then only says the extra is missing).
 sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+# kr8s imports these at its top for calls fleet never makes (exec and port-forward, kubeconfig
+# queries, whoami): they load on first use instead (``fleet.exports.defer``).
+defer("httpx_ws", "jsonpath", "cryptography.x509")
 
 import httpx  # noqa: E402
 import kr8s  # noqa: E402
