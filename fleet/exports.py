@@ -44,9 +44,9 @@ def lazy(package: str, homes: dict[str, str]) -> Callable[[str], Any]:
 
 
 class _Deferred(types.ModuleType):
-    """A module not imported yet. The import system reads only ``__spec__`` (present, so an
-    ``import x`` of it finds it loaded); any other attribute imports the real module, whose
-    names are then copied in, so every holder of the stand-in sees the real module."""
+    """A module not imported yet. It has the attributes a module's spec gives (so ``import x``
+    finds it loaded); any other attribute imports the real module, whose names are then copied
+    in, so every holder of the stand-in sees the real module."""
 
     def __getattr__(self, name: str) -> Any:
         with _loading:  # two threads reading first at once: one imports, the other waits
@@ -83,7 +83,11 @@ def defer(*names: str) -> None:
         if spec is None:
             continue
         stand_in = _Deferred(name)
-        stand_in.__spec__ = spec
+        # What the import system and ``inspect.getmodule`` (which pydantic calls for every model
+        # class, over all of sys.modules) read of a module: answered without importing it.
+        stand_in.__spec__, stand_in.__loader__, stand_in.__package__ = spec, spec.loader, spec.parent
+        if spec.has_location:
+            stand_in.__file__ = spec.origin
         sys.modules[name] = stand_in
 
 
