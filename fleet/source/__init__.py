@@ -16,10 +16,19 @@ its commit, with a hash of the loaded content when the work tree differs from it
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from fleet import exports
 from fleet.source.checkouts import revision_id
 from fleet.source.credentials import Credentials
 from fleet.source.errors import PathNotFound, RefNotFound, SourceError, TooLarge, Unauthorized, Unreachable
-from fleet.source.sources import Checkout, GitSource
+
+if TYPE_CHECKING:
+    from fleet.source.sources import Checkout, GitSource
+
+# The git source is imported on first use (PEP 562): it imports GitPython (~30 ms), which a
+# fleetctl command, needing only ``revision_id``, never uses.
+__getattr__ = exports.lazy(__name__, {"sources": "Checkout GitSource"})
 
 __all__ = [
     "Checkout",

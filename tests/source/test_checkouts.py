@@ -100,3 +100,35 @@ def test_outside_git_the_id_is_the_content_hash(tmp_path: Path) -> None:
 def test_blob_ids_are_gits(checkout: Path) -> None:
     data = (checkout / "fleet.yaml").read_bytes()
     assert checkouts.blob_id(data) == git(checkout, "hash-object", "fleet.yaml")
+
+
+def test_a_bare_repository_or_one_without_commits_is_no_checkout(tmp_path: Path) -> None:
+    bare, empty = tmp_path / "bare", tmp_path / "empty"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    git(tmp_path, "init", "-q", str(empty))
+    for root in (bare, empty):
+        (root / "fleet.yaml").write_text("kind: Fleet\n")
+        files, _ = read_tree(root, limits=Limits())
+        assert rid(root) == f"content-{checkouts.content_hash(files)}", root.name
+
+
+def test_without_git_installed_the_id_is_the_content_hash(checkout: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(checkout / "no-such-bin"))
+    files, _ = read_tree(checkout, limits=Limits())
+    assert rid(checkout) == f"content-{checkouts.content_hash(files)}"
+
+
+def test_inside_a_git_hook_the_checkout_given_is_judged(
+    checkout: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pre-commit hook of another repository runs ``fleetctl validate`` with GIT_DIR set to its own."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x.yaml").write_text("kind: Team\n")
+    git(other, "init", "-q")
+    git(other, "add", ".")
+    git(other, "commit", "-qm", "other")
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(other))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(other / ".git" / "index"))
+    assert rid(checkout) == git(checkout, "rev-parse", "HEAD")  # git() passes none of them on
