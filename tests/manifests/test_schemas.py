@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import re
 
+from pydantic import Field
+
 from fleet.manifests import jsonschemas, load_revision
+from fleet.manifests.bases import Model
 from tests.manifests.repos import EXAMPLE, ROOT
 
 MODELINE = re.compile(r"^# yaml-language-server: \$schema=(\S+)$")
@@ -36,3 +39,32 @@ def test_every_example_file_has_a_modeline_to_its_kinds_schema() -> None:
         [manifest] = load_revision({path.name: path.read_bytes()}).manifests
         schema = json.loads(schema_path.read_text())
         assert schema["properties"]["kind"]["const"] == manifest.kind, path
+
+
+class _Base(Model):
+    size: int = 0
+    """How big."""
+    colour: str = ""
+    """Inherited as written here."""
+
+
+class _Child(_Base):
+    size: int = 1
+    """How big, in the child."""
+    shape: str = Field("", description="given explicitly")
+    """Not this one."""
+    plain: str = ""
+    later: str = ""
+
+    def method(self) -> str:
+        """Not a field's."""
+        return ""
+
+
+def test_field_descriptions_are_the_docstrings_under_the_fields_nearest_declaration() -> None:
+    props = _Child.model_json_schema(by_alias=True, schema_generator=jsonschemas._WithDialect)["properties"]
+    assert props["size"]["description"] == "How big, in the child."
+    assert props["colour"]["description"] == "Inherited as written here."
+    assert props["shape"]["description"] == "given explicitly"
+    assert "description" not in props["plain"] and "description" not in props["later"]
+    assert _Child.model_fields["size"].description is None, "the models themselves do not read docstrings"
