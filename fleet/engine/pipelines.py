@@ -70,7 +70,7 @@ class LoadCache:
 def _digest(files: dict[str, bytes]) -> bytes:
     h = hashlib.blake2b(digest_size=20)
     for name in sorted(files):
-        h.update(name.encode() + b"\0" + hashlib.blake2b(files[name], digest_size=16).digest())
+        h.update(os.fsencode(name) + b"\0" + hashlib.blake2b(files[name], digest_size=16).digest())
     return h.digest()
 
 

@@ -54,7 +54,7 @@ def content_hash(files: Mapping[str, bytes]) -> str:
     """12 hex digits of a SHA-256 over the files' names and bytes, in name order."""
     digest = hashlib.sha256()
     for name in sorted(files):
-        digest.update(name.encode() + b"\0" + files[name] + b"\0")
+        digest.update(os.fsencode(name) + b"\0" + files[name] + b"\0")
     return digest.hexdigest()[:12]
 
 
@@ -98,12 +98,12 @@ def _git(repo: Path, *args: str) -> str | None:
     """``git -C repo args`` standard output; None when git fails or is missing."""
     env = {k: v for k, v in os.environ.items() if k not in _HOOK_VARIABLES}
     try:
-        done = subprocess.run(
-            ["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=False, timeout=60
-        )
+        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, env=env, check=False, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout if done.returncode == 0 else None
+    # File names are bytes to git: decoded as the file system's names are (os.fsdecode), so a
+    # name that is not UTF-8 compares equal to the one the tree reader found.
+    return os.fsdecode(done.stdout) if done.returncode == 0 else None
 
 
 __all__ = ["blob_id", "content_hash", "revision_id"]

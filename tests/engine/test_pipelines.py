@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
-from fleet.engine import pipelines
+from fleet.engine import pipelines, plancaches
 from fleet.engine.pipelines import load_plan
 from fleet.manifests import Limits, kinds, read_tree
 from fleet.source import checkouts
@@ -36,3 +37,15 @@ def test_cluster_context_is_the_clusters_spec_context(tmp_path: Path) -> None:
     assert pipelines.cluster_context(tmp_path, cluster="east") is None  # another cluster's file
     cluster.write_text("key: [unclosed\n")
     assert pipelines.cluster_context(tmp_path, cluster="east") is None  # validation reports it, not this
+
+
+def test_a_file_name_that_is_not_utf8_is_planned_and_stored(tmp_path: Path) -> None:
+    """Names are bytes on Linux: one that is not UTF-8 must not break the revision id or the plan key."""
+    repo = tmp_path / "fleet"
+    shutil.copytree(EXAMPLE, repo)
+    moved = repo / "deviceclasses" / os.fsdecode(b"gpu-\xe9.yaml")
+    next((repo / "deviceclasses").glob("*.yaml")).rename(moved)
+    store = plancaches.PlanCache(tmp_path / "plans")
+    first = load_plan(repo, cluster="gpu-east", store=store)
+    assert load_plan(repo, cluster="gpu-east", store=store).revision == first.revision
+    assert len(list((tmp_path / "plans").glob("*.plan"))) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -132,3 +133,11 @@ def test_inside_a_git_hook_the_checkout_given_is_judged(
     monkeypatch.setenv("GIT_WORK_TREE", str(other))
     monkeypatch.setenv("GIT_INDEX_FILE", str(other / ".git" / "index"))
     assert rid(checkout) == git(checkout, "rev-parse", "HEAD")  # git() passes none of them on
+
+
+def test_a_file_name_that_is_not_utf8_is_compared_as_the_file_system_names_it(checkout: Path) -> None:
+    name = os.fsdecode(b"team-\xe9.yaml")  # Latin-1 é: not UTF-8
+    (checkout / name).write_text("kind: Team\n")
+    git(checkout, "add", "-A")
+    git(checkout, "commit", "-qm", "latin-1 name")
+    assert rid(checkout) == git(checkout, "rev-parse", "HEAD")
