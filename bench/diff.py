@@ -11,6 +11,10 @@ fleet renders (with the live revision annotation, so kubectl sees the same 1%).
 after an edit; the headline ratio) and with the plan an earlier run of the same content
 stored (``fleet.engine.plancaches``: a second look, or the diff before an apply).
 
+Then where one diff's time goes, step by step: the imports (the third-party ones fleet needs,
+then fleet's own for a stored-plan and for an afresh diff), each timed as its own fresh
+``python -c``, and each later step timed alone in one fresh process (``--steps-child``).
+
 Part 2: the fleet grows to 10,000 objects and is applied; then a second
 ``fleetctl apply`` runs with nothing to do. Its writes are counted by the API server
 (``apiserver_request_total``), its requests by fleet's client, its peak memory by
@@ -27,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 from common import result, sandbox
@@ -152,7 +157,88 @@ def kubectl_input(repo: Path, *, live_revision: str, out: Path) -> int:
     return len(items)
 
 
+# What a diff planned afresh imports from other projects (a stored-plan diff needs neither pydantic
+# nor the CEL runtime), with fleet's own deferrals (fleet.kube.clients).
+THIRD_PARTY = (
+    "import sys; from fleet.exports import defer; sys.modules.setdefault('httpx._main', None); "
+    "defer('httpx_ws', 'jsonpath', 'cryptography.x509'); "
+    "import httpx, httpcore, kr8s.asyncio, pydantic, rich.console, rich.table, cel_expr_python.cel, yaml, "
+    "ruamel.yaml, anyio, orjson, opentelemetry.trace, cachetools"
+)
+STORED_IMPORTS = "import fleetctl.cli, fleetctl.commands.diff, fleet.engine.pipelines"
+AFRESH_IMPORTS = (
+    f"{STORED_IMPORTS}, fleet.engine.renders, fleet.manifests.revisions, fleet.manifests.views, fleet.policy"
+)
+
+
+def import_times(runs: int = 3) -> dict[str, float]:
+    """Median wall seconds of fresh processes that only import (the interpreter's start included)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = {}
+    for name, code in (("third_party", THIRD_PARTY), ("stored", STORED_IMPORTS), ("afresh", AFRESH_IMPORTS)):
+        times = []
+        for _ in range(runs):
+            started = time.monotonic()
+            subprocess.run([sys.executable, "-c", code], check=True, env=env)
+            times.append(time.monotonic() - started)
+        out[name] = sorted(times)[len(times) // 2]
+    return out
+
+
+def steps_child(repo: Path, store_dir: Path) -> None:
+    """Time each step of a diff alone (imports already done), print them as JSON: ``--steps-child``."""
+    from fleet.engine import diffs, listings, pipelines, plancaches, renders
+    from fleet.manifests.limits import Limits
+    from fleet.manifests.revisions import load_revision
+    from fleet.manifests.trees import loadable, read_tree
+    from fleet.manifests.views import resolve
+    from fleet.policy import validate
+    from fleet.source import revision_id
+
+    pipelines.tune_gc()  # as fleetctl does
+    t: dict[str, float] = {}
+
+    def timed(name: str, f: Any) -> Any:
+        started = time.perf_counter()
+        value = f()
+        t[name] = time.perf_counter() - started
+        return value
+
+    store = plancaches.PlanCache(store_dir)
+    files, _ = timed("read_tree", lambda: read_tree(repo, limits=Limits()))
+    sha = timed("revision_id", lambda: revision_id(repo, files=files, loadable=loadable))
+    key = timed("plan_key", lambda: store.key(digest=pipelines._digest(files), cluster=CLUSTER, revision=sha))
+    plan = timed("plan_from_disk", lambda: store.get(key))
+    assert plan is not None, "the stored plan of this content is missing"
+    loaded = timed("load", lambda: load_revision(files))
+    timed("validate", lambda: validate(loaded, clusters=[CLUSTER]))
+    timed("render", lambda: renders.plan(resolve(loaded, cluster=CLUSTER), revision=sha))
+
+    async def cluster() -> None:
+        started = time.perf_counter()
+        client = await kube.connect(timeout=60)
+        t["connect"] = time.perf_counter() - started
+        started, cpu = time.perf_counter(), time.process_time()
+        prefetched = await listings.prefetch(client=client)
+        t["list_wall"], t["list_cpu"] = time.perf_counter() - started, time.process_time() - cpu
+        await client.close()
+        timed("no_dry_run_test", lambda: diffs._answers(list(plan.objects), prefetched.live, diffs._unchanged))
+
+    anyio.run(cluster)
+    print(json.dumps(t))
+
+
+def diff_steps(sb: Sandbox, repo: Path, stored: Path) -> dict[str, float]:
+    """``steps_child`` in a fresh process against the sandbox, with the stored plan of ``repo``."""
+    env = {**os.environ, "KUBECONFIG": str(sb.kubeconfig), "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, __file__, "--steps-child", str(repo), str(stored / "plans")]
+    return dict(json.loads(subprocess.run(argv, capture_output=True, text=True, env=env, check=True).stdout))
+
+
 def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--steps-child":
+        steps_child(Path(sys.argv[2]), Path(sys.argv[3]))
+        return
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--objects", type=int, default=2000)
     parser.add_argument("--noop-objects", type=int, default=10000)
@@ -204,6 +290,14 @@ def main() -> None:
         print(f"{'ratio (kubectl / fleetctl), planned afresh':44} {kubectl_s / fleet_s:6.1f}x")
         print(f"{'ratio (kubectl / fleetctl), stored plan':44} {kubectl_s / stored_s:6.1f}x")
 
+        imports = import_times()
+        steps = diff_steps(sb, repo, stored)
+        print(f"\n{'where one diff goes (fresh processes)':44} seconds")
+        print(f"{'interpreter + third-party imports (afresh)':44} {imports['third_party']:6.3f}")
+        print(f"{'+ fleet, stored plan / afresh (all imports)':44} {imports['stored']:6.3f} / {imports['afresh']:.3f}")
+        for name, value in steps.items():
+            print(f"{'  ' + name.replace('_', ' '):44} {value:6.3f}")
+
         n_big = write_repo(repo, objects=args.noop_objects)
         t = time.monotonic()
         big = anyio.run(apply_all, sb, repo)
@@ -231,6 +325,10 @@ def main() -> None:
             ratio=round(kubectl_s / fleet_s, 1),
             fleetctl_diff_stored_s=round(stored_s, 2),
             ratio_stored=round(kubectl_s / stored_s, 1),
+            imports_third_party_s=round(imports["third_party"], 3),
+            imports_stored_s=round(imports["stored"], 3),
+            imports_afresh_s=round(imports["afresh"], 3),
+            **{f"step_{k}_s": round(v, 3) for k, v in steps.items()},
             noop_objects=n_big,
             noop_writes=server_writes,
             noop_requests=client_requests,
