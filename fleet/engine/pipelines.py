@@ -111,8 +111,7 @@ def check_and_plan(
 def _check_and_plan(
     repo: Path, *, cluster: str, revision: str | None, cache: LoadCache | None, store: plancaches.PlanCache | None
 ) -> Checked:
-    if not repo.is_dir():
-        raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
+    require_checkout(repo)
     tracer = tracing.tracer()
     with tracer.start_as_current_span("validate", attributes={tracing.CLUSTER: cluster}) as span:
         if cache is not None:
@@ -170,6 +169,12 @@ def _check_and_plan(
     return Checked(revision=sha, plan=plan)
 
 
+def require_checkout(repo: Path) -> None:
+    """FleetError unless ``repo`` is a directory: said before anything else (a connection) can fail."""
+    if not repo.is_dir():
+        raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
+
+
 def load_plan(
     repo: Path, *, cluster: str, cache: LoadCache | None = None, store: plancaches.PlanCache | None = None
 ) -> plans.Plan:
@@ -207,8 +212,14 @@ async def connect(
     request_timeout: float = 30.0,
 ) -> kube.Client:
     """A client for ``cluster``: ``context``, else the Cluster's ``spec.context``, else the current one."""
-    context = context or await anyio.to_thread.run_sync(lambda: cluster_context(repo, cluster=cluster))
-    return await kube.connect(kubeconfig=kubeconfig, context=context, timeout=request_timeout)
+
+    def named_context() -> str | None:  # file I/O: in a worker thread, off the event loop
+        require_checkout(repo)  # a mistyped path is the error to show, not the kubeconfig's
+        return context or cluster_context(repo, cluster=cluster)
+
+    return await kube.connect(
+        kubeconfig=kubeconfig, context=await anyio.to_thread.run_sync(named_context), timeout=request_timeout
+    )
 
 
 async def plan_and_list(
@@ -313,5 +324,6 @@ __all__ = [
     "load_plan",
     "plan_and_connect",
     "plan_and_list",
+    "require_checkout",
     "tune_gc",
 ]

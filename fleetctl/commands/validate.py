@@ -89,8 +89,7 @@ def run(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     pipelines.tune_gc()  # a revision is tens of thousands of long-lived objects: 2-3x faster loading
     repo: Path = args.repo
-    if not repo.is_dir():
-        raise FleetError(f"{repo} is not a directory", hint="pass the path of a fleet repository checkout")
+    pipelines.require_checkout(repo)
     if args.diff and not args.fix:
         raise FleetError("--diff only goes with --fix", hint="run fleetctl validate --fix --diff")
     if args.fix:

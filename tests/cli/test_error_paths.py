@@ -225,6 +225,17 @@ def test_missing_context(places: Places, command: str, args: list[str]) -> None:
     assert "hint: " in run.stderr
 
 
+@pytest.mark.parametrize("command", ["validate", "render", "diff", "apply"])
+def test_a_repository_path_that_does_not_exist_is_named_before_the_cluster(
+    places: Places, tmp_path: Path, command: str
+) -> None:
+    """A mistyped path is the error to show, even when the kubeconfig is no good either."""
+    cluster = [] if command == "render" else ["--kubeconfig", str(places.dead)]  # render reads no cluster
+    run = fleetctl(command, str(tmp_path / "no-such-repo"), "--cluster", "gpu-east", *cluster)
+    assert_clean(run, code=2, says=f"{tmp_path / 'no-such-repo'} is not a directory")
+    assert "cannot reach" not in run.stderr and "context" not in run.stderr, run.stderr
+
+
 def test_sandbox_env_without_a_sandbox(tmp_path: Path) -> None:
     run = fleetctl("sandbox", "--dir", str(tmp_path / "none"), "env")
     assert_clean(run, code=1, says="no sandbox is running")
