@@ -22,8 +22,10 @@ import gc
 import hashlib
 import itertools
 import os
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +52,44 @@ def tune_gc() -> None:
     Reference counting still frees everything acyclic at once; cycles are found in the young
     generations."""
     gc.set_threshold(50_000, 50, 1000)
+
+
+_paused = 0
+_paused_lock = threading.Lock()
+_resume = False
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No automatic cyclic collection in a process that ends after one run (fleetctl) while it
+    loads, validates, plans and lists (any thread); what was made meanwhile is frozen after.
+
+    All of that lives until the process ends (the files' data, the models, the plan, the live
+    objects) and it makes almost no cyclic garbage (364 objects at 2,000 templates), yet every
+    collection of an older generation re-scanned all of it, and the first young collection
+    after the pause would scan everything made in it (1.8 s at 100,000 templates). Frozen
+    (``gc.freeze``), it is out of the collector's sight; reference counting still frees it.
+    Freezing the plan and listing once made took a fresh no-op ``apply`` of 100,000 objects
+    from 15.8 to 12.7 s; pausing before them took ``fleetctl validate`` of 100,000 templates
+    in 10,000 files from 1.86 s of collections to 0.04 s. Nested and concurrent uses are counted: the collector
+    runs again when the last one ends, if it ran before the first. (The controller, which
+    lives for months, has its own policy: ``fleet.controller.heaps``.)
+    """
+    global _paused, _resume
+    with _paused_lock:
+        if _paused == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _paused += 1
+    try:
+        yield
+    finally:
+        with _paused_lock:
+            _paused -= 1
+            if _paused == 0:
+                gc.freeze()
+                if _resume:
+                    gc.enable()
 
 
 @dataclass
@@ -320,6 +360,7 @@ __all__ = [
     "LoadCache",
     "check_and_plan",
     "cluster_context",
+    "collector_paused",
     "connect",
     "load_plan",
     "plan_and_connect",

@@ -38,7 +38,8 @@ async def _run(args: argparse.Namespace) -> list[preflights.Check]:
     plan = None
     context = args.context
     if args.repo is not None and args.cluster:
-        plan = await anyio.to_thread.run_sync(lambda: pipelines.load_plan(args.repo, cluster=args.cluster))
+        with pipelines.collector_paused():
+            plan = await anyio.to_thread.run_sync(lambda: pipelines.load_plan(args.repo, cluster=args.cluster))
         context = context or pipelines.cluster_context(args.repo, cluster=args.cluster)
     client = await kube.connect(kubeconfig=args.kubeconfig, context=context, timeout=30)
     try:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from fleet.engine.pipelines import load_plan
+from fleet.engine.pipelines import collector_paused, load_plan
 
 
 def register(sub: Any) -> None:
@@ -32,7 +32,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = load_plan(args.repo, cluster=args.cluster)
+    with collector_paused():
+        plan = load_plan(args.repo, cluster=args.cluster)
     pools = [
         {
             "name": p.name,

@@ -94,9 +94,10 @@ def _validate(args: argparse.Namespace) -> int:
         raise FleetError("--diff only goes with --fix", hint="run fleetctl validate --fix --diff")
     if args.fix:
         fix_files(repo, diff=args.diff, out=sys.stderr if args.output != "text" else sys.stdout)
-    revision = read_revision(repo)
-    inventories, sources, live = _inventories(args, revision=revision)
-    result = validate(revision, clusters=args.cluster, inventories=inventories, sources=sources, live=live)
+    with pipelines.collector_paused():
+        revision = read_revision(repo)
+        inventories, sources, live = _inventories(args, revision=revision)
+        result = validate(revision, clusters=args.cluster, inventories=inventories, sources=sources, live=live)
     findings = result.findings
     out = sys.stdout
     if args.output == "json":

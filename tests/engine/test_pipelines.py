@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
+import threading
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from fleet.engine import pipelines, plancaches
 from fleet.engine.pipelines import load_plan
@@ -49,3 +54,83 @@ def test_a_file_name_that_is_not_utf8_is_planned_and_stored(tmp_path: Path) -> N
     first = load_plan(repo, cluster="gpu-east", store=store)
     assert load_plan(repo, cluster="gpu-east", store=store).revision == first.revision
     assert len(list((tmp_path / "plans").glob("*.plan"))) == 1
+
+
+def test_the_collector_is_paused_then_what_was_made_is_frozen() -> None:
+    """A CLI run keeps everything it loads: no automatic collection re-scans it, and once the pause
+    ends it is out of the collector's sight (the next young collection would scan it all)."""
+    assert gc.isenabled()
+    before = gc.get_freeze_count()
+    try:
+        with pipelines.collector_paused():
+            assert not gc.isenabled()
+            made = [[i] for i in range(1_000)]  # tracked containers
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= before + len(made)
+        assert not any(obj is made for obj in gc.get_objects())  # frozen: no generation holds it
+    finally:
+        gc.unfreeze()
+
+
+def test_the_collector_resumes_when_the_last_pause_ends_and_only_if_it_ran() -> None:
+    """Nested and concurrent pauses (fleetctl apply loads in a worker thread) are counted."""
+    first, second = pipelines.collector_paused(), pipelines.collector_paused()
+    entered, leave = threading.Event(), threading.Event()
+
+    def other_thread() -> None:
+        with second:
+            entered.set()
+            leave.wait(10)
+
+    try:
+        with first:
+            worker = threading.Thread(target=other_thread)
+            worker.start()
+            assert entered.wait(10)
+        assert not gc.isenabled()  # the other thread still loads
+        leave.set()
+        worker.join(10)
+        assert gc.isenabled()
+        gc.disable()  # someone turned it off: a pause leaves it off
+        with pipelines.collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        leave.set()
+        gc.enable()
+        gc.unfreeze()
+
+
+def test_fleetctl_validate_loads_without_a_collection(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    from fleet.manifests import revisions
+    from fleetctl import cli
+
+    collections: list[int] = []
+    loading: list[bool] = []
+    real = revisions.load_revision
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        loading.append(True)
+        try:
+            return real(*args, **kwargs)
+        finally:
+            loading.pop()
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and loading:
+            collections.append(info["generation"])
+
+    monkeypatch.setattr(revisions, "load_revision", counted)
+    gc.callbacks.append(callback)
+    try:
+        # tiny thresholds: without the pause, loading the example would collect hundreds of times
+        monkeypatch.setattr(pipelines, "tune_gc", lambda: gc.set_threshold(10, 1, 1))
+        threshold = gc.get_threshold()
+        assert cli.run(["validate", str(EXAMPLE), "-o", "json"]) == 0
+    finally:
+        gc.callbacks.remove(callback)
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+    capsys.readouterr()
+    assert collections == []
+    assert gc.isenabled()
