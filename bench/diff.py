@@ -205,16 +205,8 @@ def steps_child(repo: Path, store_dir: Path) -> None:
         return value
 
     store = plancaches.PlanCache(store_dir)
-    files, _ = timed("read_tree", lambda: read_tree(repo, limits=Limits()))
-    sha = timed("revision_id", lambda: revision_id(repo, files=files, loadable=loadable))
-    key = timed("plan_key", lambda: store.key(digest=pipelines._digest(files), cluster=CLUSTER, revision=sha))
-    plan = timed("plan_from_disk", lambda: store.get(key))
-    assert plan is not None, "the stored plan of this content is missing"
-    loaded = timed("load", lambda: load_revision(files))
-    timed("validate", lambda: validate(loaded, clusters=[CLUSTER]))
-    timed("render", lambda: renders.plan(resolve(loaded, cluster=CLUSTER), revision=sha))
 
-    async def cluster() -> None:
+    async def cluster() -> listings.Prefetched:
         started = time.perf_counter()
         client = await kube.connect(timeout=60)
         t["connect"] = time.perf_counter() - started
@@ -222,9 +214,19 @@ def steps_child(repo: Path, store_dir: Path) -> None:
         prefetched = await listings.prefetch(client=client)
         t["list_wall"], t["list_cpu"] = time.perf_counter() - started, time.process_time() - cpu
         await client.close()
-        timed("no_dry_run_test", lambda: diffs._answers(list(plan.objects), prefetched.live, diffs._unchanged))
+        return prefetched
 
-    anyio.run(cluster)
+    with pipelines.collector_paused():  # as fleetctl plans, connects and lists
+        files, _ = timed("read_tree", lambda: read_tree(repo, limits=Limits()))
+        sha = timed("revision_id", lambda: revision_id(repo, files=files, loadable=loadable))
+        key = timed("plan_key", lambda: store.key(digest=pipelines._digest(files), cluster=CLUSTER, revision=sha))
+        plan = timed("plan_from_disk", lambda: store.get(key))
+        assert plan is not None, "the stored plan of this content is missing"
+        loaded = timed("load", lambda: load_revision(files))
+        timed("validate", lambda: validate(loaded, clusters=[CLUSTER]))
+        timed("render", lambda: renders.plan(resolve(loaded, cluster=CLUSTER), revision=sha))
+        prefetched = anyio.run(cluster)
+    timed("no_dry_run_test", lambda: diffs._answers(list(plan.objects), prefetched.live, diffs._unchanged))
     print(json.dumps(t))
 
 
