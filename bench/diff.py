@@ -216,7 +216,7 @@ def steps_child(repo: Path, store_dir: Path) -> None:
         await client.close()
         return prefetched
 
-    with pipelines.collector_paused():  # as fleetctl plans, connects and lists
+    with pipelines.collector_paused():  # as fleetctl plans
         files, _ = timed("read_tree", lambda: read_tree(repo, limits=Limits()))
         sha = timed("revision_id", lambda: revision_id(repo, files=files, loadable=loadable))
         key = timed("plan_key", lambda: store.key(digest=pipelines._digest(files), cluster=CLUSTER, revision=sha))
@@ -225,7 +225,7 @@ def steps_child(repo: Path, store_dir: Path) -> None:
         loaded = timed("load", lambda: load_revision(files))
         timed("validate", lambda: validate(loaded, clusters=[CLUSTER]))
         timed("render", lambda: renders.plan(resolve(loaded, cluster=CLUSTER), revision=sha))
-        prefetched = anyio.run(cluster)
+    prefetched = anyio.run(cluster)
     timed("no_dry_run_test", lambda: diffs._answers(list(plan.objects), prefetched.live, diffs._unchanged))
     print(json.dumps(t))
 

@@ -101,15 +101,15 @@ def load_plan(args: argparse.Namespace) -> engine.Plan:
 
 async def plan_and_connect(args: argparse.Namespace) -> tuple[engine.Plan, kube.Client, listings.Prefetched]:
     """``fleet.engine.pipelines.plan_and_connect`` with the command's arguments."""
-    with pipelines.collector_paused():
-        return await pipelines.plan_and_connect(
-            args.repo,
-            cluster=args.cluster,
-            context=args.context,
-            kubeconfig=args.kubeconfig,
-            request_timeout=args.timeout,
-            store=plan_store(args),
-        )
+    return await pipelines.plan_and_connect(
+        args.repo,
+        cluster=args.cluster,
+        context=args.context,
+        kubeconfig=args.kubeconfig,
+        request_timeout=args.timeout,
+        store=plan_store(args),
+        pause_collector=True,
+    )
 
 
 async def connect(args: argparse.Namespace) -> kube.Client:

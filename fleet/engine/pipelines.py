@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,18 +62,18 @@ _resume = False
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """No automatic cyclic collection in a process that ends after one run (fleetctl) while it
-    loads, validates, plans and lists (any thread); what was made meanwhile is frozen after.
+    loads, validates and plans (any thread); what was made meanwhile is frozen after.
 
-    All of that lives until the process ends (the files' data, the models, the plan, the live
-    objects) and it makes almost no cyclic garbage (364 objects at 2,000 templates), yet every
-    collection of an older generation re-scanned all of it, and the first young collection
-    after the pause would scan everything made in it (1.8 s at 100,000 templates). Frozen
-    (``gc.freeze``), it is out of the collector's sight; reference counting still frees it.
-    Freezing the plan and listing once made took a fresh no-op ``apply`` of 100,000 objects
-    from 15.8 to 12.7 s; pausing before them took ``fleetctl validate`` of 100,000 templates
-    in 10,000 files from 1.86 s of collections to 0.04 s. Nested and concurrent uses are counted: the collector
-    runs again when the last one ends, if it ran before the first. (The controller, which
-    lives for months, has its own policy: ``fleet.controller.heaps``.)
+    All of that lives until the process ends (the files' data, the models, the plan) and it
+    makes almost no cyclic garbage (364 objects at 2,000 templates), yet every collection of an
+    older generation re-scanned all of it, and the first young collection after the pause would
+    scan everything made in it (1.8 s at 100,000 templates). Frozen (``gc.freeze``), it is out
+    of the collector's sight; reference counting still frees it. ``fleetctl validate`` of
+    100,000 templates in 10,000 files spent 1.86 s in collections before, 0.04 s after. Not for
+    listing: each page's response stays in a reference cycle until a collection (a listing of
+    100,000 objects under the pause peaked 90 MiB higher). Nested and concurrent uses are
+    counted: the collector runs again when the last one ends, if it ran before the first. (The
+    controller, which lives for months, has its own policy: ``fleet.controller.heaps``.)
     """
     global _paused, _resume
     with _paused_lock:
@@ -263,9 +263,18 @@ async def connect(
 
 
 async def plan_and_list(
-    repo: Path, *, cluster: str, client: kube.Client, store: plancaches.PlanCache | None = None
+    repo: Path,
+    *,
+    cluster: str,
+    client: kube.Client,
+    store: plancaches.PlanCache | None = None,
+    pause_collector: bool = False,
 ) -> tuple[plans.Plan, listings.Prefetched]:
     """Validate and plan ``repo`` (in a thread) while listing the live objects.
+
+    ``pause_collector``: plan inside ``collector_paused`` (a process that ends after one run).
+    Only the planning: each listed page's response stays in a reference cycle until a
+    collection, so a listing under the pause held 90 MiB more at 100,000 objects.
 
     A writer calls this while it holds the cluster's Lease (``fleet.engine.writers``),
     so the listing it diffs against is not one another writer was changing.
@@ -278,6 +287,10 @@ async def plan_and_list(
     planned: list[plans.Plan] = []
     failures: list[Exception] = []
 
+    def planning() -> plans.Plan:
+        with collector_paused() if pause_collector else nullcontext():
+            return load_plan(repo, cluster=cluster, store=store)
+
     async def fetch() -> None:
         try:
             listing.append(await listings.prefetch(client=client))
@@ -288,7 +301,7 @@ async def plan_and_list(
         if overlap:
             tg.start_soon(fetch)
         try:
-            planned.append(await anyio.to_thread.run_sync(lambda: load_plan(repo, cluster=cluster, store=store)))
+            planned.append(await anyio.to_thread.run_sync(planning))
         except Exception as exc:
             failures.insert(0, exc)  # the repository's error first: it is what the user must fix
             tg.cancel_scope.cancel()
@@ -308,13 +321,16 @@ async def plan_and_connect(
     kubeconfig: str | None = None,
     request_timeout: float = 30.0,
     store: plancaches.PlanCache | None = None,
+    pause_collector: bool = False,
 ) -> tuple[plans.Plan, kube.Client, listings.Prefetched]:
     """``connect``, then ``plan_and_list``: for readers (``diff``), which hold no Lease."""
     client = await connect(
         repo, cluster=cluster, context=context, kubeconfig=kubeconfig, request_timeout=request_timeout
     )
     try:
-        plan, prefetched = await plan_and_list(repo, cluster=cluster, client=client, store=store)
+        plan, prefetched = await plan_and_list(
+            repo, cluster=cluster, client=client, store=store, pause_collector=pause_collector
+        )
     except BaseException:
         with anyio.CancelScope(shield=True):  # also when interrupted: close the session
             await client.close()

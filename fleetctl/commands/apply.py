@@ -29,7 +29,7 @@ import anyio
 from rich.progress import TaskID
 
 from fleet import engine, kube
-from fleet.engine import listings, operators, pipelines, writers
+from fleet.engine import listings, operators, writers
 from fleet.errors import FleetError
 from fleet.kube import leases
 from fleet.telemetry import tracing
@@ -137,8 +137,7 @@ async def _run(args: argparse.Namespace) -> int:
             # is not one another writer was changing.
             plan = await anyio.to_thread.run_sync(lambda: load_plan(args))
             async with _writing(args, client):
-                with pipelines.collector_paused():  # kept to the end: see there
-                    prefetched = await listings.prefetch(client=client)
+                prefetched = await listings.prefetch(client=client)
                 span.set_attribute(tracing.REVISION, plan.revision)
                 options = dataclasses.replace(options, helm=helm_settings(args, client=client))
                 with reports.progress_bar(err_console) as bar:
