@@ -64,8 +64,17 @@ def _enough(alternative: Alternative, count: int) -> bool:
 class Checker:
     """Checks claims against one cluster's inventory and DeviceClasses (``{name: DeviceClass dict}``)."""
 
-    def __init__(self, *, inventory: Inventory, classes: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        *,
+        inventory: Inventory,
+        classes: Mapping[str, Mapping[str, Any]],
+        usage: allocations.Usage | None = None,
+    ) -> None:
+        """``usage``: what allocated claims hold (fits now); without it, what fits on idle devices."""
         self.inventory = inventory
+        self.usage = usage if usage is not None and (usage.taken or usage.capacity) else None
+        self._usage_column: list[object] | None = None
         self.matcher = Matcher(inventory=inventory, classes=classes)
         self._claims: dict[str, ClaimReport] = {}
         self._explained: dict[object, object] = {}
@@ -112,11 +121,18 @@ class Checker:
         return ClaimReport(nodes, devices, capacity, reports, tuple(findings), undecided)
 
     def _simple(self, shape: ClaimShape) -> bool:
+        """One request, nothing shared between copies: a count of matching devices answers."""
+        inventory = self.inventory
         return (
             len(shape.requests) == 1
             and len(shape.requests[0]) == 1
             and not shape.constraints
-            and not self.inventory.counters
+            and not shape.requests[0][0].capacity
+            and not inventory.counters
+            and not inventory.shared
+            and not inventory.policies
+            and not inventory.invalid_pools
+            and self.usage is None
         )
 
     @staticmethod
@@ -157,6 +173,8 @@ class Checker:
         columns += [inventory.pattern(c.attribute) for c in shape.constraints]
         if inventory.counters:
             columns.append(inventory.counter_layout())
+        if self.usage is not None:
+            columns.append(self._node_usage())
         # The columns are long-lived lists cached by the inventory, so their identities are a key.
         identity = tuple(id(column) for column in columns)
         classes = self._classes.get(identity)
@@ -169,7 +187,7 @@ class Checker:
                 else:
                     entry[0] += 1
         alternatives = tuple(
-            (m.key, a.name, a.count, a.all_devices)
+            (m.key, a.name, a.count, a.all_devices, a.capacity)
             for alts, per_request in zip(shape.requests, matches, strict=True)
             for a, m in zip(alts, per_request, strict=True)
         )
@@ -189,23 +207,35 @@ class Checker:
                 capacity += copies * many
         return nodes, devices, capacity, undecided
 
+    def _node_usage(self) -> list[object]:
+        """Per node (``nodes`` order): what allocated claims hold there, by device position."""
+        if self._usage_column is None:
+            assert self.usage is not None
+            usage, by_node = self.usage, self.inventory.by_node
+            self._usage_column = [usage.on_node(by_node[node]) for node in self.inventory.nodes]
+        return self._usage_column
+
     def _search_node(self, shape: ClaimShape, matches: Sequence[Sequence[Match]], node: str) -> tuple[bool, int, int]:
         on_node = self.inventory.by_node[node]
         candidates: list[list[frozenset[int] | None]] = []
-        for per_request in matches:
+        for alternatives, per_request in zip(shape.requests, matches, strict=True):
             row: list[frozenset[int] | None] = []
-            for m in per_request:
+            for alternative, m in zip(alternatives, per_request, strict=True):
                 if m.grouping is None:
                     row.append(frozenset())
                     continue
                 groups = m.grouping.device_group
                 if any(groups[i] in m.error_groups for i in on_node):
                     row.append(None)
+                elif alternative.all_devices and any(groups[i] in m.tainted_groups for i in on_node):
+                    row.append(frozenset())  # "All" includes a device whose taint it does not tolerate
                 else:
                     row.append(frozenset(i for i in on_node if groups[i] in m.matching_groups))
             candidates.append(row)
         try:
-            copies = allocations.capacity_on_node(inventory=self.inventory, shape=shape, candidates=candidates)
+            copies = allocations.capacity_on_node(
+                inventory=self.inventory, shape=shape, candidates=candidates, usage=self.usage
+            )
         except allocations.SearchLimit:
             return False, -1, 0
         usable = len(set().union(*(c for row in candidates for c in row if c)))

@@ -28,6 +28,8 @@ from fleet import cel
 from fleet.cel.devices import Projection
 from fleet.cel.references import KINDS
 from fleet.errors import FleetError
+from fleet.inventory import capacities
+from fleet.inventory.capacities import Capacity
 from fleet.inventory.groupings import Grouping
 
 ALL_NODES = "*"
@@ -45,7 +47,12 @@ class InventoryDevice:
     name: str
     device: cel.Device
     taints: tuple[Mapping[str, Any], ...] = ()
-    consumes: tuple[tuple[str, tuple[tuple[str, cel.Quantity], ...]], ...] = ()
+    consumes: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
+    """``consumesCounters``: (counter set, ((counter, nano-units), ...)), ..."""
+    shared: bool = False
+    """``allowMultipleAllocations``: several claims may hold the device until its capacity is used."""
+    capacities: Mapping[str, Capacity] = dataclasses.field(default_factory=dict)
+    """Capacity by the name the slice gives it (what ``capacity.requests`` names), with its requestPolicy."""
 
     @property
     def id(self) -> str:
@@ -60,11 +67,36 @@ def _node_of(spec: Mapping[str, Any]) -> str:
     return f"<selector:{spec.get('pool', {}).get('name', '')}>"
 
 
-def _quantities(raw: Mapping[str, Any], where: str) -> tuple[tuple[str, cel.Quantity], ...]:
-    try:
-        return tuple(sorted((name, cel.parse_quantity(str(v.get("value", "")))) for name, v in raw.items()))
-    except cel.QuantityError as err:
-        raise InventoryError(f"counter value: {err}", where=where) from err
+class _Amounts:
+    """Quantities and capacities parsed once per distinct spelling (a fleet repeats a few dozen)."""
+
+    def __init__(self) -> None:
+        self._amounts: dict[str, int] = {}
+        self._capacities: dict[str, Capacity] = {}
+
+    def amount(self, text: str, where: str) -> int:
+        found = self._amounts.get(text)
+        if found is None:
+            try:
+                found = self._amounts[text] = capacities.nanos(cel.parse_quantity(text))
+            except cel.QuantityError as err:
+                raise InventoryError(f"counter value: {err}", where=where) from err
+        return found
+
+    def counters(self, raw: Mapping[str, Any], where: str) -> tuple[tuple[str, int], ...]:
+        return tuple(
+            sorted((str(name), self.amount(str((v or {}).get("value", "")), where)) for name, v in raw.items())
+        )
+
+    def capacity(self, raw: Mapping[str, Any], where: str) -> Capacity:
+        key = repr(raw) if raw.get("requestPolicy") else str(raw.get("value", ""))
+        found = self._capacities.get(key)
+        if found is None:
+            try:
+                found = self._capacities[key] = capacities.parse(raw)
+            except (cel.QuantityError, KeyError, TypeError) as err:
+                raise InventoryError(f"capacity: {err}", where=where) from err
+        return found
 
 
 class Inventory:
@@ -74,7 +106,7 @@ class Inventory:
         self,
         *,
         devices: Sequence[InventoryDevice],
-        counters: Mapping[tuple[str, str, str], Mapping[str, cel.Quantity]],
+        counters: Mapping[tuple[str, str, str], Mapping[str, int]],
         notes: Sequence[str] = (),
         slices: Sequence[Mapping[str, Any]] = (),
     ) -> None:
@@ -82,6 +114,9 @@ class Inventory:
         self.counters = dict(counters)
         self.notes = list(notes)
         self.slices = list(slices)
+        self.shared = any(d.shared for d in self.devices)
+        self.policies = any(c.policy for d in self.devices for c in d.capacities.values())
+        self.invalid_pools = _invalid_pools(self.devices, self.counters)
         self.nodes = sorted({d.node for d in self.devices if d.node != ALL_NODES})
         self.by_node: dict[str, list[int]] = {node: [] for node in self.nodes}
         shared = [i for i, d in enumerate(self.devices) if d.node == ALL_NODES]
@@ -92,23 +127,25 @@ class Inventory:
             self.by_node[node] += shared
         self._groupings: dict[tuple[object, ...], Grouping] = {}
         self._patterns: dict[str, list[tuple[int, ...]]] = {}
-        self._counter_layout: list[str] | None = None
+        self._counter_layout: list[object] | None = None
         self._columns: dict[tuple[str, str, str, bool], list[int]] = {}
         self._published: dict[str, dict[str, set[str]]] | None = None
 
     @classmethod
     def from_slices(cls, slices: Iterable[Mapping[str, Any]]) -> Inventory:
-        kept = list(slices)
+        # the scheduler reads a pool's slices in name order (and pools in driver/pool order)
+        kept = sorted(slices, key=_slice_order)
         newest: dict[tuple[str, str], int] = {}
         for item in kept:
             spec = item.get("spec") or {}
             key = (str(spec.get("driver", "")), str((spec.get("pool") or {}).get("name", "")))
             newest[key] = max(newest.get(key, 0), int((spec.get("pool") or {}).get("generation", 0)))
         devices: list[InventoryDevice] = []
-        counters: dict[tuple[str, str, str], dict[str, cel.Quantity]] = {}
+        counters: dict[tuple[str, str, str], dict[str, int]] = {}
         seen: Counter[tuple[str, str]] = Counter()
         expected: dict[tuple[str, str], int] = {}
         used = []
+        amounts = _Amounts()
         for item in kept:
             spec = item.get("spec") or {}
             pool = spec.get("pool") or {}
@@ -121,7 +158,7 @@ class Inventory:
             expected[(driver, pool_name)] = int(pool.get("resourceSliceCount", 1))
             for counter_set in spec.get("sharedCounters") or []:
                 counters[(driver, pool_name, str(counter_set.get("name")))] = dict(
-                    _quantities(counter_set.get("counters") or {}, where)
+                    amounts.counters(counter_set.get("counters") or {}, where)
                 )
             node = _node_of(spec)
             for raw in spec.get("devices") or []:
@@ -130,12 +167,21 @@ class Inventory:
                 except cel.DeviceError as err:
                     raise InventoryError(str(err), where=f"{where} device {raw.get('name')}") from err
                 consumes = tuple(
-                    (str(c.get("counterSet")), _quantities(c.get("counters") or {}, where))
+                    (str(c.get("counterSet")), amounts.counters(c.get("counters") or {}, where))
                     for c in raw.get("consumesCounters") or []
                 )
+                capacity = {str(k): amounts.capacity(v or {}, where) for k, v in (raw.get("capacity") or {}).items()}
                 devices.append(
                     InventoryDevice(
-                        node, pool_name, driver, str(raw.get("name")), device, tuple(raw.get("taints") or ()), consumes
+                        node,
+                        pool_name,
+                        driver,
+                        str(raw.get("name")),
+                        device,
+                        tuple(raw.get("taints") or ()),
+                        consumes,
+                        bool(raw.get("allowMultipleAllocations")),
+                        capacity,
                     )
                 )
         notes = [
@@ -143,7 +189,12 @@ class Inventory:
             for (driver, pool), count in sorted(expected.items())
             if seen[(driver, pool)] < count
         ]
-        return cls(devices=devices, counters=counters, notes=notes, slices=used)
+        inventory = cls(devices=devices, counters=counters, notes=notes, slices=used)
+        inventory.notes += [
+            f"pool {pool} of driver {driver} is invalid, the scheduler allocates none of its devices: {why}"
+            for (driver, pool), why in sorted(inventory.invalid_pools.items())
+        ]
+        return inventory
 
     def grouping(self, references: cel.References) -> Grouping:
         """Devices grouped by what ``references`` can observe, and node types (cached per signature)."""
@@ -198,15 +249,19 @@ class Inventory:
             self._columns[key] = cached
         return cached
 
-    def counter_layout(self) -> list[str]:
+    def counter_layout(self) -> list[object]:
         """Per node (``nodes`` order): the counters its devices consume and its pools offer."""
         if self._counter_layout is None:
+            ids: dict[object, int] = {}
             self._counter_layout = []
             for node in self.nodes:
                 items = [self.devices[i] for i in self.by_node[node]]
                 pools = sorted({(d.driver, d.pool) for d in items})
-                offered = sorted((k[2], sorted(v.items())) for k, v in self.counters.items() if (k[0], k[1]) in pools)
-                self._counter_layout.append(repr(([d.consumes for d in items], offered)))
+                offered = tuple(
+                    sorted((k[2], tuple(sorted(v.items()))) for k, v in self.counters.items() if (k[0], k[1]) in pools)
+                )
+                consumed = tuple(ids.setdefault((d.consumes, d.shared), len(ids)) for d in items)
+                self._counter_layout.append((consumed, ids.setdefault(offered, len(ids))))
         return self._counter_layout
 
     def published(self, kind: str) -> dict[str, set[str]]:
@@ -233,6 +288,34 @@ class Inventory:
             {"node": node, "driver": driver, "model": model, "type": kind, "count": count}
             for (node, driver, model, kind), count in sorted(rows.items())
         ]
+
+
+def _slice_order(item: Mapping[str, Any]) -> tuple[str, str, str]:
+    spec = item.get("spec") or {}
+    name = str((item.get("metadata") or {}).get("name", ""))
+    return str(spec.get("driver", "")), str((spec.get("pool") or {}).get("name", "")), name
+
+
+def _invalid_pools(
+    devices: Sequence[InventoryDevice], counters: Mapping[tuple[str, str, str], Mapping[str, int]]
+) -> dict[tuple[str, str], str]:
+    """Pools the scheduler refuses whole (``validateDeviceCounterConsumption``): a device consumes from
+    a counter set, or a counter, that the pool does not define."""
+    out: dict[tuple[str, str], str] = {}
+    for item in devices:
+        key = (item.driver, item.pool)
+        if key in out:
+            continue
+        for counter_set, used in item.consumes:
+            offered = counters.get((item.driver, item.pool, counter_set))
+            if offered is None:
+                out[key] = f"device {item.name} consumes from counter set {counter_set}, which the pool does not define"
+                break
+            missing = [name for name, _ in used if name not in offered]
+            if missing:
+                out[key] = f"device {item.name} consumes counter {missing[0]}, which counter set {counter_set} lacks"
+                break
+    return out
 
 
 __all__ = ["ALL_NODES", "Inventory", "InventoryDevice", "InventoryError"]

@@ -56,6 +56,8 @@ class Match:
     error_groups: frozenset[int] = frozenset()
     failures: list[SelectorFailure] = dataclasses.field(default_factory=list)
     inventory: Inventory | None = None
+    tainted_groups: frozenset[int] = frozenset()
+    """Groups the selectors match but an untolerated NoSchedule/NoExecute taint keeps out."""
 
     @property
     def usable(self) -> bool:
@@ -183,18 +185,30 @@ class Matcher:
         for item in compiled:
             references = references.merged(item.selector.references)
         grouping = self.inventory.grouping(references)
-        matching, errored = [], []
+        matching, errored, tainted = [], [], []
         errors: Counter[tuple[Source, int, str]] = Counter()
         for group, projection in enumerate(grouping.keys):
             status = self._status(compiled, projection)
             if status is True:
                 if all(_allowed_taint(t, alternative.tolerations) for t in grouping.taints[group]):
                     matching.append(group)
+                else:
+                    tainted.append(group)
             elif status is not False:
                 errors[status] += len(grouping.indices[group])
                 errored.append(group)
         failures = [SelectorFailure(s, i, m, n) for (s, i, m), n in errors.items()]
-        return Match(compiled, [], True, grouping, frozenset(matching), frozenset(errored), failures, self.inventory)
+        return Match(
+            compiled,
+            [],
+            True,
+            grouping,
+            frozenset(matching),
+            frozenset(errored),
+            failures,
+            self.inventory,
+            frozenset(tainted),
+        )
 
     @staticmethod
     def _status(compiled: list[CompiledSelector], projection: Projection) -> bool | tuple[Source, int, str]:

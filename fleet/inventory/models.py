@@ -169,6 +169,11 @@ MODELS: dict[str, GpuModel] = {
 MIG_LAYOUT: tuple[tuple[str, int], ...] = (("1g.10gb", 0), ("1g.10gb", 1), ("2g.20gb", 2), ("3g.40gb", 4))
 
 
+MIG_STRATEGIES = ("static", "dynamic")
+CONSUMABLE_SHARES = ("", "memory", "unlimited")
+"""The driver's ``--consumable-shares`` modes (besides a share count N > 0)."""
+
+
 @dataclass(frozen=True)
 class NodeSpec:
     """One GPU node: which model, how many GPUs, which of them are in MIG mode (and how split)."""
@@ -181,6 +186,11 @@ class NodeSpec:
     mig_gpus: int = 0
     mig_layout: tuple[tuple[str, int], ...] = MIG_LAYOUT
     """(profile, placement start) of the MIG devices of each MIG GPU."""
+    mig_strategy: str = "static"
+    """``dynamic``: the driver's DynamicMIG gate — every placement of every profile published as a
+    partitionable device consuming its GPU's counter set (KEP-4815), partitions made on demand."""
+    consumable_shares: str = ""
+    """The driver's ConsumableShares mode: ``memory``, ``unlimited`` or a share count (``"4"``); "" = off."""
 
 
 def _semver(text: str) -> str:
@@ -269,12 +279,164 @@ def _mig_devices(node: NodeSpec, minor: int) -> list[dict[str, Any]]:
     return devices
 
 
+_BINARY = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
+
+
+def _bytes(text: str) -> int:
+    for suffix, exponent in _BINARY:
+        if text.endswith(suffix):
+            return int(text[: -len(suffix)]) << exponent
+    return int(text)
+
+
+def _binary_si(number: int) -> str:
+    """``resource.NewQuantity(n, BinarySI)`` as the API server prints it: ``81152Mi``, ``80Gi``, ``7``."""
+    for suffix, exponent in _BINARY:
+        if number and number % (1 << exponent) == 0:
+            return f"{number >> exponent}{suffix}"
+    return str(number)
+
+
+def _profile_capacity(p: MigProfile) -> dict[str, str]:
+    """``CommonCapacitiesMig``: the GPU-instance profile's engines and memory (no memory slices)."""
+    return {
+        "copyEngines": str(p.copy_engines),
+        "decoders": str(p.decoders),
+        "encoders": str(p.encoders),
+        "jpegEngines": str(p.jpeg_engines),
+        "memory": p.memory,
+        "multiprocessors": str(p.multiprocessors),
+        "ofaEngines": str(p.ofa_engines),
+    }
+
+
+def _counter_name(capacity: str) -> str:
+    """``camelToDNSName``: ``copyEngines`` → ``copy-engines``."""
+    return "".join(f"-{c.lower()}" if c.isupper() else c for c in capacity)
+
+
+def _max_capacity(model: GpuModel) -> dict[str, str]:
+    """Per capacity, the largest value any MIG profile has (``inspectMigProfilesAndPlacements``)."""
+    out: dict[str, str] = {}
+    for profile in model.mig_profiles.values():
+        for name, value in _profile_capacity(profile).items():
+            if name not in out or _bytes(value) > _bytes(out[name]):
+                out[name] = value
+    return out
+
+
+def memory_slices(model: GpuModel) -> int:
+    """Memory slices of one GPU: the largest placement's size."""
+    return max((p.slices for p in model.mig_profiles.values()), default=0)
+
+
+def counter_set_name(minor: int) -> str:
+    return f"gpu-{minor}-counter-set"
+
+
+def _counters(capacity: dict[str, str], start: int, size: int) -> dict[str, dict[str, str]]:
+    counters = {_counter_name(name): {"value": value} for name, value in capacity.items()}
+    for i in range(start, start + size):
+        counters[f"memory-slice-{i}"] = {"value": "1"}
+    return counters
+
+
+def counter_set(model: GpuModel, minor: int) -> dict[str, Any]:
+    """``PartSharedCounterSets``: one counter set per GPU, every capacity dimension plus each memory slice."""
+    return {"name": counter_set_name(minor), "counters": _counters(_max_capacity(model), 0, memory_slices(model))}
+
+
+def _dynamic_devices(node: NodeSpec, minor: int) -> list[dict[str, Any]]:
+    """Every placement of every profile as a partitionable device, and the whole GPU (not on Ampere).
+
+    Ampere cannot switch MIG mode without a GPU reset, so the driver needs MIG mode on before it
+    starts and then announces no whole GPU there; Hopper switches on demand and announces both.
+    """
+    m = node.model
+    top = _max_capacity(m)
+    out: list[dict[str, Any]] = []
+    if m.architecture != "Ampere":
+        gpu = _full_gpu(node, minor)
+        gpu["capacity"] = {name: {"value": value} for name, value in sorted(top.items())}
+        everything = _counters(top, 0, memory_slices(m))
+        gpu["consumesCounters"] = [{"counterSet": counter_set_name(minor), "counters": everything}]
+        out.append(gpu)
+    parent = _uuid("GPU", node.name, str(minor))
+    for p in m.mig_profiles.values():
+        for start in p.starts:
+            attrs = _base_attributes(node, minor)
+            attrs["parentUUID"] = {"string": parent}
+            attrs["profile"] = {"string": p.name}
+            attrs["type"] = {"string": "mig"}
+            capacity = _profile_capacity(p)
+            compact = p.name.replace(".", "").replace("+", "-")
+            out.append(
+                {
+                    "name": f"gpu-{minor}-mig-{compact}-{p.gi_id}-{start}",
+                    "attributes": attrs,
+                    "capacity": {name: {"value": value} for name, value in sorted(capacity.items())},
+                    "consumesCounters": [
+                        {"counterSet": counter_set_name(minor), "counters": _counters(capacity, start, p.slices)}
+                    ],
+                }
+            )
+    return sorted(out, key=lambda d: str(d["name"]))
+
+
+def _share(device: dict[str, Any], mode: str) -> dict[str, Any]:
+    """``applyConsumableShares``: the device may be allocated to several claims; memory becomes consumable."""
+    device["allowMultipleAllocations"] = True
+    capacity = device.setdefault("capacity", {})
+    if "memory" not in capacity:
+        return device
+    most = _binary_si(_bytes(capacity["memory"]["value"]) >> 20 << 20)
+    if mode == "memory":
+        policy = {"default": most, "validRange": {"min": "1Mi", "max": most, "step": "1Mi"}}
+    else:
+        policy = {"default": "0", "validRange": {"min": "0", "max": most, "step": "1Mi"}}
+    capacity["memory"] = {"value": most, "requestPolicy": policy}
+    if mode not in ("memory", "unlimited"):
+        capacity["shares"] = {
+            "value": mode,
+            "requestPolicy": {"default": "1", "validRange": {"min": "1", "max": mode, "step": "1"}},
+        }
+    device["capacity"] = dict(sorted(capacity.items()))
+    return device
+
+
+def gpu_devices(node: NodeSpec, minor: int) -> list[dict[str, Any]]:
+    """The devices of one GPU, as the driver's publishing path for the node's settings announces them."""
+    if node.mig_strategy == "dynamic" and node.model.mig_profiles:
+        out = _dynamic_devices(node, minor)
+    elif minor < node.mig_gpus:
+        out = _mig_devices(node, minor)
+    else:
+        out = [_full_gpu(node, minor)]
+    if node.consumable_shares:
+        out = [_share(d, node.consumable_shares) for d in out]
+    return out
+
+
 def devices(node: NodeSpec) -> list[dict[str, Any]]:
     """All devices the driver announces for a node: MIG devices of MIG GPUs, whole GPUs otherwise."""
     out: list[dict[str, Any]] = []
     for minor in range(node.gpus):
-        out.extend(_mig_devices(node, minor) if minor < node.mig_gpus else [_full_gpu(node, minor)])
+        out.extend(gpu_devices(node, minor))
     return out
+
+
+def slice_specs(node: NodeSpec) -> list[dict[str, Any]]:
+    """The node's pool as the driver lays it out: ``[{devices}]`` or ``[{sharedCounters}, {devices}...]``.
+
+    Without DynamicMIG every device sits in one slice. With it (Kubernetes >= 1.35, the driver's
+    ``generateSplitResourceSlices``) slice 0 carries the counter sets of every GPU and each GPU's
+    devices follow in a slice of their own, so no slice exceeds the API's 64 devices per slice
+    with counters (``ResourceSliceMaxDevicesWithAdvancedFeatures``) nor 8 counter sets.
+    """
+    if node.mig_strategy != "dynamic" or not node.model.mig_profiles:
+        return [{"devices": devices(node)}]
+    counter_sets = [counter_set(node.model, minor) for minor in range(node.gpus)]
+    return [{"sharedCounters": counter_sets}, *({"devices": gpu_devices(node, minor)} for minor in range(node.gpus))]
 
 
 def by_product_name() -> dict[str, GpuModel]:
@@ -311,14 +473,21 @@ def mig_layout(model: GpuModel, profiles: dict[str, int]) -> tuple[tuple[tuple[s
 
 
 __all__ = [
+    "CONSUMABLE_SHARES",
     "DRIVER",
     "MIG_LAYOUT",
+    "MIG_STRATEGIES",
     "MODELS",
     "GpuModel",
     "MigProfile",
     "NodeSpec",
     "by_product_name",
+    "counter_set",
+    "counter_set_name",
     "devices",
+    "gpu_devices",
+    "memory_slices",
     "mig_layout",
     "model_from_nvml",
+    "slice_specs",
 ]

@@ -25,6 +25,7 @@ import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from fleet.inventory import holdings
 from fleet.inventory.claims import Checker
 from fleet.inventory.inventories import Inventory
 from fleet.inventory.matches import Matcher
@@ -74,15 +75,24 @@ def holders(claims: Sequence[Obj]) -> dict[str, list[str]]:
     return out
 
 
-def _without(slices: Sequence[Obj], taken: Mapping[str, str]) -> list[dict[str, Any]]:
-    out = []
-    for s in slices:
-        spec = dict(s.get("spec") or {})
-        pool = (spec.get("pool") or {}).get("name")
-        spec["devices"] = [
-            d for d in spec.get("devices") or () if f"{spec.get('driver')}/{pool}/{d.get('name')}" not in taken
-        ]
-        out.append({**s, "spec": spec})
+def _sharing(
+    inventory: Inventory, held: Sequence[holdings.Holding], counter_sets: set[tuple[str, str, str]]
+) -> dict[str, tuple[set[str], set[str]]]:
+    """Claims whose devices consume counters from ``counter_sets``: claim → (devices, counter sets)."""
+    if not counter_sets:
+        return {}
+    by_key = {(d.driver, d.pool, d.name): d for d in inventory.devices}
+    out: dict[str, tuple[set[str], set[str]]] = {}
+    for holding in held:
+        for key in holding.devices:
+            item = by_key.get(key)
+            if item is None:
+                continue
+            sets = {name for name, _ in item.consumes if (item.driver, item.pool, name) in counter_sets}
+            if sets:
+                entry = out.setdefault(holding.claim, (set(), set()))
+                entry[0].add(f"{item.pool}/{item.name}")
+                entry[1].update(sets)
     return out
 
 
@@ -186,28 +196,44 @@ def explain(
                 "compare the selectors with what the driver publishes (kubectl get resourceslice -o yaml); "
                 "the scheduler never substitutes another model",
             )
-    # 3. Not everything matching is taken
+    # 3. Not everything matching is taken (devices held whole, counters of partitionable
+    # devices consumed, shared capacity used up)
     own = {f"{(c.get('metadata') or {}).get('namespace')}/{_name(c)}" for c in claims}
     taken = allocated_devices(all_claims, skip=own)
-    free = Inventory.from_slices(_without(slices, taken))
+    others = [h for h in holdings.holdings(all_claims) if h.claim not in own]
+    usage = holdings.usage(inventory, others)
     users = holders(all_claims)
     for claim in pending:
-        report = Checker(inventory=free, classes=classes).check_claim(claim.get("spec") or {})
+        report = Checker(inventory=inventory, classes=classes, usage=usage).check_claim(claim.get("spec") or {})
         if report.satisfiable:
             continue
         matcher = Matcher(inventory=inventory, classes=classes)
         shape, _ = read_claim(claim.get("spec") or {})
         held: set[str] = set()
+        counter_sets: set[tuple[str, str, str]] = set()
         for alternatives in shape.requests:
             for alt in alternatives:
                 for i in matcher.match(alt).matching:
-                    holder = taken.get(inventory.devices[i].id)
+                    item = inventory.devices[i]
+                    holder = taken.get(item.id)
                     if holder:
                         held.add(holder)
-        evidence = tuple(f"{k} holds devices (pods {', '.join(users.get(k, [])) or 'none'})" for k in sorted(held))
+                    counter_sets.update((item.driver, item.pool, name) for name, _ in item.consumes)
+        sharing = _sharing(inventory, others, counter_sets)
+        evidence = tuple(
+            f"{k} holds devices (pods {', '.join(users.get(k, [])) or 'none'})" for k in sorted(held)
+        ) + tuple(
+            f"{k} holds {', '.join(sorted(devices))}, which consume the same counters ({', '.join(sorted(sets))}) "
+            f"(pods {', '.join(users.get(k, [])) or 'none'})"
+            for k, (devices, sets) in sorted(sharing.items())
+            if k not in held
+        )
         return Cause(
             "all-allocated",
-            f"every device that could satisfy claim {_name(claim)} is already allocated",
+            f"every device that could satisfy claim {_name(claim)} is already allocated, or its GPU's counters "
+            "are used by allocated partitions"
+            if sharing
+            else f"every device that could satisfy claim {_name(claim)} is already allocated",
             evidence,
             "wait for those pods to finish, delete idle claims, or add GPU nodes to the pool",
         )
@@ -217,12 +243,15 @@ def explain(
     fits = set()
     for node in nodes:
         name = _name(node)
-        node_slices = [s for s in _without(slices, taken) if (s.get("spec") or {}).get("nodeName") == name]
+        node_slices = [s for s in slices if (s.get("spec") or {}).get("nodeName") == name]
         if not node_slices:
             continue
         node_inventory = Inventory.from_slices(node_slices)
+        node_usage = holdings.usage(node_inventory, others)
         if all(
-            Checker(inventory=node_inventory, classes=classes).check_claim(c.get("spec") or {}).satisfiable
+            Checker(inventory=node_inventory, classes=classes, usage=node_usage)
+            .check_claim(c.get("spec") or {})
+            .satisfiable
             for c in pending
         ):
             fits.add(name)

@@ -13,6 +13,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from fleet import cel
+from fleet.inventory import capacities
 from fleet.inventory.findings import Finding
 
 
@@ -27,6 +29,8 @@ class Alternative:
     all_devices: bool
     count: int
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    capacity: tuple[tuple[str, int], ...] = ()
+    """``capacity.requests`` (DRAConsumableCapacity): (capacity name, nano-units), sorted."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +50,12 @@ class ClaimShape:
     constraints: tuple[Constraint, ...]
 
 
+def _capacity(raw: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """``capacity.requests`` in nano-units; raises cel.QuantityError on a malformed amount."""
+    requests = (raw.get("capacity") or {}).get("requests") or {}
+    return tuple(sorted((str(k), capacities.nanos(cel.parse_quantity(str(v)))) for k, v in requests.items()))
+
+
 def _alternative(raw: Mapping[str, Any], *, request: str, name: str, index: int, sub: int | None) -> Alternative:
     selectors = tuple(str(((item or {}).get("cel") or {}).get("expression", "")) for item in raw.get("selectors") or [])
     return Alternative(
@@ -58,6 +68,7 @@ def _alternative(raw: Mapping[str, Any], *, request: str, name: str, index: int,
         all_devices=raw.get("allocationMode", "ExactCount") == "All",
         count=int(raw.get("count", 1) or 1),
         tolerations=tuple(raw.get("tolerations") or ()),
+        capacity=_capacity(raw),
     )
 
 
@@ -79,17 +90,32 @@ def read_claim(spec: Mapping[str, Any]) -> tuple[ClaimShape, list[Finding]]:
                 )
             )
             continue
-        if "exactly" in raw:
-            requests.append((_alternative(raw["exactly"] or {}, request=name, name=name, index=index, sub=None),))
-            continue
-        requests.append(
-            tuple(
-                _alternative(
-                    sub or {}, request=name, name=f"{name}/{(sub or {}).get('name', number)}", index=index, sub=number
+        try:
+            if "exactly" in raw:
+                requests.append((_alternative(raw["exactly"] or {}, request=name, name=name, index=index, sub=None),))
+                continue
+            requests.append(
+                tuple(
+                    _alternative(
+                        sub or {},
+                        request=name,
+                        name=f"{name}/{(sub or {}).get('name', number)}",
+                        index=index,
+                        sub=number,
+                    )
+                    for number, sub in enumerate(raw["firstAvailable"] or [])
                 )
-                for number, sub in enumerate(raw["firstAvailable"] or [])
             )
-        )
+        except cel.QuantityError as err:
+            findings.append(
+                Finding(
+                    "claim-invalid",
+                    f"request {name!r}: capacity request is not a quantity: {err}",
+                    hint="write amounts as Kubernetes quantities, e.g. memory: 10Gi",
+                    request=name,
+                    request_index=index,
+                )
+            )
     constraints = []
     for index, raw in enumerate(devices.get("constraints") or []):
         attribute = raw.get("matchAttribute") or raw.get("distinctAttribute")

@@ -108,9 +108,7 @@ def evaluate(
     checker = Checker(inventory=inventory, classes=class_data)
     now_checker = None
     if live is not None:
-        now_checker = Checker(
-            inventory=Inventory.from_slices(holdings.without(live.slices, live.taken)), classes=class_data
-        )
+        now_checker = Checker(inventory=inventory, classes=class_data, usage=holdings.usage(inventory, live.claims))
     findings: list[Finding] = []
     satisfied: list[Satisfaction] = []
     for claim in view.claims:
@@ -119,7 +117,11 @@ def evaluate(
         if now_checker is not None and live is not None:
             now = _check(now_checker, claim).capacity
             if report.capacity > 0 and now == 0:
-                findings.append(_blocked(claim, live=live, classes=class_data, cluster=view.name, source=source))
+                findings.append(
+                    _blocked(
+                        claim, live=live, inventory=inventory, classes=class_data, cluster=view.name, source=source
+                    )
+                )
         for found in report.findings:
             finding = located(found, claim=claim, classes=classes, cluster=view.name, source=source)
             if finding is not None:
@@ -146,7 +148,9 @@ def _check(checker: Checker, claim: Manifest) -> Any:
     return checker.check_claim(claim.data.get("spec") or {})
 
 
-def _blocked(claim: Manifest, *, live: Live, classes: Mapping[str, Any], cluster: str, source: str) -> Finding:
+def _blocked(
+    claim: Manifest, *, live: Live, inventory: Inventory, classes: Mapping[str, Any], cluster: str, source: str
+) -> Finding:
     """``claim-blocked``: which live claims, freed alone, would let one copy fit."""
     taken = live.taken
     blockers = [
@@ -154,7 +158,9 @@ def _blocked(claim: Manifest, *, live: Live, classes: Mapping[str, Any], cluster
         for held in live.claims[:MAX_BLOCKERS_CHECKED]
         if _check(
             Checker(
-                inventory=Inventory.from_slices(holdings.without(live.slices, taken - held.devices)), classes=classes
+                inventory=inventory,
+                classes=classes,
+                usage=holdings.usage(inventory, [h for h in live.claims if h is not held]),
             ),
             claim,
         ).capacity

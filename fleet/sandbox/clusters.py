@@ -314,10 +314,10 @@ def publish_gpus(sb: Sandbox, profile: profiles.Profile) -> int:
     apply(sb, [*gpus.device_classes(), *(gpus.node_manifest(n) for n in nodes)])
     listed = json.loads(sb.kubectl("get", "nodes", "-o", "json").stdout)
     uids = {item["metadata"]["name"]: item["metadata"]["uid"] for item in listed["items"]}
-    slices = [gpus.slice_manifest(n, node_uid=uids[n.name]) for n in nodes]
+    slices = [s for n in nodes for s in gpus.slice_manifests(n, node_uid=uids[n.name])]
     for i in range(0, len(slices), 200):
         apply(sb, slices[i : i + 200])
-    return sum(len(s["spec"]["devices"]) for s in slices)
+    return sum(len(s["spec"].get("devices") or ()) for s in slices)
 
 
 def wait_nodes_ready(sb: Sandbox, names: set[str], *, timeout: float = 120) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from fleet.inventory import models
 from fleet.inventory.models import (
     DRIVER,
     MIG_LAYOUT,
@@ -65,27 +66,49 @@ def node_manifest(node: NodeSpec) -> dict[str, Any]:
     }
 
 
+def slice_manifests(node: NodeSpec, *, node_uid: str) -> list[dict[str, Any]]:
+    """The node's pool: one pool named after the node, laid out in slices as the driver publishes it.
+
+    Names follow the kubelet plugin's ResourceSlice controller: ``<index>-gpu.nvidia.com-<node>-``
+    plus a suffix (the index in hex, at least two digits), which is also the order the scheduler
+    reads a pool's slices in.
+    """
+    specs = models.slice_specs(node)
+    width = max(2, len(f"{len(specs) - 1:x}"))
+    out = []
+    for index, body in enumerate(specs):
+        prefix = f"{index:0{width}x}-{DRIVER}-{node.name}-"
+        suffix = hashlib.sha256(f"{node.name}/{index}".encode()).hexdigest()[:5] if index else _suffix(node)
+        out.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {
+                    "name": prefix + suffix,
+                    "generateName": prefix,
+                    "ownerReferences": [
+                        {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node_uid, "controller": True}
+                    ],
+                },
+                "spec": {
+                    "driver": DRIVER,
+                    "nodeName": node.name,
+                    "pool": {"name": node.name, "generation": 1, "resourceSliceCount": len(specs)},
+                    **body,
+                },
+            }
+        )
+    return out
+
+
+def _suffix(node: NodeSpec) -> str:
+    return hashlib.sha256(node.name.encode()).hexdigest()[:5]
+
+
 def slice_manifest(node: NodeSpec, *, node_uid: str) -> dict[str, Any]:
-    """The node's ResourceSlice: one pool named after the node, every device in one slice."""
-    prefix = f"00-{DRIVER}-{node.name}-"
-    suffix = hashlib.sha256(node.name.encode()).hexdigest()[:5]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {
-            "name": prefix + suffix,
-            "generateName": prefix,
-            "ownerReferences": [
-                {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node_uid, "controller": True}
-            ],
-        },
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node.name,
-            "pool": {"name": node.name, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices(node),
-        },
-    }
+    """The node's ResourceSlice when the driver publishes one slice (every node without DynamicMIG)."""
+    [only] = slice_manifests(node, node_uid=node_uid)
+    return only
 
 
 def device_classes() -> list[dict[str, Any]]:
@@ -118,4 +141,5 @@ __all__ = [
     "model_from_nvml",
     "node_manifest",
     "slice_manifest",
+    "slice_manifests",
 ]
