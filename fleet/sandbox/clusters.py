@@ -71,6 +71,8 @@ class Sandbox:
     components: list[processes.Running] = field(default_factory=list)
     bin_dir: dict[str, str] = field(default_factory=dict)
     pools: dict[str, int] = field(default_factory=dict)
+    pool_options: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Driver options per pool (``migStrategy``, ``consumableShares``) of the profile it runs."""
     timings: dict[str, float] = field(default_factory=dict)
     attached: list[processes.Running] = field(default_factory=list)
     """Processes started against the sandbox (the demo's controller): stopped by ``down``, not part of its health."""
@@ -141,6 +143,7 @@ class Sandbox:
             components=comps,
             bin_dir=data.get("bin_dir", {}),
             pools=data.get("pools", {}),
+            pool_options=data.get("pool_options", {}),
             timings=data.get("timings", {}),
             attached=attached,
             apiserver_flags=list(data.get("apiserver_flags", [])),
@@ -380,7 +383,7 @@ def up(
     existing = Sandbox.load(directory)
     if existing is not None:
         if existing.healthy():
-            if existing.pools != profile.pools:
+            if existing.pools != profile.pools or existing.pool_options != profile.options:
                 raise SandboxError(
                     f"a sandbox with pools {existing.pools} is already running",
                     where=str(directory),
@@ -420,6 +423,7 @@ def _up_once(
         ports=ports,
         bin_dir={k: str(v) for k, v in bins.paths.items()},
         pools=dict(profile.pools),
+        pool_options=dict(profile.options),
         apiserver_flags=apiserver_flags,
     )
     total = time.monotonic()

@@ -18,8 +18,10 @@ from typing import Any
 
 from fleet.inventory import models
 from fleet.inventory.models import (
+    CONSUMABLE_SHARES,
     DRIVER,
     MIG_LAYOUT,
+    MIG_STRATEGIES,
     MODELS,
     GpuModel,
     MigProfile,
@@ -128,9 +130,11 @@ def device_classes() -> list[dict[str, Any]]:
 
 
 __all__ = [
+    "CONSUMABLE_SHARES",
     "DRIVER",
     "GPU_TAINT",
     "MIG_LAYOUT",
+    "MIG_STRATEGIES",
     "MODELS",
     "GpuModel",
     "MigProfile",

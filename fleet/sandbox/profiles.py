@@ -10,15 +10,25 @@ A profile is a small YAML file::
       l4x4: 1
 
 A pool key is ``<model>x<gpus>`` (model h100, a100, h200 or l4; gpus 1, 2, 4 or 8)
-or ``<model>-mig`` (8 GPUs of a MIG-capable model, 2 of them in MIG mode).
-Profiles are checked completely before anything starts, and every error names
-the field and the values that are allowed.
+or ``<model>-mig`` (8 GPUs of a MIG-capable model, 2 of them in MIG mode), with
+an optional ``-<tag>`` to tell apart pools of one model. A pool is a node count,
+or a mapping that also sets how the NVIDIA driver publishes its GPUs::
+
+    pools:
+      h100x8-dyn: {nodes: 2, migStrategy: dynamic}       # driver gate DynamicMIG
+      h200x8-shared: {nodes: 1, consumableShares: memory} # driver gate ConsumableShares
+
+``migStrategy: dynamic`` publishes every MIG placement as a partitionable device
+(A100 and H100: a counter set per GPU, split slices); ``consumableShares``
+(``memory``, ``unlimited`` or a share count) makes every device shareable with GPU
+memory as consumable capacity. Profiles are checked completely before anything
+starts, and every error names the field and the values that are allowed.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +40,19 @@ from fleet.sandbox.errors import ProfileError
 
 GPU_COUNTS = (1, 2, 4, 8)
 MAX_NODES = 2000
-_POOL = re.compile(r"^(?P<model>[a-z0-9]+)(?:x(?P<count>\d+)|(?P<mig>-mig))$")
+_POOL = re.compile(r"^(?P<model>[a-z0-9]+)(?:x(?P<count>\d+)|(?P<mig>-mig))(?:-(?P<tag>[a-z0-9]+))?$")
+OPTIONS = ("nodes", "migStrategy", "consumableShares")
 
 DEFAULT: dict[str, int] = {"h100x8": 2, "a100x8": 1, "a100-mig": 1, "h200x8": 1, "l4x4": 1}
 
 
 @dataclass(frozen=True)
 class Profile:
-    """Validated pools, in the order written: pool key → node count."""
+    """Validated pools, in the order written: pool key → node count (and driver options)."""
 
     pools: dict[str, int]
+    options: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Pool key → ``{migStrategy, consumableShares}`` where a pool sets them."""
 
     def nodes(self) -> list[gpus.NodeSpec]:
         """Every node of every pool, with a stable name and ordinal."""
@@ -50,6 +63,7 @@ class Profile:
             model = gpus.MODELS[m["model"]]
             per_node = 8 if m["mig"] else int(m["count"])
             mig = 2 if m["mig"] else 0
+            options = self.options.get(key, {})
             for i in range(count):
                 out.append(
                     gpus.NodeSpec(
@@ -59,6 +73,8 @@ class Profile:
                         model=model,
                         gpus=per_node,
                         mig_gpus=mig,
+                        mig_strategy=options.get("migStrategy", "static"),
+                        consumable_shares=options.get("consumableShares", ""),
                     )
                 )
         return out
@@ -100,6 +116,8 @@ def parse(data: Any, *, source: str = "<profile>") -> Profile:
         )
     allowed = allowed_pools()
     total = 0
+    options: dict[str, dict[str, str]] = {}
+    counts: dict[str, int] = {}
     for key, count in pools.items():
         where = f"{_line(pools, key, source)}: pools.{key}"
         m = _POOL.match(str(key))
@@ -117,11 +135,15 @@ def parse(data: Any, *, source: str = "<profile>") -> Profile:
                 where=where,
                 hint=f"allowed pools: {', '.join(allowed)}",
             )
+        if isinstance(count, dict):
+            count, chosen = _options(count, where=where, model=gpus.MODELS[m["model"]])
+            options[str(key)] = chosen
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise ProfileError(
                 f"node count must be a whole number ≥ 0, got {count!r}", where=where, hint="write e.g. 'h100x8: 2'"
             )
         total += count
+        counts[str(key)] = count
     if total == 0:
         raise ProfileError("the profile creates no nodes", where=f"{source}: pools", hint="give a pool a count ≥ 1")
     if total > MAX_NODES:
@@ -130,7 +152,39 @@ def parse(data: Any, *, source: str = "<profile>") -> Profile:
             where=f"{source}: pools",
             hint="lower the counts",
         )
-    return Profile(pools={str(k): int(v) for k, v in pools.items()})
+    return Profile(pools=counts, options=options)
+
+
+def _options(raw: dict[Any, Any], *, where: str, model: gpus.GpuModel) -> tuple[Any, dict[str, str]]:
+    """(node count, driver options) of a pool written as a mapping."""
+    unknown = sorted(str(k) for k in set(raw) - set(OPTIONS))
+    if unknown:
+        raise ProfileError(f"unknown pool field {unknown[0]!r}", where=where, hint=f"pool fields: {', '.join(OPTIONS)}")
+    chosen: dict[str, str] = {}
+    strategy = raw.get("migStrategy", "static")
+    if strategy not in gpus.MIG_STRATEGIES:
+        raise ProfileError(
+            f"migStrategy {strategy!r} is not known", where=where, hint=f"one of {', '.join(gpus.MIG_STRATEGIES)}"
+        )
+    if strategy == "dynamic":
+        if not model.mig_profiles:
+            raise ProfileError(
+                f"{model.product_name} has no MIG profiles in the sandbox",
+                where=where,
+                hint="migStrategy: dynamic needs a MIG-capable model: "
+                + ", ".join(k for k, v in gpus.MODELS.items() if v.mig_profiles),
+            )
+        chosen["migStrategy"] = "dynamic"
+    shares = str(raw.get("consumableShares", ""))
+    if shares not in gpus.CONSUMABLE_SHARES and not (shares.isdigit() and int(shares) > 0):
+        raise ProfileError(
+            f"consumableShares {shares!r} is not a mode of the driver",
+            where=where,
+            hint="memory, unlimited or a share count such as 4",
+        )
+    if shares:
+        chosen["consumableShares"] = shares
+    return raw.get("nodes", 1), chosen
 
 
 def load(path: Path | None) -> Profile:
