@@ -108,7 +108,18 @@ def exist_problems(refs: list[Ref], *, live: Mapping[tuple[str, str], Live]) -> 
 
 
 def slice_problems(plan: Plan, *, nodes: Live, slices: Live) -> list[str]:
-    devices: dict[str, int] = {}
+    """Every node of a pool publishes the GPUs the pool expects, healthy, of the expected model.
+
+    A GPU is its whole-GPU device, or — when dynamic MIG announces only partitions (Ampere,
+    whose MIG mode is on before the driver starts) — the ``parentUUID`` its partitionable MIG
+    devices share; static MIG devices are not whole GPUs. A GPU whose device
+    carries a NoSchedule/NoExecute taint (the driver's health checks: ``gpu.nvidia.com/xid``,
+    ``gpu.nvidia.com/gpu-lost``) cannot take new claims, so it is not counted as healthy and the
+    problem names the taint.
+    """
+    gpus: dict[str, dict[str, list[str]]] = {}  # node -> GPU -> blocking taints of its devices
+    partitions: dict[str, dict[str, list[list[str]]]] = {}  # node -> parent -> taints per MIG device
+    names: dict[tuple[str, str], str] = {}
     products: dict[str, set[str]] = {}
     for s in slices.values():
         spec = s.get("spec") or {}
@@ -117,31 +128,56 @@ def slice_problems(plan: Plan, *, nodes: Live, slices: Live) -> list[str]:
             continue
         for device in spec.get("devices") or ():
             attrs = device.get("attributes") or {}
-            if (attrs.get("type") or {}).get("string", "gpu") != "gpu":
-                continue  # MIG devices and other partitions are not whole GPUs
-            devices[node] = devices.get(node, 0) + 1
+            kind = (attrs.get("type") or {}).get("string", "gpu")
+            blocking = [_taint(t) for t in device.get("taints") or () if t.get("effect") in ("NoSchedule", "NoExecute")]
+            if kind == "gpu":
+                uuid = (attrs.get("uuid") or {}).get("string") or str(device.get("name"))
+                gpus.setdefault(node, {})[uuid] = blocking
+                names[(node, uuid)] = str(device.get("name"))
+            elif kind == "mig" and device.get("consumesCounters") and (attrs.get("parentUUID") or {}).get("string"):
+                parent = attrs["parentUUID"]["string"]
+                partitions.setdefault(node, {}).setdefault(parent, []).append(blocking)
+                names.setdefault((node, parent), f"GPU {parent}")
+            else:
+                continue
             product = (attrs.get("productName") or {}).get("string")
             if product:
                 products.setdefault(node, set()).add(product)
+    for node, parents in partitions.items():
+        for parent, taints in parents.items():
+            if parent not in gpus.get(node, {}):
+                # only partitions published: the GPU is out only when every partition is
+                gpus.setdefault(node, {})[parent] = taints[0] if all(taints) else []
     out: list[str] = []
     for pool in plan.pools:
         for node in sorted((n for n in nodes.values() if pool.matches(dict(n))), key=_name):
             name = _name(node)
-            found = devices.get(name, 0)
-            if found == 0:
+            found = gpus.get(name, {})
+            tainted = {uuid: taints for uuid, taints in found.items() if taints}
+            healthy = len(found) - len(tainted)
+            if not found:
                 out.append(
                     f"Node {name}: no ResourceSlice from driver {DRIVER} "
                     f"(pool {pool.name} expects {pool.gpus_per_node} GPUs)"
                 )
-            elif found < pool.gpus_per_node:
+            elif healthy < pool.gpus_per_node:
+                detail = ""
+                if tainted:
+                    shown = ", ".join(f"{names[(name, u)]} {', '.join(t)}" for u, t in sorted(tainted.items())[:8])
+                    detail = f" ({len(tainted)} tainted NoSchedule, unavailable to new claims: {shown})"
                 out.append(
-                    f"Node {name}: driver {DRIVER} publishes {found} GPUs, "
+                    f"Node {name}: driver {DRIVER} publishes {healthy} healthy GPUs{detail}, "
                     f"pool {pool.name} expects {pool.gpus_per_node}"
                 )
             wrong = sorted(products.get(name, set()) - {pool.gpu_product})
             if wrong:
                 out.append(f"Node {name}: GPUs are {', '.join(wrong)}, pool {pool.name} expects {pool.gpu_product}")
     return out
+
+
+def _taint(taint: Mapping[str, Any]) -> str:
+    value = f"={taint['value']}" if taint.get("value") else ""
+    return f"{taint.get('key')}{value}:{taint.get('effect')}"
 
 
 def pool_problems(plan: Plan, *, nodes: Live) -> list[str]:

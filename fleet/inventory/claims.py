@@ -272,7 +272,11 @@ class Checker:
         self, shape: ClaimShape, matches: Sequence[Sequence[Match]], reports: Sequence[Sequence[AlternativeReport]]
     ) -> Finding:
         for alternatives, per_request, report in zip(shape.requests, matches, reports, strict=True):
-            if any(r.nodes for r in report):
+            refused = all(
+                explanations.capacity_refusals(self.inventory, a, m)
+                for a, m in zip(alternatives, per_request, strict=True)
+            )
+            if any(r.nodes for r in report) and not refused:
                 continue
             return explanations.explain_alternative(
                 self.inventory, alternatives[0], per_request[0], cache=self._explained

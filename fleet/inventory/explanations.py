@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from fleet import cel
+from fleet.inventory import capacities
 from fleet.inventory.findings import Finding
 from fleet.inventory.inventories import Inventory
 from fleet.inventory.matches import CompiledSelector, Match
@@ -201,6 +202,31 @@ def explain_alternative(
                 line=line,
                 column=column,
             )
+    refused = capacity_refusals(inventory, alternative, match)
+    if refused:
+        return replace(
+            base,
+            message=f"request {alternative.name!r}: capacity.requests fit none of the {len(match.matching)} devices "
+            f"it selects: {refused}",
+            hint="ask for an amount the device's requestPolicy allows (requests are rounded up to its step or "
+            "valid values, never past max) and no more than the device has",
+        )
+    tainted = _tainted(inventory, match)
+    if tainted:
+        most = max(match.per_node.values(), default=0)
+        shown = ", ".join(f"{node}/{device} ({taint})" for node, device, taint in tainted[:5])
+        more = f" and {len(tainted) - 5} more" if len(tainted) > 5 else ""
+        keys = sorted({taint.split("=")[0].split(":")[0] for _, _, taint in tainted})
+        return replace(
+            base,
+            rule="claim-unsatisfiable",
+            message=f"request {alternative.name!r}: {len(tainted)} device(s) it selects are tainted and the "
+            f"request does not tolerate the taint: {shown}{more}"
+            + (f"; at most {most} untainted match on one node" if most else ""),
+            hint="the driver taints a GPU after an XID error or when it is lost; tolerate it only if the workload "
+            "may run there: exactly.tolerations: [{key: " + keys[0] + ", operator: Exists, effect: NoSchedule}], "
+            "or wait for the taint to be cleared (kubectl get resourceslice -o yaml shows devices[].taints)",
+        )
     if match.matching:
         best = max(match.per_node.items(), key=lambda item: item[1], default=("", 0))
         wanted = "all matching devices" if alternative.all_devices else f"{alternative.count} devices"
@@ -228,6 +254,36 @@ def explain_alternative(
     )
 
 
+def capacity_refusals(inventory: Inventory, alternative: Alternative, match: Match) -> str:
+    """Why every selected device refuses the request's capacity amounts ("" when some device takes them)."""
+    if not alternative.capacity or not match.matching:
+        return ""
+    requests = dict(alternative.capacity)
+    reasons: Counter[str] = Counter()
+    for index in match.matching:
+        why = capacities.why_not(requests, inventory.devices[index].capacities)
+        if not why:
+            return ""
+        reasons[why] += 1
+    return "; ".join(f"{why} ({n} devices)" for why, n in reasons.most_common(3))
+
+
+def _tainted(inventory: Inventory, match: Match) -> list[tuple[str, str, str]]:
+    """(node, device, taint) of the devices the selectors match but an untolerated taint keeps out."""
+    if match.grouping is None or not match.tainted_groups:
+        return []
+    out = []
+    for group in sorted(match.tainted_groups):
+        for index in match.grouping.indices[group]:
+            item = inventory.devices[index]
+            for taint in item.taints:
+                if taint.get("effect") in ("NoSchedule", "NoExecute"):
+                    value = f"={taint['value']}" if taint.get("value") else ""
+                    out.append((item.node, item.name, f"{taint.get('key')}{value}:{taint.get('effect')}"))
+                    break
+    return sorted(out)
+
+
 def unsatisfiable_together(
     *, requests: Sequence[str], constraint: int | None = None, message: str = "", hint: str = ""
 ) -> Finding:
@@ -243,6 +299,7 @@ def unsatisfiable_together(
 __all__ = [
     "REMOVED",
     "RENAMED",
+    "capacity_refusals",
     "closest_values",
     "display",
     "explain_alternative",

@@ -9,7 +9,11 @@ applies, with its evidence:
 1. ``deviceclass-missing``: a request names a DeviceClass that does not exist;
 2. ``no-matching-device``: no published device passes the class and request selectors
    (per selector clause, how many devices pass, and the closest values published);
-3. ``all-allocated``: matching devices exist but other claims hold every one (named);
+   — or ``device-tainted`` when the devices that match carry a NoSchedule/NoExecute taint
+   (the driver's health checks: ``gpu.nvidia.com/xid``, ``gpu-lost``) the request does not
+   tolerate, naming the taint;
+3. ``all-allocated``: matching devices exist but other claims hold every one (named), or
+   allocated partitions consume the counters a dynamic-MIG placement needs (named);
 4. ``no-resourceslices``: the nodes the pod may run on are GPU nodes without
    ResourceSlices (the kubelet plugin is absent or unhealthy there);
 5. ``node-constraints``: nodeSelector, required node affinity or untolerated taints
@@ -188,6 +192,15 @@ def explain(
         report = Checker(inventory=inventory, classes=classes).check_claim(claim.get("spec") or {})
         if not report.satisfiable:
             lines = tuple(f"{f.message}" + (f" ({f.hint})" if f.hint else "") for f in report.findings)
+            if any("are tainted" in f.message for f in report.findings):
+                return Cause(
+                    "device-tainted",
+                    f"the devices that would satisfy claim {_name(claim)} are tainted and its requests do not "
+                    "tolerate the taint",
+                    lines,
+                    "a tainted GPU had an XID error or was lost (gpu.nvidia.com/xid, gpu.nvidia.com/gpu-lost); "
+                    "fix or replace it, or add a device toleration to the request if the workload may use it",
+                )
             passing = [f"request {a.name}: {a.devices} devices match" for req in report.requests for a in req]
             return Cause(
                 "no-matching-device",

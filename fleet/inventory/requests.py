@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet import cel
-from fleet.inventory import capacities
+from fleet.inventory import capacities, limits
 from fleet.inventory.findings import Finding
 
 
@@ -70,6 +70,49 @@ def _alternative(raw: Mapping[str, Any], *, request: str, name: str, index: int,
         tolerations=tuple(raw.get("tolerations") or ()),
         capacity=_capacity(raw),
     )
+
+
+def _toleration_findings(alternative: Alternative) -> list[Finding]:
+    """Tolerations the API server refuses (``DeviceTolerationsMaxLength``, effect, operator)."""
+    where = {
+        "request": alternative.name,
+        "request_index": alternative.request_index,
+        "subrequest_index": alternative.subrequest_index,
+    }
+    out = []
+    if len(alternative.tolerations) > limits.MAX_TOLERATIONS:
+        out.append(
+            Finding(
+                "claim-invalid",
+                f"request {alternative.name!r} has {len(alternative.tolerations)} tolerations; the API allows "
+                f"{limits.MAX_TOLERATIONS}",
+                hint="tolerate a whole key with operator: Exists instead of listing values",
+                **where,  # type: ignore[arg-type]
+            )
+        )
+    for number, toleration in enumerate(alternative.tolerations):
+        effect, operator = str(toleration.get("effect") or ""), str(toleration.get("operator") or "")
+        if effect not in limits.TOLERATION_EFFECTS:
+            out.append(
+                Finding(
+                    "claim-invalid",
+                    f"request {alternative.name!r} toleration #{number} has effect {effect!r}, which no device "
+                    "taint has",
+                    hint="effect is NoSchedule or NoExecute, or left out to match every effect "
+                    "(the NVIDIA driver's health taints use NoSchedule)",
+                    **where,  # type: ignore[arg-type]
+                )
+            )
+        if operator not in limits.TOLERATION_OPERATORS:
+            out.append(
+                Finding(
+                    "claim-invalid",
+                    f"request {alternative.name!r} toleration #{number} has operator {operator!r}",
+                    hint="operator is Equal (the default) or Exists",
+                    **where,  # type: ignore[arg-type]
+                )
+            )
+    return out
 
 
 def read_claim(spec: Mapping[str, Any]) -> tuple[ClaimShape, list[Finding]]:
@@ -135,6 +178,10 @@ def read_claim(spec: Mapping[str, Any]) -> tuple[ClaimShape, list[Finding]]:
                 index, tuple(str(r) for r in raw.get("requests") or ()), str(attribute), "distinctAttribute" in raw
             )
         )
+    for alternatives in requests:
+        for alternative in alternatives:
+            if alternative.tolerations:
+                findings += _toleration_findings(alternative)
     return ClaimShape(tuple(requests), tuple(constraints)), findings
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from fleet.inventory import limits
 from fleet.inventory.inventories import Inventory, InventoryError
 
 API_VERSION = "fleet.gpufleet.dev/v1alpha1"
@@ -67,4 +68,38 @@ def load(text: str, *, where: str = "inventory snapshot") -> tuple[Inventory, st
     return Inventory.from_slices(slices), str(document.get("cluster") or "")
 
 
-__all__ = ["API_VERSION", "KIND", "dump", "load", "snapshot"]
+def problems(text: str) -> list[tuple[int, int, limits.Problem]]:
+    """(line, column, problem) for every slice of the snapshot the API or the scheduler would refuse.
+
+    Checked on the plain data first; only a snapshot with problems is read again with
+    positions (ruamel's round-trip loader is several times slower), so a clean file costs
+    one pass over its slices.
+    """
+    try:
+        document = YAML(typ="safe", pure=True).load(text)
+    except YAMLError:
+        return []
+    slices = document.get("resourceSlices") if isinstance(document, dict) else None
+    if not isinstance(slices, list):
+        return []
+    found = limits.problems(slices)
+    if not found:
+        return []
+    located = YAML(typ="rt").load(text)["resourceSlices"]
+    out = []
+    for problem in found:
+        node: Any = located[problem.slice]
+        line, column = node.lc.line, node.lc.col
+        for step in problem.path:
+            try:
+                child = node[step]
+            except (KeyError, IndexError, TypeError):
+                break
+            position = node.lc.key(step) if isinstance(step, str) else node.lc.item(step)
+            line, column = position[0], position[1]
+            node = child
+        out.append((line + 1, column + 1, problem))
+    return out
+
+
+__all__ = ["API_VERSION", "KIND", "dump", "load", "problems", "snapshot"]

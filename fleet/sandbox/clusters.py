@@ -323,6 +323,71 @@ def publish_gpus(sb: Sandbox, profile: profiles.Profile) -> int:
     return sum(len(s["spec"].get("devices") or ()) for s in slices)
 
 
+TAINT_EFFECTS = ("NoSchedule", "NoExecute", "None")
+
+
+def parse_taint(text: str) -> tuple[dict[str, str] | None, str]:
+    """``KEY[=VALUE]:EFFECT`` as a device taint, or ``KEY-`` (None, key) to remove one."""
+    if text.endswith("-") and ":" not in text:
+        return None, text[:-1]
+    head, sep, effect = text.rpartition(":")
+    key, _, value = head.partition("=")
+    if not sep or not key or effect not in TAINT_EFFECTS:
+        raise SandboxError(
+            f"device taint {text!r} is not KEY[=VALUE]:EFFECT",
+            where="fleetctl sandbox taint-device",
+            hint=f"EFFECT is one of {', '.join(TAINT_EFFECTS)}, e.g. gpu.nvidia.com/xid=79:NoSchedule "
+            "(the driver's XID taint); KEY- removes a taint",
+        )
+    taint = {"key": key, "effect": effect}
+    if value:
+        taint["value"] = value
+    return taint, key
+
+
+def taint_device(sb: Sandbox, *, node: str, device: str, taint: str) -> dict[str, Any]:
+    """Republish the node's slice with ``taint`` on ``device``, as the driver's health monitor does.
+
+    The driver keeps one taint per key (a newer XID replaces the older one's value) and
+    republishes the whole slice; a single changed slice keeps the pool's generation, as its
+    ResourceSlice controller does. Returns the device as published afterwards.
+    """
+    wanted, key = parse_taint(taint)
+    listed = json.loads(
+        sb.kubectl("get", "resourceslices", "--field-selector", f"spec.nodeName={node}", "-o", "json").stdout
+    )["items"]
+    for item in listed:
+        for published in (item.get("spec") or {}).get("devices") or ():
+            if published.get("name") != device:
+                continue
+            taints = [t for t in published.get("taints") or () if t.get("key") != key]
+            if wanted is not None:
+                taints.append(wanted)
+            if taints:
+                published["taints"] = [{k: v for k, v in t.items() if k != "timeAdded"} for t in taints]
+            else:
+                published.pop("taints", None)
+            meta = item["metadata"]
+            apply(
+                sb,
+                [
+                    {
+                        "apiVersion": "resource.k8s.io/v1",
+                        "kind": "ResourceSlice",
+                        "metadata": {k: meta[k] for k in ("name", "ownerReferences") if k in meta},
+                        "spec": item["spec"],
+                    }
+                ],
+            )
+            return dict(published)
+    names = sorted(d.get("name", "") for i in listed for d in (i.get("spec") or {}).get("devices") or ())
+    raise SandboxError(
+        f"node {node} publishes no device {device}",
+        where=sb.server,
+        hint=f"devices of {node}: {', '.join(names[:20]) or 'none (is the node name right?)'}",
+    )
+
+
 def wait_nodes_ready(sb: Sandbox, names: set[str], *, timeout: float = 120) -> None:
     """Wait until KWOK reports every node Ready and node-lifecycle has removed the not-ready taint."""
     deadline = time.monotonic() + timeout

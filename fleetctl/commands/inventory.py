@@ -3,7 +3,9 @@
 Reads the cluster's ResourceSlices (kubectl-style ``--kubeconfig`` /
 ``KUBECONFIG`` / ``--context``) and prints either a table of nodes, models and
 device counts (``-o text``, for on-call) with who holds what — per allocated device
-its claim and pods, per model the devices allocated and free — or an inventory snapshot
+its claim and pods, per model the devices allocated, blocked, tainted and free,
+the counters of partitioned GPUs (dynamic MIG) and the capacity left on shared
+GPUs, and every tainted device with its taint — or an inventory snapshot
 (``-o yaml``/``json``) that ``fleetctl validate --inventory FILE`` checks pull
 requests against without cluster access. The snapshot is read back through
 the same ``Inventory.from_slices`` as live slices, so both answer alike.
@@ -20,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fleet import kube
-from fleet.inventory import Inventory, pendings, snapshots
+from fleet.inventory import Inventory, capacities, holdings, leftovers, pendings, snapshots
 from fleetctl.pipelines import interruptible
 
 
@@ -75,7 +77,12 @@ def _models(slices: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
 
 
 def allocations(slices: list[dict[str, Any]], claims: list[dict[str, Any]]) -> str:
-    """Who holds what: every allocated device with its claim and pods, then per model total/allocated/free."""
+    """Who holds what: every allocated device with its claim and pods, then per model what is left.
+
+    A device nobody holds may still be unusable: ``BLOCKED`` when allocated partitions of its GPU
+    consume the counters it needs (dynamic MIG: memory slices, multiprocessors), ``TAINTED`` when
+    a NoSchedule/NoExecute taint keeps out requests without a toleration.
+    """
     models = _models(slices)
     held = pendings.allocated_devices(claims)
     pods = pendings.holders(claims)
@@ -84,15 +91,47 @@ def allocations(slices: list[dict[str, Any]], claims: list[dict[str, Any]]) -> s
         node, model = models.get(device_id, ("?", "(not published)"))
         rows.append((node, device_id.rpartition("/")[2], model, claim, ",".join(pods.get(claim, [])) or "-"))
     lines = [_columns(rows)] if len(rows) > 1 else ["no device is allocated"]
-    totals: dict[str, list[int]] = {}
-    for device_id, (_, model) in models.items():
-        entry = totals.setdefault(model, [0, 0])
-        entry[0] += 1
-        entry[1] += device_id in held
-    table = [("MODEL", "TOTAL", "ALLOCATED", "FREE")]
-    table += [(m, str(t), str(a), str(t - a)) for m, (t, a) in sorted(totals.items())]
+    inventory = Inventory.from_slices(slices)
+    usage = holdings.usage(inventory, holdings.holdings(claims))
+    totals: dict[str, dict[str, int]] = {}
+    for index, item in enumerate(inventory.devices):
+        _, model = models.get(item.id, ("?", "?"))
+        entry = totals.setdefault(model, dict.fromkeys(("total", *leftovers.STATES), 0))
+        entry["total"] += 1
+        entry[leftovers.state(inventory, usage, index)] += 1
+    table: list[tuple[str, ...]] = [("MODEL", "TOTAL", "ALLOCATED", "SHARED", "BLOCKED", "TAINTED", "FREE")]
+    table += [
+        (m, *(str(t[k]) for k in ("total", "allocated", "shared", "blocked", "tainted", "free")))
+        for m, t in sorted(totals.items())
+    ]
     lines += ["", _columns(table)]
+    counted = leftovers.counted(inventory, usage)
+    if counted:
+        rows = [("NODE", "COUNTER SET", "COUNTER", "USED", "OF")]
+        rows += [
+            (c.node, c.counter_set, c.counter, _amount(c.used, c.counter), _amount(c.total, c.counter)) for c in counted
+        ]
+        lines += ["", "partitioned GPUs: counters consumed by allocated devices", _columns(rows)]
+    shared = [(i, usage.capacity[i]) for i in sorted(usage.capacity)]
+    if shared:
+        rows = [("NODE", "DEVICE", "CAPACITY", "USED", "OF")]
+        for index, used in shared:
+            item = inventory.devices[index]
+            for name, capacity in sorted(item.capacities.items()):
+                rows.append(
+                    (item.node, item.name, name, capacities.show(used.get(name, 0)), capacities.show(capacity.value))
+                )
+        lines += ["", "shared GPUs: capacity consumed by allocated claims", _columns(rows)]
+    tainted = [d for d in inventory.devices if d.taints]
+    if tainted:
+        rows = [("NODE", "DEVICE", "TAINT", "", "")]
+        rows += [(d.node, d.name, ", ".join(leftovers.taint_text(t) for t in d.taints), "", "") for d in tainted]
+        lines += ["", "tainted devices (NoSchedule/NoExecute: only requests that tolerate the taint)", _columns(rows)]
     return "\n".join(lines)
+
+
+def _amount(nanos: int, counter: str) -> str:
+    return capacities.show(nanos) if counter == "memory" else f"{nanos / capacities.NANO:g}"
 
 
 def _columns(rows: Sequence[tuple[str, ...]]) -> str:

@@ -61,6 +61,19 @@ def register(sub: Any) -> None:
     env = verbs.add_parser("env", help='print shell exports for the sandbox (eval "$(fleetctl sandbox env)")')
     env.set_defaults(func=_env)
 
+    taint = verbs.add_parser(
+        "taint-device",
+        help="play a GPU health event: republish NODE's slice with a taint on DEVICE",
+        description="Republish the ResourceSlice holding DEVICE with the device taint KEY[=VALUE]:EFFECT, as the "
+        "NVIDIA driver's health checks do after an XID error (gpu.nvidia.com/xid=79:NoSchedule), a lost GPU "
+        "(gpu.nvidia.com/gpu-lost:NoSchedule) or an unmonitored one (gpu.nvidia.com/unmonitored:None). "
+        "KEY- removes the taint.",
+    )
+    taint.add_argument("node")
+    taint.add_argument("device")
+    taint.add_argument("taint", metavar="KEY[=VALUE]:EFFECT")
+    taint.set_defaults(func=_taint_device)
+
     st = verbs.add_parser("status", help="components, ports, nodes and devices")
     st.add_argument("-o", "--output", choices=("text", "json"), default="text")
     st.set_defaults(func=_status)
@@ -132,6 +145,19 @@ def _env(args: argparse.Namespace) -> int:
     print(f'export PATH={shlex.quote(str(sb.binary("kubectl").parent))}:"$PATH"')
     if "helm" in sb.bin_dir:  # the operator stage's helm (fleetctl diff/apply read FLEET_HELM)
         print(f"export FLEET_HELM={shlex.quote(str(sb.binary('helm')))}")
+    return 0
+
+
+def _taint_device(args: argparse.Namespace) -> int:
+    sb = clusters.Sandbox.load(args.dir or clusters.default_dir())
+    if sb is None:
+        print("no sandbox is running; start one with `fleetctl sandbox up`", file=sys.stderr)
+        return 1
+    device = clusters.taint_device(sb, node=args.node, device=args.device, taint=args.taint)
+    taints = ", ".join(
+        f"{t['key']}{'=' + t['value'] if t.get('value') else ''}:{t['effect']}" for t in device.get("taints") or ()
+    )
+    print(f"{args.node}/{args.device}: {taints or 'no taints'}")
     return 0
 
 

@@ -14,6 +14,7 @@ internal error — an internal error must never look like "your change is bad".
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import json
 import os
@@ -30,7 +31,18 @@ from fleet import kube
 from fleet.engine import pipelines
 from fleet.errors import FleetError
 from fleet.inventory import Inventory, holdings, snapshots
-from fleet.manifests import Finding, Limits, Manifest, Revision, cluster_names, fixes, kinds, read_revision, read_tree
+from fleet.manifests import (
+    Finding,
+    Limits,
+    Location,
+    Manifest,
+    Revision,
+    cluster_names,
+    fixes,
+    kinds,
+    read_revision,
+    read_tree,
+)
 from fleet.policy import Result, Satisfaction, declarations, validate
 from fleet.policy.satisfiability import Live
 from fleetctl import reports
@@ -98,6 +110,8 @@ def _validate(args: argparse.Namespace) -> int:
         revision = read_revision(repo)
         inventories, sources, live = _inventories(args, revision=revision)
         result = validate(revision, clusters=args.cluster, inventories=inventories, sources=sources, live=live)
+    if args.inventory is not None:
+        result = dataclasses.replace(result, findings=sorted({*result.findings, *_snapshot_findings(args.inventory)}))
     findings = result.findings
     out = sys.stdout
     if args.output == "json":
@@ -111,6 +125,20 @@ def _validate(args: argparse.Namespace) -> int:
         explicit = [s for s in result.satisfaction if s.source != declarations.SOURCE]
         console.print(satisfaction_text(explicit, repo=repo), end="")
     return 1 if any(f.severity == "error" for f in findings) else 0
+
+
+def _snapshot_findings(path: Path) -> list[Finding]:
+    """Slices of the snapshot that the API server or the scheduler would refuse, at their line."""
+    return [
+        Finding(
+            Location(str(path), line, column),
+            problem.rule,
+            problem.message,
+            hint=problem.hint,
+            object=f"ResourceSlice #{problem.slice}",
+        )
+        for line, column, problem in snapshots.problems(path.read_text(encoding="utf-8"))
+    ]
 
 
 def _inventories(
