@@ -45,21 +45,33 @@ def result(**figures: object) -> None:
     print("RESULT " + " ".join(f"{k}={v}" for k, v in figures.items()), flush=True)
 
 
-def gpu_slices(nodes: int, *, driver_versions: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def gpu_slices(nodes: int, *, driver_versions: tuple[str, ...] = (), dynamic_mig: bool = False) -> list[dict[str, Any]]:
     """ResourceSlices of ``nodes`` nodes x 8 GPUs exactly as the NVIDIA driver publishes them.
 
     Built by the sandbox's own publisher (``fleet.sandbox.gpus``), cycling H100, A100 and H200
     nodes, so identities (UUID, PCI bus id) differ per device and node. ``driver_versions``
     cycles the ``driverVersion`` per group of three nodes, for version selectors to split on.
+    ``dynamic_mig`` publishes the H100 and A100 nodes with the driver's DynamicMIG gate: every
+    placement of every MIG profile as a partitionable device, a counter set per GPU, one slice
+    of counters and one slice per GPU.
     """
     models = [gpus.MODELS[key] for key in ("h100", "a100", "h200")]
     out = []
     for index in range(nodes):
-        node = gpus.NodeSpec(name=f"gpu-{index:04d}", ordinal=index + 1, pool="bench", model=models[index % 3], gpus=8)
-        item = gpus.slice_manifest(node, node_uid=f"bench-{index}")
+        model = models[index % 3]
+        node = gpus.NodeSpec(
+            name=f"gpu-{index:04d}",
+            ordinal=index + 1,
+            pool="bench",
+            model=model,
+            gpus=8,
+            mig_strategy="dynamic" if dynamic_mig and model.mig_profiles else "static",
+        )
+        items = gpus.slice_manifests(node, node_uid=f"bench-{index}")
         if driver_versions:
             version = driver_versions[(index // 3) % len(driver_versions)]
-            for device in item["spec"]["devices"]:
-                device["attributes"]["driverVersion"] = {"version": version}
-        out.append(item)
+            for item in items:
+                for device in item["spec"].get("devices") or ():
+                    device["attributes"]["driverVersion"] = {"version": version}
+        out += items
     return out

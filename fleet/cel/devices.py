@@ -66,20 +66,41 @@ class Device:
     allow_multiple_allocations: bool = False
 
     @classmethod
-    def from_slice(cls, *, driver: str, device: Mapping[str, Any]) -> Device:
-        """From one entry of ``ResourceSlice.spec.devices`` of a slice with ``spec.driver``."""
+    def from_slice(cls, *, driver: str, device: Mapping[str, Any], cache: dict[object, Any] | None = None) -> Device:
+        """From one entry of ``ResourceSlice.spec.devices`` of a slice with ``spec.driver``.
+
+        ``cache`` (one dict for many devices) keeps converted names and values: a fleet's
+        100,000 devices repeat a few hundred distinct attribute values.
+        """
+        memo: dict[object, Any] = {} if cache is None else cache
         attributes: Domains = {}
         for name, raw in (device.get("attributes") or {}).items():
-            domain, ident = parse_qualified_name(name, default_domain=driver)
-            attributes.setdefault(domain, {})[ident] = _attribute_value(name, raw or {})
+            item = next(iter(raw.items())) if raw and len(raw) == 1 else None
+            key = (driver, name, item) if item is not None and not isinstance(item[1], list) else None
+            found = memo.get(key) if key is not None else None
+            if found is None:
+                domain, ident = parse_qualified_name(name, default_domain=driver)
+                found = (domain, ident, _attribute_value(name, raw or {}))
+                if key is not None:
+                    memo[key] = found
+            domain, ident, value = found
+            values = attributes.get(domain)
+            if values is None:
+                values = attributes[domain] = {}
+            values[ident] = value
         capacity: Domains = {}
         for name, raw in (device.get("capacity") or {}).items():
-            domain, ident = parse_qualified_name(name, default_domain=driver)
             text = str((raw or {}).get("value", ""))
-            try:
-                capacity.setdefault(domain, {})[ident] = quantities.parse_quantity(text)
-            except quantities.QuantityError as err:
-                raise DeviceError(f"capacity {name}: {err}") from err
+            quantity_key = ("capacity", driver, name, text)
+            parsed = memo.get(quantity_key)
+            if parsed is None:
+                domain, ident = parse_qualified_name(name, default_domain=driver)
+                try:
+                    parsed = memo[quantity_key] = (domain, ident, quantities.parse_quantity(text))
+                except quantities.QuantityError as err:
+                    raise DeviceError(f"capacity {name}: {err}") from err
+            domain, ident, amount = parsed
+            capacity.setdefault(domain, {})[ident] = amount
         return cls(driver, attributes, capacity, bool(device.get("allowMultipleAllocations", False)))
 
     def kind(self, kind: str) -> Domains:

@@ -15,6 +15,7 @@ device of a group is equally (un)tolerated.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -40,25 +41,28 @@ class Grouping:
         self.references = references
         self.keys: list[Projection] = []
         self.taints: list[tuple[Mapping[str, Any], ...]] = []
-        self.indices: list[list[int]] = []
-        self.device_group: list[int] = []
         tainted = any(d.taints for d in inventory.devices)
         ids: dict[object, int] = {}
-        for index, identity in enumerate(self._identities(inventory, references, tainted)):
-            group = ids.get(identity)
-            if group is None:
-                group = ids[identity] = len(self.keys)
-                item = inventory.devices[index]
-                self.keys.append(cel.projection(item.device, references))
-                self.taints.append(item.taints)
-                self.indices.append([])
+        setdefault = ids.setdefault
+        self.device_group = [
+            setdefault(identity, len(ids)) for identity in self._identities(inventory, references, tainted)
+        ]
+        self.indices: list[list[int]] = [[] for _ in range(len(ids))]
+        for index, group in enumerate(self.device_group):
             self.indices[group].append(index)
-            self.device_group.append(group)
+        for indices in self.indices:
+            item = inventory.devices[indices[0]]
+            self.keys.append(cel.projection(item.device, references))
+            self.taints.append(item.taints)
         self.types: list[NodeType] = []
         self.node_type: list[int] = []  # per inventory.nodes position
         type_ids: dict[tuple[int, ...], int] = {}
+        groups = self.device_group
         for node in inventory.nodes:
-            layout = tuple(self.device_group[i] for i in inventory.by_node[node])
+            on_node = inventory.by_node[node]
+            layout = (
+                tuple(operator.itemgetter(*on_node)(groups)) if len(on_node) > 1 else tuple(groups[i] for i in on_node)
+            )
             kind = type_ids.get(layout)
             if kind is None:
                 kind = type_ids[layout] = len(self.types)

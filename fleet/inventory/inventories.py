@@ -73,6 +73,10 @@ class _Amounts:
     def __init__(self) -> None:
         self._amounts: dict[str, int] = {}
         self._capacities: dict[str, Capacity] = {}
+        self._counters: dict[object, tuple[tuple[str, int], ...]] = {}
+        self._shared_capacities: dict[object, Mapping[str, Capacity]] = {}
+        self.devices: dict[object, Any] = {}
+        """``cel.Device.from_slice``'s cache."""
 
     def amount(self, text: str, where: str) -> int:
         found = self._amounts.get(text)
@@ -84,9 +88,23 @@ class _Amounts:
         return found
 
     def counters(self, raw: Mapping[str, Any], where: str) -> tuple[tuple[str, int], ...]:
-        return tuple(
-            sorted((str(name), self.amount(str((v or {}).get("value", "")), where)) for name, v in raw.items())
-        )
+        key = tuple((name, (v or {}).get("value")) for name, v in raw.items())
+        found = self._counters.get(key)
+        if found is None:
+            found = self._counters[key] = tuple(
+                sorted((str(name), self.amount(str(value), where)) for name, value in key)
+            )
+        return found
+
+    def capacities(self, raw: Mapping[str, Any], where: str) -> Mapping[str, Capacity]:
+        """A device's capacities; devices with equal capacities share one (read-only) mapping."""
+        if any((v or {}).get("requestPolicy") for v in raw.values()):
+            return {str(k): self.capacity(v or {}, where) for k, v in raw.items()}
+        key = tuple((k, (v or {}).get("value")) for k, v in raw.items())
+        found = self._shared_capacities.get(key)
+        if found is None:
+            found = self._shared_capacities[key] = {str(k): self.capacity(v or {}, where) for k, v in raw.items()}
+        return found
 
     def capacity(self, raw: Mapping[str, Any], where: str) -> Capacity:
         key = repr(raw) if raw.get("requestPolicy") else str(raw.get("value", ""))
@@ -163,14 +181,14 @@ class Inventory:
             node = _node_of(spec)
             for raw in spec.get("devices") or []:
                 try:
-                    device = cel.Device.from_slice(driver=driver, device=raw)
+                    device = cel.Device.from_slice(driver=driver, device=raw, cache=amounts.devices)
                 except cel.DeviceError as err:
                     raise InventoryError(str(err), where=f"{where} device {raw.get('name')}") from err
                 consumes = tuple(
                     (str(c.get("counterSet")), amounts.counters(c.get("counters") or {}, where))
                     for c in raw.get("consumesCounters") or []
                 )
-                capacity = {str(k): amounts.capacity(v or {}, where) for k, v in (raw.get("capacity") or {}).items()}
+                capacity = amounts.capacities(raw.get("capacity") or {}, where)
                 devices.append(
                     InventoryDevice(
                         node,
@@ -236,16 +254,20 @@ class Inventory:
         cached = self._columns.get(key)
         if cached is None:
             ids: dict[object, int] = {}
-            cached = []
-            for item in self.devices:
-                if kind == "driver":
-                    value: object = (item.device.driver, item.device.allow_multiple_allocations)
+            values: list[object]
+            if kind == "driver":
+                values = [(d.device.driver, d.device.allow_multiple_allocations) for d in self.devices]
+            else:
+                empty: dict[str, Any] = {}
+                if kind == "attributes":
+                    values = [d.device.attributes.get(domain, empty).get(name) for d in self.devices]
                 else:
-                    value = item.device.get(kind, domain, name)
-                if value is None:
-                    cached.append(-1)
-                else:
-                    cached.append(0 if presence else ids.setdefault((type(value), value), len(ids)))
+                    values = [d.device.capacity.get(domain, empty).get(name) for d in self.devices]
+            if presence:
+                cached = [-1 if v is None else 0 for v in values]
+            else:
+                setdefault = ids.setdefault
+                cached = [-1 if v is None else setdefault((type(v), v), len(ids)) for v in values]
             self._columns[key] = cached
         return cached
 
@@ -253,13 +275,14 @@ class Inventory:
         """Per node (``nodes`` order): the counters its devices consume and its pools offer."""
         if self._counter_layout is None:
             ids: dict[object, int] = {}
+            by_pool: dict[tuple[str, str], list[tuple[str, tuple[tuple[str, int], ...]]]] = {}
+            for (driver, pool, counter_set), counters in self.counters.items():
+                by_pool.setdefault((driver, pool), []).append((counter_set, tuple(sorted(counters.items()))))
             self._counter_layout = []
             for node in self.nodes:
                 items = [self.devices[i] for i in self.by_node[node]]
                 pools = sorted({(d.driver, d.pool) for d in items})
-                offered = tuple(
-                    sorted((k[2], tuple(sorted(v.items()))) for k, v in self.counters.items() if (k[0], k[1]) in pools)
-                )
+                offered = tuple(sorted(entry for pool in pools for entry in by_pool.get(pool, ())))
                 consumed = tuple(ids.setdefault((d.consumes, d.shared), len(ids)) for d in items)
                 self._counter_layout.append((consumed, ids.setdefault(offered, len(ids))))
         return self._counter_layout
