@@ -20,6 +20,7 @@ evaluated once per distinct projection — a handful per GPU model.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -39,7 +40,7 @@ class InventoryError(FleetError):
     """A ResourceSlice that cannot be read as Kubernetes would read it."""
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(eq=False, slots=True)  # not frozen: a frozen init costs 109k x 2 us
 class InventoryDevice:
     node: str
     pool: str
@@ -67,6 +68,9 @@ def _node_of(spec: Mapping[str, Any]) -> str:
     return f"<selector:{spec.get('pool', {}).get('name', '')}>"
 
 
+_VALUE = operator.itemgetter("value")
+
+
 class _Amounts:
     """Quantities and capacities parsed once per distinct spelling (a fleet repeats a few dozen)."""
 
@@ -88,7 +92,10 @@ class _Amounts:
         return found
 
     def counters(self, raw: Mapping[str, Any], where: str) -> tuple[tuple[str, int], ...]:
-        key = tuple((name, (v or {}).get("value")) for name, v in raw.items())
+        try:
+            key: tuple[tuple[Any, Any], ...] = tuple(zip(raw, map(_VALUE, raw.values())))
+        except (KeyError, TypeError):
+            key = tuple((name, (v or {}).get("value")) for name, v in raw.items())
         found = self._counters.get(key)
         if found is None:
             found = self._counters[key] = tuple(
