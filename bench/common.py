@@ -16,7 +16,7 @@ from fleet.sandbox import Sandbox, clusters, gpus, profiles
 
 
 @contextlib.contextmanager
-def sandbox(pools: dict[str, int] | None = None) -> Iterator[Sandbox]:
+def sandbox(pools: dict[str, Any] | None = None) -> Iterator[Sandbox]:
     """A sandbox of its own for one benchmark run, stopped afterwards."""
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
         profile = profiles.parse({"pools": pools}) if pools else profiles.load(None)
