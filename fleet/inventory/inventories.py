@@ -93,7 +93,7 @@ class _Amounts:
 
     def counters(self, raw: Mapping[str, Any], where: str) -> tuple[tuple[str, int], ...]:
         try:
-            key: tuple[tuple[Any, Any], ...] = tuple(zip(raw, map(_VALUE, raw.values())))
+            key: tuple[tuple[Any, Any], ...] = tuple(zip(raw, map(_VALUE, raw.values()), strict=True))
         except (KeyError, TypeError):
             key = tuple((name, (v or {}).get("value")) for name, v in raw.items())
         found = self._counters.get(key)

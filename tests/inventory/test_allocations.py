@@ -48,4 +48,5 @@ def test_allocated_devices_name_their_claim_and_pod(sandbox: Sandbox, kubectl: K
     held = [r for r in rows if f"{namespace}/two-l4" in r]
     assert len(held) == 2
     assert all(r[0] == "l4x4-01" and r[-1] == "infer" and r[-2] == f"{namespace}/two-l4" for r in held)
-    assert ["NVIDIA", "L4", "4", "2", "2"] in rows  # total, allocated, free
+    # total, allocated, shared, blocked (counters), tainted, free
+    assert ["NVIDIA", "L4", "4", "2", "0", "0", "0", "2"] in rows

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from fleet.inventory import limits
 from fleet.sandbox import gpus, profiles
 from tests import paths
 
@@ -129,3 +130,47 @@ def test_default_profile_has_the_pools_the_guide_mixes() -> None:
     models = {n.model.key for n in profiles.load(None).nodes()}
     assert {"h100", "a100", "h200"} <= models
     assert any(n.mig_gpus for n in profiles.load(None).nodes() if n.model.key == "a100")
+
+
+def test_dynamic_mig_matches_the_driver_fixture() -> None:
+    """DynamicMIG (split layout): the fixture's counter set, devices and consumptions, every placement."""
+    fixture = [
+        d for d in YAML(typ="safe").load_all((FIXTURES / "resourceslices" / "mig-node-dynamic.yaml").read_text())
+    ]
+    node = gpus.NodeSpec(
+        name="h100-dynmig-01", ordinal=1, pool="dyn", model=gpus.MODELS["h100"], gpus=1, mig_strategy="dynamic"
+    )
+    ours = gpus.slice_manifests(node, node_uid="uid")
+    assert [s["metadata"]["generateName"] for s in ours] == [s["metadata"]["generateName"] for s in fixture]
+    assert [s["spec"]["pool"]["resourceSliceCount"] for s in ours] == [2, 2]
+    assert ours[0]["spec"]["sharedCounters"] == fixture[0]["spec"]["sharedCounters"]
+    published = {d["name"]: d for d in ours[1]["spec"]["devices"]}
+    for theirs in fixture[1]["spec"]["devices"]:
+        mine = published[theirs["name"]]
+        assert shape(mine) == shape(theirs)
+        assert mine["capacity"] == theirs["capacity"]
+        assert mine["consumesCounters"] == theirs["consumesCounters"]
+    # every placement of every profile nvidia-smi lists for an H100 (7+7+4+3+2+1+1), and the whole GPU
+    assert len(published) == 26
+    assert "uuid" not in published["gpu-0-mig-1g10gb-me-20-3"]["attributes"]
+
+
+@pytest.mark.parametrize("model", ["h100", "a100"])
+def test_dynamic_mig_slices_keep_the_api_limits(model: str) -> None:
+    node = gpus.NodeSpec(name="n", ordinal=1, pool="p", model=gpus.MODELS[model], gpus=8, mig_strategy="dynamic")
+    slices = gpus.slice_manifests(node, node_uid="uid")
+    assert limits.problems(slices) == []
+    assert len(slices) == 9 and len(slices[0]["spec"]["sharedCounters"]) == 8
+    assert all(len(s["spec"].get("devices") or ()) <= 64 for s in slices)
+    whole = [d for s in slices[1:] for d in s["spec"]["devices"] if d["attributes"]["type"]["string"] == "gpu"]
+    assert len(whole) == (0 if model == "a100" else 8)  # Ampere: MIG mode on before the driver starts
+
+
+def test_consumable_shares_publish_memory_as_consumable() -> None:
+    node = gpus.NodeSpec(name="n", ordinal=1, pool="p", model=gpus.MODELS["h200"], gpus=1, consumable_shares="memory")
+    [device] = gpus.slice_manifest(node, node_uid="uid")["spec"]["devices"]
+    assert device["allowMultipleAllocations"] is True
+    assert device["capacity"]["memory"] == {
+        "value": "143771Mi",
+        "requestPolicy": {"default": "143771Mi", "validRange": {"min": "1Mi", "max": "143771Mi", "step": "1Mi"}},
+    }
