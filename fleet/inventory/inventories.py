@@ -20,6 +20,7 @@ evaluated once per distinct projection — a handful per GPU model.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -105,9 +106,12 @@ class _Amounts:
 
     def capacities(self, raw: Mapping[str, Any], where: str) -> Mapping[str, Capacity]:
         """A device's capacities; devices with equal capacities share one (read-only) mapping."""
-        if any((v or {}).get("requestPolicy") for v in raw.values()):
+        try:
+            if max(map(len, raw.values()), default=1) > 1:  # a requestPolicy beside the value
+                return {str(k): self.capacity(v or {}, where) for k, v in raw.items()}
+            key: tuple[tuple[Any, Any], ...] = tuple(zip(raw, map(_VALUE, raw.values()), strict=True))
+        except (KeyError, TypeError):
             return {str(k): self.capacity(v or {}, where) for k, v in raw.items()}
-        key = tuple((k, (v or {}).get("value")) for k, v in raw.items())
         found = self._shared_capacities.get(key)
         if found is None:
             found = self._shared_capacities[key] = {str(k): self.capacity(v or {}, where) for k, v in raw.items()}
@@ -139,8 +143,6 @@ class Inventory:
         self.counters = dict(counters)
         self.notes = list(notes)
         self.slices = list(slices)
-        self.shared = any(d.shared for d in self.devices)
-        self.policies = any(c.policy for d in self.devices for c in d.capacities.values())
         self.invalid_pools = _invalid_pools(self.devices, self.counters)
         self.nodes = sorted({d.node for d in self.devices if d.node != ALL_NODES})
         self.by_node: dict[str, list[int]] = {node: [] for node in self.nodes}
@@ -155,6 +157,17 @@ class Inventory:
         self._counter_layout: list[object] | None = None
         self._columns: dict[tuple[str, str, str, bool], list[int]] = {}
         self._published: dict[str, dict[str, set[str]]] | None = None
+
+    @functools.cached_property
+    def shared(self) -> bool:
+        """Some device allows multiple allocations (consumable capacity)."""
+        return any(d.shared for d in self.devices)
+
+    @functools.cached_property
+    def policies(self) -> bool:
+        """Some capacity has a requestPolicy (devices with equal capacities share one mapping)."""
+        distinct = {id(d.capacities): d.capacities for d in self.devices}
+        return any(c.policy for capacity in distinct.values() for c in capacity.values())
 
     @classmethod
     def from_slices(cls, slices: Iterable[Mapping[str, Any]]) -> Inventory:
@@ -332,18 +345,27 @@ def _invalid_pools(
     """Pools the scheduler refuses whole (``validateDeviceCounterConsumption``): a device consumes from
     a counter set, or a counter, that the pool does not define."""
     out: dict[tuple[str, str], str] = {}
+    signatures: dict[frozenset[str], int] = {}
+    offered = {key: signatures.setdefault(frozenset(value), len(signatures)) for key, value in counters.items()}
+    names = {number: names for names, number in signatures.items()}
+    verdicts: dict[tuple[int, tuple[tuple[str, int], ...]], str] = {}
     for item in devices:
+        if not item.consumes:
+            continue
         key = (item.driver, item.pool)
         if key in out:
             continue
         for counter_set, used in item.consumes:
-            offered = counters.get((item.driver, item.pool, counter_set))
-            if offered is None:
+            signature = offered.get((item.driver, item.pool, counter_set))
+            if signature is None:
                 out[key] = f"device {item.name} consumes from counter set {counter_set}, which the pool does not define"
                 break
-            missing = [name for name, _ in used if name not in offered]
-            if missing:
-                out[key] = f"device {item.name} consumes counter {missing[0]}, which counter set {counter_set} lacks"
+            verdict = verdicts.get((signature, used))
+            if verdict is None:
+                missing = [name for name, _ in used if name not in names[signature]]
+                verdict = verdicts[(signature, used)] = missing[0] if missing else ""
+            if verdict:
+                out[key] = f"device {item.name} consumes counter {verdict}, which counter set {counter_set} lacks"
                 break
     return out
 
