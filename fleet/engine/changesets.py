@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from fleet.engine.drifts import FieldRepair, Freeze
 from fleet.engine.drivers import ReleaseStatus
 from fleet.kube import Ref
 
@@ -60,7 +61,15 @@ class Change:
     drift: bool = False
     """Configured although git did not change the object: the cluster drifted."""
     conflicts: tuple[FieldConflict, ...] = ()
-    """Fields other managers own that this change would take: apply fails on them without force."""
+    """Fields other managers own that this change would take: apply fails on them without force
+    (unless ``forced``)."""
+    forced: bool = False
+    """The apply takes ``conflicts`` with force: the object's drift policy is ``enforce`` (git wins)."""
+    repairs: tuple[FieldRepair, ...] = ()
+    """For drift put back under ``enforce``: each declared field that differed, who had changed it,
+    its value before and after (``fleet.engine.drifts``)."""
+    frozen: Freeze | None = None
+    """A person froze the live object, or its manifest sets its drift policy (``fleet.engine.drifts``)."""
     operator: ReleaseStatus | None = None
     """On the operator stage's release entry: the chart version deployed and the GPU nodes'
     driver-upgrade states the run saw (``fleet.engine.drivers``); None on every other entry."""
@@ -84,6 +93,29 @@ class Change:
             "refused": self.refused,
             "reason": self.reason,
             "conflicts": [{"manager": c.manager, "field": c.field} for c in self.conflicts],
+            **({"forced": True} if self.forced else {}),
+            **(
+                {
+                    "repairs": [
+                        {"field": r.field, "manager": r.manager, "before": r.before, "after": r.after}
+                        for r in self.repairs
+                    ]
+                }
+                if self.repairs
+                else {}
+            ),
+            **(
+                {
+                    "frozen": {
+                        "mode": self.frozen.mode,
+                        "by": self.frozen.by,
+                        "since": self.frozen.since,
+                        "source": self.frozen.source,
+                    }
+                }
+                if self.frozen
+                else {}
+            ),
         }
 
 
@@ -99,7 +131,8 @@ class ChangeSet:
 
     @property
     def conflicted(self) -> list[Change]:
-        return [e for e in self.entries if e.conflicts]
+        """Entries with fields other managers own that the apply does not take (not ``forced``)."""
+        return [e for e in self.entries if e.conflicts and not e.forced]
 
     @property
     def changed(self) -> list[Change]:

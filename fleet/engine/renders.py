@@ -29,7 +29,9 @@ carries its drift policy: when the cluster changed an object git did not, ``enfo
 re-applies it, ``report`` records it without writing, ``ignore`` leaves it alone
 silently. The most specific declaration wins: the team's ``driftPolicyByKind``, the
 team's ``driftPolicy``, the Fleet's ``defaults.driftPolicyByKind``, then its
-``defaults.driftPolicy`` (``drift_policy``, see ``drift_policy``).
+``defaults.driftPolicy`` (``drift_policy``, see ``drift_policy``) — and above all of them the
+manifest's own ``fleet.gpufleet.dev/drift`` annotation (an instruction, removed before applying:
+``fleet.engine.drifts``).
 """
 
 from __future__ import annotations
@@ -68,8 +70,9 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         requested = _adoption_requested(obj)
         adopt = adopt or requested
         take = _instruction(obj, ownership.TAKE_OWNERSHIP) if ownership.ownership_requested(obj) else False
+        freeze = _freeze(obj)
         stamped = ownership.stamp(obj, cluster=cluster, revision=revision, source=source)
-        drift = drift_policy(obj["kind"], team=team_specs.get(team), defaults=defaults)
+        drift = freeze or drift_policy(obj["kind"], team=team_specs.get(team), defaults=defaults)
         out.append(
             Desired(
                 body=stamped,
@@ -78,6 +81,7 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
                 drift=drift,
                 adopt=adopt,
                 force=take,
+                freeze=freeze if freeze != "enforce" else "",
             )
         )
 
@@ -102,11 +106,20 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
             add(obj, str(team.location), team.name, adopt=namespace)
 
     def add_declared(manifest: Manifest, team: str = "", namespace: str | None = None) -> None:
-        declared, adopt, take, ref, source = _declared(manifest, cluster=cluster, team=team, namespace=namespace)
-        drift = drift_policy(ref.kind, team=team_specs.get(team), defaults=defaults)
+        declared, adopt, take, ref, source, freeze = _declared(
+            manifest, cluster=cluster, team=team, namespace=namespace
+        )
+        drift = freeze or drift_policy(ref.kind, team=team_specs.get(team), defaults=defaults)
         stage = stages.stage_of(ref.kind)
         desired = Desired(
-            body=declared, stage=stage, source=source, drift=drift, adopt=adopt, force=take, revision=revision
+            body=declared,
+            stage=stage,
+            source=source,
+            drift=drift,
+            adopt=adopt,
+            force=take,
+            revision=revision,
+            freeze=freeze if freeze != "enforce" else "",
         )
         # The revision annotation is the only difference from the memoised render, so its Ref (and
         # the Ref's cached key) carry over: a commit of one file does not rebuild 10,000 of them.
@@ -194,6 +207,16 @@ def _adoption_requested(obj: dict[str, Any]) -> bool:
     return _instruction(obj, ownership.ADOPT)
 
 
+def _freeze(obj: dict[str, Any]) -> str:
+    """The drift policy the manifest's ``fleet.gpufleet.dev/drift`` annotation sets ("" without one,
+    or with a value validation refuses: ``drift-annotation``); the annotation is removed."""
+    value = ownership.drift_requested(obj)
+    if not value:
+        return ""
+    _instruction(obj, ownership.DRIFT)
+    return value if value in ("enforce", "report", "ignore") else ""
+
+
 def _instruction(obj: dict[str, Any], annotation: str) -> bool:
     """Remove ``annotation`` from ``obj`` (an instruction to fleet, not content to apply); True."""
     annotations = obj["metadata"]["annotations"]
@@ -279,7 +302,7 @@ def _order(d: Desired) -> tuple[int, str, str, str, str]:
 
 def _declared(
     manifest: Manifest, *, cluster: str, team: str, namespace: str | None
-) -> tuple[dict[str, Any], bool, bool, Ref, str]:
+) -> tuple[dict[str, Any], bool, bool, Ref, str, str]:
     """A DeviceClass or claim as fleet applies it, stamped and fingerprinted but without the revision.
 
     Computed once per manifest (``Manifest.memo``; an unchanged file keeps its manifests in
@@ -290,11 +313,13 @@ def _declared(
     (``adopt``) and to take fields from other managers (``take-ownership``); both annotations are
     instructions, not content, so they are removed before the applied hash is taken, and the
     memoised object is never changed afterwards. The fourth and fifth: the object's Ref and where
-    it was declared, the same for every revision. Equal labels and specs of different manifests
-    are one object (``_SHAPES``): about a third of a plan's memory, and of its pickle (``plancaches``).
+    it was declared, the same for every revision; the sixth, the drift policy the manifest's
+    ``fleet.gpufleet.dev/drift`` annotation sets (also an instruction, removed). Equal labels and
+    specs of different manifests are one object (``_SHAPES``): about a third of a plan's memory, and
+    of its pickle (``plancaches``).
     """
     key = f"plan\0{cluster}\0{team}\0{namespace or ''}"
-    found: tuple[dict[str, Any], bool, bool, Ref, str] | None = manifest.memo.get(key)
+    found: tuple[dict[str, Any], bool, bool, Ref, str, str] | None = manifest.memo.get(key)
     if found is None:
         obj = _clean(manifest.data)
         if not obj["metadata"].get("namespace") and namespace:
@@ -303,9 +328,10 @@ def _declared(
             obj["metadata"].setdefault("labels", {})[ownership.TEAM_LABEL] = team
         adopt = _adoption_requested(obj)
         take = _instruction(obj, ownership.TAKE_OWNERSHIP) if ownership.ownership_requested(obj) else False
+        freeze = _freeze(obj)
         source = str(manifest.location)
         stamped = _SHAPES.share(ownership.stamp(obj, cluster=cluster, revision="", source=source))
-        found = manifest.memo[key] = (stamped, adopt, take, Ref.of(stamped), source)
+        found = manifest.memo[key] = (stamped, adopt, take, Ref.of(stamped), source, freeze)
     return found
 
 
