@@ -538,8 +538,12 @@ def repair_message(entry: Change) -> str:
         return f"{entry.ref}: re-created from git ({entry.reason or 'deleted in the cluster'})"
     if not entry.repairs:
         return f"{entry.ref}: put back to git's content ({entry.reason or 'changed in the cluster'})"
-    fields = "; ".join(str(r) for r in entry.repairs)
     by = manager_of(entry) or "an unknown manager"
+    fields = "; ".join(
+        f"{r.field}: {r.before} -> {r.after}"
+        + (f" (changed by {r.manager or 'an unknown manager'})" if r.manager != by else "")
+        for r in entry.repairs
+    )
     return f"{entry.ref}: put back to git's values, changed by {by}: {fields}"
 
 

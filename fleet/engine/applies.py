@@ -282,12 +282,12 @@ class Sync:
                 if change.action == Action.CREATED and self._deleted_outside(d.ref.key):
                     change.drift = True
                     change.reason = "deleted in the cluster"
-                _apply_drift_policy(change, d.drift)
-                if freeze is not None:
-                    change.frozen = freeze
-                    if freeze.live:
-                        _hold(change, freeze)
-                elif change.drift and change.action in (Action.CREATED, Action.CONFIGURED) and not change.failed:
+                change.frozen = freeze
+                if freeze is not None and freeze.live:
+                    _hold(change, freeze)
+                else:
+                    _apply_drift_policy(change, d.drift)
+                if change.drift and change.action in (Action.CREATED, Action.CONFIGURED) and not change.failed:
                     self._describe_repair(change, d)
                 if change.replace:
                     self._guard_replace(change)
@@ -686,7 +686,9 @@ def _hold(change: Change, freeze: drifts.Freeze) -> None:
     """A live freeze: nothing is written to the object, drift or git change; ``report`` says what differs."""
     if change.action not in (Action.CREATED, Action.CONFIGURED) and not change.failed and not change.drift:
         return
-    what = "changed in the cluster" if change.drift else "differs from git"
+    owners = sorted({c.manager for c in change.conflicts if c.manager})
+    what = ("changed in the cluster" + (f" by {', '.join(owners)}" if owners else "")) if change.drift else ""
+    what = what or ("deleted in the cluster" if change.action == Action.CREATED else "differs from git")
     change.error = ""
     change.conflicts = ()
     change.forced = False
