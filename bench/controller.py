@@ -15,8 +15,9 @@ runs in this process against a sandbox of its own, leading alone. Figures:
 - ``drift_p50_s``/``drift_p99_s``: ``kubectl patch`` of the fleet's DeviceClass (the patch of
   issue 24: its selectors set to ``true``, field manager ``kubectl-patch``) → the selectors are
   git's again, under the default drift policy ``enforce``, ``--patches`` times (issue: p50 ≤ 1 s,
-  p99 ≤ 3 s over 50). Each patch waits until the controller is idle again (the repair's own write
-  queues one more reconcile), so every patch is measured alone.
+  p99 ≤ 3 s over 50), counted from kubectl's answer (and, as an upper bound that includes
+  kubectl's own start-up and exit, from its start). Each patch waits until the controller is
+  idle again (the repair's own write queues one more reconcile), so every patch is measured alone.
 """
 
 from __future__ import annotations
@@ -236,13 +237,17 @@ async def repaired(probe: kube.Client) -> bool:
     return bool(live["spec"]["selectors"][0]["cel"]["expression"] == GIT_EXPRESSION)
 
 
-async def drift_latency(sb: Sandbox, probe: kube.Client) -> float:
+async def drift_latency(sb: Sandbox, probe: kube.Client) -> tuple[float, float]:
     """``kubectl patch`` the DeviceClass (in a worker thread); seconds from the patch's answer until
-    the probe reads git's selectors again."""
+    the probe reads git's selectors again, and from kubectl's start (an upper bound: it adds
+    kubectl's own start-up and exit, while the controller may already be repairing)."""
+    started = time.monotonic()
     await anyio.to_thread.run_sync(
         lambda: sb.kubectl("patch", "deviceclass", DEVICE_CLASS, "--type=merge", "-p", PATCH)
     )
-    return await until(lambda: repaired(probe), within=60)
+    answered = time.monotonic()
+    await until(lambda: repaired(probe), within=60)
+    return time.monotonic() - answered, time.monotonic() - started
 
 
 async def commit_latency(
@@ -339,16 +344,20 @@ async def run(
                     print(f"    {name:<14} median {pct(values, 0.5) * 1000:7.0f} ms  max {max(values) * 1000:7.0f} ms")
 
             drifts: list[float] = []
+            bounds: list[float] = []
             before_repairs = _repairs(ctl)
             for _ in range(patches):
-                drifts.append(await drift_latency(sb, probe))
+                after_answer, after_start = await drift_latency(sb, probe)
+                drifts.append(after_answer)
+                bounds.append(after_start)
                 await until(lambda: _idle(ctl))
                 await anyio.sleep(0.2)  # the reconcile the repair's own write queues, if it is not queued yet
                 await until(lambda: _idle(ctl))
             counted = _repairs(ctl) - before_repairs
             print(f"  kubectl patch → repaired (enforce), {patches} patches of DeviceClass {DEVICE_CLASS}: "
                   f"p50 {pct(drifts, 0.5):.2f} s, p99 {pct(drifts, 0.99):.2f} s, max {max(drifts, default=0):.2f} s; "
-                  f"fleet_drift_repaired_total counted {counted:g} (goal: p50 ≤ 1 s, p99 ≤ 3 s)")  # fmt: skip
+                  f"fleet_drift_repaired_total counted {counted:g} (goal: p50 ≤ 1 s, p99 ≤ 3 s); "
+                  f"from kubectl's start: p50 {pct(bounds, 0.5):.2f} s, p99 {pct(bounds, 0.99):.2f} s")  # fmt: skip
 
             polls: list[float] = []
             waits: list[float] = []  # push → the start of the poll's fetch that brought it
@@ -417,6 +426,7 @@ async def run(
            poll_p50_s=f"{pct(polls, 0.5):.2f}", poll_wait_p50_s=f"{pct(waits, 0.5):.2f}",
            idle_requests_per_min=f"{per_minute:.0f}",
            patches=patches, drift_p50_s=f"{pct(drifts, 0.5):.2f}", drift_p99_s=f"{pct(drifts, 0.99):.2f}",
+           drift_from_kubectl_start_p99_s=f"{pct(bounds, 0.99):.2f}",
            rss_mb=f"{now_rss:.0f}", peak_rss_mb=f"{rss:.0f}",
            watch_cache_mib=f"{parts_mib['watch cache (live objects)']:.0f}",
            load_cache_mib=f"{parts_mib['parsed repository and memos (LoadCache)']:.0f}",

@@ -692,6 +692,7 @@ def _hold(change: Change, freeze: drifts.Freeze) -> None:
     change.error = ""
     change.conflicts = ()
     change.forced = False
+    change.replace = False  # nothing is deleted either
     if freeze.mode == "report":
         change.action = Action.SKIPPED
         change.reason = f"{what}; {freeze.describe()}: not applied"

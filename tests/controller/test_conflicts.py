@@ -143,11 +143,20 @@ async def test_a_frozen_object_is_left_alone_and_listed_until_unfrozen(
         drift_events = [e for e in fleetsync_events(sandbox, repo.cluster) if e["reason"] == "Drift"]
         assert any(dc in e["message"] and "frozen" in e["message"] for e in drift_events), drift_events
 
+        # A commit does not reach a frozen object either: the revision is applied around it.
+        repo.device_class_expression = (
+            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+        )
+        second = remote.push(repo, message="narrow the class while it is frozen")
+        held = await eventually(lambda: _ready_at(admin_client, repo.cluster, second), within=30, what="Ready")
+        assert "1 object(s) frozen" in next(c for c in held["status"]["conditions"] if c["type"] == "Ready")["message"]
+        assert _expression(await get(admin_client, RCT, "DeviceClass", dc)) == "true", "a commit wrote a frozen object"
+
         sandbox.kubectl("annotate", "deviceclass", dc, f"{DRIFT}-")
         await eventually(
             lambda: _expression_is(admin_client, dc, repo.device_class_expression),
             within=REPAIR_DEADLINE,
-            what="unfrozen: repaired",
+            what="unfrozen: git's newest content applied",
         )
 
         async def unlisted() -> bool:
