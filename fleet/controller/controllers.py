@@ -124,7 +124,8 @@ class Options:
     helm: helm.Settings | None = None
     """How the operator stage runs helm; None skips the stage (reported as skipped)."""
     force_conflicts: bool = False
-    """Take fields other field managers own (``--force-conflicts``); default: report them as conflicts."""
+    """Take fields other field managers own under every policy (``--force-conflicts``); default: ``enforce``
+    takes back the fields fleet declares, ``report`` reports them as conflicts."""
     watch_timeout: int = 240
     """Seconds the API server keeps each watch open (``timeoutSeconds``) before it is resumed."""
 
