@@ -12,6 +12,7 @@ failed or was skipped. ``conflicts`` lists the fields another field manager owns
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -79,7 +80,7 @@ class Change:
         return bool(self.error)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "object": {
                 "apiVersion": self.ref.api_version,
                 "kind": self.ref.kind,
@@ -93,30 +94,14 @@ class Change:
             "refused": self.refused,
             "reason": self.reason,
             "conflicts": [{"manager": c.manager, "field": c.field} for c in self.conflicts],
-            **({"forced": True} if self.forced else {}),
-            **(
-                {
-                    "repairs": [
-                        {"field": r.field, "manager": r.manager, "before": r.before, "after": r.after}
-                        for r in self.repairs
-                    ]
-                }
-                if self.repairs
-                else {}
-            ),
-            **(
-                {
-                    "frozen": {
-                        "mode": self.frozen.mode,
-                        "by": self.frozen.by,
-                        "since": self.frozen.since,
-                        "source": self.frozen.source,
-                    }
-                }
-                if self.frozen
-                else {}
-            ),
         }
+        if self.forced:
+            out["forced"] = True
+        if self.repairs:
+            out["repairs"] = [dataclasses.asdict(r) for r in self.repairs]
+        if self.frozen is not None:
+            out["frozen"] = dataclasses.asdict(self.frozen)
+        return out
 
 
 @dataclass

@@ -189,6 +189,9 @@ def test_status_keeps_repairs_with_their_facts_and_each_repair_is_an_event() -> 
             "time": "2026-12-05T12:00:00Z",
         }
     ]
+    document = _repaired().to_json()  # fleetctl apply/diff -o json
+    assert document["forced"] and document["repairs"][0]["manager"] == "kubectl-patch"
+    assert "frozen" not in document
     # The next reconcile (woken by the repair's own write) finds nothing: the repair stays listed.
     now = datetime.datetime(2026, 12, 5, 12, 30, tzinfo=datetime.UTC)
     report = statuses.Report(cluster="c", attempted="abc", applied="abc", repairs=statuses.keep_repairs(rows, now=now))
