@@ -17,7 +17,6 @@ shown"). Text from the repository (names, messages, YAML) is escaped for where i
 
 from __future__ import annotations
 
-import argparse
 import html
 import re
 from collections import Counter
@@ -41,8 +40,8 @@ VALIDATE_MARKER = "<!-- fleet:validate -->"
 SUMMARY_RESERVE = 300
 """Characters kept for each group's closing count line."""
 
-FINDINGS, REVIEW, OBJECTS = 0, 1, 2
-"""Priorities: findings get space first, then claims and quotas, then the diffs."""
+FINDINGS, QUOTAS, CLAIMS, OBJECTS = 0, 1, 2, 3
+"""Priorities: findings and problems get space first, then quotas, then claims, then the diffs."""
 
 
 @dataclass
@@ -85,17 +84,20 @@ def render(marker: str, title: str, sections: Sequence[Section], *, limit: int =
         kept.pop()  # not even headings and tables fit: leave whole clusters out, from the last
         dropped += 1
     budget = limit - len(top) - sum(_fixed(s) for s in kept) - _dropped_line_size(dropped)
-    groups = sorted(
-        ((g.priority, i, g) for i, s in enumerate(kept) for g in s.parts if isinstance(g, Group)),
-        key=lambda item: item[:2],
-    )
-    for _, _, group in groups:
-        for index, block in enumerate(group.blocks):
-            size = len(block.text) + (len(group.head) + 1 if index == 0 else 0)
-            if size > budget:
-                break
-            budget -= size
-            group.shown += 1
+    groups = [g for s in kept for g in s.parts if isinstance(g, Group)]
+    for priority in sorted({g.priority for g in groups}):
+        # Round by round, one block of each group in turn: every cluster gets its share.
+        open_groups = [g for g in groups if g.priority == priority and g.blocks]
+        while open_groups:
+            for group in list(open_groups):
+                size = len(group.blocks[group.shown].text) + (len(group.head) + 1 if group.shown == 0 else 0)
+                if size > budget:
+                    open_groups.remove(group)  # a group stops at its first block that does not fit
+                    continue
+                budget -= size
+                group.shown += 1
+                if group.shown == len(group.blocks):
+                    open_groups.remove(group)
     out = [top]
     for section in kept:
         out.append(section.heading)
@@ -127,15 +129,6 @@ def _dropped_line(count: int) -> str:
 
 def _dropped_line_size(count: int) -> int:
     return len(_dropped_line(count)) + 10 if count else 0
-
-
-def add_base_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--base",
-        metavar="REF",
-        help="with -o markdown: the git revision the pull request is compared with (default: the merge-base "
-        "of HEAD with origin/HEAD, origin/main or main, the first that exists; '' compares with nothing)",
-    )
 
 
 def load_base(repo: Path, *, ref: str | None) -> tuple[Revision | None, str | None]:
@@ -252,7 +245,7 @@ def claims_part(claims: Sequence[ClaimFit], *, repo: Path, base: str | None) -> 
         blocks.append(Block(row(cells), claim.change))
     return [
         Group(
-            REVIEW,
+            CLAIMS,
             blocks,
             lambda tags: f"… {_plural(len(tags), 'more claim')} ({_counted(tags)}) not shown",
             head=head + table(header),
@@ -305,13 +298,13 @@ def quotas_part(quotas: Sequence[QuotaChange], *, based: bool = True) -> list[Pa
                     _state(q.after),
                 ]
             ),
-            "changed" if q.changed else "unchanged",
+            "changed" if based and q.changed else "unchanged",
         )
         for q in sorted(quotas, key=lambda q: not q.changed)  # the changed rows first: they matter most
     ]
     return [
         Group(
-            REVIEW,
+            QUOTAS,
             blocks,
             lambda tags: f"… {_plural(len(tags), 'more quota row')} ({_counted(tags)}) not shown",
             head=head + table(["team", "device class", "quota", "requested", ""]),
@@ -414,7 +407,6 @@ __all__ = [
     "Block",
     "Group",
     "Section",
-    "add_base_arg",
     "claims_part",
     "code",
     "collapsed",

@@ -34,7 +34,7 @@ from fleet.manifests import Finding, Limits, Manifest, Revision, cluster_names, 
 from fleet.policy import Result, Satisfaction, declarations, reviews, validate
 from fleet.policy.satisfiability import Live
 from fleetctl import comments, reports
-from fleetctl.pipelines import interruptible
+from fleetctl.pipelines import add_base_arg, interruptible, live_devices
 
 
 def register(sub: Any) -> None:
@@ -71,7 +71,7 @@ def register(sub: Any) -> None:
         default="text",
         help="markdown: one pull-request comment (findings, the claims the change adds or changes, quotas)",
     )
-    comments.add_base_arg(parser)
+    add_base_arg(parser)
     parser.add_argument(
         "--fix",
         action="store_true",
@@ -192,9 +192,7 @@ async def _live_objects(context: str, kubeconfig: str | None) -> tuple[list[dict
     """The ResourceSlices and (for what fits now) the ResourceClaims of every namespace."""
     client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=30)
     try:
-        slices = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
-        claims = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaim")
-        return list((await client.list(slices)).items), list((await client.list(claims)).items)
+        return await live_devices(client)
     finally:
         await client.close()
 
