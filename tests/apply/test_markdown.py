@@ -3,16 +3,22 @@
 One ``<details>`` block per changed object with its diff fenced inside, the stage table, the
 claims with what fits on the cluster's published devices now, the quota; the exit codes of
 ``fleetctl diff``; and a diff far over GitHub's limit cut between blocks, with the count of what
-was left out.
+was left out. And the credential docs/validate.md gives CI: it diffs, and cannot apply.
 """
 
 from __future__ import annotations
 
+import shutil
+import time
+from pathlib import Path
+
 import pytest
 
-from fleet.sandbox import Sandbox
+from fleet.sandbox import Sandbox, credentials
 from fleetctl import cli, comments
 from tests.apply.repos import Repo
+from tests.conftest import Kubectl
+from tests.manifests.repos import ROOT
 from tests.markdowns import details, headings, paragraphs, parse, sections, tables
 
 pytestmark = pytest.mark.sandbox
@@ -92,3 +98,53 @@ def test_a_huge_diff_is_cut_between_blocks_and_counted(repo: Repo, capsys: pytes
     stages = tables(tokens)[0]
     assert len(blocks) + count == sum(int(row[1]) for row in stages[1:]), "every created object shown or counted"
     assert "Team device quota" in headings(tokens, 3), "the tables after the diffs still fit"
+
+
+def credential_manifests(*, namespace: str, name: str) -> str:
+    """The read-only credential of docs/validate.md, as written there, under this test's names."""
+    text = (ROOT / "docs" / "validate.md").read_text()
+    section = text.split("### A read-only credential for diff", 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    return block.replace("fleet-system", namespace).replace("fleet-ci", name)
+
+
+def test_the_documented_credential_diffs_and_cannot_apply(
+    sandbox: Sandbox,
+    kubectl: Kubectl,
+    namespace: str,
+    repo: Repo,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name = f"fleet-ci-{repo.id}"
+    manifests = credential_manifests(namespace=namespace, name=name)
+    kubectl("apply", "-f", "-", stdin=manifests)
+    try:
+        token = kubectl("-n", namespace, "create", "token", name).stdout.strip()
+        config = tmp_path / "kubeconfig"
+        shutil.copy(sandbox.kubeconfig, config)
+        for args in (
+            ("set-credentials", name, f"--token={token}"),
+            ("set-context", name, f"--cluster={credentials.CLUSTER}", f"--user={name}"),
+            ("use-context", name),
+        ):
+            sandbox.kubectl("--kubeconfig", str(config), "config", *args)
+        probe = ["--kubeconfig", str(config), "-n", namespace, "create", "configmap", "probe"]
+        deadline = time.monotonic() + 30
+        while "only previews changes" not in sandbox.kubectl(*probe, check=False).stderr:  # the policy is in force
+            assert time.monotonic() < deadline, "the ValidatingAdmissionPolicy never refused a write"
+            time.sleep(0.5)
+
+        repo.team("ml", namespaces=["ml"], group="ml-research")
+        repo.claim_template("ml", "one-gpu")
+        path = str(repo.write())
+        monkeypatch.setenv("KUBECONFIG", str(config))
+        assert cli.run(["diff", path, "--cluster", repo.cluster, "-o", "markdown", "--base", ""]) == 1
+        out = capsys.readouterr().out
+        assert f"<code>v1/Namespace {repo.ns('ml')}</code>" in out and f"context `{name}`" in out
+        assert cli.run(["apply", path, "--cluster", repo.cluster]) == 2
+        assert "only previews changes" in capsys.readouterr().err
+        assert kubectl("get", "namespace", repo.ns("ml"), check=False).returncode != 0, "nothing was written"
+    finally:
+        kubectl("delete", "--ignore-not-found", "-f", "-", stdin=manifests, check=False)
