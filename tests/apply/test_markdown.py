@@ -104,7 +104,7 @@ def credential_manifests(*, namespace: str, name: str) -> str:
     """The read-only credential of docs/validate.md, as written there, under this test's names."""
     text = (ROOT / "docs" / "validate.md").read_text()
     section = text.split("### A read-only credential for diff", 1)[1]
-    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    block = section.split("```yaml\n", 1)[1].split("\n```\n", 1)[0]
     return block.replace("fleet-system", namespace).replace("fleet-ci", name)
 
 
