@@ -17,7 +17,7 @@ import pytest
 
 from fleetctl import comments
 from tests.manifests.repos import EXAMPLE, ROOT
-from tests.markdowns import headings, items, parse, sections, tables
+from tests.markdowns import headings, items, paragraphs, parse, sections, tables
 
 
 def fleetctl(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -159,3 +159,15 @@ def test_many_claims_and_findings_stay_within_githubs_limit(checkout: Path) -> N
     shown = sum(len(t) - 1 for t in tables(tokens) if t[0][0] == "claim")
     counted = sum(int(p.split()[1]) for p in left_out if "more claims" in p)
     assert shown + counted == 2 * 1000, "every new template on both clusters, each shown or counted"
+
+
+def test_a_repository_in_a_sub_folder_is_read_from_the_base_commit() -> None:
+    """examples/fleet inside this project's checkout: the base commit's files under that folder
+    are the same templates, so nothing is added or changed."""
+    if subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "examples/fleet"]).returncode:
+        pytest.skip("examples/fleet has uncommitted changes")
+    result = fleetctl("validate", "examples/fleet", "-o", "markdown", "--base", "HEAD")
+    assert result.returncode == 0, result.stderr
+    tokens = parse(result.stdout)
+    assert [t for t in tables(tokens) if t[0][0] == "claim"] == [], "no claim added or changed"
+    assert paragraphs(tokens).count("None.") == 2
