@@ -18,6 +18,7 @@ import pytest
 from fleetctl import comments
 from tests.manifests.repos import EXAMPLE, ROOT
 from tests.markdowns import headings, items, paragraphs, parse, sections, tables
+from tests.validate.test_inventory import snapshot
 
 
 def fleetctl(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -171,3 +172,22 @@ def test_a_repository_in_a_sub_folder_is_read_from_the_base_commit() -> None:
     tokens = parse(result.stdout)
     assert [t for t in tables(tokens) if t[0][0] == "claim"] == [], "no claim added or changed"
     assert paragraphs(tokens).count("None.") == 2
+
+
+def test_a_snapshot_adds_its_counts_beside_the_declared_pools(tmp_path: Path) -> None:
+    """--inventory: the claims of its cluster get a column for the snapshot's devices; an unsatisfiable
+    one says so there, and its finding is listed with file:line:col."""
+    west = snapshot(tmp_path, "a100-node.yaml", cluster="gpu-west")
+    result = fleetctl("validate", str(EXAMPLE), "-o", "markdown", "--inventory", str(west), "--base", "")
+    assert result.returncode == 1
+    per_cluster = sections(parse(result.stdout))
+    claims = tables(per_cluster["gpu-west"])[0]
+    assert claims[0][-1] == f"snapshot {west}"
+    rows = {row[0]: row for row in claims[1:]}
+    assert rows["`ResourceClaimTemplate/ml-research/h100-gpu`"][-1] == "**unsatisfiable**"
+    assert rows["`ResourceClaimTemplate/ml-research/single-gpu`"][-1] == "1 node, 8 devices, 8 at once"
+    assert rows["`ResourceClaimTemplate/ml-research/single-gpu`"][3] == "h100: 2 nodes, 16 devices, 16 at once"
+    assert tables(per_cluster["gpu-east"])[0][0][-1] == "copies that fit", "no snapshot for gpu-east"
+    (unsatisfiable,) = [i for i in items(per_cluster["gpu-west"]) if "claim-unsatisfiable" in i]
+    assert unsatisfiable.startswith(f"❌ `{EXAMPLE}/teams/ml-research/h100-gpu.yaml:17:21` **claim-unsatisfiable**")
+    assert unsatisfiable not in items(per_cluster["gpu-east"]), "a finding of gpu-west only"
