@@ -97,6 +97,14 @@ def test_a_branch_lists_what_it_adds_and_changes_against_the_merge_base(checkout
             "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'",
         )
     )
+    overlay = checkout / "overlays" / "gpu-east" / "overlay.yaml"
+    overlay.write_text(
+        overlay.read_text().replace(
+            "  patches:\n",
+            "  patches:\n  - target: {apiVersion: resource.k8s.io/v1, kind: ResourceClaimTemplate, "
+            "namespace: ml-research, name: single-gpu}\n    patch: {metadata: {labels: {tier: east}}}\n",
+        )
+    )
     git(checkout, "add", ".")
     git(checkout, "commit", "-q", "-m", "pr")
     git(checkout, "checkout", "-q", "main")
@@ -117,6 +125,7 @@ def test_a_branch_lists_what_it_adds_and_changes_against_the_merge_base(checkout
     assert changed == {
         "`ResourceClaimTemplate/ml-research/h200-pair`": "added",
         "`ResourceClaimTemplate/ml-research/two-gpus`": "changed",
+        "`ResourceClaimTemplate/ml-research/single-gpu`": "changed",  # by gpu-east's overlay
     }
     pair = next(row for row in claims[1:] if "h200-pair" in row[0])
     assert pair[3] == "h200: 2 nodes, 16 devices, 8 at once" and pair[4] == "8"
