@@ -148,3 +148,39 @@ def test_the_documented_credential_diffs_and_cannot_apply(
         assert kubectl("get", "namespace", repo.ns("ml"), check=False).returncode != 0, "nothing was written"
     finally:
         kubectl("delete", "--ignore-not-found", "-f", "-", stdin=manifests, check=False)
+
+
+def test_several_clusters_make_one_comment(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two Clusters of the repository (both on the sandbox's context here): one heading each, in order."""
+    repo.team("ml", namespaces=["ml"], group="ml-research")
+    repo.claim_template("ml", "one-gpu")
+    other = f"{repo.cluster}-b"
+    repo.files["fleet.yaml"] = f"""\
+        apiVersion: fleet.gpufleet.dev/v1alpha1
+        kind: Fleet
+        metadata:
+          name: test
+        spec:
+          clusters: [{repo.cluster}, {other}]
+        """
+    repo.files[f"clusters/{other}.yaml"] = f"""\
+        apiVersion: fleet.gpufleet.dev/v1alpha1
+        kind: Cluster
+        metadata:
+          name: {other}
+        spec:
+          kubernetesVersion: "1.36"
+          context: {credentials.CLUSTER}
+        """
+    path = str(repo.write())
+    both = ["diff", path, "--cluster", other, "--cluster", repo.cluster]
+    assert cli.run([*both, "-o", "markdown", "--base", ""]) == 1
+    text = capsys.readouterr().out
+    assert text.count(comments.DIFF_MARKER) == 1
+    tokens = parse(text)
+    assert headings(tokens, 2) == [other, repo.cluster]
+    assert paragraphs(tokens)[0] == f"**fleet diff** ({other}: changes, {repo.cluster}: changes)"
+    for cluster, mine in sections(tokens).items():
+        assert any(f"fleet.gpufleet.dev/cluster: {cluster}" in (f.content if f else "") for _, f in details(mine))
+    assert cli.run(both) == 2, "several clusters only in one comment"
+    assert "several --cluster only go with -o markdown" in capsys.readouterr().err
