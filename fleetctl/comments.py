@@ -61,7 +61,6 @@ class Group:
     left_out: Callable[[list[str]], str]
     head: str = ""
     """Text before the blocks (a table's header), shown with the first block."""
-    shown: int = 0
 
 
 Part = str | Group
@@ -76,27 +75,29 @@ class Section:
 
 
 def render(marker: str, title: str, sections: Sequence[Section], *, limit: int = LIMIT) -> str:
-    """The comment: ``marker``, ``title``, then each section, at most ``limit`` characters."""
+    """The comment: ``marker``, ``title``, then each section, at most ``limit`` characters (``size``)."""
     top = f"{marker}\n{title}\n\n"
     kept = list(sections)
     dropped = 0
-    while kept and len(top) + sum(_fixed(s) for s in kept) + _dropped_line_size(dropped) > limit:
+    while kept and size(top) + sum(_fixed(s) for s in kept) + _dropped_line_size(dropped) > limit:
         kept.pop()  # not even headings and tables fit: leave whole clusters out, from the last
         dropped += 1
-    budget = limit - len(top) - sum(_fixed(s) for s in kept) - _dropped_line_size(dropped)
+    budget = limit - size(top) - sum(_fixed(s) for s in kept) - _dropped_line_size(dropped)
     groups = [g for s in kept for g in s.parts if isinstance(g, Group)]
+    shown = {id(g): 0 for g in groups}
     for priority in sorted({g.priority for g in groups}):
         # Round by round, one block of each group in turn: every cluster gets its share.
         open_groups = [g for g in groups if g.priority == priority and g.blocks]
         while open_groups:
             for group in list(open_groups):
-                size = len(group.blocks[group.shown].text) + (len(group.head) + 1 if group.shown == 0 else 0)
-                if size > budget:
+                count = shown[id(group)]
+                needed = size(group.blocks[count].text) + (size(group.head) + 1 if count == 0 else 0)
+                if needed > budget:
                     open_groups.remove(group)  # a group stops at its first block that does not fit
                     continue
-                budget -= size
-                group.shown += 1
-                if group.shown == len(group.blocks):
+                budget -= needed
+                shown[id(group)] = count + 1
+                if count + 1 == len(group.blocks):
                     open_groups.remove(group)
     out = [top]
     for section in kept:
@@ -105,22 +106,28 @@ def render(marker: str, title: str, sections: Sequence[Section], *, limit: int =
             if isinstance(part, str):
                 out.append(part)
                 continue
-            shown = part.blocks[: part.shown]
-            if shown:
+            count = shown[id(part)]
+            if count:
                 out.append(part.head)
-                out.extend(b.text for b in shown)
+                out.extend(b.text for b in part.blocks[:count])
                 out.append("\n")  # a table or a list ends at a blank line, before the count line
-            rest = [b.tag for b in part.blocks[part.shown :]]
+            rest = [b.tag for b in part.blocks[count:]]
             if rest:
-                out.append(part.left_out(rest)[: SUMMARY_RESERVE - 2] + "\n\n")
+                out.append(part.left_out(rest)[: SUMMARY_RESERVE // 2 - 2] + "\n\n")
     if dropped:
         out.append(_dropped_line(dropped))
     return "".join(out)
 
 
+def size(text: str) -> int:
+    """``text``'s length as a browser counts it (UTF-16 code units): never less than Python's ``len``,
+    so a comment within ``LIMIT`` by this count is within it by either."""
+    return len(text.encode("utf-16-le")) // 2
+
+
 def _fixed(section: Section) -> int:
-    parts = sum(len(p) if isinstance(p, str) else SUMMARY_RESERVE for p in section.parts)
-    return len(section.heading) + parts
+    parts = sum(size(p) if isinstance(p, str) else SUMMARY_RESERVE for p in section.parts)
+    return size(section.heading) + parts
 
 
 def _dropped_line(count: int) -> str:
@@ -128,7 +135,7 @@ def _dropped_line(count: int) -> str:
 
 
 def _dropped_line_size(count: int) -> int:
-    return len(_dropped_line(count)) + 10 if count else 0
+    return size(_dropped_line(count)) + 10 if count else 0
 
 
 def load_base(repo: Path, *, ref: str | None) -> tuple[Revision | None, str | None]:
@@ -419,4 +426,5 @@ __all__ = [
     "quotas_part",
     "render",
     "review_parts",
+    "size",
 ]

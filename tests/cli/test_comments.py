@@ -91,3 +91,11 @@ def test_repository_text_is_escaped_for_where_it_goes() -> None:
     entry = Change(ref=evil, stage="claims", action=Action.CREATED, after={"a": 1})
     (one,) = details(parse(comments.render("m", "t", [section("s", ChangeSet("s", "r", [entry]))])))
     assert "&lt;/summary&gt;&lt;/details&gt;" in one[0]
+
+
+def test_the_limit_holds_in_utf16_units_with_astral_characters() -> None:
+    """A browser counts 🚀 as two characters: the cap is measured so, never over GitHub's limit."""
+    findings = [Finding(Location("teams/a.yaml", i + 1, 1), "schema", "🚀" * 200) for i in range(400)]
+    text = comments.render(comments.VALIDATE_MARKER, "t", [section("east", ChangeSet("east", "r", []), findings)])
+    assert comments.size(text) <= comments.LIMIT < 2 * len(text)
+    assert "more findings (" in text
