@@ -172,6 +172,11 @@ def fenced(text: str, *, info: str) -> str:
     return f"{fence}{info}\n{body}{fence}\n"
 
 
+def cell(text: str) -> str:
+    """``text`` as an inline code span inside a table cell: a table splits even a code span at ``|``."""
+    return code(text).replace("|", "\\|")
+
+
 def collapsed(summary: str, body: str) -> str:
     """A ``<details>`` block (``summary`` is HTML): blank lines around the markdown inside it."""
     return f"<details><summary>{summary}</summary>\n\n{body}\n</details>\n\n"
@@ -241,9 +246,9 @@ def claims_part(claims: Sequence[ClaimFit], *, repo: Path, base: str | None) -> 
     blocks = []
     for claim in claims:
         cells = [
-            code(claim.object),
+            cell(claim.object),
             claim.change,
-            code(f"{_path(repo, claim.location.file)}:{claim.location.line}"),
+            cell(f"{_path(repo, claim.location.file)}:{claim.location.line}"),
             _pools(claim),
             str(claim.copies) if claim.declared else "unknown",
         ]
@@ -299,7 +304,7 @@ def quotas_part(quotas: Sequence[QuotaChange], *, based: bool = True) -> list[Pa
             row(
                 [
                     inline(q.team),
-                    code(q.device_class),
+                    cell(q.device_class),
                     _before_after(q.before if based else q.after, q.after, _quota),
                     _before_after(q.before if based else q.after, q.after, _requested),
                     _state(q.after),
@@ -414,6 +419,7 @@ __all__ = [
     "Block",
     "Group",
     "Section",
+    "cell",
     "claims_part",
     "code",
     "collapsed",

@@ -11,8 +11,9 @@ from pathlib import Path
 from fleet.engine import Action, Change, ChangeSet
 from fleet.kube import Ref
 from fleet.manifests import Finding, Location
+from fleet.policy.reviews import ClaimFit
 from fleetctl import comments
-from tests.markdowns import details, headings, items, paragraphs, parse
+from tests.markdowns import details, headings, items, paragraphs, parse, tables
 
 
 def change(i: int, *, action: Action = Action.CONFIGURED, size: int = 100) -> Change:
@@ -99,3 +100,13 @@ def test_the_limit_holds_in_utf16_units_with_astral_characters() -> None:
     text = comments.render(comments.VALIDATE_MARKER, "t", [section("east", ChangeSet("east", "r", []), findings)])
     assert comments.size(text) <= comments.LIMIT < 2 * len(text)
     assert "more findings (" in text
+
+
+def test_a_pipe_in_a_file_name_stays_in_its_table_cell() -> None:
+    claim = ClaimFit("ResourceClaimTemplate/ml/a", Location("teams/ml/a|b.yaml", 2, 1), "added", (), False)
+    text = comments.render(
+        "m", "t", [comments.Section("## c\n\n", comments.claims_part([claim], repo=Path("r"), base=None))]
+    )
+    (claims,) = tables(parse(text))
+    assert claims[1][:3] == ["`ResourceClaimTemplate/ml/a`", "added", "`r/teams/ml/a|b.yaml:2`"], "one cell, unescaped"
+    assert len(claims[1]) == len(claims[0])
