@@ -408,7 +408,8 @@ def _problems(changes: ChangeSet) -> list[tuple[str, str]]:
             lines.append((f"- skipped: {inline(f'{entry.ref}: {entry.reason}')}\n", "skipped"))
         if entry.conflicts and not entry.failed:
             fields = ", ".join(str(c) for c in entry.conflicts)
-            lines.append((f"- ⚠️ conflict: {inline(f'{entry.ref}: {fields}')}\n", "conflict"))
+            said = "takes back (drift policy enforce)" if entry.forced else "⚠️ conflict"
+            lines.append((f"- {said}: {inline(f'{entry.ref}: {fields}')}\n", "conflict"))
     return lines
 
 

@@ -241,3 +241,25 @@ def test_frozen_objects_are_listed_with_who_and_when_and_rendered() -> None:
     assert "frozen (2), left alone until unfrozen:" in text
     assert "  DeviceClass gpu.nvidia.com: report, set by kubectl-annotate at 2026-12-05T12:00:00Z" in text
     assert "  RoleBinding ml/fleet-team-claims: ignore, set in git at teams/ml/team.yaml:1" in text
+
+
+def test_the_pull_request_comment_says_enforce_takes_the_fields_back() -> None:
+    from fleetctl import comments
+
+    conflicted = Change(
+        ref=DC,
+        stage="classes",
+        action=Action.SKIPPED,
+        error="conflict",
+        conflicts=(FieldConflict(manager="kubectl-patch", field=".spec.selectors"),),
+    )
+    for entry, said in ((_repaired(), "takes back (drift policy enforce)"), (conflicted, None)):
+        text = comments.render(
+            "<!-- m -->",
+            "t",
+            [comments.Section(heading="## c", parts=comments.objects_part(ChangeSet("c", "a", [entry])))],
+        )
+        if said:
+            assert said in text and "kubectl-patch" in text and "⚠️ conflict" not in text
+        else:
+            assert "takes back" not in text
