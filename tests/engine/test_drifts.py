@@ -129,7 +129,7 @@ def test_a_frozen_object_is_not_pruned_and_its_freeze_survives_a_release() -> No
     live = _live(GIT)
     live["metadata"]["annotations"][ownership.DRIFT] = "ignore"
     [skipped] = deletions.planned(
-        ledger={DC.key: ledgers.Entry(DC.api_version, ledgers.CREATED)},
+        ledger={DC.key: ledgers.Entry(DC.api_version, "created")},
         desired_keys=set(),
         live={DC.key: live},
         stage_of={"DeviceClass": "classes"},
