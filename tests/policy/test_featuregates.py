@@ -259,3 +259,31 @@ def test_device_taint_rules_need_the_gate_and_the_api_version_the_scheduler_read
     assert old == "cluster gpu-west (Kubernetes 1.35) has no DeviceTaintRule in resource.k8s.io/v1beta2"
     [v134] = taint_rule_findings("1.34", "v1alpha3", apis="[resource.k8s.io/v1alpha3]")
     assert v134.startswith("DeviceTaintRule needs feature gate DRADeviceTaints")
+
+
+def test_a_probe_reads_a_kept_field_as_on_and_a_dropped_one_as_off() -> None:
+    probe = next(p for p in featuregates.PROBES if p.gate == "DRAExtendedResource")
+    assert featuregates.kept(probe.body, probe.path)  # the body itself carries the field
+    dropped = {**probe.body, "spec": {}}
+    assert not featuregates.kept(dropped, probe.path)
+    assert not featuregates.kept({"spec": {"devices": []}}, ("spec", "devices", 0, "bindingConditions"))
+
+
+def test_what_a_cluster_shows_replaces_what_it_declares() -> None:
+    revision = load_revision(example_files() | {"clusters/gpu-west.yaml": cluster("1.35", "{DRADeviceTaints: true}")})
+    [west] = [m for m in revision.manifests if m.kind == "Cluster" and m.name == "gpu-west"]
+    declared = featuregates.declared(west)
+    assert declared is not None and "DRAExtendedResource" not in declared.enabled
+    seen = featuregates.observed(
+        declared,
+        minor=36,
+        served=frozenset({"resource.k8s.io/v1"}),
+        seen={"DRAExtendedResource": True, "DRAConsumableCapacity": False, "DRAPrioritizedList": None},
+        source="live context west",
+    )
+    assert (seen.minor, seen.declared_minor, seen.source) == (36, 35, "live context west")
+    assert "DRAExtendedResource" in seen.enabled  # seen on
+    assert "DRAConsumableCapacity" not in seen.enabled  # seen off, though on by default in 1.36
+    assert "DRAPrioritizedList" in seen.enabled  # the probe could not tell: the 1.36 default
+    assert "DRADeviceTaints" in seen.enabled  # not probed here: declared
+    assert seen.apis == frozenset({"resource.k8s.io/v1"})
