@@ -48,10 +48,9 @@ def test_kwok_nodes_do_not_advertise_nvidia_gpu(sandbox: Sandbox, kubectl: Kubec
     assert live["spec"]["extendedResourceName"] == gpus.EXTENDED_RESOURCE == "nvidia.com/gpu"
 
 
-def test_pod_asking_nvidia_gpu_gets_a_dra_device_and_the_quota_counts_it(
-    sandbox: Sandbox, kubectl: Kubectl, namespace: str
-) -> None:
-    hard = renders.quota_keys({"gpu.nvidia.com": 1}, extended={"gpu.nvidia.com": "nvidia.com/gpu"})
+def team_quota(kubectl: Kubectl, namespace: str, devices: int) -> dict[str, str]:
+    """The ResourceQuota fleet renders for a team with ``quota: {gpu.nvidia.com: devices}``, in force."""
+    hard = renders.quota_keys({"gpu.nvidia.com": devices}, extended={"gpu.nvidia.com": "nvidia.com/gpu"})
     quota = {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
@@ -63,6 +62,21 @@ def test_pod_asking_nvidia_gpu_gets_a_dra_device_and_the_quota_counts_it(
         lambda: get_json(kubectl, "resourcequota", "-n", namespace, renders.QUOTA_NAME).get("status", {}).get("hard"),
         what="the quota controller to take the quota",
     )
+    return hard
+
+
+CLAIM = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceClaim",
+    "metadata": {"name": "claim"},
+    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+}
+
+
+def test_pod_asking_nvidia_gpu_gets_a_dra_device_and_the_quota_counts_it(
+    sandbox: Sandbox, kubectl: Kubectl, namespace: str
+) -> None:
+    hard = team_quota(kubectl, namespace, 1)
 
     kubectl("create", "-n", namespace, "-f", "-", stdin=json.dumps(extended_pod("first")))
     pod = wait_for(
@@ -99,12 +113,19 @@ def test_pod_asking_nvidia_gpu_gets_a_dra_device_and_the_quota_counts_it(
     assert refused.returncode != 0
     assert "exceeded quota" in refused.stderr and "requests.nvidia.com/gpu" in refused.stderr
 
-    claim_beyond = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "beyond"},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
-    }
-    refused = kubectl("create", "-n", namespace, "-f", "-", stdin=json.dumps(claim_beyond), check=False)
+    refused = kubectl("create", "-n", namespace, "-f", "-", stdin=json.dumps(CLAIM), check=False)
     assert refused.returncode != 0
     assert "exceeded quota" in refused.stderr
+
+
+def test_a_claim_counts_against_the_extended_resource_key_too(
+    sandbox: Sandbox, kubectl: Kubectl, namespace: str
+) -> None:
+    """A claim of the class takes the quota's one device: a pod asking nvidia.com/gpu is then refused."""
+    hard = team_quota(kubectl, namespace, 1)
+    kubectl("create", "-n", namespace, "-f", "-", stdin=json.dumps(CLAIM))
+    used = get_json(kubectl, "resourcequota", "-n", namespace, renders.QUOTA_NAME)["status"]["used"]
+    assert used == {key: "1" for key in hard}
+    refused = kubectl("create", "-n", namespace, "-f", "-", stdin=json.dumps(extended_pod("late")), check=False)
+    assert refused.returncode != 0
+    assert "exceeded quota" in refused.stderr and "requests.nvidia.com/gpu" in refused.stderr
