@@ -16,9 +16,26 @@ from __future__ import annotations
 
 from fleet import kube
 from fleet.kube import errors
+from fleet.manifests import Revision
 from fleet.policy import featuregates
 
 FIELD_MANAGER = "fleet-gate-probe"
+Features = featuregates.ClusterFeatures
+
+
+def declared(revision: Revision, *, cluster: str) -> Features | None:
+    """What ``cluster``'s Cluster declares (None when it does not load)."""
+    found = next((m for m in revision.of_kind("Cluster") if m.name == cluster), None)
+    return featuregates.declared(found) if found is not None else None
+
+
+async def observe_context(context: str, kubeconfig: str | None, *, declared: Features) -> Features:
+    """:func:`observe` over a client of its own for ``context`` (as kubectl reads the kubeconfig)."""
+    client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=30)
+    try:
+        return await observe(client, declared=declared)
+    finally:
+        await client.close()
 
 
 async def observe(client: kube.Client, *, declared: featuregates.ClusterFeatures) -> featuregates.ClusterFeatures:
@@ -44,4 +61,4 @@ async def _probe(client: kube.Client, probe: featuregates.Probe) -> bool | None:
     return featuregates.kept(answer, probe.path)
 
 
-__all__ = ["FIELD_MANAGER", "observe"]
+__all__ = ["FIELD_MANAGER", "Features", "declared", "observe", "observe_context"]

@@ -3,9 +3,7 @@
 Loads the checkout (``fleet.manifests``), runs the policy per cluster
 (``fleet.policy``) with the DRA CEL compiler and — given an inventory snapshot
 (``--inventory``) or a live cluster (``--context``) — satisfiability of every
-claim on that cluster's devices (``fleet.inventory``) — with ``--context``, also the
-cluster's DRA feature gates as seen by dry runs (``fleet.engine.probes``) in place of
-what its Cluster declares — and prints the findings as
+claim on that cluster's devices (``fleet.inventory``), and prints the findings as
 ``file:line:col rule-id message`` plus a ``hint:`` line (through rich: colour
 only on a terminal without ``NO_COLOR``) followed by the satisfiability table, as JSON,
 or as GitHub workflow annotations.
@@ -33,7 +31,7 @@ from fleet.engine import pipelines, probes
 from fleet.errors import FleetError
 from fleet.inventory import Inventory, holdings, snapshots
 from fleet.manifests import Finding, Limits, Manifest, Revision, cluster_names, fixes, kinds, read_revision, read_tree
-from fleet.policy import Result, Satisfaction, declarations, featuregates, validate
+from fleet.policy import Result, Satisfaction, declarations, validate
 from fleet.policy.satisfiability import Live
 from fleetctl import reports
 from fleetctl.pipelines import interruptible
@@ -98,7 +96,8 @@ def _validate(args: argparse.Namespace) -> int:
         fix_files(repo, diff=args.diff, out=sys.stderr if args.output != "text" else sys.stdout)
     with pipelines.collector_paused():
         revision = read_revision(repo)
-        inventories, sources, live, features = _inventories(args, revision=revision)
+        inventories, sources, live = _inventories(args, revision=revision)
+        features = _features(args, revision=revision, clusters=list(inventories))
         result = validate(
             revision, clusters=args.cluster, inventories=inventories, sources=sources, live=live, features=features
         )
@@ -119,14 +118,12 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _inventories(
     args: argparse.Namespace, *, revision: Revision
-) -> tuple[dict[str, Inventory], dict[str, str], dict[str, Live], dict[str, featuregates.ClusterFeatures]]:
-    """``{cluster: Inventory}``, ``{cluster: source}`` and (``--context``) ``{cluster: Live}`` and
-    ``{cluster: ClusterFeatures}`` (its version and gates as the live cluster shows them).
+) -> tuple[dict[str, Inventory], dict[str, str], dict[str, Live]]:
+    """``{cluster: Inventory}``, ``{cluster: source}`` and (``--context``) ``{cluster: Live}``.
 
     Empty without --inventory/--context: then each cluster is checked against its declared GPUNodePools.
     """
     live: Live | None = None
-    observed: featuregates.ClusterFeatures | None = None
     known = cluster_names(revision)
     chosen = args.cluster[0] if len(args.cluster) == 1 else ""
     if args.inventory is not None:
@@ -141,29 +138,22 @@ def _inventories(
         cluster = chosen or recorded or (known[0] if len(known) == 1 else "")
         source, label = f"inventory {path}", f"snapshot {path}"
     elif args.context is not None:
+        slices, claims = interruptible(lambda: _live_objects(args.context, args.kubeconfig))
+        inventory = Inventory.from_slices(slices)
+        live = Live(slices=slices, claims=holdings.holdings(claims))
         by_context = [m.name for m in revision.of_kind("Cluster") if _context_of(m) == args.context]
         cluster = (
             chosen or (by_context[0] if len(by_context) == 1 else "") or (args.context if args.context in known else "")
         )
-        manifest = next((m for m in revision.of_kind("Cluster") if m.name == cluster), None)
-        declared = featuregates.declared(manifest) if manifest is not None else None
-        slices, claims, observed = interruptible(lambda: _live_objects(args.context, args.kubeconfig, declared))
-        inventory = Inventory.from_slices(slices)
-        live = Live(slices=slices, claims=holdings.holdings(claims))
         source, label = f"context {args.context}", f"live context {args.context}"
     else:
-        return {}, {}, {}, {}
+        return {}, {}, {}
     if cluster not in known:
         raise FleetError(
             f"which cluster is the {source} for? " + (f"{cluster!r} is not a Cluster" if cluster else "not recorded"),
             hint=f"pass --cluster (known clusters: {', '.join(known) or 'none'})",
         )
-    return (
-        {cluster: inventory},
-        {cluster: label},
-        ({cluster: live} if live is not None else {}),
-        ({cluster: observed} if observed is not None else {}),
-    )
+    return {cluster: inventory}, {cluster: label}, ({cluster: live} if live is not None else {})
 
 
 def fix_files(repo: Path, *, diff: bool, out: TextIO) -> int:
@@ -192,18 +182,25 @@ def _context_of(cluster: Manifest) -> str | None:
     return cluster.model.spec.context if isinstance(cluster.model, kinds.Cluster) else None
 
 
-async def _live_objects(
-    context: str, kubeconfig: str | None, declared: featuregates.ClusterFeatures | None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], featuregates.ClusterFeatures | None]:
-    """The ResourceSlices, (for what fits now) the ResourceClaims of every namespace, and the
-    cluster's features as its dry runs show them (when its Cluster is known)."""
+def _features(args: argparse.Namespace, *, revision: Revision, clusters: list[str]) -> dict[str, probes.Features]:
+    """With ``--context``: the cluster's Kubernetes minor and DRA feature gates as its dry runs show them,
+    in place of what its Cluster declares (``fleet.engine.probes``)."""
+    if args.context is None or not clusters:
+        return {}
+    declared = probes.declared(revision, cluster=clusters[0])
+    if declared is None:
+        return {}
+    seen = interruptible(lambda: probes.observe_context(args.context, args.kubeconfig, declared=declared))
+    return {clusters[0]: seen}
+
+
+async def _live_objects(context: str, kubeconfig: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ResourceSlices and (for what fits now) the ResourceClaims of every namespace."""
     client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=30)
     try:
         slices = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
         claims = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaim")
-        listed = list((await client.list(slices)).items), list((await client.list(claims)).items)
-        observed = await probes.observe(client, declared=declared) if declared is not None else None
-        return (*listed, observed)
+        return list((await client.list(slices)).items), list((await client.list(claims)).items)
     finally:
         await client.close()
 
