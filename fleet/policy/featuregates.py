@@ -343,9 +343,10 @@ def _hint(gate: str, *, features: ClusterFeatures) -> str:
         f"if its kube-apiserver, kube-scheduler and kube-controller-manager run with "
         f"--feature-gates={gate}=true, declare {gate}: true in spec.featureGates of {features.file}"
     )
+    drop = "or drop the field on this cluster with an overlay (null)"
     if first is not None and first > features.minor:
-        return f"upgrade {features.cluster} to 1.{first} or later; or, {enable}; or remove the field for this cluster"
-    return f"{enable[0].upper()}{enable[1:]}; or remove the field for this cluster (an overlay)"
+        return f"upgrade {features.cluster} to 1.{first} or later; or, {enable}; {drop}"
+    return f"{enable[0].upper()}{enable[1:]}; {drop}"
 
 
 def _dropped(manifest: Manifest, *, gate: str, path: Path, what: str, features: ClusterFeatures) -> Finding:

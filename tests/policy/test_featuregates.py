@@ -161,7 +161,7 @@ def test_message_and_hint_in_full() -> None:
     assert finding.hint == (
         "upgrade gpu-west to 1.36 or later; or, if its kube-apiserver, kube-scheduler and kube-controller-manager "
         "run with --feature-gates=DRADeviceTaints=true, declare DRADeviceTaints: true in spec.featureGates of "
-        "clusters/gpu-west.yaml; or remove the field for this cluster"
+        "clusters/gpu-west.yaml; or drop the field on this cluster with an overlay (null)"
     )
     assert finding.object == "ResourceClaimTemplate/ml-research/t"
 
