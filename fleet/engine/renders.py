@@ -8,7 +8,17 @@ the work the DRA guide otherwise asks an operator to do by hand:
   create/get/list/watch/update/delete on ``resourceclaims`` and
   ``resourceclaimtemplates`` (nothing on DeviceClasses or ResourceSlices: those are
   cluster-scoped and the platform's), a RoleBinding to the team's owners, and a
-  ResourceQuota capping devices per class (``<class>.deviceclass.resource.k8s.io/devices``).
+  ResourceQuota capping devices per class (``<class>.deviceclass.resource.k8s.io/devices``). Where
+  the cluster has DRAExtendedResource (``fleet.policy.featuregates``), a pod may also get a class's
+  devices by asking ``resources.limits`` for ``deviceclass.resource.kubernetes.io/<class>`` or the
+  class's ``extendedResourceName`` (e.g. ``nvidia.com/gpu``): the quota then also holds
+  ``requests.deviceclass.resource.kubernetes.io/<class>`` and ``requests.<extendedResourceName>``
+  at the same limit. Kubernetes (1.36, ``pkg/quota/v1/evaluator/core``) charges a pod's request to
+  the ``requests.`` keys when it is created, so a pod beyond the quota is refused rather than left
+  Pending, and charges every claim of a class with an extendedResourceName to all three keys (the
+  scheduler's claim for such a pod only where the pod was not charged already): one device counts
+  once against each key, whichever way it was asked for. A class without one has its claims charged
+  to the devices key only, and pods asking its implicit name to the ``requests.`` key as well.
 - DeviceClass, ResourceClaimTemplate, ResourceClaim → as written (a claim without
   a namespace goes to the team's first namespace).
 - GPUNodePool → a ``PoolRule``: which Nodes (selector), what labels and taints to
@@ -38,6 +48,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from fleet.engine import ownership, stages
@@ -48,7 +59,7 @@ from fleet.kube.shapes import Shapes
 from fleet.manifests import kinds
 from fleet.manifests.revisions import Manifest
 from fleet.manifests.views import ClusterView
-from fleet.policy import tenancy
+from fleet.policy import extendedresources, featuregates, tenancy
 
 CLAIM_RESOURCES = ("resourceclaims", "resourceclaimtemplates")
 CLAIM_VERBS = ("create", "get", "list", "watch", "update", "delete")
@@ -85,6 +96,12 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
             )
         )
 
+    features = featuregates.declared(view.cluster)
+    extended = (
+        extendedresources.extended_names(view.device_classes)
+        if features is not None and features.on("DRAExtendedResource")
+        else None
+    )
     operator = view.operator.model if view.operator is not None else None
     operator_ns = operator.spec.namespace if isinstance(operator, kinds.GPUOperator) else None
     for team in view.teams:
@@ -101,7 +118,7 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         teams[team.name] = tuple(model.spec.namespaces)
         team_specs[team.name] = model.spec
         adopted = model.spec.adopted_namespaces()
-        for obj in team_objects(model):
+        for obj in team_objects(model, extended=extended):
             namespace = obj["kind"] == "Namespace" and obj["metadata"]["name"] in adopted
             add(obj, str(team.location), team.name, adopt=namespace)
 
@@ -158,8 +175,11 @@ def drift_policy(kind: str, *, team: kinds.TeamSpec | None, defaults: kinds.Flee
     return defaults.drift_policy_by_kind.get(kind, defaults.drift_policy)
 
 
-def team_objects(team: kinds.Team) -> list[dict[str, Any]]:
-    """Namespace, Role, RoleBinding and ResourceQuota for every namespace of ``team``."""
+def team_objects(team: kinds.Team, *, extended: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Namespace, Role, RoleBinding and ResourceQuota for every namespace of ``team``.
+
+    ``extended`` (class → extendedResourceName, for a cluster with DRAExtendedResource; None
+    without it) adds the extended-resource keys to the quota (see the module docstring)."""
     name = team.metadata.name
     subjects = [_subject(o.kind, o.name, o.namespace) for o in team.spec.owners]
     objs: list[dict[str, Any]] = []
@@ -188,7 +208,7 @@ def team_objects(team: kinds.Team) -> list[dict[str, Any]]:
             }
         )
         if team.spec.quota:
-            hard = {f"{cls}.deviceclass.resource.k8s.io/devices": str(n) for cls, n in sorted(team.spec.quota.items())}
+            hard = quota_keys(team.spec.quota, extended=extended)
             objs.append(
                 {
                     "apiVersion": "v1",
@@ -198,6 +218,19 @@ def team_objects(team: kinds.Team) -> list[dict[str, Any]]:
                 }
             )
     return objs
+
+
+def quota_keys(quota: Mapping[str, int], *, extended: Mapping[str, str] | None) -> dict[str, str]:
+    """A team's ResourceQuota ``hard``: per class, its devices, and with ``extended`` the
+    extended-resource keys pods asking for the class by name are charged to."""
+    hard: dict[str, str] = {}
+    for cls, n in sorted(quota.items()):
+        hard[f"{cls}.deviceclass.resource.k8s.io/devices"] = str(n)
+        if extended is not None:
+            hard[f"requests.{extendedresources.IMPLICIT_PREFIX}{cls}"] = str(n)
+            if cls in extended:
+                hard[f"requests.{extended[cls]}"] = str(n)
+    return hard
 
 
 def _adoption_requested(obj: dict[str, Any]) -> bool:
@@ -356,5 +389,6 @@ __all__ = [
     "TEAM_ROLE",
     "drift_policy",
     "plan",
+    "quota_keys",
     "team_objects",
 ]

@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.text import Text
 
 from fleet import kube
-from fleet.engine import pipelines
+from fleet.engine import pipelines, probes
 from fleet.errors import FleetError
 from fleet.inventory import Inventory, holdings, snapshots
 from fleet.manifests import Finding, Limits, Manifest, Revision, cluster_names, fixes, kinds, read_revision, read_tree
@@ -104,7 +104,10 @@ def _validate(args: argparse.Namespace) -> int:
     with pipelines.collector_paused():
         revision = read_revision(repo)
         inventories, sources, live = _inventories(args, revision=revision)
-        result = validate(revision, clusters=args.cluster, inventories=inventories, sources=sources, live=live)
+        features = _features(args, revision=revision, clusters=list(inventories))
+        result = validate(
+            revision, clusters=args.cluster, inventories=inventories, sources=sources, live=live, features=features
+        )
     findings = result.findings
     out = sys.stdout
     if args.output == "json":
@@ -186,6 +189,18 @@ def fix_files(repo: Path, *, diff: bool, out: TextIO) -> int:
 
 def _context_of(cluster: Manifest) -> str | None:
     return cluster.model.spec.context if isinstance(cluster.model, kinds.Cluster) else None
+
+
+def _features(args: argparse.Namespace, *, revision: Revision, clusters: list[str]) -> dict[str, probes.Features]:
+    """With ``--context``: the cluster's Kubernetes minor and DRA feature gates as its dry runs show them,
+    in place of what its Cluster declares (``fleet.engine.probes``)."""
+    if args.context is None or not clusters:
+        return {}
+    declared = probes.declared(revision, cluster=clusters[0])
+    if declared is None:
+        return {}
+    seen = interruptible(lambda: probes.observe_context(args.context, args.kubeconfig, declared=declared))
+    return {clusters[0]: seen}
 
 
 async def _live_objects(context: str, kubeconfig: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
