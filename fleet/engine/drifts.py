@@ -104,7 +104,7 @@ def repairs(
     secret = live.get("kind") == "Secret" and live.get("apiVersion") == "v1"
     out: list[FieldRepair] = []
     for path in sorted(set(leaves) - _BOOKKEEPING):
-        was, now = _at(live, path), _at(after, path)
+        was, now = normalizations.value_at(live, path), normalizations.value_at(after, path)
         if was == now:
             continue
         hidden = secret and path[0] in ("data", "stringData")
@@ -159,14 +159,6 @@ def _manager(live: dict[str, Any], path: Path, conflicts: list[tuple[str, str]])
         if any(o[: len(path)] == path or path[: len(o)] == o for o in owned):
             owners.add(manager)
     return ",".join(sorted(owners))
-
-
-def _at(obj: Any, path: Path) -> Any:
-    for key in path:
-        if not isinstance(obj, dict) or key not in obj:
-            return None
-        obj = obj[key]
-    return obj
 
 
 def _text(value: Any) -> str:
