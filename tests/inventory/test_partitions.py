@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from fleet.inventory import Checker, Inventory, holdings, models
+from fleet.inventory import Checker, Inventory, holdings, models, pendings
 from fleet.inventory.allocations import Usage
 from fleet.sandbox import gpus
 from tests.inventory.conftest import CLASSES, GPU, claim, fixture_slices, request
@@ -126,3 +126,41 @@ def test_the_fixture_split_layout_counts_the_published_subset() -> None:
     assert checker.check_claim(claim(request("mig", device_class="mig.nvidia.com"))).capacity == 2
     assert checker.check_claim(claim(mig("1g.10gb"))).capacity == 2
     assert checker.check_claim(claim(mig("3g.40gb"))).capacity == 1
+
+
+def test_explain_names_the_claim_whose_partition_uses_the_counters() -> None:
+    """A free 1g.10gb placement is unusable while a 7g.80gb of the same GPU is allocated."""
+    slices = gpus.slice_manifests(
+        models.NodeSpec(
+            name="dyn-01", ordinal=1, pool="dyn", model=models.MODELS["h100"], gpus=1, mig_strategy="dynamic"
+        ),
+        node_uid="uid",
+    )
+    holder = {
+        "metadata": {"namespace": "ns", "name": "big"},
+        "spec": {"devices": {"requests": [mig("7g.80gb")]}},
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "mig",
+                            "driver": "gpu.nvidia.com",
+                            "pool": "dyn-01",
+                            "device": "gpu-0-mig-7g80gb-0-0",
+                        }
+                    ]
+                }
+            },
+            "reservedFor": [{"resource": "pods", "name": "trainer"}],
+        },
+    }
+    waiting = {"metadata": {"namespace": "ns", "name": "small"}, "spec": claim(mig("1g.10gb"))}
+    cause = pendings.explain(
+        pod=None, claims=[waiting], all_claims=[holder, waiting], classes=CLASSES, slices=slices, nodes=[]
+    )
+    assert cause.rule == "all-allocated"
+    assert "counters are used by allocated partitions" in cause.summary
+    assert cause.evidence == (
+        "ns/big holds dyn-01/gpu-0-mig-7g80gb-0-0, which consume the same counters (gpu-0-counter-set) (pods trainer)",
+    )
