@@ -78,7 +78,7 @@ class _Amounts:
     def __init__(self) -> None:
         self._amounts: dict[str, int] = {}
         self._capacities: dict[str, Capacity] = {}
-        self._counters: dict[object, tuple[tuple[str, int], ...]] = {}
+        self._counters: dict[tuple[object, ...], tuple[tuple[str, int], ...]] = {}
         self._shared_capacities: dict[object, Mapping[str, Capacity]] = {}
         self.devices: dict[object, Any] = {}
         """``cel.Device.from_slice``'s cache."""
@@ -94,13 +94,14 @@ class _Amounts:
 
     def counters(self, raw: Mapping[str, Any], where: str) -> tuple[tuple[str, int], ...]:
         try:
-            key: tuple[tuple[Any, Any], ...] = tuple(zip(raw, map(_VALUE, raw.values()), strict=True))
+            key: tuple[object, ...] = (tuple(raw), tuple(map(_VALUE, raw.values())))
         except (KeyError, TypeError):
-            key = tuple((name, (v or {}).get("value")) for name, v in raw.items())
+            key = (tuple(raw), tuple((v or {}).get("value") for v in raw.values()))
         found = self._counters.get(key)
         if found is None:
+            names, values = tuple(raw), [(v or {}).get("value") for v in raw.values()]
             found = self._counters[key] = tuple(
-                sorted((str(name), self.amount(str(value), where)) for name, value in key)
+                sorted((str(name), self.amount(str(value), where)) for name, value in zip(names, values, strict=True))
             )
         return found
 
