@@ -130,8 +130,20 @@ MIGProfile = Annotated[str, StringConstraints(pattern=r"^([0-9]+c\.)?[0-9]+g\.[0
 
 
 class MIG(Model):
-    profiles: dict[MIGProfile, Annotated[int, Field(ge=1, le=7)]] = Field(min_length=1)
+    strategy: Literal["static", "dynamic"] = "static"
+    """``static``: MIG devices made beforehand (mig-parted), ``profiles`` says which. ``dynamic``: the
+    NVIDIA driver's DynamicMIG gate publishes every placement of every profile as a partitionable
+    device and makes the partition a claim gets (``profiles`` stays empty)."""
+    profiles: dict[MIGProfile, Annotated[int, Field(ge=1, le=7)]] = Field(default_factory=dict)
     """MIG devices per GPU by profile, e.g. {"1g.10gb": 7} (static MIG)."""
+
+    @model_validator(mode="after")
+    def _profiles_go_with_the_strategy(self) -> MIG:
+        if self.strategy == "static" and not self.profiles:
+            raise ValueError("static MIG needs profiles (MIG devices per GPU, e.g. {1g.10gb: 7}); or strategy: dynamic")
+        if self.strategy == "dynamic" and self.profiles:
+            raise ValueError("dynamic MIG makes partitions on demand: leave profiles out")
+        return self
 
 
 class GPUNodePoolSpec(Model):

@@ -3,8 +3,9 @@
 A pull request is usually checked where no cluster is reachable, yet the
 repository already says which GPUs each cluster has: every GPUNodePool names
 the model (``gpu.productName``), the GPUs per node, the node count and the MIG
-split, after the cluster's overlays. This module builds the ResourceSlices the
-NVIDIA DRA driver would publish for them from the GPU model table
+split (static profiles, or ``strategy: dynamic``: every placement published with
+its GPU's counters, as the driver's DynamicMIG does), after the cluster's
+overlays. This module builds the ResourceSlices the NVIDIA DRA driver would publish for them from the GPU model table
 (:mod:`fleet.inventory.models`, the same table the sandbox publishes from), so
 ``fleetctl validate`` finds — with no ``--inventory`` and no ``--context`` — a
 selector reading an attribute no declared device publishes, a runtime type
@@ -44,6 +45,7 @@ def declared(view: ClusterView) -> Declared:
     table = models.by_product_name()
     findings: list[Finding] = []
     slices: list[dict[str, Any]] = []
+    names: list[str] = []
     by_pool: dict[str, list[dict[str, Any]]] = {}
     for pool in pools:
         assert isinstance(pool.model, kinds.GPUNodePool)
@@ -55,39 +57,47 @@ def declared(view: ClusterView) -> Declared:
         if spec.gpu.memory and spec.gpu.memory != model.memory:
             model = dataclasses.replace(model, memory=spec.gpu.memory)
         layout: tuple[tuple[str, int], ...] = ()
-        if spec.mig is not None:
+        dynamic = spec.mig is not None and spec.mig.strategy == "dynamic"
+        if spec.mig is not None and not dynamic:
             layout, left = models.mig_layout(model, dict(spec.mig.profiles))
             if left:
                 findings.append(_unplaced(pool, left=left, model=model))
         for index in range(spec.nodes):
             node = models.NodeSpec(
                 name=f"{pool.name}-{index + 1:03d}",
-                ordinal=len(slices) + 1,
+                ordinal=len(names) + 1,
                 pool=pool.name,
                 model=model,
                 gpus=spec.gpu.count,
-                mig_gpus=spec.gpu.count if spec.mig is not None else 0,
+                mig_gpus=spec.gpu.count if spec.mig is not None and not dynamic else 0,
                 mig_layout=layout,
+                mig_strategy="dynamic" if dynamic else "static",
             )
-            slices.append(_slice(node))
+            names.append(node.name)
+            slices += _slices(node)
             by_pool.setdefault(pool.name, []).append(slices[-1])
     if any(f.rule == "pool-unknown-model" for f in findings):
         return Declared(None, findings)
     return Declared(Inventory.from_slices(slices), findings, by_pool)
 
 
-def _slice(node: models.NodeSpec) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node.name}-{models.DRIVER}"},
-        "spec": {
-            "driver": models.DRIVER,
-            "nodeName": node.name,
-            "pool": {"name": node.name, "generation": 1, "resourceSliceCount": 1},
-            "devices": models.devices(node),
-        },
-    }
+def _slices(node: models.NodeSpec) -> list[dict[str, Any]]:
+    """The node's pool as the driver lays it out (one slice, or counters then one slice per GPU)."""
+    specs = models.slice_specs(node)
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{index:02x}-{models.DRIVER}-{node.name}"},
+            "spec": {
+                "driver": models.DRIVER,
+                "nodeName": node.name,
+                "pool": {"name": node.name, "generation": 1, "resourceSliceCount": len(specs)},
+                **body,
+            },
+        }
+        for index, body in enumerate(specs)
+    ]
 
 
 def _unknown_model(pool: Manifest, *, product: str, known: list[str]) -> Finding:
