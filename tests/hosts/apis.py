@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,7 +46,9 @@ class StatusAPI:
     script: list[Answer] = field(default_factory=list)
     received: list[Received] = field(default_factory=list)
     hold: threading.Event | None = None
-    """While set to an unset Event, each request waits for it before answering (a slow host)."""
+    """While set to an unset Event, each request waits for it before answering (a held host)."""
+    latency: float = 0.0
+    """Seconds each answer waits (a host across the internet: bench/statuses.py)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     arrived: threading.Condition = field(default_factory=threading.Condition)
 
@@ -80,6 +83,8 @@ class StatusAPI:
                     api.arrived.notify_all()
                 if api.hold is not None:
                     api.hold.wait(timeout=30)
+                if api.latency:
+                    time.sleep(api.latency)
                 answer = api.answer()
                 self.send_response(answer.status)
                 for name, value in answer.headers.items():

@@ -4,9 +4,14 @@ The example's gpu-east and gpu-west run as two sandboxes (separate state directo
 each with the nodes its Cluster expects), reached through one merged kubeconfig whose
 contexts are named as the Clusters' ``spec.context`` say. A real ``fleet-controller``
 process per cluster applies the example (its GPU Operator from the loopback chart
-repository, kept Ready by the stand-in operator) and writes its FleetSync. The command
-exits 1 while one cluster has no controller yet, 0 once both are Ready, and a cluster
-whose API server cannot be reached is a row saying so (exit 1), never an error.
+repository, kept Ready by the stand-in operator) and writes its FleetSync.
+
+gpu-east becomes Ready. gpu-west does not: its ``a100-mig`` pool declares 8 GPUs per node
+while the sandbox's MIG nodes publish 6 devices each, so the operator stage's readiness
+gate fails (``ReconcileFailed``), which is what the table must show for it. The command
+exits 1 while gpu-west has no controller (``NoFleetSync``) and while it is not Ready, 0 for
+a fleet whose clusters are all Ready (the same checkout listing gpu-east only), and a
+cluster whose API server cannot be reached is a row saying so (exit 1), never an error.
 """
 
 from __future__ import annotations
@@ -66,13 +71,16 @@ def merged_kubeconfig(path: Path, sandboxes: dict[str, Sandbox], *, dead: str = 
 
 
 @contextlib.contextmanager
-def controller(sb: Sandbox, *, cluster: str, remote: Remote, helm: Path, root: Path) -> Iterator[Path]:
+def controller(
+    sb: Sandbox, *, cluster: str, remote: Remote, helm: Path, root: Path, health_timeout: str = "2m"
+) -> Iterator[Path]:
     """``python -m fleet.controller`` for ``cluster`` against ``sb``; yields its log; SIGTERM at the end."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "KUBECONFIG", "KUBERNETES_", "OTEL_"))}
     argv = [
         sys.executable, "-m", "fleet.controller", "--repo", remote.url, "--ref", "main", "--cluster", cluster,
         "--kubeconfig", str(sb.kubeconfig), "--context", credentials.CLUSTER, "--no-leader-elect",
         "--listen", "127.0.0.1:0", "--interval", "2s", "--helm", str(helm), "--state-dir", str(root / cluster),
+        "--health-timeout", health_timeout,
     ]  # fmt: skip
     log = root / f"{cluster}.log"
     with log.open("wb") as out:
@@ -88,13 +96,14 @@ def controller(sb: Sandbox, *, cluster: str, remote: Remote, helm: Path, root: P
             proc.wait(timeout=30)
 
 
-def ready_at(sb: Sandbox, cluster: str, revision: str) -> bool:
+def ready_of(sb: Sandbox, cluster: str) -> tuple[str, str, str]:
+    """(Ready status, its reason, lastAppliedRevision) of ``cluster``'s FleetSync; empty strings if none."""
     got = sb.kubectl("get", "fleetsync", cluster, "-o", "json", check=False)
     if got.returncode != 0:
-        return False
+        return ("", "", "")
     status = json.loads(got.stdout).get("status") or {}
-    ready = [c for c in status.get("conditions") or () if c["type"] == "Ready"]
-    return bool(ready) and ready[0]["status"] == "True" and status.get("lastAppliedRevision") == revision
+    ready = [c for c in status.get("conditions") or () if c["type"] == "Ready"] or [{}]
+    return (ready[0].get("status", ""), ready[0].get("reason", ""), status.get("lastAppliedRevision", ""))
 
 
 def status_all(checkout: Path, kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -132,36 +141,59 @@ def test_one_table_for_the_fleet(gpu_east: Sandbox, gpu_west: Sandbox, tmp_path:
         checkout = remote.work
 
         with controller(gpu_east, cluster="gpu-east", remote=remote, helm=found["helm"], root=tmp_path) as east_log:
-            wait_for(lambda: ready_at(gpu_east, "gpu-east", revision), within=300, what="gpu-east Ready")
+            applied = ("True", "Applied", revision)
+            wait_for(lambda: ready_of(gpu_east, "gpu-east") == applied, within=300, what="gpu-east Ready")
 
             one = status_all(checkout, kubeconfig)
             assert one.returncode == 1, one.stdout + one.stderr
             lines = one.stdout.splitlines()
-            assert lines[0].split() == "CLUSTER CONTEXT REVISION READY REASON DRIFT CONFLICTS FROZEN OPERATOR STUCK".split()
+            header = "CLUSTER CONTEXT REVISION READY REASON DRIFT CONFLICTS FROZEN OPERATOR STUCK"
+            assert lines[0].split() == header.split()
             east = lines[1].split()
             assert east[:5] == ["gpu-east", "gpu-east", revision[:12], "True", "Applied"], one.stdout
-            assert east[5:7] == ["0", "0"] and east[-1] == "0"
+            assert east[5:7] == ["0", "0"] and east[-1] == "0" and east[-2].startswith("v"), one.stdout
             assert lines[2].split()[:5] == ["gpu-west", "gpu-west", "-", "Unknown", "NoFleetSync"], one.stdout
             assert "gpu-west: no FleetSync gpu-west in context gpu-west" in one.stdout
 
-            with controller(gpu_west, cluster="gpu-west", remote=remote, helm=found["helm"], root=tmp_path):
-                wait_for(lambda: ready_at(gpu_west, "gpu-west", revision), within=300, what="gpu-west Ready")
+            west = controller(
+                gpu_west, cluster="gpu-west", remote=remote, helm=found["helm"], root=tmp_path, health_timeout="5s"
+            )
+            with west as west_log:
+                wait_for(
+                    lambda: ready_of(gpu_west, "gpu-west")[:2] == ("False", "ReconcileFailed"),
+                    within=300,
+                    what=f"gpu-west's reconcile failed\n{west_log.read_text()[-2000:]}",
+                )
                 both = status_all(checkout, kubeconfig, "-o", "json")
-                assert both.returncode == 0, both.stdout + both.stderr + east_log.read_text()[-2000:]
-                rows = json.loads(both.stdout)
-                assert [(r["cluster"], r["context"], r["revision"], r["ready"], r["reason"]) for r in rows] == [
-                    ("gpu-east", "gpu-east", revision, "True", "Applied"),
-                    ("gpu-west", "gpu-west", revision, "True", "Applied"),
-                ]
-                assert all(r["reachable"] and r["operatorVersion"] and r["stuckNodes"] == 0 for r in rows), rows
-                assert all(r["drift"] == 0 and r["conflicts"] == 0 for r in rows), rows
+                assert both.returncode == 1, both.stdout + both.stderr
+                rows = {r["cluster"]: r for r in json.loads(both.stdout)}
+                assert list(rows) == ["gpu-east", "gpu-west"]
+                assert (rows["gpu-east"]["ready"], rows["gpu-east"]["revision"]) == ("True", revision)
+                assert rows["gpu-east"]["operatorVersion"] and rows["gpu-east"]["stuckNodes"] == 0
+                assert (rows["gpu-west"]["ready"], rows["gpu-west"]["reason"]) == ("False", "ReconcileFailed")
+                assert "a100-mig" in rows["gpu-west"]["message"], rows["gpu-west"]
+                assert all(r["reachable"] and r["drift"] == 0 and r["conflicts"] == 0 for r in rows.values())
 
-                # gpu-west's API server cannot be reached: a row saying so, the other cluster still shown.
-                dead = merged_kubeconfig(tmp_path / "dead-west", sandboxes, dead="gpu-west")
-                down = status_all(checkout, dead, "--timeout", "3")
-                assert down.returncode == 1, down.stdout + down.stderr
-                assert "Traceback" not in down.stderr and down.stderr == ""
-                rows_down = {line.split()[0]: line.split() for line in down.stdout.splitlines()[1:3]}
-                assert rows_down["gpu-east"][3:5] == ["True", "Applied"]
-                assert rows_down["gpu-west"][2:5] == ["-", "Unknown", "Unreachable"]
-                assert "gpu-west: " in down.stdout and "API server" in down.stdout
+                text = status_all(checkout, kubeconfig)
+                assert text.returncode == 1
+                assert text.stdout.splitlines()[2].split()[3:5] == ["False", "ReconcileFailed"], text.stdout
+                assert "gpu-west: cluster gpu-west: stage operator not healthy" in text.stdout
+
+            # gpu-west's API server cannot be reached: a row saying so, the other cluster still shown.
+            dead = merged_kubeconfig(tmp_path / "dead-west", sandboxes, dead="gpu-west")
+            down = status_all(checkout, dead, "--timeout", "3")
+            assert down.returncode == 1, down.stdout + down.stderr
+            assert down.stderr == "", down.stderr
+            rows_down = {line.split()[0]: line.split() for line in down.stdout.splitlines()[1:3]}
+            assert rows_down["gpu-east"][3:5] == ["True", "Applied"]
+            assert rows_down["gpu-west"][2:5] == ["-", "Unknown", "Unreachable"]
+            assert "gpu-west: " in down.stdout and "API server" in down.stdout
+
+            # A fleet whose every cluster is Ready: the same checkout, listing gpu-east only.
+            east_only = tmp_path / "east-only"
+            shutil.copytree(checkout, east_only, ignore=shutil.ignore_patterns(".git"))
+            fleet = east_only / "fleet.yaml"
+            fleet.write_text(fleet.read_text().replace("  - gpu-west\n", ""))
+            ok = status_all(east_only, kubeconfig)
+            assert ok.returncode == 0, ok.stdout + ok.stderr + east_log.read_text()[-2000:]
+            assert len(ok.stdout.splitlines()) == 2, ok.stdout
