@@ -36,8 +36,17 @@ Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 def plan_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """fleetctl's on-disk plan cache (``fleet.engine.plancaches``) in the session's temporary
     directory rather than the user's ``~/.cache``: tests leave nothing behind, and every repeated
-    ``fleetctl diff``/``apply`` of unchanged content in the suite runs on a stored plan."""
+    ``fleetctl diff``/``apply`` of unchanged content in the suite runs on a stored plan.
+
+    ``FLEET_CACHE_DIR`` also holds the sandbox's built binaries (``fleet.sandbox.binaries``): the
+    ones already built are linked in, or every session would link them again into the empty
+    directory (about 75 s of both cores and 800 MB of disk)."""
     directory = tmp_path_factory.mktemp("cache")
+    built = binaries.cache_root()
+    if built.is_dir():
+        for entry in built.iterdir():
+            if entry.is_dir() and entry.name != "plans" and (entry / ".complete").exists():
+                (directory / entry.name).symlink_to(entry)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("FLEET_CACHE_DIR", str(directory))
         yield directory
