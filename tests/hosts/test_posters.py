@@ -73,6 +73,7 @@ async def posting(
     with api.serving() as base:
         repository = "group/sub/fleet" if provider == "gitlab" else "org/fleet"
         where = Target(provider=provider, api_url=f"{base}{providers.API_PATHS[provider]}", repository=repository)
+        kwargs.setdefault("debounce", 0.0)
         poster = Poster(
             target=where, token_file=token_file, on_result=results.append, sleep=clock.sleep, clock=clock.time, **kwargs
         )
@@ -205,7 +206,13 @@ async def test_an_unreachable_host_never_blocks_submit(tmp_path: Path) -> None:
     results: list[str] = []
     where = Target("github", "http://127.0.0.1:9/api/v3", "org/fleet")  # nothing listens on port 9
     poster = Poster(
-        target=where, token_file=token_file, on_result=results.append, sleep=clock.sleep, clock=clock.time, attempts=3
+        target=where,
+        token_file=token_file,
+        on_result=results.append,
+        sleep=clock.sleep,
+        clock=clock.time,
+        attempts=3,
+        debounce=0.0,
     )
     async with anyio.create_task_group() as tg:
         tg.start_soon(poster.run)
@@ -237,6 +244,17 @@ async def test_statuses_are_coalesced_newest_wins_and_identical_ones_not_posted(
     assert states == ["pending", "success"]
     assert run.results.count("posted") == 2 and run.results.count("unchanged") == 2
     assert run.poster.posted(SHA, "fleet/gpu-east") == status("success")
+
+
+async def test_a_status_waits_the_debounce_so_a_quick_outcome_replaces_pending(tmp_path: Path) -> None:
+    async with posting(tmp_path, debounce=1.0) as run:
+        run.poster.submit(status("pending", "applying 3 objects"))
+        run.poster.submit(status("success", "applied 3 objects"))  # the reconcile ended within the second
+        await run.settle()
+        run.poster.submit(status("failure", "failed: x", sha="e" * 40))
+        await run.settle()
+    assert [r.json()["state"] for r in run.api.received] == ["success", "failure"]
+    assert run.clock.slept == [1.0, 1.0]
 
 
 async def test_the_queue_is_bounded_oldest_dropped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -145,3 +145,10 @@ def test_the_hosts_message_is_quoted_without_the_token() -> None:
     limited = b'{"message":"You have exceeded a secondary rate limit"}'
     secondary = providers.verdict(status=403, headers={}, body=limited, where="w", now=NOW)
     assert isinstance(secondary, errors.RateLimited) and secondary.retry_after == 60.0
+
+
+def test_the_package_exports_what_the_controller_uses() -> None:
+    import fleet.hosts
+
+    public = {n for n in vars(fleet.hosts) if not n.startswith("_") and n != "annotations"}
+    assert set(fleet.hosts.__all__) == public - {"errors", "posters", "providers"}
