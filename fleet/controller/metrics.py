@@ -111,7 +111,7 @@ class Metrics:
         self.commit_status_posts = Counter(
             "fleet_commit_status_posts_total",
             "Commit statuses handed to the git host, by result (posted, unchanged, dropped, or an attempt's "
-            "error: rate-limited, unreachable, unauthorized, forbidden, not-found, invalid).",
+            "error: rate-limited, unreachable, unauthorized, forbidden, not-found, invalid, error).",
             ["result"],
             registry=r,
         )

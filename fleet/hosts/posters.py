@@ -26,7 +26,7 @@ update), and ``Poster.run``, a task in the controller's task group, sends the re
   the request's URL, which never carries it.
 
 Each attempt's outcome is handed to ``on_result`` (``posted``, an error's ``reason``,
-``unchanged``, ``dropped``); the controller counts them in
+``unchanged``, ``dropped``, ``error`` for anything unexpected); the controller counts them in
 ``fleet_commit_status_posts_total{result}``.
 """
 
@@ -136,10 +136,15 @@ class Poster:
     # -- the worker ------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Post what ``submit`` queued, until cancelled."""
+        """Post what ``submit`` queued, until cancelled. Nothing it meets ends the controller's task
+        group: an unusable CA file stops the poster alone, and an unexpected error is one status lost."""
         verify: ssl.SSLContext | bool = True
         if self.ca_file is not None:
-            verify = ssl.create_default_context(cafile=str(self.ca_file))
+            try:
+                verify = ssl.create_default_context(cafile=str(self.ca_file))
+            except (OSError, ssl.SSLError) as exc:
+                logger.error("commit statuses are off: the CA file %s is not usable: %s", self.ca_file, exc)
+                return
         async with httpx.AsyncClient(
             timeout=httpx.Timeout(self.timeout),
             verify=verify,
@@ -157,6 +162,9 @@ class Poster:
                 self._inflight = status
                 try:
                     await self._deliver(status, client=client)
+                except Exception:  # a bug must not end the task group the reconciles run in
+                    self.on_result("error")
+                    logger.exception("commit status %s for %s not posted", status.state, status.sha[:12])
                 finally:
                     self._inflight = None
 

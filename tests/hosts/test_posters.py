@@ -223,6 +223,44 @@ async def test_an_unreachable_host_never_blocks_submit(tmp_path: Path) -> None:
     assert results == ["unreachable"] * 3
 
 
+async def test_an_unexpected_error_loses_one_status_not_the_poster(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    results: list[str] = []
+    api = StatusAPI()
+    with api.serving() as base:
+        poster = Poster(
+            target=Target("github", "http://[::1/api/v3", "org/fleet"),  # httpx.InvalidURL: not an HTTP error
+            token_file=token_file,
+            on_result=results.append,
+            debounce=0.0,
+        )
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(poster.run)
+            poster.submit(status())
+            with anyio.fail_after(20):
+                await poster.idle()
+            poster.target = Target("github", f"{base}/api/v3", "org/fleet")
+            poster.submit(status(sha="d" * 40))
+            with anyio.fail_after(20):
+                await poster.idle()
+            tg.cancel_scope.cancel()
+    assert results == ["error", "posted"]
+
+
+async def test_an_unusable_ca_file_stops_the_poster_alone(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "ca.pem").write_text("not a certificate")
+    (tmp_path / "token").write_text(TOKEN)
+    poster = Poster(
+        target=Target("github", "https://127.0.0.1:9/api/v3", "org/fleet"),
+        token_file=tmp_path / "token",
+        ca_file=tmp_path / "ca.pem",
+    )
+    with anyio.fail_after(10):
+        await poster.run()  # returns instead of raising into the controller's task group
+    assert "commit statuses are off: the CA file" in caplog.text
+
+
 async def test_statuses_are_coalesced_newest_wins_and_identical_ones_not_posted(tmp_path: Path) -> None:
     import threading
 
