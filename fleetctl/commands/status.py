@@ -43,8 +43,9 @@ def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "status",
         help="what the in-cluster controller applied, its conditions, findings and drift (FleetSync)",
-        description="Render the cluster's FleetSync objects, written by fleet-controller. "
-        "Exit 0 all Ready, 1 not Ready or none, 2 error.",
+        description="Render the cluster's FleetSync objects, written by fleet-controller; with --all, one table "
+        "for every cluster of the fleet, each read through its own context. Exit 0 all Ready, 1 not Ready or "
+        "none (or unreachable), 2 error.",
     )
     parser.add_argument("--cluster", metavar="C", help="only this cluster's FleetSync (default: every one)")
     parser.add_argument("--context", metavar="CTX", help="kubeconfig context (default: the current context)")
