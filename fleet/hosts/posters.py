@@ -20,6 +20,11 @@ update), and ``Poster.run``, a task in the controller's task group, sends the re
   HTTP date, else until ``X-RateLimit-Reset`` / ``RateLimit-Reset`` (Unix seconds), else
   a minute; the wait holds every post to that host, not just the one refused.
   401, 403, 404, 400 and 422 are not retried: the same request would get the same answer.
+  Nor is the same status sent again when the next reconcile hands it over (every resync
+  and drift repair does): not after a 404, 400 or 422, and not for ``hold`` seconds (5 min)
+  after a 401 or 403, so a revoked token costs one refused request per status and period,
+  not one per reconcile (GitHub blocks clients that keep sending bad credentials), while a
+  fixed Secret is used within the period.
 - **The token** is read from its mounted file at each post (a rotated Secret is used
   without a restart) and travels only in its header. It is in no log line, span, error
   or metric: errors quote the host's message with the token scrubbed, and ``where`` is
@@ -38,6 +43,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -63,6 +69,7 @@ class Poster:
         timeout: float = 10.0,
         capacity: int = 64,
         debounce: float = 1.0,
+        hold: float = 300.0,
         attempts: int = 8,
         backoff: tuple[float, float] = (1.0, 300.0),
         ca_file: Path | None = None,
@@ -77,6 +84,7 @@ class Poster:
         self.timeout = timeout
         self.capacity = capacity
         self.debounce = debounce
+        self.hold = hold
         self.attempts = attempts
         self.backoff = backoff
         self.ca_file = ca_file
@@ -89,6 +97,8 @@ class Poster:
         self._since: dict[tuple[str, str], float] = {}
         """When each waiting key was first handed over (a replaced status keeps its key's time)."""
         self._posted: OrderedDict[tuple[str, str], CommitStatus] = OrderedDict()
+        self._refused: OrderedDict[tuple[str, str], tuple[CommitStatus, float]] = OrderedDict()
+        """Statuses the host refused, and until when the same one is not sent again."""
         self._inflight: CommitStatus | None = None
         self._not_before = 0.0
         self._wake = anyio.Event()
@@ -103,7 +113,8 @@ class Poster:
         current = self._inflight if self._inflight is not None and self._inflight.key == key else None
         if current is None:
             current = self._posted.get(key)
-        if status == current:
+        refused = self._refused.get(key)
+        if status == current or (refused is not None and refused[0] == status and self._clock() < refused[1]):
             self._pending.pop(key, None)  # an older state waiting would overwrite the one that stands
             self._since.pop(key, None)
             self.on_result("unchanged")
@@ -187,6 +198,10 @@ class Poster:
                 self.on_result(err.reason)
                 attempt += 1
                 if not err.retry or attempt >= self.attempts:
+                    if isinstance(err, errors.Unauthorized | errors.Forbidden):
+                        self._remember(self._refused, status, (status, self._clock() + self.hold))
+                    elif not err.retry:
+                        self._remember(self._refused, status, (status, float("inf")))
                     logger.warning(
                         "commit status %s %s for %s not posted%s: %s",
                         status.context,
@@ -204,12 +219,17 @@ class Poster:
                     await self._sleep(delay)
                 continue
             self.on_result("posted")
-            self._posted[status.key] = status
-            self._posted.move_to_end(status.key)
-            while len(self._posted) > REMEMBERED:
-                self._posted.popitem(last=False)
+            self._remember(self._posted, status, status)
+            self._refused.pop(status.key, None)
             logger.info("commit status %s %s posted for %s", status.context, status.state, status.sha[:12])
             return
+
+    @staticmethod
+    def _remember(memory: OrderedDict[tuple[str, str], Any], status: CommitStatus, value: Any) -> None:
+        memory[status.key] = value
+        memory.move_to_end(status.key)
+        while len(memory) > REMEMBERED:
+            memory.popitem(last=False)
 
     async def post(self, status: CommitStatus, *, client: httpx.AsyncClient) -> None:
         """One attempt: send ``status``; raises the ``HostError`` the answer means."""

@@ -171,6 +171,27 @@ async def test_refusals_are_not_retried_and_never_quote_the_token(
     assert "***" in caplog.text and TOKEN not in caplog.text
 
 
+async def test_a_refused_status_is_not_sent_again_at_every_reconcile(tmp_path: Path) -> None:
+    api = StatusAPI(script=[Answer(status=401), Answer(), Answer(status=422)])
+    async with posting(tmp_path, api=api) as run:
+        run.poster.submit(status())
+        await run.settle()
+        run.poster.submit(status())  # the next reconcile of the same revision: not sent to a refusing host
+        await run.settle()
+        assert len(run.api.received) == 1
+        run.clock.now += 301  # after the hold, a fixed token gets its chance
+        run.poster.submit(status())
+        await run.settle()
+        assert len(run.api.received) == 2 and run.results == ["unauthorized", "unchanged", "posted"]
+        run.poster.submit(status("failure", "failed: x"))
+        await run.settle()
+        run.clock.now += 100_000
+        run.poster.submit(status("failure", "failed: x"))  # 422: the same request gets the same answer
+        await run.settle()
+    assert len(run.api.received) == 3
+    assert run.results == ["unauthorized", "unchanged", "posted", "invalid", "unchanged"]
+
+
 async def test_a_rate_limit_waits_for_retry_after(tmp_path: Path) -> None:
     api = StatusAPI(script=[Answer(status=429, headers={"Retry-After": "17"}, body=b'{"message":"slow down"}')])
     async with posting(tmp_path, "gitlab", api=api) as run:
