@@ -214,6 +214,9 @@ class Settings(BaseSettings):
                 raise ValueError(f"{names} needs --commit-status-token-file (commit statuses are off without a token)")
             return self
         self.commit_status_target  # noqa: B018 - checked at start, not at the first post
+        link = self.commit_status_target_url
+        if link and not link.startswith(("https://", "http://")):
+            raise ValueError(f"--commit-status-target-url {link!r} is not an http(s) URL (the hosts refuse it)")
         return self
 
     @property

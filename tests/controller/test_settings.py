@@ -178,6 +178,9 @@ def test_commit_statuses_are_off_without_a_token_and_checked_at_start(
     with pytest.raises(settings.SettingsError) as caught:
         settings.parse(["--repo", "https://git.example.com/org/fleet.git"])
     assert "name it with --commit-status-provider" in caught.value.problems[0]
+    with pytest.raises(settings.SettingsError) as caught:
+        settings.parse(["--commit-status-target-url", "grafana/d/{cluster}"])
+    assert "is not an http(s) URL" in caught.value.problems[0]
     environment.delenv("FLEET_COMMIT_STATUS_TOKEN_FILE")
     with pytest.raises(settings.SettingsError) as caught:
         settings.parse(["--commit-status-provider", "gitea"])
