@@ -103,6 +103,10 @@ class OperatorRelease:
     allow_major: bool
     driver_state_timeout: int
     source: str
+    remediation: str = "rollback"
+    """``rollback``, ``uninstall`` or ``none``: what follows a failed install or upgrade."""
+    retries: int = 0
+    """How many more times one run tries after remediating a failure."""
 
 
 @dataclass(frozen=True)

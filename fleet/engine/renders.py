@@ -252,6 +252,8 @@ def _operator(model: Any, source: str) -> OperatorRelease | None:
         allow_major=spec.upgrade.allow_major,
         driver_state_timeout=spec.upgrade.driver_state_timeout,
         source=source,
+        remediation=spec.remediation.strategy,
+        retries=spec.remediation.retries,
     )
 
 

@@ -40,7 +40,14 @@ class Settings:
     home: Path | None = None
     """Where helm keeps its cache/config/data (default: a ``helm`` folder beside fleet's cache)."""
     timeout: float = 300.0
-    """Seconds one helm call may take before it is stopped."""
+    """Seconds one helm call may take before fleet stops the process."""
+
+    @property
+    def operation_timeout(self) -> int:
+        """helm's own ``--timeout`` for a release-changing call: shorter than ``timeout``, so helm
+        itself gives up on a hook or resource and records the revision as failed before fleet
+        would kill it (a killed helm leaves the release ``pending-*``, locked for every later call)."""
+        return max(1, int(self.timeout - max(10.0, self.timeout * 0.1)))
 
 
 @dataclass(frozen=True)
@@ -153,6 +160,11 @@ class Helm:
         )
         return items
 
+    async def hooks(self, *, name: str, namespace: str, revision: int) -> list[dict[str, Any]]:
+        """The hook objects of one revision (``helm get hooks``), as the chart rendered them."""
+        argv = ["get", "hooks", name, "-n", namespace, "--revision", str(revision)]
+        return [d for d in await _documents(await self._run(argv)) if d]
+
     async def manifest(self, *, name: str, namespace: str) -> list[dict[str, Any]]:
         return await _documents(await self._run(["get", "manifest", name, "-n", namespace]))
 
@@ -209,7 +221,11 @@ class Helm:
         if install:
             argv += ["--install", "--create-namespace"]
         if wait_timeout is not None:
-            argv += ["--wait", "--timeout", f"{int(wait_timeout)}s"]
+            argv += ["--wait"]
+        limit = (
+            min(int(wait_timeout), self.settings.operation_timeout) if wait_timeout else self.settings.operation_timeout
+        )
+        argv += ["--timeout", f"{limit}s"]
         with _values_file(values) as path:
             self.writes += 1
             await self._run([*argv, "-f", str(path)])
@@ -221,12 +237,14 @@ class Helm:
     async def rollback(self, *, name: str, namespace: str, revision: int | None = None) -> None:
         """Back to ``revision`` (default: the previous one) from Helm's own history."""
         self.writes += 1
-        await self._run(["rollback", name, *([str(revision)] if revision else []), "-n", namespace])
+        argv = ["rollback", name, *([str(revision)] if revision else []), "-n", namespace]
+        await self._run([*argv, "--timeout", f"{self.settings.operation_timeout}s"])
 
     async def uninstall(self, *, name: str, namespace: str) -> None:
         """``helm uninstall`` with its hooks (the operator's pre-delete clean-up runs)."""
         self.writes += 1
-        await self._run(["uninstall", name, "-n", namespace, "--wait", "--timeout", f"{int(self.settings.timeout)}s"])
+        timeout = f"{self.settings.operation_timeout}s"
+        await self._run(["uninstall", name, "-n", namespace, "--wait", "--timeout", timeout])
 
     # -- the subprocess ---------------------------------------------------------------------
 
@@ -264,13 +282,26 @@ class Helm:
         stdout = done.stdout.decode(errors="replace")
         if done.returncode != 0:
             stderr = done.stderr.decode(errors="replace").strip()
-            lines = [ln for ln in stderr.splitlines() if ln.startswith("Error:")] or stderr.splitlines()[-1:]
-            what = (lines[0].removeprefix("Error: ") if lines else f"helm exited {done.returncode}").strip()
+            what = _error_text(stderr) or f"helm exited {done.returncode}"
             failed = HelmError(f"helm {argv[0]} failed: {what}", where=" ".join(argv[:2]), stderr=stderr)
             if forbidden(failed):
                 failed.hint = FORBIDDEN_HINT
             raise failed
         return stdout
+
+
+def _error_text(stderr: str) -> str:
+    """helm's ``Error:`` line, with the indented lines that continue it (``1 error occurred:\n\t* ...``)."""
+    lines = stderr.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("Error:")), None)
+    if start is None:
+        return lines[-1].strip() if lines else ""
+    out = [lines[start].removeprefix("Error: ").strip()]
+    for ln in lines[start + 1 : start + 6]:
+        if not ln.startswith(("\t", " ", "*")) or not ln.strip():
+            break
+        out.append(ln.strip())
+    return " ".join(out)
 
 
 class _values_file:
