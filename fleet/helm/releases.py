@@ -177,20 +177,45 @@ class Helm:
         return docs[0] if docs else {}
 
     async def template(
-        self, chart: ChartRef, *, release: str, namespace: str, values: dict[str, Any]
+        self,
+        chart: ChartRef,
+        *,
+        release: str,
+        namespace: str,
+        values: dict[str, Any],
+        api_versions: tuple[str, ...] = (),
+        kube_version: str | None = None,
     ) -> list[dict[str, Any]]:
-        """The chart's objects rendered offline (``lookup`` sees nothing, no API versions are checked)."""
+        """The chart's objects rendered offline (``lookup`` sees nothing).
+
+        ``.Capabilities`` are helm's defaults plus ``api_versions`` (``group/version`` and
+        ``group/version/Kind``) at ``kube_version``: pass what the cluster serves, or what its
+        Kubernetes version serves by default, so the chart's own validations see it.
+        """
+        argv = ["template", release, *chart.args(), "-n", namespace]
+        if api_versions:
+            argv += ["--api-versions", ",".join(api_versions)]
+        if kube_version:
+            argv += ["--kube-version", kube_version]
         with _values_file(values) as path:
-            out = await self._run(["template", release, *chart.args(), "-n", namespace, "-f", str(path)])
+            out = await self._run([*argv, "-f", str(path)], cluster=False)
         return [d for d in await _documents(out) if d]
 
     async def render(
-        self, chart: ChartRef, *, release: str, namespace: str, values: dict[str, Any]
+        self,
+        chart: ChartRef,
+        *,
+        release: str,
+        namespace: str,
+        values: dict[str, Any],
+        api_versions: tuple[str, ...] = (),
+        kube_version: str | None = None,
     ) -> list[dict[str, Any]]:
         """The objects an upgrade would apply, rendered by a server-side dry run (``lookup`` sees the cluster).
 
         A dry run cannot map kinds whose CRDs are not installed yet (a first install):
-        then the chart is rendered offline (``template``) instead.
+        then the chart is rendered offline (``template``) with the cluster's ``api_versions``
+        and ``kube_version`` instead.
         """
         argv = ["upgrade", release, *chart.args(), "-n", namespace, "--install", "--reset-values"]
         argv += ["--dry-run=server", "-o", "json"]
@@ -200,7 +225,14 @@ class Helm:
         except HelmError as err:
             if "no matches for kind" not in err.what and "resource mapping not found" not in err.what:
                 raise
-            return await self.template(chart, release=release, namespace=namespace, values=values)
+            return await self.template(
+                chart,
+                release=release,
+                namespace=namespace,
+                values=values,
+                api_versions=api_versions,
+                kube_version=kube_version,
+            )
         return [d for d in await _documents(out.get("manifest") or "") if d]
 
     # -- writes -----------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from typing import Any
 from fleet import helm
 from fleet.engine.changesets import Change
 from fleet.engine.operators.releases import condition, events, items
+from fleet.engine.operators.renders import refusal
 from fleet.engine.plans import OperatorRelease
 from fleet.kube import Client, KubeError, NotFound, Ref
 
@@ -60,7 +61,8 @@ async def upgrade(
             failed = err
             why = await explain(h, client=client, desired=desired)
             done = await remediate(h, desired=desired)
-            change.error = str(err) + "".join(f"\n  {line}" for line in why)
+            said = refusal(err, desired=desired) if "execution error at (" in err.what else str(err)
+            change.error = said + "".join(f"\n  {line}" for line in why)
             if done:
                 remedied.append(done)
                 change.error += f"\n  {done}"
