@@ -33,7 +33,7 @@ from fleet.inventory import Inventory, holdings, snapshots
 from fleet.manifests import Finding, Limits, Manifest, Revision, cluster_names, fixes, kinds, read_revision, read_tree
 from fleet.policy import Result, Satisfaction, declarations, validate
 from fleet.policy.satisfiability import Live
-from fleetctl import reports
+from fleetctl import charts, reports
 from fleetctl.pipelines import interruptible
 
 
@@ -72,6 +72,13 @@ def register(sub: Any) -> None:
         "attributes, YAML 1.1 ambiguities), keeping comments and layout; prints each change",
     )
     parser.add_argument("--diff", action="store_true", help="with --fix: print the changes as a diff, write nothing")
+    parser.add_argument(
+        "--charts",
+        action="store_true",
+        help="also render each cluster's GPUOperator chart with helm, against the API versions its "
+        "kubernetesVersion serves by default (a refusal is a chart-render finding)",
+    )
+    charts.add_args(parser)
     parser.set_defaults(func=run)
 
 
@@ -98,6 +105,11 @@ def _validate(args: argparse.Namespace) -> int:
         revision = read_revision(repo)
         inventories, sources, live = _inventories(args, revision=revision)
         result = validate(revision, clusters=args.cluster, inventories=inventories, sources=sources, live=live)
+    if args.charts and not any(f.severity == "error" for f in result.findings):
+        found, notes = charts.chart_findings(args, revision, clusters=list(args.cluster))
+        result.findings.extend(found)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
     findings = result.findings
     out = sys.stdout
     if args.output == "json":
