@@ -4,12 +4,15 @@ No cluster is asked, so helm renders against what each Cluster's ``kubernetesVer
 serves with its default feature gates (``fleet.engine.operators.capabilities``), and the
 output says so. A chart that refuses (its own validation, or a repository that cannot be
 reached) is reported at the GPUOperator's file:line: an error for ``render``, a
-``chart-render`` finding for ``validate``.
+``chart-render`` finding for ``validate``. A chart that cannot be fetched is only named as
+not rendered by ``render`` (which otherwise needs no network), and is a finding for
+``validate --charts``, which asked for it.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +55,8 @@ def _render(h: helm.Helm, desired: OperatorRelease) -> tuple[list[dict[str, Any]
 def chart_objects(args: argparse.Namespace, plan: Plan) -> tuple[list[dict[str, Any]], str]:
     """The chart's objects and a line saying what they were rendered against ("" without a GPUOperator).
 
-    Raises ``renders.ChartRefused`` (file:line) when the chart refuses to render.
+    Raises ``renders.ChartRefused`` (file:line) when the chart refuses to render; a chart that
+    cannot be fetched (no network here) is named as not rendered, as is one without helm.
     """
     desired = plan.operator
     if desired is None:
@@ -61,7 +65,14 @@ def chart_objects(args: argparse.Namespace, plan: Plan) -> tuple[list[dict[str, 
     if h is None:
         release = f"GPUOperator release {desired.namespace}/{desired.release} ({desired.source})"
         return [], f"{release}: chart not rendered: no helm binary (--helm, $FLEET_HELM, helm on PATH)"
-    return _render(h, desired)
+    try:
+        return _render(h, desired)
+    except renders.ChartRefused:
+        raise
+    except renders.ChartUnavailable as err:
+        release = f"GPUOperator release {desired.namespace}/{desired.release} ({desired.source})"
+        print(f"warning: {desired.source}: {err.what}\n  hint: {err.hint}", file=sys.stderr)
+        return [], f"{release}: chart not rendered: {err.what.splitlines()[0]}"
 
 
 def chart_findings(
@@ -85,7 +96,7 @@ def chart_findings(
             continue
         try:
             _, said = _render(h, desired)
-        except renders.ChartRefused as err:
+        except renders.ChartUnavailable as err:
             if (err.what, cluster) in seen:
                 continue
             seen.add((err.what, cluster))

@@ -98,3 +98,18 @@ def test_validate_charts_renders_with_the_version_table_and_reports_a_refusal(
     assert len(refused) == 1, findings
     assert "the chart refuses to render: refused by the chart" in refused[0]["message"]
     assert refused[0]["file"].endswith("/repo/operator/gpu-operator.yaml") and refused[0]["line"] == 1, refused
+
+
+@pytest.mark.sandbox
+def test_render_names_a_chart_it_cannot_fetch_and_still_prints_the_rest(
+    tmp_path: Path, helm_binary: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = OperatorRepo(root=tmp_path / "repo", chart_repo="http://127.0.0.1:9/nvidia")  # nothing listens there
+    repo.team("ml", namespaces=["ml"], group="ml")
+    assert _render(repo, helm_binary, "--helm-timeout", "30") == 0
+    captured = capsys.readouterr()
+    assert "# GPUOperator release gpu-operator/gpu-operator (operator/gpu-operator.yaml:1:1): chart not rendered: " in (
+        captured.out
+    )
+    assert "kind: Namespace" in captured.out
+    assert "warning: operator/gpu-operator.yaml:1:1: cannot render the chart" in captured.err, captured.err

@@ -111,12 +111,18 @@ async def offline(
         )
     except helm.HelmError as err:
         what, _, hint = refusal(err, desired=desired).partition("\n  hint: ")
-        raise ChartRefused(what.removeprefix(f"{desired.source}: "), where=desired.source, hint=hint) from err
+        kind = ChartRefused if "execution error at (" in f"{err.what}\n{err.stderr}" else ChartUnavailable
+        hint = hint or "check that spec.chart.repository, name and version can be reached from here"
+        raise kind(what.removeprefix(f"{desired.source}: "), where=desired.source, hint=hint) from err
     return [*crds, *rendered], caps
 
 
-class ChartRefused(FleetError):
-    """The operator's chart could not be rendered (its own validation, or it could not be fetched)."""
+class ChartUnavailable(FleetError):
+    """The operator's chart could not be rendered: fetched or read (a repository, a version, helm itself)."""
 
 
-__all__ = ["ChartRefused", "object_diff", "offline", "refusal"]
+class ChartRefused(ChartUnavailable):
+    """The operator's chart refuses to render: its own validation failed, in its own words."""
+
+
+__all__ = ["ChartRefused", "ChartUnavailable", "object_diff", "offline", "refusal"]
