@@ -29,16 +29,19 @@ states are in FleetSync ``status.operator``). While a node is in a driver-upgrad
 more reconcile is queued for when it would pass ``driverStateTimeout``, so a node that stops
 moving is reported as stuck on time (``statuses`` says why that leaves Ready alone).
 
-Concurrent edits: the controller applies **without** ``force``. A field fleet owns that
-someone deleted or emptied is repaired under ``enforce``, and so is a deleted object;
-a field another field manager took (``kubectl edit``, ``kubectl patch``, another
-controller) is *their* field now: fleet leaves it alone, and the object's entry fails
-with the conflict, naming that manager and the field (FleetSync ``status.conflicts``,
-``Ready=False`` reason ``Conflict``, a ``Conflict`` Event), and the reconcile is retried
-with backoff until someone resolves it. Taking fields back is an explicit choice: the
-``--force-conflicts`` setting for the whole cluster, or the manifest annotation
-``fleet.gpufleet.dev/take-ownership: "true"`` for one object. Under ``report`` nothing
-is written at all.
+Concurrent edits: under ``enforce`` git wins. A field fleet declares that someone changed
+(``kubectl edit``, ``kubectl patch``, another controller) is taken back: the engine applies
+the objects that conflict with force, on the fields fleet declares only (server-side apply
+never touches the others, such as a label someone added). Every repair is a ``DriftRepaired``
+Event naming the fields, the manager that had changed them and the values before and after,
+a ``drift[]`` entry (``action: repaired``) and ``fleet_drift_repaired_total{stage,manager}``.
+A person who must keep a hand edit freezes the live object (``fleet.gpufleet.dev/drift:
+report|ignore``, ``fleet.engine.drifts``): nothing is written to it until the annotation
+goes, and status lists it with who froze it and when (``fleet_objects_frozen``). Under
+``report`` drift is reported and nothing is written; a commit that changes a field another
+manager owns fails as a conflict naming that manager (FleetSync ``status.conflicts``,
+``Ready=False`` reason ``Conflict``, a ``Conflict`` Event), retried with backoff, unless the
+manifest says ``fleet.gpufleet.dev/take-ownership: "true"`` or ``--force-conflicts`` is set.
 
 A git source that cannot bring the newest commit (unreachable, refused, over its size
 limit, ...) is reported with its reason (``sourceReason``); a revision that declares no
@@ -49,6 +52,7 @@ sets ``spec.allowEmpty``. In every such case the last good plan stays enforced.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 import random
 import time
@@ -120,7 +124,8 @@ class Options:
     helm: helm.Settings | None = None
     """How the operator stage runs helm; None skips the stage (reported as skipped)."""
     force_conflicts: bool = False
-    """Take fields other field managers own (``--force-conflicts``); default: report them as conflicts."""
+    """Take fields other field managers own under every policy (``--force-conflicts``); default: ``enforce``
+    takes back the fields fleet declares, ``report`` reports them as conflicts."""
     watch_timeout: int = 240
     """Seconds the API server keeps each watch open (``timeoutSeconds``) before it is resumed."""
 
@@ -427,8 +432,10 @@ class Controller:
         error = ""
         self._unavailable = None
         refused: engine.Change | None = None
+        started = False
         try:
             await sync.start()
+            started = True
             while not sync.done:
                 await sync.step()
         except operators.OperatorRefused as err:
@@ -441,6 +448,7 @@ class Controller:
         changes = sync.changes
         self._record_operator(plan, changes, refused=refused)
         self.report.changes = changes
+        self._record_drift(sync if started else None, changes)
         self.report.error = error
         complete = not error and not changes.failed and not sync.steps
         if self._unavailable is not None:
@@ -473,6 +481,17 @@ class Controller:
         self._stuck = now_stuck if recorded else self._stuck & now_stuck  # else announce them next time
         trace.get_current_span().set_attribute("fleet.writes", len(changes.changed))
         return complete
+
+    def _record_drift(self, sync: engine.Sync | None, changes: engine.ChangeSet) -> None:
+        """Keep this run's repairs (status shows those of the last hour) and the frozen objects it found."""
+        at = statuses.now()
+        fresh = [d for d in statuses.drift_of(changes, at=at) if d["action"] == "repaired"]
+        self.report.repairs = statuses.keep_repairs(
+            fresh + self.report.repairs, now=datetime.datetime.now(datetime.UTC)
+        )
+        if sync is not None:
+            self.report.frozen = statuses.frozen_of(sync.frozen())
+            self.metrics.frozen.set(len(self.report.frozen))
 
     def _record_operator(self, plan: engine.Plan, changes: engine.ChangeSet, *, refused: engine.Change | None) -> None:
         """Keep the operator release's entry for status; re-check when a node would become stuck.

@@ -104,8 +104,9 @@ class Settings(BaseSettings):
     )
     force_conflicts: bool = Field(
         False,
-        description="take fields other field managers own (kubectl edit, other controllers); default: leave them "
-        "and report each conflict with its manager (one object: annotate it fleet.gpufleet.dev/take-ownership)",
+        description="take fields other field managers own (kubectl edit, other controllers) under every drift "
+        "policy; default: enforce takes back the fields fleet declares, report reports each conflict with its "
+        "manager (one object: annotate it fleet.gpufleet.dev/take-ownership)",
     )
     git_max_bytes: int | None = Field(
         None, gt=0, description="refuse a fetch or checkout larger than this many bytes (default: no limit)"

@@ -3,7 +3,9 @@
 The controller keeps one cluster-scoped ``FleetSync`` per cluster (``kubectl get
 fleetsyncs``); this command renders it for on-call: which revision is applied and
 which was attempted, the Ready/Reconciling/Stalled conditions, per-stage counts,
-the validation findings (``file:line:col rule``), the drift list, the conflicts, the last error,
+the validation findings (``file:line:col rule``), the drift list (each repair with the fields
+it put back, their values before and after and who had changed them), the frozen objects
+(``fleet.gpufleet.dev/drift``, with who froze them and when), the conflicts, the last error,
 whether git is reachable, the GPU Operator release with each GPU node's driver-upgrade
 state (a node stuck longer than ``driverStateTimeout`` marked with its minutes and
 Events), and the trace id to look up. ``-o json`` prints the objects
@@ -138,7 +140,29 @@ def render(obj: dict[str, Any], *, now: datetime.datetime | None = None) -> str:
         lines.append(f"drift ({status.get('driftCount', len(drift))}):")
         for d in drift:
             where = f"{d['namespace']}/" if d.get("namespace") else ""
-            lines.append(f"  {d['kind']} {where}{d['name']}: {d['action']}, {d.get('reason', '')}")
+            if d.get("action") == "repaired":
+                by = d.get("manager") or "an unknown manager"
+                lines.append(f"  {d['kind']} {where}{d['name']}: repaired {d.get('time', '')}, changed by {by}")
+                lines += [
+                    f"    {f['field']}: {f['before']} -> {f['after']}"
+                    + (f" (by {f['manager']})" if f.get("manager") and f.get("manager") != d.get("manager") else "")
+                    for f in d.get("fields") or ()
+                ]
+                if not d.get("fields"):
+                    lines.append(f"    {d.get('reason', '')}")
+            else:
+                lines.append(f"  {d['kind']} {where}{d['name']}: {d['action']}, {d.get('reason', '')}")
+    frozen = status.get("frozen") or []
+    if frozen:
+        lines.append("")
+        lines.append(f"frozen ({status.get('frozenCount', len(frozen))}), left alone until unfrozen:")
+        for f in frozen:
+            where = f"{f['namespace']}/" if f.get("namespace") else ""
+            if f.get("source"):
+                who = f"in git at {f['source']}"
+            else:
+                who = f"by {f.get('by') or 'an unknown manager'}" + (f" at {f['since']}" if f.get("since") else "")
+            lines.append(f"  {f['kind']} {where}{f['name']}: {f.get('mode', '')}, set {who}")
     conflicts = status.get("conflicts") or []
     if conflicts:
         lines.append("")
