@@ -33,7 +33,7 @@ from fleet.inventory import Inventory, holdings, snapshots
 from fleet.manifests import Finding, Limits, Manifest, Revision, cluster_names, fixes, kinds, read_revision, read_tree
 from fleet.policy import Result, Satisfaction, declarations, reviews, validate
 from fleet.policy.satisfiability import Live
-from fleetctl import comments, reports
+from fleetctl import charts, comments, reports
 from fleetctl.pipelines import add_base_arg, interruptible, live_devices
 
 
@@ -79,6 +79,13 @@ def register(sub: Any) -> None:
         "attributes, YAML 1.1 ambiguities), keeping comments and layout; prints each change",
     )
     parser.add_argument("--diff", action="store_true", help="with --fix: print the changes as a diff, write nothing")
+    parser.add_argument(
+        "--charts",
+        action="store_true",
+        help="also render each cluster's GPUOperator chart with helm, against the API versions its "
+        "kubernetesVersion serves by default (a refusal is a chart-render finding)",
+    )
+    charts.add_args(parser)
     parser.set_defaults(func=run)
 
 
@@ -108,6 +115,11 @@ def _validate(args: argparse.Namespace) -> int:
         result = validate(
             revision, clusters=args.cluster, inventories=inventories, sources=sources, live=live, features=features
         )
+    if args.charts and not any(f.severity == "error" for f in result.findings):
+        found, notes = charts.chart_findings(args, revision, clusters=list(args.cluster))
+        result.findings.extend(found)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
     findings = result.findings
     out = sys.stdout
     if args.output == "json":
