@@ -68,7 +68,12 @@ def add_cluster_args(
         help="helm binary for the operator stage (default: $FLEET_HELM, else helm on PATH)",
     )
     parser.add_argument(
-        "--helm-timeout", type=float, default=300.0, metavar="SECONDS", help="seconds one helm call may take"
+        "--helm-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="seconds one helm call may take before it is stopped (default 300); helm's own --timeout is 10%% "
+        "shorter, so a failed hook is recorded by helm and never leaves the release pending",
     )
 
 

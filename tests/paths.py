@@ -14,3 +14,5 @@ FIXTURES = DATA
 """``resourceslices/`` (NVIDIA DRA driver slices) and ``nvml/`` (an H200 reading)."""
 SEED = DATA / "guide"
 """The manifests of the guide "How Does DRA Work for GPUs in Kubernetes? A Hands-On Guide"."""
+CHARTS = DATA / "charts"
+"""Helm chart pieces the tests package with the real helm binary (``hooks/``: hook Jobs)."""

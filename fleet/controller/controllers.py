@@ -47,6 +47,15 @@ A git source that cannot bring the newest commit (unreachable, refused, over its
 limit, ...) is reported with its reason (``sourceReason``); a revision that declares no
 object for the cluster is refused as a finding (``empty-revision``) unless the Fleet
 sets ``spec.allowEmpty``. In every such case the last good plan stays enforced.
+
+Teams often see only git: with a ``poster`` (``fleet.hosts.Poster``), each revision's
+outcome is also handed to the git host as a commit status with context ``fleet/<cluster>``:
+``pending`` when a new revision starts to be applied, ``success`` (``applied N objects``)
+when it is applied completely, ``failure`` when it is refused (the first finding with its
+``file:line:col``) or failed (the first error). Handing it over is a dict update
+(``Poster.submit``); the poster's own task in the task group posts it, so a slow, down
+or refusing host never delays or fails a reconcile, and a repeated reconcile of the same
+revision posts nothing new (statuses are coalesced).
 """
 
 from __future__ import annotations
@@ -63,7 +72,7 @@ from typing import Any, Protocol
 import anyio
 from opentelemetry import trace
 
-from fleet import engine, helm
+from fleet import engine, helm, hosts
 from fleet.controller import caches, heaps, leaders, statuses
 from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
@@ -128,6 +137,8 @@ class Options:
     takes back the fields fleet declares, ``report`` reports them as conflicts."""
     watch_timeout: int = 240
     """Seconds the API server keeps each watch open (``timeoutSeconds``) before it is resumed."""
+    commit_status_target_url: str = ""
+    """The link posted with each commit status (``{sha}`` and ``{cluster}`` replaced); "" for none."""
 
 
 def poll_delay(interval: float, *, busy: float, jitter: float) -> float:
@@ -166,6 +177,11 @@ class Controller:
     unchanged revision back instead of validating and planning it again."""
     settled: diffs.Settled = field(default_factory=diffs.Settled)
     """Kept between reconciles: a repeated no-op re-derives no "unchanged" answer."""
+    poster: hosts.Poster | None = None
+    """Posts each revision's outcome as a commit status on the git host; None: none posted."""
+    _concluded: str = ""
+    """The revision whose outcome (success or failure) was last handed to the poster: a reconcile
+    retried after a failure posts no ``pending`` again, only a changed outcome."""
     _checked: str = ""
     _reported: set[tuple[str, str, str, str]] = field(default_factory=set)
     """Drift already announced by an Event: drift left alone under ``report`` is seen by every
@@ -200,6 +216,8 @@ class Controller:
             tg.start_soon(self._resync)
             tg.start_soon(self._lag)
             tg.start_soon(self._work)
+            if self.poster is not None:
+                tg.start_soon(self.poster.run)
 
     async def stop(self) -> None:
         """Stop taking work and stop writing (the object in flight finishes: the engine shields it)."""
@@ -363,6 +381,8 @@ class Controller:
             self.report.enforced = plan.revision
             self.report.reconciling = True
             if plan.revision != self.report.applied and self._unavailable is None:
+                if plan.revision != self._concluded:
+                    self._notify(plan.revision, "pending", f"applying {_objects(len(plan.objects))}")
                 await self._write_status()  # Reconciling=True while a new revision is applied
             ok = False
             with self.leader.writing() as scope:
@@ -374,6 +394,11 @@ class Controller:
             self.report.reconciling = False
             if self._unavailable is not None:
                 return False
+            if ok:
+                self._notify(plan.revision, "success", f"applied {_objects(len(plan.objects))}")
+            else:
+                failed = statuses.last_error(self.report) or "see the FleetSync status"
+                self._notify(plan.revision, "failure", f"failed: {failed.splitlines()[0]}")
             await self._write_status()
             return ok and self.report.source_reachable
 
@@ -406,6 +431,8 @@ class Controller:
             self.report.error = ""
         else:
             first = checked.findings[0]
+            more = f" (and {len(checked.findings) - 1} more)" if len(checked.findings) > 1 else ""
+            self._notify(checkout.revision, "failure", f"{first.location} {first.rule}: {first.message}{more}")
             await self.writer.event(
                 reason="ValidationFailed",
                 message=f"revision {checkout.revision[:12]} not applied: {first.location} {first.rule} {first.message}"
@@ -482,6 +509,20 @@ class Controller:
         trace.get_current_span().set_attribute("fleet.writes", len(changes.changed))
         return complete
 
+    def _notify(self, revision: str, state: hosts.State, description: str) -> None:
+        """Hand ``revision``'s outcome to the commit status poster (no I/O: it posts in its own task)."""
+        if self.poster is None or not revision:
+            return
+        if state != "pending":
+            self._concluded = revision
+        cluster = self.options.cluster
+        link = self.options.commit_status_target_url.replace("{sha}", revision).replace("{cluster}", cluster)
+        self.poster.submit(
+            hosts.CommitStatus(
+                sha=revision, context=f"fleet/{cluster}", state=state, description=description, target_url=link
+            )
+        )
+
     def _record_drift(self, sync: engine.Sync | None, changes: engine.ChangeSet) -> None:
         """Keep this run's repairs (status shows those of the last hour) and the frozen objects it found."""
         at = statuses.now()
@@ -515,6 +556,10 @@ class Controller:
             await self.writer.write(self.report)
         except FleetError as err:
             logger.warning("could not write FleetSync status: %s", err)
+
+
+def _objects(count: int) -> str:
+    return f"{count} object{'' if count == 1 else 's'}"
 
 
 def _empty(cluster: str, good: engine.Plan | None) -> Finding:

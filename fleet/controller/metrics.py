@@ -25,6 +25,7 @@ many as they like. Names follow Prometheus conventions (``_seconds``, ``_total``
 | ``fleet_leader`` | gauge (0/1) | |
 | ``fleet_gc_frozen_objects`` | gauge | (``heaps``: long-lived objects the cyclic collector skips) |
 | ``fleet_webhook_requests_total`` | counter | ``result`` (``webhooks.Verdict.result``) |
+| ``fleet_commit_status_posts_total`` | counter | ``result`` (posted, unchanged, dropped, ``HostError.reason``) |
 
 ``record_changeset`` turns an engine ChangeSet into the object counters, so metrics
 are a view of ChangeSets, not a second bookkeeping. ``watch_loop_lag`` is a task for
@@ -117,6 +118,14 @@ class Metrics:
         self.webhook_requests = Counter(
             "fleet_webhook_requests_total",
             "Webhook requests, by result (accepted, ignored, unauthorized, replayed, too-large...).",
+            ["result"],
+            registry=r,
+        )
+
+        self.commit_status_posts = Counter(
+            "fleet_commit_status_posts_total",
+            "Commit statuses handed to the git host, by result (posted, unchanged, dropped, or an attempt's "
+            "error: rate-limited, unreachable, unauthorized, forbidden, not-found, invalid, error).",
             ["result"],
             registry=r,
         )

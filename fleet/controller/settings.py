@@ -23,6 +23,7 @@ import pydantic_settings
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from fleet import hosts
 from fleet.errors import FleetError
 from fleet.kube import leases
 
@@ -116,6 +117,11 @@ class Settings(BaseSettings):
     helm: Path | None = Field(
         None, description="helm binary for the GPU Operator stage (default: helm on PATH; without one it is skipped)"
     )
+    helm_timeout: float = Field(
+        300.0,
+        description="how long one helm call may take before it is stopped (default 5m); helm's own --timeout is "
+        "10% shorter, so helm records a failed hook itself",
+    )
     state_dir: Path = Field(Path("/tmp/fleet"), description="where the checkout lives (a writable emptyDir)")
     identity: str = Field("", description="this replica's name in the Lease (default: hostname_pid)")
     service_account_dir: Path = Field(
@@ -123,11 +129,31 @@ class Settings(BaseSettings):
         description="where the pod's service account token and CA are (in-cluster configuration)",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
+    commit_status_token_file: Path | None = Field(
+        None,
+        description="file holding the git host's API token: post each revision's outcome as a commit status "
+        "(context fleet/<cluster>) to GitHub, GitLab or Gitea (default: no commit statuses)",
+    )
+    commit_status_provider: hosts.Provider | None = Field(
+        None, description="github, gitlab or gitea (default: from the repository URL's host: github.com, gitlab.com)"
+    )
+    commit_status_api_url: str | None = Field(
+        None,
+        description="the host's API base URL (default: api.github.com, gitlab.com/api/v4, or the repository's host "
+        "with /api/v3 for GitHub Enterprise, /api/v4 for GitLab, /api/v1 for Gitea)",
+    )
+    commit_status_repository: str | None = Field(
+        None, description="the repository's path on the host, owner/repo or group/project (default: from --repo)"
+    )
+    commit_status_target_url: str = Field(
+        "", description="link shown with each commit status; {sha} and {cluster} are replaced (default: none)"
+    )
 
     @field_validator(
         "interval",
         "resync",
         "health_timeout",
+        "helm_timeout",
         "git_timeout",
         "lease_duration",
         "renew_deadline",
@@ -149,7 +175,14 @@ class Settings(BaseSettings):
         """``--listen`` as (host, port); an empty host is every interface."""
         return parse_listen(self.listen)
 
-    @field_validator("webhook_secret_file", "git_token_file", "git_ssh_key_file", "git_known_hosts_file", "git_ca_file")
+    @field_validator(
+        "webhook_secret_file",
+        "git_token_file",
+        "git_ssh_key_file",
+        "git_known_hosts_file",
+        "git_ca_file",
+        "commit_status_token_file",
+    )
     @classmethod
     def _readable(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_file():
@@ -173,6 +206,39 @@ class Settings(BaseSettings):
                 "that a leader which cannot renew stops writing before another replica may take over"
             )
         return self
+
+    @model_validator(mode="after")
+    def _commit_statuses(self) -> Settings:
+        if self.commit_status_token_file is None:
+            given = [
+                flag(n)
+                for n in ("commit_status_provider", "commit_status_api_url", "commit_status_repository")
+                if getattr(self, n)
+            ]
+            if given or self.commit_status_target_url:
+                names = ", ".join(given or [flag("commit_status_target_url")])
+                raise ValueError(f"{names} needs --commit-status-token-file (commit statuses are off without a token)")
+            return self
+        self.commit_status_target  # noqa: B018 - checked at start, not at the first post
+        link = self.commit_status_target_url
+        if link and not link.startswith(("https://", "http://")):
+            raise ValueError(f"--commit-status-target-url {link!r} is not an http(s) URL (the hosts refuse it)")
+        return self
+
+    @property
+    def commit_status_target(self) -> hosts.Target | None:
+        """Where commit statuses go; None when they are off (no token file)."""
+        if self.commit_status_token_file is None:
+            return None
+        try:
+            return hosts.target(
+                self.repo,
+                provider=self.commit_status_provider,
+                api_url=self.commit_status_api_url,
+                repository=self.commit_status_repository,
+            )
+        except hosts.HostError as err:
+            raise ValueError(f"commit statuses: {err.what} ({err.where}); {err.hint}") from None
 
     @property
     def lease_timings(self) -> leases.Timings:

@@ -8,7 +8,8 @@ to, as the real chart v26.7.0 ships it (docs/engine.md, "The operator stage"):
   ``gpu-cluster``, status ``state`` ready|notReady|disabled with conditions),
   ``ClusterPolicy``, ``NVIDIADriver`` and ``ComputeDomain`` (resource.nvidia.com);
 - ``templates/``: the chart's own validations (both ``deployCR`` true fails,
-  ``gpuCluster.deployCR`` with ``driver.enabled`` but no ``nvidiaDriverCRD`` fails),
+  ``gpuCluster.deployCR`` with ``driver.enabled`` but no ``nvidiaDriverCRD`` fails,
+  ``gpuCluster.deployCR`` where ``.Capabilities`` has no ``resource.k8s.io/v1/DeviceClass`` fails),
   the ``GPUCluster gpu-cluster`` CR (``helm.sh/resource-policy: keep``), the DRA
   kubelet-plugin DaemonSet, the driver's DeviceClasses and a pre-delete hook.
 
@@ -209,6 +210,10 @@ _VALIDATIONS = """\
 {{- end }}
 {{- if and .Values.gpuCluster.deployCR .Values.driver.enabled (not .Values.driver.nvidiaDriverCRD.enabled) }}
 {{- fail "gpuCluster.deployCR with driver.enabled requires driver.nvidiaDriverCRD.enabled" }}
+{{- end }}
+{{- if and .Values.gpuCluster.deployCR (not (.Capabilities.APIVersions.Has "resource.k8s.io/v1/DeviceClass")) }}
+{{- fail (print "gpuCluster.deployCR=true requires a Kubernetes cluster that supports Dynamic Resource "
+  "Allocation (no resource.k8s.io DeviceClass API is served)") }}
 {{- end }}
 """
 

@@ -73,6 +73,8 @@ class Sandbox:
     pools: dict[str, int] = field(default_factory=dict)
     pool_options: dict[str, dict[str, str]] = field(default_factory=dict)
     """Driver options per pool (``migStrategy``, ``consumableShares``) of the profile it runs."""
+    cpu_pools: dict[str, int] = field(default_factory=dict)
+    """CPU (system) pools: untainted nodes without GPUs."""
     timings: dict[str, float] = field(default_factory=dict)
     attached: list[processes.Running] = field(default_factory=list)
     """Processes started against the sandbox (the demo's controller): stopped by ``down``, not part of its health."""
@@ -144,6 +146,7 @@ class Sandbox:
             bin_dir=data.get("bin_dir", {}),
             pools=data.get("pools", {}),
             pool_options=data.get("pool_options", {}),
+            cpu_pools=data.get("cpu_pools", {}),
             timings=data.get("timings", {}),
             attached=attached,
             apiserver_flags=list(data.get("apiserver_flags", [])),
@@ -388,6 +391,14 @@ def taint_device(sb: Sandbox, *, node: str, device: str, taint: str) -> dict[str
     )
 
 
+def publish_cpu_nodes(sb: Sandbox, profile: profiles.Profile) -> list[str]:
+    """Create the profile's CPU nodes (untainted, no GPUs); returns their names."""
+    nodes = profile.cpu_nodes()
+    if nodes:
+        apply(sb, [gpus.cpu_node_manifest(name=name, pool=pool) for name, pool in nodes])
+    return [name for name, _ in nodes]
+
+
 def wait_nodes_ready(sb: Sandbox, names: set[str], *, timeout: float = 120) -> None:
     """Wait until KWOK reports every node Ready and node-lifecycle has removed the not-ready taint."""
     deadline = time.monotonic() + timeout
@@ -448,9 +459,13 @@ def up(
     existing = Sandbox.load(directory)
     if existing is not None:
         if existing.healthy():
-            if existing.pools != profile.pools or existing.pool_options != profile.options:
+            if (existing.pools, existing.cpu_pools, existing.pool_options) != (
+                profile.pools,
+                profile.cpu_pools,
+                profile.options,
+            ):
                 raise SandboxError(
-                    f"a sandbox with pools {existing.pools} is already running",
+                    f"a sandbox with pools {existing.pools} and CPU pools {existing.cpu_pools} is already running",
                     where=str(directory),
                     hint="run `fleetctl sandbox down` first to change the profile",
                 )
@@ -486,9 +501,10 @@ def _up_once(
     sb = Sandbox(
         directory=directory,
         ports=ports,
-        bin_dir={k: str(v) for k, v in bins.paths.items()},
+        bin_dir={k: str(v.resolve()) for k, v in bins.paths.items()},
         pools=dict(profile.pools),
         pool_options=dict(profile.options),
+        cpu_pools=dict(profile.cpu_pools),
         apiserver_flags=apiserver_flags,
     )
     total = time.monotonic()
@@ -517,8 +533,11 @@ def _up_once(
     _timed(sb, "controller-manager, scheduler, kwok", progress, t)
     t = time.monotonic()
     devices = publish_gpus(sb, profile)
-    wait_nodes_ready(sb, {n.name for n in profile.nodes()})
-    _timed(sb, f"{len(profile.nodes())} GPU nodes, {devices} devices published", progress, t)
+    cpu_nodes = publish_cpu_nodes(sb, profile)
+    wait_nodes_ready(sb, {n.name for n in profile.nodes()} | set(cpu_nodes))
+    _timed(
+        sb, f"{len(profile.nodes())} GPU nodes, {devices} devices, {len(cpu_nodes)} CPU nodes published", progress, t
+    )
     sb.timings["total"] = round(time.monotonic() - total, 2)
     sb.save()
     progress(f"sandbox up in {sb.timings['total']:.1f} s: {sb.server}\n  export KUBECONFIG={sb.kubeconfig}")
@@ -614,6 +633,7 @@ def status(*, directory: Path | None = None) -> dict[str, Any]:
         "kubeconfig": str(sb.kubeconfig),
         "components": comps,
         "pools": sb.pools,
+        "cpu_pools": sb.cpu_pools,
         "timings": sb.timings,
     }
     if out["up"]:
@@ -633,6 +653,7 @@ __all__ = [
     "attach",
     "default_dir",
     "down",
+    "publish_cpu_nodes",
     "publish_gpus",
     "start_component",
     "status",

@@ -1,4 +1,4 @@
-"""Sandbox profiles: which simulated GPU node pools to create.
+"""Sandbox profiles: which simulated GPU node pools, and which CPU (system) pools, to create.
 
 A profile is a small YAML file::
 
@@ -8,6 +8,8 @@ A profile is a small YAML file::
       a100-mig: 1    # 8 A100 GPUs, the first two in static MIG mode
       h200x8: 1
       l4x4: 1
+    cpuPools:
+      system: 1      # untainted nodes without GPUs (the default when cpuPools is absent)
 
 A pool key is ``<model>x<gpus>`` (model h100, a100, h200 or l4; gpus 1, 2, 4 or 8)
 or ``<model>-mig`` (8 GPUs of a MIG-capable model, 2 of them in MIG mode), with
@@ -21,8 +23,11 @@ or a mapping that also sets how the NVIDIA driver publishes its GPUs::
 ``migStrategy: dynamic`` publishes every MIG placement as a partitionable device
 (A100 and H100: a counter set per GPU, split slices); ``consumableShares``
 (``memory``, ``unlimited`` or a share count) makes every device shareable with GPU
-memory as consumable capacity. Profiles are checked completely before anything
-starts, and every error names the field and the values that are allowed.
+memory as consumable capacity. Every GPU node carries the ``nvidia.com/gpu`` taint, as
+real GPU nodes do, so a chart's own Deployments and hook Jobs need a node without it:
+every real cluster has system nodes, and so does the sandbox unless ``cpuPools: {}``
+says otherwise. Profiles are checked completely before anything starts, and every
+error names the field and the values that are allowed.
 """
 
 from __future__ import annotations
@@ -43,16 +48,24 @@ MAX_NODES = 2000
 _POOL = re.compile(r"^(?P<model>[a-z0-9]+)(?:x(?P<count>\d+)|(?P<mig>-mig))(?:-(?P<tag>[a-z0-9]+))?$")
 OPTIONS = ("nodes", "migStrategy", "consumableShares")
 
+_CPU_POOL = re.compile(r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$")
+
 DEFAULT: dict[str, int] = {"h100x8": 2, "a100x8": 1, "a100-mig": 1, "h200x8": 1, "l4x4": 1}
+DEFAULT_CPU: dict[str, int] = {"system": 1}
 
 
 @dataclass(frozen=True)
 class Profile:
-    """Validated pools, in the order written: pool key → node count (and driver options)."""
+    """Validated pools, in the order written: pool key → node count (GPU pools, then CPU pools)."""
 
     pools: dict[str, int]
     options: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Pool key → ``{migStrategy, consumableShares}`` where a pool sets them."""
+    """GPU pool key → ``{migStrategy, consumableShares}`` where a pool sets them."""
+    cpu_pools: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_CPU))
+
+    def cpu_nodes(self) -> list[tuple[str, str]]:
+        """(node name, pool) of every CPU node: ``system-01``, ..."""
+        return [(f"{pool}-{i + 1:02d}", pool) for pool, count in self.cpu_pools.items() for i in range(count)]
 
     def nodes(self) -> list[gpus.NodeSpec]:
         """Every node of every pool, with a stable name and ordinal."""
@@ -104,9 +117,9 @@ def parse(data: Any, *, source: str = "<profile>") -> Profile:
             where=source,
             hint="write e.g. 'pools: {h100x8: 2, a100x8: 1}'",
         )
-    unknown = sorted(set(data) - {"pools"})
+    unknown = sorted(set(data) - {"pools", "cpuPools"})
     if unknown:
-        raise ProfileError(f"unknown field {unknown[0]!r}", where=source, hint="the only field is 'pools'")
+        raise ProfileError(f"unknown field {unknown[0]!r}", where=source, hint="the fields are 'pools' and 'cpuPools'")
     pools = data.get("pools")
     if not isinstance(pools, dict) or not pools:
         raise ProfileError(
@@ -146,13 +159,15 @@ def parse(data: Any, *, source: str = "<profile>") -> Profile:
         counts[str(key)] = count
     if total == 0:
         raise ProfileError("the profile creates no nodes", where=f"{source}: pools", hint="give a pool a count ≥ 1")
+    cpu = _cpu_pools(data.get("cpuPools", dict(DEFAULT_CPU)), gpu_pools=pools, source=source)
+    total += sum(cpu.values())
     if total > MAX_NODES:
         raise ProfileError(
             f"{total} nodes is more than the sandbox's limit of {MAX_NODES}",
             where=f"{source}: pools",
             hint="lower the counts",
         )
-    return Profile(pools=counts, options=options)
+    return Profile(pools=counts, options=options, cpu_pools=cpu)
 
 
 def _options(raw: dict[Any, Any], *, where: str, model: gpus.GpuModel) -> tuple[Any, dict[str, str]]:
@@ -187,6 +202,34 @@ def _options(raw: dict[Any, Any], *, where: str, model: gpus.GpuModel) -> tuple[
     return raw.get("nodes", 1), chosen
 
 
+def _cpu_pools(cpu: Any, *, gpu_pools: dict[Any, Any], source: str) -> dict[str, int]:
+    if cpu is None:
+        cpu = {}
+    if not isinstance(cpu, dict):
+        raise ProfileError(
+            "'cpuPools' must be a mapping of pool name → node count",
+            where=f"{source}: cpuPools",
+            hint="write e.g. 'cpuPools: {system: 1}', or 'cpuPools: {}' for none",
+        )
+    out: dict[str, int] = {}
+    for key, count in cpu.items():
+        where = f"{_line(cpu, key, source)}: cpuPools.{key}"
+        if not isinstance(key, str) or not _CPU_POOL.match(key):
+            raise ProfileError(
+                f"CPU pool name {key!r} is not a DNS label", where=where, hint="write e.g. 'system' or 'infra'"
+            )
+        if key in gpu_pools or _POOL.match(key):
+            raise ProfileError(
+                f"CPU pool name {key!r} reads as a GPU pool", where=where, hint="name CPU pools e.g. 'system'"
+            )
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ProfileError(
+                f"node count must be a whole number ≥ 0, got {count!r}", where=where, hint="write e.g. 'system: 1'"
+            )
+        out[key] = count
+    return out
+
+
 def load(path: Path | None) -> Profile:
     """Read a profile file (or the built-in default when ``path`` is None)."""
     if path is None:
@@ -209,4 +252,4 @@ def load(path: Path | None) -> Profile:
     return parse(data, source=str(path))
 
 
-__all__ = ["DEFAULT", "Profile", "allowed_pools", "load", "parse"]
+__all__ = ["DEFAULT", "DEFAULT_CPU", "Profile", "allowed_pools", "load", "parse"]

@@ -45,7 +45,7 @@ from fleet.manifests import (
 )
 from fleet.policy import Result, Satisfaction, declarations, reviews, validate
 from fleet.policy.satisfiability import Live
-from fleetctl import comments, reports
+from fleetctl import charts, comments, reports
 from fleetctl.pipelines import add_base_arg, interruptible, live_devices
 
 
@@ -91,6 +91,13 @@ def register(sub: Any) -> None:
         "attributes, YAML 1.1 ambiguities), keeping comments and layout; prints each change",
     )
     parser.add_argument("--diff", action="store_true", help="with --fix: print the changes as a diff, write nothing")
+    parser.add_argument(
+        "--charts",
+        action="store_true",
+        help="also render each cluster's GPUOperator chart with helm, against the API versions its "
+        "kubernetesVersion serves by default (a refusal is a chart-render finding)",
+    )
+    charts.add_args(parser)
     parser.set_defaults(func=run)
 
 
@@ -122,6 +129,11 @@ def _validate(args: argparse.Namespace) -> int:
         )
     if args.inventory is not None:
         result = dataclasses.replace(result, findings=sorted({*result.findings, *_snapshot_findings(args.inventory)}))
+    if args.charts and not any(f.severity == "error" for f in result.findings):
+        found, notes = charts.chart_findings(args, revision, clusters=list(args.cluster))
+        result.findings.extend(found)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
     findings = result.findings
     out = sys.stdout
     if args.output == "json":

@@ -52,7 +52,17 @@ def test_chart_crds_and_rendering_come_from_the_repository(chart_repo: str, helm
         crds = await h.crds(chart(chart_repo, "v26.7.1"))
         names = {c["metadata"]["name"] for c in crds}
         assert {"gpuclusters.nvidia.com", "clusterpolicies.nvidia.com", "computedomains.resource.nvidia.com"} <= names
-        rendered = await h.template(chart(chart_repo), release=RELEASE, namespace=NAMESPACE, values=GUIDE_VALUES)
+        with pytest.raises(helm.HelmError) as refused:  # the chart checks .Capabilities, as NVIDIA's does
+            await h.template(chart(chart_repo), release=RELEASE, namespace=NAMESPACE, values=GUIDE_VALUES)
+        assert "no resource.k8s.io DeviceClass API is served" in str(refused.value)
+        rendered = await h.template(
+            chart(chart_repo),
+            release=RELEASE,
+            namespace=NAMESPACE,
+            values=GUIDE_VALUES,
+            api_versions=("resource.k8s.io/v1", "resource.k8s.io/v1/DeviceClass"),
+            kube_version="v1.36.0",
+        )
         kinds = {(o["kind"], o["metadata"]["name"]) for o in rendered}
         assert ("GPUCluster", "gpu-cluster") in kinds
         assert ("DaemonSet", "nvidia-dra-driver-kubelet-plugin") in kinds
