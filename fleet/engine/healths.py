@@ -110,9 +110,9 @@ def exist_problems(refs: list[Ref], *, live: Mapping[tuple[str, str], Live]) -> 
 def slice_problems(plan: Plan, *, nodes: Live, slices: Live) -> list[str]:
     """Every node of a pool publishes the GPUs the pool expects, healthy, of the expected model.
 
-    A GPU is its whole-GPU device, or — when dynamic MIG announces only partitions (Ampere,
-    whose MIG mode is on before the driver starts) — the ``parentUUID`` its partitionable MIG
-    devices share; static MIG devices are not whole GPUs. A GPU whose device
+    A GPU is its whole-GPU device, or — when only its MIG devices are published (static MIG,
+    and dynamic MIG on Ampere, whose MIG mode is on before the driver starts) — the
+    ``parentUUID`` its MIG devices share: a GPU in MIG mode is still one of the pool's GPUs. A GPU whose device
     carries a NoSchedule/NoExecute taint (the driver's health checks: ``gpu.nvidia.com/xid``,
     ``gpu.nvidia.com/gpu-lost``) cannot take new claims, so it is not counted as healthy and the
     problem names the taint.
@@ -134,7 +134,7 @@ def slice_problems(plan: Plan, *, nodes: Live, slices: Live) -> list[str]:
                 uuid = (attrs.get("uuid") or {}).get("string") or str(device.get("name"))
                 gpus.setdefault(node, {})[uuid] = blocking
                 names[(node, uuid)] = str(device.get("name"))
-            elif kind == "mig" and device.get("consumesCounters") and (attrs.get("parentUUID") or {}).get("string"):
+            elif kind == "mig" and (attrs.get("parentUUID") or {}).get("string"):
                 parent = attrs["parentUUID"]["string"]
                 partitions.setdefault(node, {}).setdefault(parent, []).append(blocking)
                 names.setdefault((node, parent), f"GPU {parent}")

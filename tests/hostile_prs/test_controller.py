@@ -2,11 +2,11 @@
 
 The controller (``fleet.controller``, in-process through ``tests.controller.conftest.running``)
 follows a real git remote holding ``examples/fleet``; its good revision is applied to the
-sandbox for cluster ``gpu-east`` first. The test sandbox's simulated GPUs are not the ones
-the example's pools declare (``a100-mig-01`` publishes 6 GPUs, pool ``a100`` expects 8), so
-that apply stops at the ``classes`` stage's health gate (``health_timeout`` 1 s here) and
-is retried: namespaces and DeviceClasses are what fleet holds in the cluster, the revision is
-enforced and every retry finds them unchanged (no write). Then, for each PR: the PR is pushed as a commit
+sandbox for cluster ``gpu-east`` first. The test sandbox's simulated nodes are not the ones
+the example's pools declare (pool ``a100`` expects 4 nodes, the default sandbox has 2), so
+that apply stops at a health gate (``health_timeout`` 1 s here) and is retried: what fleet
+wrote before the gate stays, the revision is enforced and every retry finds it unchanged (no
+write). Then, for each PR: the PR is pushed as a commit
 (``git apply`` of its diff, symlinks and binaries included), the controller is poked and must
 go ``Stalled`` at that commit with findings that are exactly what ``fleetctl validate``
 expects for the cluster (rule, file and line, from the corpus's ``Expect:`` lines); then the
