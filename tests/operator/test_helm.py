@@ -40,7 +40,7 @@ def test_install_upgrade_and_rollback_through_helm_history(
 
     anyio.run(main)
     # The chart's objects are in the cluster, made by helm from the loopback repository.
-    kubectl("get", "daemonset", "-n", NAMESPACE, "nvidia-dra-driver-kubelet-plugin")
+    kubectl("get", "deployment", "-n", NAMESPACE, "gpu-operator")
     kubectl("get", "gpucluster", "gpu-cluster")
     kubectl("get", "crd", "gpuclusters.nvidia.com", "computedomains.resource.nvidia.com")
 
@@ -55,7 +55,7 @@ def test_chart_crds_and_rendering_come_from_the_repository(chart_repo: str, helm
         rendered = await h.template(chart(chart_repo), release=RELEASE, namespace=NAMESPACE, values=GUIDE_VALUES)
         kinds = {(o["kind"], o["metadata"]["name"]) for o in rendered}
         assert ("GPUCluster", "gpu-cluster") in kinds
-        assert ("DaemonSet", "nvidia-dra-driver-kubelet-plugin") in kinds
+        assert ("Deployment", "gpu-operator") in kinds
         assert not any(k == "ClusterPolicy" for k, _ in kinds)
         assert h.writes == 0
 
