@@ -40,6 +40,10 @@ def plan_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     directory rather than the user's ``~/.cache``: tests leave nothing behind, and every repeated
     ``fleetctl diff``/``apply`` of unchanged content in the suite runs on a stored plan."""
     directory = tmp_path_factory.mktemp("cache")
+    built = binaries.locate()
+    if built is not None:  # the sandbox's binaries stay where they were built, not rebuilt in here
+        for path in {built["kubectl"].parents[1], built.kwok_stages.parent}:
+            (directory / path.name).symlink_to(path)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("FLEET_CACHE_DIR", str(directory))
         yield directory

@@ -71,6 +71,8 @@ class Sandbox:
     components: list[processes.Running] = field(default_factory=list)
     bin_dir: dict[str, str] = field(default_factory=dict)
     pools: dict[str, int] = field(default_factory=dict)
+    cpu_pools: dict[str, int] = field(default_factory=dict)
+    """CPU (system) pools: untainted nodes without GPUs."""
     timings: dict[str, float] = field(default_factory=dict)
     attached: list[processes.Running] = field(default_factory=list)
     """Processes started against the sandbox (the demo's controller): stopped by ``down``, not part of its health."""
@@ -141,6 +143,7 @@ class Sandbox:
             components=comps,
             bin_dir=data.get("bin_dir", {}),
             pools=data.get("pools", {}),
+            cpu_pools=data.get("cpu_pools", {}),
             timings=data.get("timings", {}),
             attached=attached,
             apiserver_flags=list(data.get("apiserver_flags", [])),
@@ -320,6 +323,14 @@ def publish_gpus(sb: Sandbox, profile: profiles.Profile) -> int:
     return sum(len(s["spec"]["devices"]) for s in slices)
 
 
+def publish_cpu_nodes(sb: Sandbox, profile: profiles.Profile) -> list[str]:
+    """Create the profile's CPU nodes (untainted, no GPUs); returns their names."""
+    nodes = profile.cpu_nodes()
+    if nodes:
+        apply(sb, [gpus.cpu_node_manifest(name=name, pool=pool) for name, pool in nodes])
+    return [name for name, _ in nodes]
+
+
 def wait_nodes_ready(sb: Sandbox, names: set[str], *, timeout: float = 120) -> None:
     """Wait until KWOK reports every node Ready and node-lifecycle has removed the not-ready taint."""
     deadline = time.monotonic() + timeout
@@ -380,9 +391,9 @@ def up(
     existing = Sandbox.load(directory)
     if existing is not None:
         if existing.healthy():
-            if existing.pools != profile.pools:
+            if (existing.pools, existing.cpu_pools) != (profile.pools, profile.cpu_pools):
                 raise SandboxError(
-                    f"a sandbox with pools {existing.pools} is already running",
+                    f"a sandbox with pools {existing.pools} and CPU pools {existing.cpu_pools} is already running",
                     where=str(directory),
                     hint="run `fleetctl sandbox down` first to change the profile",
                 )
@@ -418,8 +429,9 @@ def _up_once(
     sb = Sandbox(
         directory=directory,
         ports=ports,
-        bin_dir={k: str(v) for k, v in bins.paths.items()},
+        bin_dir={k: str(v.resolve()) for k, v in bins.paths.items()},
         pools=dict(profile.pools),
+        cpu_pools=dict(profile.cpu_pools),
         apiserver_flags=apiserver_flags,
     )
     total = time.monotonic()
@@ -448,8 +460,11 @@ def _up_once(
     _timed(sb, "controller-manager, scheduler, kwok", progress, t)
     t = time.monotonic()
     devices = publish_gpus(sb, profile)
-    wait_nodes_ready(sb, {n.name for n in profile.nodes()})
-    _timed(sb, f"{len(profile.nodes())} GPU nodes, {devices} devices published", progress, t)
+    cpu_nodes = publish_cpu_nodes(sb, profile)
+    wait_nodes_ready(sb, {n.name for n in profile.nodes()} | set(cpu_nodes))
+    _timed(
+        sb, f"{len(profile.nodes())} GPU nodes, {devices} devices, {len(cpu_nodes)} CPU nodes published", progress, t
+    )
     sb.timings["total"] = round(time.monotonic() - total, 2)
     sb.save()
     progress(f"sandbox up in {sb.timings['total']:.1f} s: {sb.server}\n  export KUBECONFIG={sb.kubeconfig}")
@@ -545,6 +560,7 @@ def status(*, directory: Path | None = None) -> dict[str, Any]:
         "kubeconfig": str(sb.kubeconfig),
         "components": comps,
         "pools": sb.pools,
+        "cpu_pools": sb.cpu_pools,
         "timings": sb.timings,
     }
     if out["up"]:
@@ -564,6 +580,7 @@ __all__ = [
     "attach",
     "default_dir",
     "down",
+    "publish_cpu_nodes",
     "publish_gpus",
     "start_component",
     "status",

@@ -65,6 +65,39 @@ def node_manifest(node: NodeSpec) -> dict[str, Any]:
     }
 
 
+SYSTEM_INSTANCE_TYPE = "m7i.4xlarge"
+"""What a CPU node says it is: a general-purpose instance, no accelerator."""
+
+
+def cpu_node_manifest(*, name: str, pool: str) -> dict[str, Any]:
+    """A KWOK-managed Node without GPUs and without taints: where a chart's controllers and hook Jobs run.
+
+    It carries none of the labels NFD and GPU feature discovery put on a GPU node and
+    publishes no ResourceSlice, so preflight, inventory and the pools' gates pass it by.
+    """
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": SYSTEM_INSTANCE_TYPE,
+        "node-role.kubernetes.io/system": "",
+        "type": "kwok",
+        "sandbox.fleet.gpufleet.dev/pool": pool,
+    }
+    capacity = {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "500Gi"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": {},
+        "status": {"capacity": capacity, "allocatable": dict(capacity)},
+    }
+
+
 def slice_manifest(node: NodeSpec, *, node_uid: str) -> dict[str, Any]:
     """The node's ResourceSlice: one pool named after the node, every device in one slice."""
     prefix = f"00-{DRIVER}-{node.name}-"
@@ -109,9 +142,11 @@ __all__ = [
     "GPU_TAINT",
     "MIG_LAYOUT",
     "MODELS",
+    "SYSTEM_INSTANCE_TYPE",
     "GpuModel",
     "MigProfile",
     "NodeSpec",
+    "cpu_node_manifest",
     "device_classes",
     "devices",
     "gfd_product",

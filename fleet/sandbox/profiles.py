@@ -1,4 +1,4 @@
-"""Sandbox profiles: which simulated GPU node pools to create.
+"""Sandbox profiles: which simulated GPU node pools, and which CPU (system) pools, to create.
 
 A profile is a small YAML file::
 
@@ -8,9 +8,14 @@ A profile is a small YAML file::
       a100-mig: 1    # 8 A100 GPUs, the first two in static MIG mode
       h200x8: 1
       l4x4: 1
+    cpuPools:
+      system: 1      # untainted nodes without GPUs (the default when cpuPools is absent)
 
 A pool key is ``<model>x<gpus>`` (model h100, a100, h200 or l4; gpus 1, 2, 4 or 8)
 or ``<model>-mig`` (8 GPUs of a MIG-capable model, 2 of them in MIG mode).
+Every GPU node carries the ``nvidia.com/gpu`` taint, as real GPU nodes do, so a
+chart's own Deployments and hook Jobs need a node without it: every real cluster
+has system nodes, and so does the sandbox unless ``cpuPools: {}`` says otherwise.
 Profiles are checked completely before anything starts, and every error names
 the field and the values that are allowed.
 """
@@ -18,7 +23,7 @@ the field and the values that are allowed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +37,22 @@ GPU_COUNTS = (1, 2, 4, 8)
 MAX_NODES = 2000
 _POOL = re.compile(r"^(?P<model>[a-z0-9]+)(?:x(?P<count>\d+)|(?P<mig>-mig))$")
 
+_CPU_POOL = re.compile(r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$")
+
 DEFAULT: dict[str, int] = {"h100x8": 2, "a100x8": 1, "a100-mig": 1, "h200x8": 1, "l4x4": 1}
+DEFAULT_CPU: dict[str, int] = {"system": 1}
 
 
 @dataclass(frozen=True)
 class Profile:
-    """Validated pools, in the order written: pool key → node count."""
+    """Validated pools, in the order written: pool key → node count (GPU pools, then CPU pools)."""
 
     pools: dict[str, int]
+    cpu_pools: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_CPU))
+
+    def cpu_nodes(self) -> list[tuple[str, str]]:
+        """(node name, pool) of every CPU node: ``system-01``, ..."""
+        return [(f"{pool}-{i + 1:02d}", pool) for pool, count in self.cpu_pools.items() for i in range(count)]
 
     def nodes(self) -> list[gpus.NodeSpec]:
         """Every node of every pool, with a stable name and ordinal."""
@@ -88,9 +101,9 @@ def parse(data: Any, *, source: str = "<profile>") -> Profile:
             where=source,
             hint="write e.g. 'pools: {h100x8: 2, a100x8: 1}'",
         )
-    unknown = sorted(set(data) - {"pools"})
+    unknown = sorted(set(data) - {"pools", "cpuPools"})
     if unknown:
-        raise ProfileError(f"unknown field {unknown[0]!r}", where=source, hint="the only field is 'pools'")
+        raise ProfileError(f"unknown field {unknown[0]!r}", where=source, hint="the fields are 'pools' and 'cpuPools'")
     pools = data.get("pools")
     if not isinstance(pools, dict) or not pools:
         raise ProfileError(
@@ -124,13 +137,43 @@ def parse(data: Any, *, source: str = "<profile>") -> Profile:
         total += count
     if total == 0:
         raise ProfileError("the profile creates no nodes", where=f"{source}: pools", hint="give a pool a count ≥ 1")
+    cpu = _cpu_pools(data.get("cpuPools", dict(DEFAULT_CPU)), gpu_pools=pools, source=source)
+    total += sum(cpu.values())
     if total > MAX_NODES:
         raise ProfileError(
             f"{total} nodes is more than the sandbox's limit of {MAX_NODES}",
             where=f"{source}: pools",
             hint="lower the counts",
         )
-    return Profile(pools={str(k): int(v) for k, v in pools.items()})
+    return Profile(pools={str(k): int(v) for k, v in pools.items()}, cpu_pools=cpu)
+
+
+def _cpu_pools(cpu: Any, *, gpu_pools: dict[Any, Any], source: str) -> dict[str, int]:
+    if cpu is None:
+        cpu = {}
+    if not isinstance(cpu, dict):
+        raise ProfileError(
+            "'cpuPools' must be a mapping of pool name → node count",
+            where=f"{source}: cpuPools",
+            hint="write e.g. 'cpuPools: {system: 1}', or 'cpuPools: {}' for none",
+        )
+    out: dict[str, int] = {}
+    for key, count in cpu.items():
+        where = f"{_line(cpu, key, source)}: cpuPools.{key}"
+        if not isinstance(key, str) or not _CPU_POOL.match(key):
+            raise ProfileError(
+                f"CPU pool name {key!r} is not a DNS label", where=where, hint="write e.g. 'system' or 'infra'"
+            )
+        if key in gpu_pools or _POOL.match(key):
+            raise ProfileError(
+                f"CPU pool name {key!r} reads as a GPU pool", where=where, hint="name CPU pools e.g. 'system'"
+            )
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ProfileError(
+                f"node count must be a whole number ≥ 0, got {count!r}", where=where, hint="write e.g. 'system: 1'"
+            )
+        out[key] = count
+    return out
 
 
 def load(path: Path | None) -> Profile:
@@ -155,4 +198,4 @@ def load(path: Path | None) -> Profile:
     return parse(data, source=str(path))
 
 
-__all__ = ["DEFAULT", "Profile", "allowed_pools", "load", "parse"]
+__all__ = ["DEFAULT", "DEFAULT_CPU", "Profile", "allowed_pools", "load", "parse"]

@@ -49,8 +49,10 @@ def register(sub: Any) -> None:
         "--profile",
         type=Path,
         default=None,
-        help="YAML profile of GPU pools, e.g. 'pools: {h100x8: 2, a100x8: 1}' (default: "
+        help="YAML profile of GPU pools and CPU pools, e.g. 'pools: {h100x8: 2, a100x8: 1}' (default: "
         + ", ".join(f"{k}: {v}" for k, v in profiles.DEFAULT.items())
+        + "; CPU pools "
+        + ", ".join(f"{k}: {v}" for k, v in profiles.DEFAULT_CPU.items())
         + ")",
     )
     upp.add_argument("--apiserver-port", type=int, default=None, help="fixed kube-apiserver port (default: a free one)")
@@ -147,5 +149,7 @@ def _status(args: argparse.Namespace) -> int:
     for c in st.get("components", []):
         print(f"  {c['name']:24} pid {c['pid']:<8} {'running' if c['running'] else 'STOPPED'}")
     if st["up"]:
-        print(f"  nodes {st['nodes']}, devices {st['devices']}, pools {st['pools']}")
+        print(
+            f"  nodes {st['nodes']}, devices {st['devices']}, pools {st['pools']}, CPU pools {st.get('cpu_pools', {})}"
+        )
     return 0 if st["up"] else 1

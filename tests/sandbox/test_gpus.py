@@ -129,3 +129,18 @@ def test_default_profile_has_the_pools_the_guide_mixes() -> None:
     models = {n.model.key for n in profiles.load(None).nodes()}
     assert {"h100", "a100", "h200"} <= models
     assert any(n.mig_gpus for n in profiles.load(None).nodes() if n.model.key == "a100")
+
+
+def test_default_profile_has_one_untainted_system_node() -> None:
+    assert profiles.load(None).cpu_nodes() == [("system-01", "system")]
+    assert profiles.parse({"pools": {"h100x1": 1}, "cpuPools": {}}).cpu_nodes() == []
+    assert profiles.parse({"pools": {"h100x1": 1}, "cpuPools": {"infra": 2}}).cpu_nodes() == [
+        ("infra-01", "infra"),
+        ("infra-02", "infra"),
+    ]
+    m = gpus.cpu_node_manifest(name="system-01", pool="system")
+    labels = m["metadata"]["labels"]
+    assert "taints" not in m["spec"]
+    assert not any(k.startswith(("nvidia.com/", "feature.node.kubernetes.io/")) for k in labels)
+    assert labels["sandbox.fleet.gpufleet.dev/pool"] == "system"
+    assert m["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"

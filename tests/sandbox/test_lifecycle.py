@@ -46,7 +46,8 @@ def test_up_twice_then_down_leaves_no_process(tmp_path: Path) -> None:
     status = fleetctl("sandbox", "status", "-o", "json", env_dir=d)
     assert status.returncode == 0
     st = json.loads(status.stdout)
-    assert st["up"] and st["nodes"] == 1 and st["devices"] == 1
+    assert st["up"] and st["nodes"] == 2 and st["devices"] == 1  # the GPU node and the default system node
+    assert st["cpu_pools"] == {"system": 1}
 
     env = fleetctl("sandbox", "env", env_dir=d)
     assert f"export KUBECONFIG={d / 'kubeconfig'}" in env.stdout
@@ -132,7 +133,11 @@ def test_apiserver_port_in_use_is_refused_before_anything_starts(tmp_path: Path)
         ("pools: {h100x8: -2}", ["pools.h100x8", "whole number ≥ 0"]),
         ("pools: {h100x3: 1}", ["pools.h100x3", "(1, 2, 4, 8)"]),
         ("pools: {h100x8: [1}", ["invalid YAML"]),
-        ("pool: {h100x8: 1}", ["unknown field 'pool'", "the only field is 'pools'"]),
+        ("pool: {h100x8: 1}", ["unknown field 'pool'", "the fields are 'pools' and 'cpuPools'"]),
+        ("pools: {h100x8: 1}\ncpuPools: {system: -1}", ["cpuPools.system", "whole number ≥ 0"]),
+        ("pools: {h100x8: 1}\ncpuPools: {Sys_1: 1}", ["cpuPools.Sys_1", "not a DNS label"]),
+        ("pools: {h100x8: 1}\ncpuPools: {h100x1: 1}", ["cpuPools.h100x1", "reads as a GPU pool"]),
+        ("pools: {h100x8: 1}\ncpuPools: [system]", ["cpuPools", "mapping of pool name"]),
     ],
 )
 def test_malformed_profile_fails_before_anything_starts(tmp_path: Path, profile: str, expected: list[str]) -> None:

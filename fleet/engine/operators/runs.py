@@ -1,0 +1,176 @@
+"""One run of the operator stage: observe, preflight, guards, CRDs, upgrade; each step its own module.
+
+This module only orders the steps and turns their answers into the release's ChangeSet
+entry: ``unchanged`` when the deployed release already has the declared chart version and
+values, a refusal (an entry under ``diff``, ``OperatorRefused`` under ``apply``) when a
+preflight check or a guard says no, and otherwise the change helm made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import time
+from dataclasses import dataclass, field
+
+from fleet import helm
+from fleet.engine import preflights
+from fleet.engine.changesets import Action, Change
+from fleet.engine.drivers import ReleaseStatus, driver_states
+from fleet.engine.operators import crds, guards, renders, upgrades
+from fleet.engine.operators.releases import OperatorRefused, observe, release_ref, summary
+from fleet.engine.operators.removals import remove
+from fleet.engine.plans import Plan
+from fleet.kube import Client, Ref
+from fleet.telemetry import tracing
+
+PREFLIGHT = ("kubernetes-version", "dra-api", "gpu-nodes")
+"""The preflight checks run before an install or upgrade (the ClusterPolicy one is a guard)."""
+
+
+@dataclass
+class Stage:
+    """One run of the operator stage for a plan (``Sync`` calls ``run``; ``diff`` calls it with dry_run)."""
+
+    client: Client
+    h: helm.Helm
+    plan: Plan
+    dry_run: bool = False
+    prune: bool = False
+    timeout: float = 120.0
+    changes: list[Change] = field(default_factory=list)
+    changed: bool = False
+
+    @property
+    def where(self) -> str:
+        source = self.plan.operator.source if self.plan.operator else ""
+        return f"{source} (cluster {self.plan.cluster})" if source else f"cluster {self.plan.cluster}"
+
+    def _refuse(self, ref: Ref, problem: guards.Problem, *, seen: ReleaseStatus) -> None:
+        reason, fix = problem
+        change = Change(
+            ref=ref,
+            stage="operator",
+            action=Action.SKIPPED,
+            error=f"{reason}\n  hint: {fix}",
+            refused=True,
+            reason=seen.text(),
+            operator=seen,
+        )
+        if self.dry_run:
+            self.changes.append(change)
+            return
+        raise OperatorRefused(
+            f"the operator release was not changed: {reason}", where=self.where, hint=fix, change=change
+        )
+
+    async def run(self) -> list[Change]:
+        desired = self.plan.operator
+        if desired is None:
+            self.changes += await remove(client=self.client, h=self.h, prune=self.prune, dry_run=self.dry_run)
+            return self.changes
+        ref = release_ref(release=desired.release, namespace=desired.namespace)
+        chart = helm.ChartRef(repository=desired.repository, name=desired.chart, version=desired.version)
+        try:
+            obs = await observe(h=self.h, release=desired.release, namespace=desired.namespace)
+        except helm.HelmError as err:
+            if not helm.forbidden(err):
+                raise
+            seen = ReleaseStatus(
+                version="", limit=desired.driver_state_timeout, checked=datetime.datetime.now(datetime.UTC)
+            )
+            self._refuse(
+                ref,
+                (f"helm may not read release {desired.namespace}/{desired.release}: {err.what}", err.hint),
+                seen=seen,
+            )
+            return self.changes
+        running = obs.release.chart_version(desired.chart) if obs.release else None
+        before = summary(obs.release, obs.values, chart=desired.chart) if obs.release else None
+        after = {"chart": f"{desired.repository} {desired.chart}", "version": desired.version, "values": desired.values}
+        same = (
+            obs.release is not None
+            and obs.release.status == "deployed"
+            and running == desired.version
+            and obs.values == desired.values
+        )
+        seen = ReleaseStatus(
+            version=running or "",
+            limit=desired.driver_state_timeout,
+            checked=datetime.datetime.now(datetime.UTC),
+            drivers=tuple(await driver_states(self.client)),
+        )
+        states = seen.text()
+        if same:
+            self.changes.append(
+                Change(ref=ref, stage="operator", action=Action.UNCHANGED, reason=states, operator=seen)
+            )
+            return self.changes
+        action = Action.CONFIGURED if obs.release else Action.CREATED
+        change = Change(
+            ref=ref, stage="operator", action=action, before=before, after=after, reason=states, operator=seen
+        )
+        for check in await preflights.run(client=self.client, plan=self.plan, only=PREFLIGHT):
+            if not check.ok:
+                self._refuse(ref, (f"preflight check {check.name} failed: {check.detail}", check.hint), seen=seen)
+                return self.changes
+        for problem in (
+            guards.values_problem(desired.values),
+            await guards.clusterpolicy_problem(self.client, desired=desired),
+            guards.dra_release_problem(obs.releases, desired=desired),
+            guards.version_problem(desired, running=running),
+        ):
+            if problem:
+                self._refuse(ref, problem, seen=seen)
+                return self.changes
+        if running and guards.parse_version(desired.version) < guards.parse_version(running):
+            claims = await guards.allocated_claims(self.client)
+            if claims:
+                self._refuse(ref, guards.claims_block(claims, what="downgrading"), seen=seen)
+                return self.changes
+        try:
+            chart_crds = await self.h.crds(chart)
+        except helm.HelmError as err:
+            change.error = (
+                f"cannot read chart {chart}: {err.what}\n  hint: check that spec.chart.repository, name and "
+                "version can be reached from here (helm show chart ...)"
+            )
+            self.changes.append(change)
+            return self.changes
+        live_crds = await crds.live_crds(self.client)
+        for problem in guards.crd_owner_problems(chart_crds, live_crds, desired=desired):
+            self._refuse(ref, problem, seen=seen)
+            return self.changes
+        for problem in await crds.dropped(self.client, chart_crds, live_crds):
+            self._refuse(ref, problem, seen=seen)
+            return self.changes
+        if self.dry_run:
+            self.changes.append(change)
+            self.changes += await renders.object_diff(
+                client=self.client, h=self.h, chart=chart, desired=desired, chart_crds=chart_crds
+            )
+            return self.changes
+        attributes = {
+            tracing.KIND: ref.kind,
+            tracing.NAMESPACE: ref.namespace,
+            tracing.NAME: ref.name,
+            tracing.ACTION: str(change.action),
+            tracing.FIELD_MANAGER: "helm",
+        }
+        with tracing.tracer().start_as_current_span("apply object", attributes=attributes) as span:
+            started = time.monotonic()
+            await crds.apply(self.client, chart_crds, timeout=self.timeout, where=self.where)
+            self.changes.append(change)
+            try:
+                failed = await upgrades.upgrade(self.h, chart=chart, desired=desired, change=change)
+            finally:
+                change.duration = time.monotonic() - started
+            if failed is not None:
+                span.set_attribute("error.type", type(failed).__name__)
+                return self.changes
+        change.operator = dataclasses.replace(seen, version=desired.version)
+        self.changed = True
+        return self.changes
+
+
+__all__ = ["PREFLIGHT", "Stage"]
