@@ -49,6 +49,7 @@ from fleet.sandbox import Sandbox, binaries, charts, credentials
 from fleet.sandbox.operators import StandInOperator
 from fleetctl.commands.demo import sandbox_overlay
 from tests.install.test_in_cluster import free_port
+from tests.operator.conftest import UPSTREAM
 from tests.source.gitservers import SmartHttp, Sshd, Upstream, git, tls_context
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
@@ -311,8 +312,8 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
     tls, ca_file = tls_context(tmp_path / "tls")
     server = SmartHttp(root=upstream.root, token=token, tls=tls)
     with (
-        charts.serve(tmp_path / "charts", helm=found["helm"]) as chart_repository,
-        StandInOperator(gpu_east),
+        charts.serve(tmp_path / "charts", helm=found["helm"], upstream=UPSTREAM) as chart_repository,
+        StandInOperator(gpu_east, upstream=UPSTREAM),
         server.running() as https_port,
     ):
         first = example_into(upstream, chart_repository=chart_repository)
@@ -378,7 +379,7 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
 
     # The same repository over SSH, with a private key.
     known_hosts = tmp_path / "known_hosts"
-    with sshd.running(), StandInOperator(gpu_east):
+    with sshd.running(), StandInOperator(gpu_east, upstream=UPSTREAM):
         known_hosts.write_text(sshd.known_hosts())
         third = upstream.commit({"teams/ml-research/surface-b.yaml": PROBE.format(name="surface-b")})
         with (

@@ -123,7 +123,6 @@ def test_diff_shows_version_values_and_rendered_objects(
     assert created[("HelmRelease", RELEASE)].action == engine.Action.CREATED
     assert created[("Deployment", "gpu-operator")].action == engine.Action.CREATED
     assert created[("GPUCluster", "gpu-cluster")].action == engine.Action.CREATED
-    assert created[("CustomResourceDefinition", "gpuclusters.nvidia.com")].action == engine.Action.CREATED
     # The operator's controller creates the kubelet plugin, not the chart.
     assert ("DaemonSet", "nvidia-dra-driver-kubelet-plugin") not in created
     assert _release(helm_settings) == {}  # a diff installs nothing
