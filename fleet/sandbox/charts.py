@@ -100,7 +100,7 @@ def derive(upstream: Upstream, directory: Path, *, version: str) -> Path:
                 "description": "LogLevel is the DRA driver's log verbosity (derived by fleet's sandbox)",
                 "type": "integer",
             }
-        path.write_text(yaml.safe_dump(crd, sort_keys=False))
+        path.write_text("---\n" + yaml.safe_dump(crd, sort_keys=False))
     return root
 
 
