@@ -117,7 +117,9 @@ def _helm(config: settings.Settings) -> helm.Settings | None:
     account = config.service_account_dir
     if kubeconfig is None and kube.in_cluster(service_account=str(account)):
         kubeconfig = str(helm_kubeconfig(account=account, path=home / "in-cluster.kubeconfig"))
-    return helm.Settings(binary=found, kubeconfig=kubeconfig, context=config.context, home=home)
+    return helm.Settings(
+        binary=found, kubeconfig=kubeconfig, context=config.context, home=home, timeout=config.helm_timeout
+    )
 
 
 def helm_kubeconfig(*, account: Path, path: Path) -> Path:

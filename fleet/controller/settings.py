@@ -115,6 +115,11 @@ class Settings(BaseSettings):
     helm: Path | None = Field(
         None, description="helm binary for the GPU Operator stage (default: helm on PATH; without one it is skipped)"
     )
+    helm_timeout: float = Field(
+        300.0,
+        description="how long one helm call may take before it is stopped (default 5m); helm's own --timeout is "
+        "10% shorter, so helm records a failed hook itself",
+    )
     state_dir: Path = Field(Path("/tmp/fleet"), description="where the checkout lives (a writable emptyDir)")
     identity: str = Field("", description="this replica's name in the Lease (default: hostname_pid)")
     service_account_dir: Path = Field(
@@ -127,6 +132,7 @@ class Settings(BaseSettings):
         "interval",
         "resync",
         "health_timeout",
+        "helm_timeout",
         "git_timeout",
         "lease_duration",
         "renew_deadline",

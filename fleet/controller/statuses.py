@@ -148,7 +148,7 @@ def operator_of(change: Change | None) -> dict[str, Any] | None:
         if is_stuck:
             item["events"] = list(d.events)
         nodes.append(item)
-    return {
+    out: dict[str, Any] = {
         "release": f"{change.ref.namespace}/{change.ref.name}",
         "version": seen.version if seen else "",
         "action": action,
@@ -157,6 +157,9 @@ def operator_of(change: Change | None) -> dict[str, Any] | None:
         "driverUpgrade": nodes[:MAX_LISTED],
         "stuckCount": stuck,
     }
+    if seen is not None and seen.remedied:
+        out["remediation"] = seen.remedied[:1000]
+    return out
 
 
 def stuck_events(
@@ -444,6 +447,9 @@ def events_for(
             out.append(("Conflict", f"{entry.ref}: not overwritten, other field managers own {fields}", True))
         elif entry.failed:
             out.append(("Failed", f"{entry.ref}: {entry.error.splitlines()[0]}", True))
+    for entry in changes.entries:
+        if entry.operator is not None and entry.operator.remedied:
+            out.append(("HelmReleaseRemediated", f"{entry.ref}: {entry.operator.remedied}", True))
     for d in drift_of(changes):
         if already and (d["kind"], d["namespace"], d["name"], d["action"]) in already:
             continue

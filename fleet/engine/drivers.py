@@ -71,6 +71,9 @@ class ReleaseStatus:
     checked: datetime.datetime
     """When the states were read: ``stuck`` is judged at this time, so a status built later says the same."""
     drivers: tuple[DriverState, ...] = ()
+    remedied: str = ""
+    """What fleet did this run to a release helm had failed or left ``pending-*`` (rolled back,
+    uninstalled): a status line and an Event ("" when nothing)."""
 
     def stuck(self) -> list[DriverState]:
         return [d for d in self.drivers if d.stuck(now=self.checked, limit=self.limit)]

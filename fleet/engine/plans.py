@@ -103,6 +103,12 @@ class OperatorRelease:
     allow_major: bool
     driver_state_timeout: int
     source: str
+    remediation: str = "rollback"
+    """``rollback``, ``uninstall`` or ``none``: what follows a failed install or upgrade."""
+    retries: int = 0
+    """How many more times one run tries after remediating a failure."""
+    kubernetes_version: str = ""
+    """The Cluster's ``spec.kubernetesVersion`` (``1.36``): what the chart renders against offline."""
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         objects=tuple(ordered),
         pools=pools,
         teams=teams,
-        operator=_operator(declared.model, str(declared.location)) if declared else None,
+        operator=_operator(declared.model, str(declared.location), cluster=view.cluster.model) if declared else None,
         prune=defaults.prune,
         allow_empty=fleet.spec.allow_empty if isinstance(fleet, kinds.Fleet) else False,
     )
@@ -235,7 +235,7 @@ _PATH_VALUES: dict[str, dict[str, Any]] = {
 """The guide's ``--set`` flags per install path (validation refuses values that contradict them)."""
 
 
-def _operator(model: Any, source: str) -> OperatorRelease | None:
+def _operator(model: Any, source: str, *, cluster: Any = None) -> OperatorRelease | None:
     if not isinstance(model, kinds.GPUOperator):
         return None
     spec = model.spec
@@ -252,6 +252,9 @@ def _operator(model: Any, source: str) -> OperatorRelease | None:
         allow_major=spec.upgrade.allow_major,
         driver_state_timeout=spec.upgrade.driver_state_timeout,
         source=source,
+        remediation=spec.remediation.strategy,
+        retries=spec.remediation.retries,
+        kubernetes_version=cluster.spec.kubernetes_version if isinstance(cluster, kinds.Cluster) else "",
     )
 
 

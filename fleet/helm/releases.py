@@ -40,7 +40,14 @@ class Settings:
     home: Path | None = None
     """Where helm keeps its cache/config/data (default: a ``helm`` folder beside fleet's cache)."""
     timeout: float = 300.0
-    """Seconds one helm call may take before it is stopped."""
+    """Seconds one helm call may take before fleet stops the process."""
+
+    @property
+    def operation_timeout(self) -> int:
+        """helm's own ``--timeout`` for a release-changing call: shorter than ``timeout``, so helm
+        itself gives up on a hook or resource and records the revision as failed before fleet
+        would kill it (a killed helm leaves the release ``pending-*``, locked for every later call)."""
+        return max(1, int(self.timeout - max(10.0, self.timeout * 0.1)))
 
 
 @dataclass(frozen=True)
@@ -153,6 +160,11 @@ class Helm:
         )
         return items
 
+    async def hooks(self, *, name: str, namespace: str, revision: int) -> list[dict[str, Any]]:
+        """The hook objects of one revision (``helm get hooks``), as the chart rendered them."""
+        argv = ["get", "hooks", name, "-n", namespace, "--revision", str(revision)]
+        return [d for d in await _documents(await self._run(argv)) if d]
+
     async def manifest(self, *, name: str, namespace: str) -> list[dict[str, Any]]:
         return await _documents(await self._run(["get", "manifest", name, "-n", namespace]))
 
@@ -165,20 +177,45 @@ class Helm:
         return docs[0] if docs else {}
 
     async def template(
-        self, chart: ChartRef, *, release: str, namespace: str, values: dict[str, Any]
+        self,
+        chart: ChartRef,
+        *,
+        release: str,
+        namespace: str,
+        values: dict[str, Any],
+        api_versions: tuple[str, ...] = (),
+        kube_version: str | None = None,
     ) -> list[dict[str, Any]]:
-        """The chart's objects rendered offline (``lookup`` sees nothing, no API versions are checked)."""
+        """The chart's objects rendered offline (``lookup`` sees nothing).
+
+        ``.Capabilities`` are helm's defaults plus ``api_versions`` (``group/version`` and
+        ``group/version/Kind``) at ``kube_version``: pass what the cluster serves, or what its
+        Kubernetes version serves by default, so the chart's own validations see it.
+        """
+        argv = ["template", release, *chart.args(), "-n", namespace]
+        if api_versions:
+            argv += ["--api-versions", ",".join(api_versions)]
+        if kube_version:
+            argv += ["--kube-version", kube_version]
         with _values_file(values) as path:
-            out = await self._run(["template", release, *chart.args(), "-n", namespace, "-f", str(path)])
+            out = await self._run([*argv, "-f", str(path)], cluster=False)
         return [d for d in await _documents(out) if d]
 
     async def render(
-        self, chart: ChartRef, *, release: str, namespace: str, values: dict[str, Any]
+        self,
+        chart: ChartRef,
+        *,
+        release: str,
+        namespace: str,
+        values: dict[str, Any],
+        api_versions: tuple[str, ...] = (),
+        kube_version: str | None = None,
     ) -> list[dict[str, Any]]:
         """The objects an upgrade would apply, rendered by a server-side dry run (``lookup`` sees the cluster).
 
         A dry run cannot map kinds whose CRDs are not installed yet (a first install):
-        then the chart is rendered offline (``template``) instead.
+        then the chart is rendered offline (``template``) with the cluster's ``api_versions``
+        and ``kube_version`` instead.
         """
         argv = ["upgrade", release, *chart.args(), "-n", namespace, "--install", "--reset-values"]
         argv += ["--dry-run=server", "-o", "json"]
@@ -188,7 +225,14 @@ class Helm:
         except HelmError as err:
             if "no matches for kind" not in err.what and "resource mapping not found" not in err.what:
                 raise
-            return await self.template(chart, release=release, namespace=namespace, values=values)
+            return await self.template(
+                chart,
+                release=release,
+                namespace=namespace,
+                values=values,
+                api_versions=api_versions,
+                kube_version=kube_version,
+            )
         return [d for d in await _documents(out.get("manifest") or "") if d]
 
     # -- writes -----------------------------------------------------------------------------
@@ -209,7 +253,11 @@ class Helm:
         if install:
             argv += ["--install", "--create-namespace"]
         if wait_timeout is not None:
-            argv += ["--wait", "--timeout", f"{int(wait_timeout)}s"]
+            argv += ["--wait"]
+        limit = (
+            min(int(wait_timeout), self.settings.operation_timeout) if wait_timeout else self.settings.operation_timeout
+        )
+        argv += ["--timeout", f"{limit}s"]
         with _values_file(values) as path:
             self.writes += 1
             await self._run([*argv, "-f", str(path)])
@@ -221,12 +269,14 @@ class Helm:
     async def rollback(self, *, name: str, namespace: str, revision: int | None = None) -> None:
         """Back to ``revision`` (default: the previous one) from Helm's own history."""
         self.writes += 1
-        await self._run(["rollback", name, *([str(revision)] if revision else []), "-n", namespace])
+        argv = ["rollback", name, *([str(revision)] if revision else []), "-n", namespace]
+        await self._run([*argv, "--timeout", f"{self.settings.operation_timeout}s"])
 
     async def uninstall(self, *, name: str, namespace: str) -> None:
         """``helm uninstall`` with its hooks (the operator's pre-delete clean-up runs)."""
         self.writes += 1
-        await self._run(["uninstall", name, "-n", namespace, "--wait", "--timeout", f"{int(self.settings.timeout)}s"])
+        timeout = f"{self.settings.operation_timeout}s"
+        await self._run(["uninstall", name, "-n", namespace, "--wait", "--timeout", timeout])
 
     # -- the subprocess ---------------------------------------------------------------------
 
@@ -264,13 +314,26 @@ class Helm:
         stdout = done.stdout.decode(errors="replace")
         if done.returncode != 0:
             stderr = done.stderr.decode(errors="replace").strip()
-            lines = [ln for ln in stderr.splitlines() if ln.startswith("Error:")] or stderr.splitlines()[-1:]
-            what = (lines[0].removeprefix("Error: ") if lines else f"helm exited {done.returncode}").strip()
+            what = _error_text(stderr) or f"helm exited {done.returncode}"
             failed = HelmError(f"helm {argv[0]} failed: {what}", where=" ".join(argv[:2]), stderr=stderr)
             if forbidden(failed):
                 failed.hint = FORBIDDEN_HINT
             raise failed
         return stdout
+
+
+def _error_text(stderr: str) -> str:
+    """helm's ``Error:`` line, with the indented lines that continue it (``1 error occurred:\n\t* ...``)."""
+    lines = stderr.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("Error:")), None)
+    if start is None:
+        return lines[-1].strip() if lines else ""
+    out = [lines[start].removeprefix("Error: ").strip()]
+    for ln in lines[start + 1 : start + 6]:
+        if not ln.startswith(("\t", " ", "*")) or not ln.strip():
+            break
+        out.append(ln.strip())
+    return " ".join(out)
 
 
 class _values_file:

@@ -82,6 +82,16 @@ class OperatorUpgrade(Model):
     """Seconds a GPU node may stay in one driver-upgrade state before fleet reports it as stuck."""
 
 
+class Remediation(Model):
+    """What fleet does when helm fails an install or upgrade (as Flux's helm-controller does)."""
+
+    strategy: Literal["rollback", "uninstall", "none"] = "rollback"
+    """``rollback``: back to the last deployed revision (a failed first install is uninstalled);
+    ``uninstall``: remove the release; ``none``: leave the failed release as helm left it."""
+    retries: int = Field(default=0, ge=0, le=10)
+    """How many more times one run tries the install or upgrade after remediating a failure."""
+
+
 class GPUOperatorSpec(Model):
     chart: Chart
     namespace: str = "gpu-operator"
@@ -91,6 +101,8 @@ class GPUOperatorSpec(Model):
     """Helm values, as ``--set`` would give them (checked against the install path)."""
     upgrade: OperatorUpgrade = Field(default_factory=OperatorUpgrade)
     """What fleet may do to a running release beyond a same-major upgrade."""
+    remediation: Remediation = Field(default_factory=Remediation)
+    """What fleet does when helm fails the install or upgrade."""
     release: str = "gpu-operator"
     """Helm release name."""
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import re
 import shutil
 import subprocess
 import threading
@@ -84,13 +85,18 @@ def crds(chart: Path) -> list[dict[str, Any]]:
 def derive(upstream: Upstream, directory: Path, *, version: str) -> Path:
     """Copy NVIDIA's chart into ``directory/<version>/gpu-operator`` as ``version`` would ship it; returns it.
 
-    ``RELEASED`` is NVIDIA's tree as it is. ``v26.7.1`` adds ``spec.draDriver.logLevel`` to
-    the GPUCluster CRD; any other version is the real chart under another version number.
+    ``Chart.yaml`` gets the version (and appVersion), as NVIDIA's packaging sets them, so the
+    folder is also a local-path chart of that version. ``RELEASED`` is otherwise NVIDIA's tree
+    as it is; ``v26.7.1`` adds ``spec.draDriver.logLevel`` to the GPUCluster CRD; any other
+    version is the real chart under another version number.
     """
     root = directory / version / CHART
     if root.exists():
         shutil.rmtree(root)
     shutil.copytree(upstream.require().chart, root)
+    meta = root / "Chart.yaml"
+    text = re.sub(r"(?m)^version: .*$", f"version: {version}", meta.read_text())
+    meta.write_text(re.sub(r"(?m)^appVersion: .*$", f'appVersion: "{version}"', text))
     if version == "v26.7.1":
         path = root / "crds" / "nvidia.com_gpuclusters.yaml"
         crd = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))

@@ -2,6 +2,10 @@
 
 No cluster is needed: pools become per-Node applies only once nodes are listed, so
 they are shown as comments (selector, labels, taints) in YAML and as ``pools`` in JSON.
+The GPUOperator's chart is rendered by helm (``helm template``) against the API versions
+the Cluster's ``kubernetesVersion`` serves with its default feature gates, since no cluster
+is asked; the output says so. A chart that refuses to render is an error naming the
+GPUOperator's file:line, and nothing is printed.
 """
 
 from __future__ import annotations
@@ -13,9 +17,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 from ruamel.yaml import YAML
 
+from fleet import helm
+from fleet.engine import stages
+from fleet.engine.operators import renders
 from fleet.engine.pipelines import collector_paused, load_plan
+from fleet.engine.plans import Plan
+from fleetctl.pipelines import helm_binary
 
 
 def register(sub: Any) -> None:
@@ -28,12 +38,37 @@ def register(sub: Any) -> None:
     parser.add_argument("repo", nargs="?", default=".", type=Path, help="repository checkout (default: .)")
     parser.add_argument("--cluster", required=True, metavar="C", help="cluster name (clusters/<C>.yaml)")
     parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    parser.add_argument(
+        "--helm",
+        metavar="PATH",
+        type=Path,
+        help="helm binary to render the GPUOperator's chart (default: $FLEET_HELM, else helm on PATH)",
+    )
+    parser.add_argument(
+        "--helm-timeout", type=float, default=300.0, metavar="SECONDS", help="seconds one helm call may take"
+    )
     parser.set_defaults(func=run)
+
+
+def chart_objects(args: argparse.Namespace, plan: Plan) -> tuple[list[dict[str, Any]], str]:
+    """The operator chart's objects and a line saying what they were rendered against ("" without a GPUOperator)."""
+    desired = plan.operator
+    if desired is None:
+        return [], ""
+    release = f"GPUOperator release {desired.namespace}/{desired.release} ({desired.source})"
+    binary = helm_binary(getattr(args, "helm", None))
+    if binary is None:
+        return [], f"{release}: chart not rendered: no helm binary (--helm, $FLEET_HELM, helm on PATH)"
+    h = helm.Helm(helm.Settings(binary=binary, timeout=getattr(args, "helm_timeout", 300.0)))
+    chart = helm.ChartRef(repository=desired.repository, name=desired.chart, version=desired.version)
+    objects, caps = anyio.run(lambda: renders.offline(h, chart=chart, desired=desired))
+    return objects, f"{release}: chart {chart} rendered with {caps.describe()}"
 
 
 def run(args: argparse.Namespace) -> int:
     with collector_paused():
         plan = load_plan(args.repo, cluster=args.cluster)
+    chart, rendered_with = chart_objects(args, plan)
     pools = [
         {
             "name": p.name,
@@ -53,18 +88,26 @@ def run(args: argparse.Namespace) -> int:
             "items": [d.obj for d in plan.objects],
             "pools": pools,
         }
+        if rendered_with:
+            doc["operator"] = {"renderedWith": rendered_with, "items": chart}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return 0
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
     out = io.StringIO()
     stage = ""
+    operator_at = stages.index(stages.by_name("operator"))
     for d in plan.objects:
+        if rendered_with and stages.index(d.stage) > operator_at:
+            _chart(out, yaml, chart, rendered_with, heading=stage != "operator")
+            rendered_with, stage = "", "operator"
         if d.stage.name != stage:
             stage = d.stage.name
             out.write(f"# stage: {stage}\n")
         yaml.dump(d.obj, out)
         out.write("---\n")
+    if rendered_with:
+        _chart(out, yaml, chart, rendered_with, heading=stage != "operator")
     for p in pools:
         out.write(
             f"# stage: pools — GPUNodePool {p['name']} ({p['source']}): nodes matching "
@@ -73,3 +116,12 @@ def run(args: argparse.Namespace) -> int:
         )
     sys.stdout.write(out.getvalue())
     return 0
+
+
+def _chart(out: io.StringIO, yaml: YAML, objects: list[dict[str, Any]], rendered_with: str, *, heading: bool) -> None:
+    if heading:
+        out.write("# stage: operator\n")
+    out.write(f"# {rendered_with}\n")
+    for obj in objects:
+        yaml.dump(obj, out)
+        out.write("---\n")

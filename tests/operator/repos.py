@@ -24,6 +24,7 @@ class OperatorRepo(Repo):
         }
     )
     upgrade: dict[str, Any] = field(default_factory=dict)
+    remediation: dict[str, Any] = field(default_factory=dict)
 
     def write(self) -> Path:
         root = super().write()
@@ -35,6 +36,7 @@ class OperatorRepo(Repo):
                 "installPath": "gpuCluster",
                 "values": self.values,
                 **({"upgrade": self.upgrade} if self.upgrade else {}),
+                **({"remediation": self.remediation} if self.remediation else {}),
             }
             doc = {
                 "apiVersion": "fleet.gpufleet.dev/v1alpha1",

@@ -223,3 +223,30 @@ def test_an_identity_that_may_not_read_releases_removes_none_and_does_not_fail()
     plan = Plan(cluster="gpu-east", revision="r", objects=(), operator=None)
     stage = operators.Stage(client=None, h=Refused(), plan=plan, prune=True)  # type: ignore[arg-type]
     assert anyio.run(stage.run) == []
+
+
+def test_helm_gets_its_own_timeout_shorter_than_the_kill_deadline() -> None:
+    from pathlib import Path
+
+    from fleet import helm
+
+    for deadline, own in ((300.0, 270), (120.0, 108), (40.0, 30), (5.0, 1)):
+        assert helm.Settings(binary=Path("helm"), timeout=deadline).operation_timeout == own
+
+
+def test_history_times_and_helm_error_blocks_are_read() -> None:
+    import datetime
+
+    from fleet.engine.operators import upgrades
+    from fleet.helm import releases
+
+    when = upgrades.updated({"updated": "2026-12-05T20:01:02.123456789Z"})
+    assert when == datetime.datetime(2026, 12, 5, 20, 1, 2, 123456, tzinfo=datetime.UTC)
+    assert upgrades.updated({"updated": "2026-12-05T20:01:02.5+01:00"}) == datetime.datetime(
+        2026, 12, 5, 19, 1, 2, 500000, tzinfo=datetime.UTC
+    )
+    assert upgrades.updated({}) is None
+    stderr = "Error: UPGRADE FAILED: pre-upgrade hooks failed: 1 error occurred:\n\t* timed out waiting\n\nmore"
+    assert releases._error_text(stderr) == (
+        "UPGRADE FAILED: pre-upgrade hooks failed: 1 error occurred: * timed out waiting"
+    )

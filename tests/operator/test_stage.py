@@ -308,7 +308,7 @@ def test_a_failed_upgrade_is_rolled_back_from_helm_history(
     changes = fleet.apply(helm=helm_settings)
     entry = _operator_entry(changes)
     assert "helm upgrade failed" in entry.error
-    assert "rolled back to revision 1 (helm history)" in entry.error
+    assert "rolled back to revision 1 (spec.remediation.strategy: rollback)" in entry.error
     history = json.loads(_helm(helm_settings, "history", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
     assert [(h["revision"], h["status"]) for h in history] == [(1, "superseded"), (2, "failed"), (3, "deployed")]
 

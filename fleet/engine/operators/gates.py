@@ -18,7 +18,7 @@ import anyio
 
 from fleet.engine import healths, preflights, stages
 from fleet.engine.drivers import driver_states
-from fleet.engine.operators.releases import DEVICE_CLASSES, GPUCLUSTER, KUBELET_PLUGIN, condition, items
+from fleet.engine.operators.releases import DEVICE_CLASSES, GPUCLUSTER, KUBELET_PLUGIN, condition, events, items
 from fleet.engine.plans import Plan
 from fleet.kube import Client, NotFound
 from fleet.kube import watch as kube_watch
@@ -78,21 +78,6 @@ async def ready_problems(*, client: Client, plan: Plan) -> list[str]:
     return problems
 
 
-async def events(client: Client, *, kind: str, name: str, namespace: str | None = None) -> str:
-    """The object's last three Events as ``; events: Reason: message | ...`` ("" when none)."""
-    found = await items(
-        client,
-        api_version="v1",
-        kind="Event",
-        namespace=namespace,
-        field_selector=f"involvedObject.kind={kind},involvedObject.name={name}",
-    )
-    recent = sorted(found, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")[-3:]
-    if not recent:
-        return ""
-    return "; events: " + " | ".join(f"{e.get('reason')}: {e.get('message')}" for e in recent)
-
-
 async def wait_ready(*, client: Client, plan: Plan, timeout: float) -> None:  # noqa: ASYNC109 - the gate's deadline
     """Re-check ``ready_problems`` each time a watched object changes; ``HealthTimeout`` after ``timeout``.
 
@@ -137,4 +122,4 @@ async def wait_ready(*, client: Client, plan: Plan, timeout: float) -> None:  # 
     )
 
 
-__all__ = ["events", "ready_problems", "wait_ready"]
+__all__ = ["ready_problems", "wait_ready"]

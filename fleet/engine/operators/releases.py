@@ -93,6 +93,21 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
+async def events(client: Client, *, kind: str, name: str, namespace: str | None = None) -> str:
+    """The object's last three Events as ``; events: Reason: message | ...`` ("" when none)."""
+    found = await items(
+        client,
+        api_version="v1",
+        kind="Event",
+        namespace=namespace,
+        field_selector=f"involvedObject.kind={kind},involvedObject.name={name}",
+    )
+    recent = sorted(found, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")[-3:]
+    if not recent:
+        return ""
+    return "; events: " + " | ".join(f"{e.get('reason')}: {e.get('message')}" for e in recent)
+
+
 def summary(release: helm.Release | None, values: dict[str, Any], *, chart: str) -> dict[str, Any] | None:
     """The release as the entry's ``before``: chart, version, status and user values."""
     if release is None:
@@ -115,6 +130,7 @@ __all__ = [
     "Observed",
     "OperatorRefused",
     "condition",
+    "events",
     "items",
     "observe",
     "release_ref",

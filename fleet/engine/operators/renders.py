@@ -1,7 +1,8 @@
-"""The chart as objects: what ``diff`` shows under the release entry.
+"""The chart as objects: what ``diff`` shows under the release entry, and ``fleetctl render`` prints.
 
-The chart is rendered by helm (``helm upgrade --dry-run=server``, so ``lookup`` sees the
-cluster; offline ``helm template`` while the chart's CRDs are not installed yet) and every
+The chart is rendered by helm (``helm upgrade --dry-run=server``, so ``lookup`` and
+``.Capabilities`` see the cluster; ``helm template`` with the cluster's API versions and
+Kubernetes version (``capabilities``) while the chart's CRDs are not installed yet) and every
 rendered object, CRDs first, is dry-run applied with the field manager that will own it
 (``fleet`` for CRDs, ``helm`` for the rest) and compared with the live object as every
 other diff is (``fleet.engine.normalizations``).
@@ -15,8 +16,10 @@ from typing import Any
 from fleet import helm
 from fleet.engine import normalizations
 from fleet.engine.changesets import Action, Change
+from fleet.engine.operators import capabilities
 from fleet.engine.operators.releases import release_ref
 from fleet.engine.plans import OperatorRelease
+from fleet.errors import FleetError
 from fleet.kube import Client, KubeError, NotFound, Ref
 
 
@@ -29,11 +32,19 @@ async def object_diff(
     chart_crds: list[dict[str, Any]],
 ) -> list[Change]:
     """The rendered chart (CRDs first) against live objects, each through a server-side apply dry-run."""
+    caps = await capabilities.from_cluster(client)
     try:
-        rendered = await h.render(chart, release=desired.release, namespace=desired.namespace, values=desired.values)
+        rendered = await h.render(
+            chart,
+            release=desired.release,
+            namespace=desired.namespace,
+            values=desired.values,
+            api_versions=caps.api_versions,
+            kube_version=caps.kube_version,
+        )
     except helm.HelmError as err:
         ref = release_ref(release=desired.release, namespace=desired.namespace)
-        return [Change(ref=ref, stage="operator", action=Action.SKIPPED, error=f"cannot render the chart: {err}")]
+        return [Change(ref=ref, stage="operator", action=Action.SKIPPED, error=refusal(err, desired=desired))]
     out = []
     for obj in [*chart_crds, *rendered]:
         obj.setdefault("metadata", {})
@@ -68,4 +79,44 @@ async def object_diff(
     return out
 
 
-__all__ = ["object_diff"]
+def refusal(err: helm.HelmError, *, desired: OperatorRelease) -> str:
+    """A chart that refuses to render, in its own words, at the GPUOperator's file:line."""
+    text = f"{err.what}\n{err.stderr}"
+    marker = "execution error at ("
+    if marker in text:
+        at, _, message = text[text.index(marker) + len(marker) :].partition("): ")
+        own = message.splitlines()[0].strip() if message else text
+        return (
+            f"{desired.source}: the chart refuses to render: {own} (at {at})\n"
+            "  hint: change spec.values, or check that the cluster serves what the chart requires"
+        )
+    return f"{desired.source}: cannot render the chart: {err}"
+
+
+async def offline(
+    h: helm.Helm, *, chart: helm.ChartRef, desired: OperatorRelease
+) -> tuple[list[dict[str, Any]], capabilities.Capabilities]:
+    """The chart's CRDs and objects without a cluster: rendered against what the Cluster's
+    ``kubernetesVersion`` serves by default. Raises ``ChartRefused`` (file:line) when it refuses."""
+    caps = capabilities.for_minor(desired.kubernetes_version or sorted(capabilities.SERVED_BY_DEFAULT)[-1])
+    try:
+        crds = await h.crds(chart)
+        rendered = await h.template(
+            chart,
+            release=desired.release,
+            namespace=desired.namespace,
+            values=desired.values,
+            api_versions=caps.api_versions,
+            kube_version=caps.kube_version,
+        )
+    except helm.HelmError as err:
+        what, _, hint = refusal(err, desired=desired).partition("\n  hint: ")
+        raise ChartRefused(what.removeprefix(f"{desired.source}: "), where=desired.source, hint=hint) from err
+    return [*crds, *rendered], caps
+
+
+class ChartRefused(FleetError):
+    """The operator's chart could not be rendered (its own validation, or it could not be fetched)."""
+
+
+__all__ = ["ChartRefused", "object_diff", "offline", "refusal"]

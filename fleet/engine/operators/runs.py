@@ -18,7 +18,7 @@ from fleet.engine import preflights
 from fleet.engine.changesets import Action, Change
 from fleet.engine.drivers import ReleaseStatus, driver_states
 from fleet.engine.operators import crds, guards, renders, upgrades
-from fleet.engine.operators.releases import OperatorRefused, observe, release_ref, summary
+from fleet.engine.operators.releases import Observed, OperatorRefused, observe, release_ref, summary
 from fleet.engine.operators.removals import remove
 from fleet.engine.plans import Plan
 from fleet.kube import Client, Ref
@@ -145,6 +145,10 @@ class Stage:
             self._refuse(ref, problem, seen=seen)
             return self.changes
         if self.dry_run:
+            if obs.release is not None and obs.release.status in upgrades.PENDING:
+                change.reason = "\n".join(
+                    filter(None, (change.reason, f"release is {obs.release.status}: apply recovers it first"))
+                )
             self.changes.append(change)
             self.changes += await renders.object_diff(
                 client=self.client, h=self.h, chart=chart, desired=desired, chart_crds=chart_crds
@@ -159,18 +163,39 @@ class Stage:
         }
         with tracing.tracer().start_as_current_span("apply object", attributes=attributes) as span:
             started = time.monotonic()
-            await crds.apply(self.client, chart_crds, timeout=self.timeout, where=self.where)
             self.changes.append(change)
             try:
-                failed = await upgrades.upgrade(self.h, chart=chart, desired=desired, change=change)
+                recovered = await self._recover(obs, change=change)
+                if recovered is None:
+                    return self.changes
+                await crds.apply(self.client, chart_crds, timeout=self.timeout, where=self.where)
+                outcome = await upgrades.upgrade(
+                    self.h, client=self.client, chart=chart, desired=desired, change=change
+                )
             finally:
                 change.duration = time.monotonic() - started
-            if failed is not None:
-                span.set_attribute("error.type", type(failed).__name__)
+            remedied = "; ".join(filter(None, (recovered, outcome.remedied)))
+            if outcome.error is not None:
+                span.set_attribute("error.type", type(outcome.error).__name__)
+                change.operator = dataclasses.replace(seen, remedied=remedied)
                 return self.changes
-        change.operator = dataclasses.replace(seen, version=desired.version)
+        change.operator = dataclasses.replace(seen, version=desired.version, remedied=remedied)
         self.changed = True
         return self.changes
+
+    async def _recover(self, obs: Observed, *, change: Change) -> str | None:
+        """Free a release left ``pending-*``: what was done ("" nothing needed), None when it is still
+        locked or could not be freed (the entry's error then says why)."""
+        desired = self.plan.operator
+        if desired is None or obs.release is None or obs.release.status not in upgrades.PENDING:
+            return ""
+        try:
+            return await upgrades.recover(
+                self.h, desired=desired, status=obs.release.status, now=datetime.datetime.now(datetime.UTC)
+            )
+        except helm.HelmError as err:
+            change.error = str(err) + (f"\n  hint: {err.hint}" if err.hint else "")
+            return None
 
 
 __all__ = ["PREFLIGHT", "Stage"]
