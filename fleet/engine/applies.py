@@ -115,6 +115,8 @@ class Sync:
     _namespaced: list[Kind] | None = field(init=False, default=None)
     _refused: dict[str, Change] = field(init=False, default_factory=dict)
     """Objects fleet may not write (not its own, not to be adopted; Nodes two pools select), by key."""
+    _operator_run: operators.Stage | None = field(init=False, default=None)
+    """The operator stage, prepared (chart fetched and rendered) before the first write."""
 
     def __post_init__(self) -> None:
         self.changes = ChangeSet(cluster=self.plan.cluster, revision=self.plan.revision)
@@ -163,6 +165,11 @@ class Sync:
         if refused and not self.options.dry_run:
             self.changes.entries.extend(refused)  # before any write: nothing is applied in part
             self._stopped = True
+        elif self.plan.operator is not None and self.options.helm is not None and not self.options.dry_run:
+            # The chart is fetched and rendered before any stage writes: a chart that cannot be
+            # read or refuses the values stops the run here (ChartRefused), not after stage 1.
+            self._operator_run = self._operator_stage(self.options.helm)
+            await self._operator_run.prepare()
 
     @property
     def done(self) -> bool:
@@ -315,14 +322,7 @@ class Sync:
                     )
                 )
             return
-        run = operators.Stage(
-            client=self.client,
-            h=helm.Helm(settings),
-            plan=self.plan,
-            dry_run=self.options.dry_run,
-            prune=self.options.prune,
-            timeout=self.options.health_timeout,
-        )
+        run = self._operator_run or self._operator_stage(settings)
         try:
             self.changes.entries.extend(await run.run())
         except operators.OperatorRefused:
@@ -338,6 +338,16 @@ class Sync:
                 except healths.HealthTimeout:
                     self._stopped = True
                     raise
+
+    def _operator_stage(self, settings: helm.Settings) -> operators.Stage:
+        return operators.Stage(
+            client=self.client,
+            h=helm.Helm(settings),
+            plan=self.plan,
+            dry_run=self.options.dry_run,
+            prune=self.options.prune,
+            timeout=self.options.health_timeout,
+        )
 
     def _deleted_outside(self, key: str) -> bool:
         """Recorded by a complete run, now missing: someone deleted it (not a crash before its create)."""

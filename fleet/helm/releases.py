@@ -330,7 +330,8 @@ def _error_text(stderr: str) -> str:
         return lines[-1].strip() if lines else ""
     out = [lines[start].removeprefix("Error: ").strip()]
     for ln in lines[start + 1 : start + 6]:
-        if not ln.startswith(("\t", " ", "*")) or not ln.strip():
+        # indented, bulleted, or a values-schema report (``node-feature-discovery:`` then ``- at '/gc': ...``)
+        if not ln.strip() or not (ln.startswith(("\t", " ", "*", "- ")) or ln.rstrip().endswith(":")):
             break
         out.append(ln.strip())
     return " ".join(out)

@@ -311,13 +311,3 @@ def test_a_failed_upgrade_is_rolled_back_from_helm_history(
     assert "rolled back to revision 1 (spec.remediation.strategy: rollback)" in entry.error
     history = json.loads(_helm(helm_settings, "history", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
     assert [(h["revision"], h["status"]) for h in history] == [(1, "superseded"), (2, "failed"), (3, "deployed")]
-
-
-def test_an_unreachable_chart_repository_fails_the_stage_with_a_hint(
-    fleet: Engine, op_repo: OperatorRepo, helm_settings: helm.Settings
-) -> None:
-    op_repo.chart_repo = "http://127.0.0.1:9/nvidia"  # nothing listens on the discard port
-    entry = _operator_entry(fleet.apply(helm=helm_settings))
-    assert "cannot read chart http://127.0.0.1:9/nvidia gpu-operator@v26.7.0" in entry.error
-    assert "hint: check that spec.chart.repository" in entry.error
-    assert _release(helm_settings) == {}

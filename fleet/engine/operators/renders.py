@@ -17,9 +17,8 @@ from fleet import helm
 from fleet.engine import normalizations
 from fleet.engine.changesets import Action, Change
 from fleet.engine.operators import capabilities
-from fleet.engine.operators.releases import release_ref
+from fleet.engine.operators.releases import OperatorRefused, release_ref
 from fleet.engine.plans import OperatorRelease
-from fleet.errors import FleetError
 from fleet.kube import Client, KubeError, NotFound, Ref
 
 
@@ -115,8 +114,9 @@ async def offline(
     return [*crds, *rendered], caps
 
 
-class ChartRefused(FleetError):
-    """The operator's chart could not be rendered (its own validation, or it could not be fetched)."""
+class ChartRefused(OperatorRefused):
+    """The operator's chart could not be fetched or rendered (its own validation, its values schema):
+    an ``OperatorRefused`` raised before anything is written, where the GPUOperator is declared."""
 
 
 __all__ = ["ChartRefused", "object_diff", "offline", "refusal"]

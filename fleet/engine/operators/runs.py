@@ -4,6 +4,12 @@ This module only orders the steps and turns their answers into the release's Cha
 entry: ``unchanged`` when the deployed release already has the declared chart version and
 values, a refusal (an entry under ``diff``, ``OperatorRefused`` under ``apply``) when a
 preflight check or a guard says no, and otherwise the change helm made.
+
+``prepare`` runs before the apply writes anything, in any stage: when the release is to change
+it fetches the chart and renders it with the cluster's capabilities, so a chart repository
+that answers 404 or cannot be reached, a version it lacks, values the chart's
+``values.schema.json`` or its own validations refuse stop the run as ``ChartRefused`` at the
+GPUOperator's file:line, with nothing written. ``run`` then reuses what it read.
 """
 
 from __future__ import annotations
@@ -12,12 +18,13 @@ import dataclasses
 import datetime
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from fleet import helm
 from fleet.engine import preflights
 from fleet.engine.changesets import Action, Change
 from fleet.engine.drivers import ReleaseStatus, driver_states
-from fleet.engine.operators import crds, guards, renders, upgrades
+from fleet.engine.operators import capabilities, crds, guards, renders, upgrades
 from fleet.engine.operators.releases import Observed, OperatorRefused, observe, release_ref, summary
 from fleet.engine.operators.removals import remove
 from fleet.engine.plans import Plan
@@ -40,6 +47,58 @@ class Stage:
     timeout: float = 120.0
     changes: list[Change] = field(default_factory=list)
     changed: bool = False
+    observed: Observed | None = None
+    """The release as ``prepare`` read it (``run`` reads it itself otherwise)."""
+    chart_crds: list[dict[str, Any]] | None = None
+    """The chart's CRDs as ``prepare`` fetched them."""
+
+    async def prepare(self) -> None:
+        """Before any stage writes: fetch and render the chart if the release is to change.
+
+        Raises ``ChartRefused`` (where: the GPUOperator's file:line) when the chart cannot be
+        fetched or refuses to render. Reads only; a release that is unchanged costs ``helm list``.
+        """
+        desired = self.plan.operator
+        if desired is None:
+            return
+        try:
+            self.observed = await observe(h=self.h, release=desired.release, namespace=desired.namespace)
+        except helm.HelmError:
+            return  # run() reports it (a refusal naming the missing rights)
+        obs = self.observed
+        running = obs.release.chart_version(desired.chart) if obs.release else None
+        if (
+            obs.release is not None
+            and obs.release.status == "deployed"
+            and running == desired.version
+            and obs.values == desired.values
+        ):
+            return
+        chart = helm.ChartRef(repository=desired.repository, name=desired.chart, version=desired.version)
+        try:
+            self.chart_crds = await self.h.crds(chart)
+        except helm.HelmError as err:
+            raise renders.ChartRefused(
+                f"cannot read chart {desired.chart} {desired.version} from {desired.repository}: {err.what}",
+                where=desired.source,
+                hint="check that spec.chart.repository, name and version exist and can be reached from here "
+                f"(helm show chart {desired.chart} --repo {desired.repository} --version {desired.version})",
+            ) from err
+        caps = await capabilities.from_cluster(self.client)
+        try:
+            await self.h.template(
+                chart,
+                release=desired.release,
+                namespace=desired.namespace,
+                values=desired.values,
+                api_versions=caps.api_versions,
+                kube_version=caps.kube_version,
+            )
+        except helm.HelmError as err:
+            what, _, hint = renders.refusal(err, desired=desired).partition("\n  hint: ")
+            raise renders.ChartRefused(
+                what.removeprefix(f"{desired.source}: "), where=desired.source, hint=hint
+            ) from err
 
     @property
     def where(self) -> str:
@@ -72,7 +131,7 @@ class Stage:
         ref = release_ref(release=desired.release, namespace=desired.namespace)
         chart = helm.ChartRef(repository=desired.repository, name=desired.chart, version=desired.version)
         try:
-            obs = await observe(h=self.h, release=desired.release, namespace=desired.namespace)
+            obs = self.observed or await observe(h=self.h, release=desired.release, namespace=desired.namespace)
         except helm.HelmError as err:
             if not helm.forbidden(err):
                 raise
@@ -129,11 +188,11 @@ class Stage:
                 self._refuse(ref, guards.claims_block(claims, what="downgrading"), seen=seen)
                 return self.changes
         try:
-            chart_crds = await self.h.crds(chart)
+            chart_crds = self.chart_crds if self.chart_crds is not None else await self.h.crds(chart)
         except helm.HelmError as err:
             change.error = (
-                f"cannot read chart {chart}: {err.what}\n  hint: check that spec.chart.repository, name and "
-                "version can be reached from here (helm show chart ...)"
+                f"{desired.source}: cannot read chart {chart}: {err.what}\n  hint: check that "
+                "spec.chart.repository, name and version can be reached from here (helm show chart ...)"
             )
             self.changes.append(change)
             return self.changes
