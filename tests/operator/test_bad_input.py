@@ -62,7 +62,11 @@ def _nothing_written(repo: OperatorRepo, kubectl: Kubectl, settings: helm.Settin
 CASES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "repository answers 404": (
         {"chart_repo": "{url}/no-such-path"},
-        ("cannot read chart gpu-operator v26.7.0 from", "404 Not Found", "hint: check that spec.chart.repository"),
+        (
+            "cannot read chart gpu-operator v26.7.0 from",
+            "no-such-path/index.yaml : 404",
+            "hint: check that spec.chart.repository",
+        ),
     ),
     "repository unreachable": (
         {"chart_repo": "http://127.0.0.1:9/nvidia"},

@@ -52,7 +52,16 @@ def test_chart_crds_and_rendering_come_from_the_repository(chart_repo: str, helm
         crds = await h.crds(chart(chart_repo, "v26.7.1"))
         names = {c["metadata"]["name"] for c in crds}
         assert {"gpuclusters.nvidia.com", "clusterpolicies.nvidia.com", "computedomains.resource.nvidia.com"} <= names
-        rendered = await h.template(chart(chart_repo), release=RELEASE, namespace=NAMESPACE, values=GUIDE_VALUES)
+        with pytest.raises(helm.HelmError) as offline:  # NVIDIA's chart checks .Capabilities for DRA
+            await h.template(chart(chart_repo), release=RELEASE, namespace=NAMESPACE, values=GUIDE_VALUES)
+        assert "requires a Kubernetes cluster that supports Dynamic Resource Allocation" in str(offline.value)
+        rendered = await h.template(
+            chart(chart_repo),
+            release=RELEASE,
+            namespace=NAMESPACE,
+            values=GUIDE_VALUES,
+            api_versions=("resource.k8s.io/v1", "resource.k8s.io/v1/DeviceClass"),
+        )
         kinds = {(o["kind"], o["metadata"]["name"]) for o in rendered}
         assert ("GPUCluster", "gpu-cluster") in kinds
         assert ("Deployment", "gpu-operator") in kinds
