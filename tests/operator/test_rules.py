@@ -250,3 +250,13 @@ def test_history_times_and_helm_error_blocks_are_read() -> None:
     assert releases._error_text(stderr) == (
         "UPGRADE FAILED: pre-upgrade hooks failed: 1 error occurred: * timed out waiting"
     )
+
+
+def test_the_chart_crds_say_which_kinds_are_cluster_scoped() -> None:
+    """Before a first install GPUCluster is not served: its scope comes from NVIDIA's CRD (no namespace)."""
+    from fleet.engine.operators import renders
+
+    scopes = renders.crd_scopes(charts.crds(UPSTREAM.chart))
+    assert scopes[("nvidia.com/v1alpha1", "GPUCluster")] is False
+    assert scopes[("nvidia.com/v1alpha1", "NVIDIADriver")] is False
+    assert scopes[("resource.nvidia.com/v1beta1", "ComputeDomain")] is True

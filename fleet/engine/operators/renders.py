@@ -45,10 +45,13 @@ async def object_diff(
         ref = release_ref(release=desired.release, namespace=desired.namespace)
         return [Change(ref=ref, stage="operator", action=Action.SKIPPED, error=refusal(err, desired=desired))]
     out = []
+    scopes = crd_scopes(chart_crds)
     for obj in [*chart_crds, *rendered]:
         obj.setdefault("metadata", {})
         if obj.get("kind") != "CustomResourceDefinition":
-            namespaced = True
+            # A kind only the chart's CRDs will add (GPUCluster before a first install) is not served
+            # yet: its scope is the CRD's, never a guess (a cluster-scoped object has no namespace).
+            namespaced = scopes.get((obj.get("apiVersion", ""), obj.get("kind", "")), True)
             with contextlib.suppress(NotFound):
                 namespaced = (await client.kind(api_version=obj["apiVersion"], kind=obj["kind"])).namespaced
             if namespaced:
@@ -75,6 +78,17 @@ async def object_diff(
                 after=after,
             )
         )
+    return out
+
+
+def crd_scopes(crds: list[dict[str, Any]]) -> dict[tuple[str, str], bool]:
+    """(apiVersion, kind) → namespaced, for every version the CRDs serve."""
+    out: dict[tuple[str, str], bool] = {}
+    for crd in crds:
+        spec = crd.get("spec") or {}
+        kind = (spec.get("names") or {}).get("kind", "")
+        for version in spec.get("versions") or ():
+            out[(f"{spec.get('group')}/{version.get('name')}", kind)] = spec.get("scope") == "Namespaced"
     return out
 
 
@@ -119,4 +133,4 @@ class ChartRefused(OperatorRefused):
     an ``OperatorRefused`` raised before anything is written, where the GPUOperator is declared."""
 
 
-__all__ = ["ChartRefused", "object_diff", "offline", "refusal"]
+__all__ = ["ChartRefused", "crd_scopes", "object_diff", "offline", "refusal"]
