@@ -160,6 +160,8 @@ class Controller:
     """Plans kept on disk (the state directory's volume): a restarted container takes the plan of an
     unchanged revision back instead of validating and planning it again."""
     settled: diffs.Settled = field(default_factory=diffs.Settled)
+    operator_noops: operators.Noops = field(default_factory=operators.Noops)
+    """The operator release as last seen deployed: an unchanged release costs no helm process."""
     """Kept between reconciles: a repeated no-op re-derives no "unchanged" answer."""
     _checked: str = ""
     _reported: set[tuple[str, str, str, str]] = field(default_factory=set)
@@ -423,6 +425,7 @@ class Controller:
             prefetched=self.cache.prefetched(),
             reader=self.cache,
             settled=self.settled,
+            operator_noops=self.operator_noops,
         )
         error = ""
         self._unavailable = None

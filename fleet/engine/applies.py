@@ -97,6 +97,8 @@ class Sync:
     """Live objects listed while the plan was being computed (``listings.prefetch``), if any."""
     settled: diffs.Settled | None = None
     """The no-dry-run answers of earlier runs (a process that reconciles repeatedly keeps one)."""
+    operator_noops: operators.Noops | None = None
+    """The operator release records of earlier runs (the controller keeps one): a no-op starts no helm."""
     reader: healths.Reader | None = None
     """Where health gates read live objects (default: the client, by listing; the controller: its watch cache)."""
     live: listings.LiveIndex = field(init=False, default_factory=dict)
@@ -347,6 +349,7 @@ class Sync:
             dry_run=self.options.dry_run,
             prune=self.options.prune,
             timeout=self.options.health_timeout,
+            remembered=self.operator_noops,
         )
 
     def _deleted_outside(self, key: str) -> bool:

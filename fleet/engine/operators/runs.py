@@ -24,7 +24,7 @@ from fleet import helm
 from fleet.engine import preflights
 from fleet.engine.changesets import Action, Change
 from fleet.engine.drivers import ReleaseStatus, driver_states
-from fleet.engine.operators import capabilities, crds, guards, renders, upgrades
+from fleet.engine.operators import capabilities, crds, guards, noops, renders, upgrades
 from fleet.engine.operators.releases import Observed, OperatorRefused, observe, release_ref, summary
 from fleet.engine.operators.removals import remove
 from fleet.engine.plans import Plan
@@ -51,6 +51,23 @@ class Stage:
     """The release as ``prepare`` read it (``run`` reads it itself otherwise)."""
     chart_crds: list[dict[str, Any]] | None = None
     """The chart's CRDs as ``prepare`` fetched them."""
+    remembered: noops.Noops | None = None
+    """Release records remembered between runs (the controller's): an unchanged release costs no helm."""
+    _known: bool = False
+    """``prepare`` found the release unchanged without helm."""
+    _key: str | None = None
+    _checked: bool = False
+
+    async def _unchanged_without_helm(self) -> bool:
+        desired = self.plan.operator
+        if desired is None or self.remembered is None or self._checked:
+            return False
+        self._checked = True
+        key = await noops.key(client=self.client, desired=desired, noops=self.remembered)
+        self._key = key
+        return key is not None and await noops.unchanged(
+            client=self.client, desired=desired, noops=self.remembered, key=key
+        )
 
     async def prepare(self) -> None:
         """Before any stage writes: fetch and render the chart if the release is to change.
@@ -60,6 +77,9 @@ class Stage:
         """
         desired = self.plan.operator
         if desired is None:
+            return
+        if await self._unchanged_without_helm():
+            self._known = True
             return
         try:
             self.observed = await observe(h=self.h, release=desired.release, namespace=desired.namespace)
@@ -130,6 +150,17 @@ class Stage:
             return self.changes
         ref = release_ref(release=desired.release, namespace=desired.namespace)
         chart = helm.ChartRef(repository=desired.repository, name=desired.chart, version=desired.version)
+        if self._known or await self._unchanged_without_helm():
+            seen = ReleaseStatus(
+                version=desired.version,
+                limit=desired.driver_state_timeout,
+                checked=datetime.datetime.now(datetime.UTC),
+                drivers=tuple(await driver_states(self.client)),
+            )
+            self.changes.append(
+                Change(ref=ref, stage="operator", action=Action.UNCHANGED, reason=seen.text(), operator=seen)
+            )
+            return self.changes
         try:
             obs = self.observed or await observe(h=self.h, release=desired.release, namespace=desired.namespace)
         except helm.HelmError as err:
@@ -161,6 +192,14 @@ class Stage:
         )
         states = seen.text()
         if same:
+            if self.remembered is not None and self._key is not None and obs.release is not None:
+                await noops.remember(
+                    client=self.client,
+                    desired=desired,
+                    noops=self.remembered,
+                    key=self._key,
+                    revision=obs.release.revision,
+                )
             self.changes.append(
                 Change(ref=ref, stage="operator", action=Action.UNCHANGED, reason=states, operator=seen)
             )
