@@ -185,14 +185,19 @@ class Helm:
         values: dict[str, Any],
         api_versions: tuple[str, ...] = (),
         kube_version: str | None = None,
+        include_crds: bool = False,
     ) -> list[dict[str, Any]]:
         """The chart's objects rendered offline (``lookup`` sees nothing).
 
         ``.Capabilities`` are helm's defaults plus ``api_versions`` (``group/version`` and
         ``group/version/Kind``) at ``kube_version``: pass what the cluster serves, or what its
         Kubernetes version serves by default, so the chart's own validations see it.
+        ``include_crds`` adds the ``crds/`` of the chart and of the subcharts these values
+        enable (``helm show crds`` lists every subchart's, enabled or not).
         """
         argv = ["template", release, *chart.args(), "-n", namespace]
+        if include_crds:
+            argv.append("--include-crds")
         if api_versions:
             argv += ["--api-versions", ",".join(api_versions)]
         if kube_version:

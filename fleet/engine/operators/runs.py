@@ -35,6 +35,13 @@ PREFLIGHT = ("kubernetes-version", "dra-api", "gpu-nodes")
 """The preflight checks run before an install or upgrade (the ClusterPolicy one is a guard)."""
 
 
+def _unreadable(err: helm.HelmError) -> bool:
+    """helm could not get the chart at all (repository, version), as opposed to rendering it."""
+    text = f"{err.what} {err.stderr}"
+    markers = ("not a valid chart repository", "cannot be reached", "not found in", "failed to fetch")
+    return any(m in text for m in markers) and "execution error at" not in text
+
+
 @dataclass
 class Stage:
     """One run of the operator stage for a plan (``Sync`` calls ``run``; ``diff`` calls it with dry_run)."""
@@ -95,30 +102,33 @@ class Stage:
         ):
             return
         chart = helm.ChartRef(repository=desired.repository, name=desired.chart, version=desired.version)
-        try:
-            self.chart_crds = await self.h.crds(chart)
-        except helm.HelmError as err:
-            raise renders.ChartRefused(
-                f"cannot read chart {desired.chart} {desired.version} from {desired.repository}: {err.what}",
-                where=desired.source,
-                hint="check that spec.chart.repository, name and version exist and can be reached from here "
-                f"(helm show chart {desired.chart} --repo {desired.repository} --version {desired.version})",
-            ) from err
         caps = await capabilities.from_cluster(self.client)
         try:
-            await self.h.template(
+            # One render with the CRDs: the chart's and those of the subcharts the values enable
+            # (NVIDIA's node-feature-discovery's only while nfd.enabled: a separately installed NFD
+            # keeps its CRDs, neither taken over nor refused as another release's).
+            rendered = await self.h.template(
                 chart,
                 release=desired.release,
                 namespace=desired.namespace,
                 values=desired.values,
                 api_versions=caps.api_versions,
                 kube_version=caps.kube_version,
+                include_crds=True,
             )
         except helm.HelmError as err:
+            if _unreadable(err):
+                raise renders.ChartRefused(
+                    f"cannot read chart {desired.chart} {desired.version} from {desired.repository}: {err.what}",
+                    where=desired.source,
+                    hint="check that spec.chart.repository, name and version exist and can be reached from here "
+                    f"(helm show chart {desired.chart} --repo {desired.repository} --version {desired.version})",
+                ) from err
             what, _, hint = renders.refusal(err, desired=desired).partition("\n  hint: ")
             raise renders.ChartRefused(
                 what.removeprefix(f"{desired.source}: "), where=desired.source, hint=hint
             ) from err
+        self.chart_crds = [o for o in rendered if o.get("kind") == "CustomResourceDefinition"]
 
     @property
     def where(self) -> str:
