@@ -153,7 +153,6 @@ def cleanup_release(kubectl: Kubectl, helm_settings: helm.Settings) -> Iterator[
     )
     kubectl("delete", "gpucluster", "--all", "--ignore-not-found", "--wait=false", check=False)
     kubectl("delete", "clusterpolicy", "--all", "--ignore-not-found", check=False)
-    kubectl("delete", "configmap", "-n", NAMESPACE, "gpu-operator-cleanup-ran", "--ignore-not-found", check=False)
 
 
 @pytest.fixture()
