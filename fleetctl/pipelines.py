@@ -13,7 +13,7 @@ import shutil
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
@@ -24,10 +24,20 @@ from fleet.telemetry import tracing
 T = TypeVar("T")
 
 
-def add_cluster_args(parser: argparse.ArgumentParser) -> None:
-    """Arguments ``diff`` and ``apply`` share: repository, cluster, kubeconfig, tracing."""
+def add_cluster_args(
+    parser: argparse.ArgumentParser, *, outputs: tuple[str, ...] = ("text", "json"), several: bool = False
+) -> None:
+    """Arguments ``diff`` and ``apply`` share: repository, cluster, kubeconfig, tracing.
+
+    With ``several``, ``--cluster`` is repeatable and ``args.cluster`` a list."""
     parser.add_argument("repo", nargs="?", default=".", type=Path, help="repository checkout (default: .)")
-    parser.add_argument("--cluster", required=True, metavar="C", help="cluster name (clusters/<C>.yaml)")
+    parser.add_argument(
+        "--cluster",
+        required=True,
+        action="append" if several else "store",
+        metavar="C",
+        help="cluster name (clusters/<C>.yaml)" + ("; repeatable with -o markdown" if several else ""),
+    )
     parser.add_argument(
         "--context",
         metavar="CTX",
@@ -50,7 +60,7 @@ def add_cluster_args(parser: argparse.ArgumentParser) -> None:
         "else $XDG_CACHE_HOME/fleet, else ~/.cache/fleet; '' turns it off)",
     )
     parser.add_argument("--trace", action="store_true", help="print the trace's spans to stderr (console exporter)")
-    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    parser.add_argument("-o", "--output", choices=outputs, default="text")
     parser.add_argument(
         "--helm",
         metavar="PATH",
@@ -58,7 +68,22 @@ def add_cluster_args(parser: argparse.ArgumentParser) -> None:
         help="helm binary for the operator stage (default: $FLEET_HELM, else helm on PATH)",
     )
     parser.add_argument(
-        "--helm-timeout", type=float, default=300.0, metavar="SECONDS", help="seconds one helm call may take"
+        "--helm-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="seconds one helm call may take before it is stopped (default 300); helm's own --timeout is 10%% "
+        "shorter, so a failed hook is recorded by helm and never leaves the release pending",
+    )
+
+
+def add_base_arg(parser: argparse.ArgumentParser) -> None:
+    """``--base REF`` of ``-o markdown`` (``fleetctl.comments.load_base``)."""
+    parser.add_argument(
+        "--base",
+        metavar="REF",
+        help="with -o markdown: the git revision the pull request is compared with (default: the merge-base "
+        "of HEAD with origin/HEAD, origin/main or main, the first that exists; '' compares with nothing)",
     )
 
 
@@ -110,6 +135,13 @@ async def plan_and_connect(args: argparse.Namespace) -> tuple[engine.Plan, kube.
         store=plan_store(args),
         pause_collector=True,
     )
+
+
+async def live_devices(client: kube.Client) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The cluster's ResourceSlices and (for what fits now) the ResourceClaims of every namespace."""
+    slices = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
+    claims = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaim")
+    return list((await client.list(slices)).items), list((await client.list(claims)).items)
 
 
 async def connect(args: argparse.Namespace) -> kube.Client:
@@ -168,11 +200,13 @@ async def _interruptible(main: Callable[[], Awaitable[T]]) -> T:
 
 
 __all__ = [
+    "add_base_arg",
     "add_cluster_args",
     "connect",
     "helm_binary",
     "helm_settings",
     "interruptible",
+    "live_devices",
     "load_plan",
     "plan_and_connect",
     "plan_store",

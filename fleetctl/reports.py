@@ -98,7 +98,12 @@ def print_problems(out: Console, changes: ChangeSet) -> None:
             out.print(f"note: {entry.ref}: {entry.reason}")
         if entry.conflicts and not entry.failed:
             fields = ", ".join(str(c) for c in entry.conflicts)
-            out.print(Text.assemble(("conflict", "bold yellow"), f": {entry.ref}: {fields}"))
+            if entry.forced:  # drift policy enforce: git wins on the fields fleet declares
+                out.print(
+                    Text.assemble(("takes back", "bold yellow"), f": {entry.ref}: {fields} (drift policy enforce)")
+                )
+            else:
+                out.print(Text.assemble(("conflict", "bold yellow"), f": {entry.ref}: {fields}"))
     if changes.conflicted:
         owners = sorted({c.manager for e in changes.conflicted for c in e.conflicts if c.manager})
         out.print(

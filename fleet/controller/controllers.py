@@ -29,26 +29,39 @@ states are in FleetSync ``status.operator``). While a node is in a driver-upgrad
 more reconcile is queued for when it would pass ``driverStateTimeout``, so a node that stops
 moving is reported as stuck on time (``statuses`` says why that leaves Ready alone).
 
-Concurrent edits: the controller applies **without** ``force``. A field fleet owns that
-someone deleted or emptied is repaired under ``enforce``, and so is a deleted object;
-a field another field manager took (``kubectl edit``, ``kubectl patch``, another
-controller) is *their* field now: fleet leaves it alone, and the object's entry fails
-with the conflict, naming that manager and the field (FleetSync ``status.conflicts``,
-``Ready=False`` reason ``Conflict``, a ``Conflict`` Event), and the reconcile is retried
-with backoff until someone resolves it. Taking fields back is an explicit choice: the
-``--force-conflicts`` setting for the whole cluster, or the manifest annotation
-``fleet.gpufleet.dev/take-ownership: "true"`` for one object. Under ``report`` nothing
-is written at all.
+Concurrent edits: under ``enforce`` git wins. A field fleet declares that someone changed
+(``kubectl edit``, ``kubectl patch``, another controller) is taken back: the engine applies
+the objects that conflict with force, on the fields fleet declares only (server-side apply
+never touches the others, such as a label someone added). Every repair is a ``DriftRepaired``
+Event naming the fields, the manager that had changed them and the values before and after,
+a ``drift[]`` entry (``action: repaired``) and ``fleet_drift_repaired_total{stage,manager}``.
+A person who must keep a hand edit freezes the live object (``fleet.gpufleet.dev/drift:
+report|ignore``, ``fleet.engine.drifts``): nothing is written to it until the annotation
+goes, and status lists it with who froze it and when (``fleet_objects_frozen``). Under
+``report`` drift is reported and nothing is written; a commit that changes a field another
+manager owns fails as a conflict naming that manager (FleetSync ``status.conflicts``,
+``Ready=False`` reason ``Conflict``, a ``Conflict`` Event), retried with backoff, unless the
+manifest says ``fleet.gpufleet.dev/take-ownership: "true"`` or ``--force-conflicts`` is set.
 
 A git source that cannot bring the newest commit (unreachable, refused, over its size
 limit, ...) is reported with its reason (``sourceReason``); a revision that declares no
 object for the cluster is refused as a finding (``empty-revision``) unless the Fleet
 sets ``spec.allowEmpty``. In every such case the last good plan stays enforced.
+
+Teams often see only git: with a ``poster`` (``fleet.hosts.Poster``), each revision's
+outcome is also handed to the git host as a commit status with context ``fleet/<cluster>``:
+``pending`` when a new revision starts to be applied, ``success`` (``applied N objects``)
+when it is applied completely, ``failure`` when it is refused (the first finding with its
+``file:line:col``) or failed (the first error). Handing it over is a dict update
+(``Poster.submit``); the poster's own task in the task group posts it, so a slow, down
+or refusing host never delays or fails a reconcile, and a repeated reconcile of the same
+revision posts nothing new (statuses are coalesced).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 import random
 import time
@@ -59,7 +72,7 @@ from typing import Any, Protocol
 import anyio
 from opentelemetry import trace
 
-from fleet import engine, helm
+from fleet import engine, helm, hosts
 from fleet.controller import caches, heaps, leaders, statuses
 from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
@@ -120,9 +133,12 @@ class Options:
     helm: helm.Settings | None = None
     """How the operator stage runs helm; None skips the stage (reported as skipped)."""
     force_conflicts: bool = False
-    """Take fields other field managers own (``--force-conflicts``); default: report them as conflicts."""
+    """Take fields other field managers own under every policy (``--force-conflicts``); default: ``enforce``
+    takes back the fields fleet declares, ``report`` reports them as conflicts."""
     watch_timeout: int = 240
     """Seconds the API server keeps each watch open (``timeoutSeconds``) before it is resumed."""
+    commit_status_target_url: str = ""
+    """The link posted with each commit status (``{sha}`` and ``{cluster}`` replaced); "" for none."""
 
 
 def poll_delay(interval: float, *, busy: float, jitter: float) -> float:
@@ -163,6 +179,11 @@ class Controller:
     operator_noops: operators.Noops = field(default_factory=operators.Noops)
     """The operator release as last seen deployed: an unchanged release costs no helm process."""
     """Kept between reconciles: a repeated no-op re-derives no "unchanged" answer."""
+    poster: hosts.Poster | None = None
+    """Posts each revision's outcome as a commit status on the git host; None: none posted."""
+    _concluded: str = ""
+    """The revision whose outcome (success or failure) was last handed to the poster: a reconcile
+    retried after a failure posts no ``pending`` again, only a changed outcome."""
     _checked: str = ""
     _reported: set[tuple[str, str, str, str]] = field(default_factory=set)
     """Drift already announced by an Event: drift left alone under ``report`` is seen by every
@@ -197,6 +218,8 @@ class Controller:
             tg.start_soon(self._resync)
             tg.start_soon(self._lag)
             tg.start_soon(self._work)
+            if self.poster is not None:
+                tg.start_soon(self.poster.run)
 
     async def stop(self) -> None:
         """Stop taking work and stop writing (the object in flight finishes: the engine shields it)."""
@@ -360,6 +383,8 @@ class Controller:
             self.report.enforced = plan.revision
             self.report.reconciling = True
             if plan.revision != self.report.applied and self._unavailable is None:
+                if plan.revision != self._concluded:
+                    self._notify(plan.revision, "pending", f"applying {_objects(len(plan.objects))}")
                 await self._write_status()  # Reconciling=True while a new revision is applied
             ok = False
             with self.leader.writing() as scope:
@@ -371,6 +396,11 @@ class Controller:
             self.report.reconciling = False
             if self._unavailable is not None:
                 return False
+            if ok:
+                self._notify(plan.revision, "success", f"applied {_objects(len(plan.objects))}")
+            else:
+                failed = statuses.last_error(self.report) or "see the FleetSync status"
+                self._notify(plan.revision, "failure", f"failed: {failed.splitlines()[0]}")
             await self._write_status()
             return ok and self.report.source_reachable
 
@@ -403,6 +433,8 @@ class Controller:
             self.report.error = ""
         else:
             first = checked.findings[0]
+            more = f" (and {len(checked.findings) - 1} more)" if len(checked.findings) > 1 else ""
+            self._notify(checkout.revision, "failure", f"{first.location} {first.rule}: {first.message}{more}")
             await self.writer.event(
                 reason="ValidationFailed",
                 message=f"revision {checkout.revision[:12]} not applied: {first.location} {first.rule} {first.message}"
@@ -430,8 +462,10 @@ class Controller:
         error = ""
         self._unavailable = None
         refused: engine.Change | None = None
+        started = False
         try:
             await sync.start()
+            started = True
             while not sync.done:
                 await sync.step()
         except operators.OperatorRefused as err:
@@ -444,6 +478,7 @@ class Controller:
         changes = sync.changes
         self._record_operator(plan, changes, refused=refused)
         self.report.changes = changes
+        self._record_drift(sync if started else None, changes)
         self.report.error = error
         complete = not error and not changes.failed and not sync.steps
         if self._unavailable is not None:
@@ -477,6 +512,31 @@ class Controller:
         trace.get_current_span().set_attribute("fleet.writes", len(changes.changed))
         return complete
 
+    def _notify(self, revision: str, state: hosts.State, description: str) -> None:
+        """Hand ``revision``'s outcome to the commit status poster (no I/O: it posts in its own task)."""
+        if self.poster is None or not revision:
+            return
+        if state != "pending":
+            self._concluded = revision
+        cluster = self.options.cluster
+        link = self.options.commit_status_target_url.replace("{sha}", revision).replace("{cluster}", cluster)
+        self.poster.submit(
+            hosts.CommitStatus(
+                sha=revision, context=f"fleet/{cluster}", state=state, description=description, target_url=link
+            )
+        )
+
+    def _record_drift(self, sync: engine.Sync | None, changes: engine.ChangeSet) -> None:
+        """Keep this run's repairs (status shows those of the last hour) and the frozen objects it found."""
+        at = statuses.now()
+        fresh = [d for d in statuses.drift_of(changes, at=at) if d["action"] == "repaired"]
+        self.report.repairs = statuses.keep_repairs(
+            fresh + self.report.repairs, now=datetime.datetime.now(datetime.UTC)
+        )
+        if sync is not None:
+            self.report.frozen = statuses.frozen_of(sync.frozen())
+            self.metrics.frozen.set(len(self.report.frozen))
+
     def _record_operator(self, plan: engine.Plan, changes: engine.ChangeSet, *, refused: engine.Change | None) -> None:
         """Keep the operator release's entry for status; re-check when a node would become stuck.
 
@@ -499,6 +559,10 @@ class Controller:
             await self.writer.write(self.report)
         except FleetError as err:
             logger.warning("could not write FleetSync status: %s", err)
+
+
+def _objects(count: int) -> str:
+    return f"{count} object{'' if count == 1 else 's'}"
 
 
 def _empty(cluster: str, good: engine.Plan | None) -> Finding:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import anyio
 
-from fleet import helm, kube
+from fleet import helm, hosts, kube
 from fleet.controller import controllers, leaders, servers, settings
 from fleet.controller.metrics import Metrics
 from fleet.engine import plancaches
@@ -98,13 +98,33 @@ def build(config: settings.Settings, *, client: kube.Client, metrics: Metrics) -
         drift_policy=config.drift_policy,
         force_conflicts=config.force_conflicts,
         helm=_helm(config),
+        commit_status_target_url=config.commit_status_target_url,
     )
     store = plancaches.PlanCache(config.state_dir / "plans")
-    ctl = controllers.Controller(client=client, source=source, options=options, metrics=metrics, store=store)
+    ctl = controllers.Controller(
+        client=client, source=source, options=options, metrics=metrics, store=store, poster=_poster(config, metrics)
+    )
     ctl.report.repository = source.where
     ctl.report.ref = config.ref
     ctl.report.path = config.path
     return ctl
+
+
+def _poster(config: settings.Settings, metrics: Metrics) -> hosts.Poster | None:
+    """The commit status poster (``--commit-status-token-file``); None when statuses are off.
+
+    ``--git-ca-file`` verifies the host's API too: a self-hosted GitLab or Gitea behind a
+    private CA serves git and its API with the same certificate."""
+    where = config.commit_status_target
+    if where is None or config.commit_status_token_file is None:
+        return None
+    logger.info("commit statuses go to %s %s (%s)", where.provider, where.repository, where.api_url)
+    return hosts.Poster(
+        target=where,
+        token_file=config.commit_status_token_file,
+        ca_file=config.git_ca_file,
+        on_result=lambda result: metrics.commit_status_posts.labels(result=result).inc(),
+    )
 
 
 def _helm(config: settings.Settings) -> helm.Settings | None:

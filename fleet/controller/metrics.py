@@ -15,6 +15,8 @@ many as they like. Names follow Prometheus conventions (``_seconds``, ``_total``
 | ``fleet_reconcile_duration_seconds`` | histogram | ``result`` (success, failed, invalid...) |
 | ``fleet_objects_total`` | counter | ``stage``, ``action`` (created, configured, deleted...) |
 | ``fleet_drift_detected_total`` | counter | ``stage`` |
+| ``fleet_drift_repaired_total`` | counter | ``stage``, ``manager`` (who had changed it; ``unknown``) |
+| ``fleet_objects_frozen`` | gauge | (``fleet.gpufleet.dev/drift`` on the live object or in git) |
 | ``fleet_last_successful_sync_timestamp_seconds`` | gauge | |
 | ``fleet_git_fetch_duration_seconds`` | histogram | |
 | ``fleet_git_fetch_errors_total`` | counter | ``reason`` (``SourceError.reason``) |
@@ -23,6 +25,7 @@ many as they like. Names follow Prometheus conventions (``_seconds``, ``_total``
 | ``fleet_leader`` | gauge (0/1) | |
 | ``fleet_gc_frozen_objects`` | gauge | (``heaps``: long-lived objects the cyclic collector skips) |
 | ``fleet_webhook_requests_total`` | counter | ``result`` (``webhooks.Verdict.result``) |
+| ``fleet_commit_status_posts_total`` | counter | ``result`` (posted, unchanged, dropped, ``HostError.reason``) |
 
 ``record_changeset`` turns an engine ChangeSet into the object counters, so metrics
 are a view of ChangeSets, not a second bookkeeping. ``watch_loop_lag`` is a task for
@@ -40,6 +43,7 @@ import anyio
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 
+from fleet.controller import statuses
 from fleet.engine.changesets import Action, ChangeSet
 
 _WRITTEN = frozenset({Action.CREATED, Action.CONFIGURED, Action.DELETED})
@@ -69,6 +73,17 @@ class Metrics:
             "fleet_drift_detected_total",
             "Objects found drifted from git (changed in the cluster), by stage.",
             ["stage"],
+            registry=r,
+        )
+        self.repaired = Counter(
+            "fleet_drift_repaired_total",
+            "Drifted objects put back to git's content under enforce, by stage and the manager that had changed them.",
+            ["stage", "manager"],
+            registry=r,
+        )
+        self.frozen = Gauge(
+            "fleet_objects_frozen",
+            "Objects fleet leaves alone: frozen on the live object or in git (fleet.gpufleet.dev/drift).",
             registry=r,
         )
         self.last_success = Gauge(
@@ -107,11 +122,21 @@ class Metrics:
             registry=r,
         )
 
+        self.commit_status_posts = Counter(
+            "fleet_commit_status_posts_total",
+            "Commit statuses handed to the git host, by result (posted, unchanged, dropped, or an attempt's "
+            "error: rate-limited, unreachable, unauthorized, forbidden, not-found, invalid, error).",
+            ["result"],
+            registry=r,
+        )
+
     def record_changeset(self, changeset: ChangeSet) -> None:
         """Count the written entries of a ChangeSet (created, configured, deleted; failures are not counted)."""
         for entry in changeset.entries:
             if entry.drift:
                 self.drift.labels(stage=entry.stage).inc()
+                if entry.action in (Action.CREATED, Action.CONFIGURED) and not entry.failed:
+                    self.repaired.labels(stage=entry.stage, manager=statuses.manager_of(entry) or "unknown").inc()
             if not entry.failed and entry.action in _WRITTEN:
                 self.objects.labels(stage=entry.stage, action=str(entry.action)).inc()
 

@@ -23,6 +23,7 @@ import pydantic_settings
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from fleet import hosts
 from fleet.errors import FleetError
 from fleet.kube import leases
 
@@ -104,8 +105,9 @@ class Settings(BaseSettings):
     )
     force_conflicts: bool = Field(
         False,
-        description="take fields other field managers own (kubectl edit, other controllers); default: leave them "
-        "and report each conflict with its manager (one object: annotate it fleet.gpufleet.dev/take-ownership)",
+        description="take fields other field managers own (kubectl edit, other controllers) under every drift "
+        "policy; default: enforce takes back the fields fleet declares, report reports each conflict with its "
+        "manager (one object: annotate it fleet.gpufleet.dev/take-ownership)",
     )
     git_max_bytes: int | None = Field(
         None, gt=0, description="refuse a fetch or checkout larger than this many bytes (default: no limit)"
@@ -127,6 +129,25 @@ class Settings(BaseSettings):
         description="where the pod's service account token and CA are (in-cluster configuration)",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
+    commit_status_token_file: Path | None = Field(
+        None,
+        description="file holding the git host's API token: post each revision's outcome as a commit status "
+        "(context fleet/<cluster>) to GitHub, GitLab or Gitea (default: no commit statuses)",
+    )
+    commit_status_provider: hosts.Provider | None = Field(
+        None, description="github, gitlab or gitea (default: from the repository URL's host: github.com, gitlab.com)"
+    )
+    commit_status_api_url: str | None = Field(
+        None,
+        description="the host's API base URL (default: api.github.com, gitlab.com/api/v4, or the repository's host "
+        "with /api/v3 for GitHub Enterprise, /api/v4 for GitLab, /api/v1 for Gitea)",
+    )
+    commit_status_repository: str | None = Field(
+        None, description="the repository's path on the host, owner/repo or group/project (default: from --repo)"
+    )
+    commit_status_target_url: str = Field(
+        "", description="link shown with each commit status; {sha} and {cluster} are replaced (default: none)"
+    )
 
     @field_validator(
         "interval",
@@ -154,7 +175,14 @@ class Settings(BaseSettings):
         """``--listen`` as (host, port); an empty host is every interface."""
         return parse_listen(self.listen)
 
-    @field_validator("webhook_secret_file", "git_token_file", "git_ssh_key_file", "git_known_hosts_file", "git_ca_file")
+    @field_validator(
+        "webhook_secret_file",
+        "git_token_file",
+        "git_ssh_key_file",
+        "git_known_hosts_file",
+        "git_ca_file",
+        "commit_status_token_file",
+    )
     @classmethod
     def _readable(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_file():
@@ -178,6 +206,39 @@ class Settings(BaseSettings):
                 "that a leader which cannot renew stops writing before another replica may take over"
             )
         return self
+
+    @model_validator(mode="after")
+    def _commit_statuses(self) -> Settings:
+        if self.commit_status_token_file is None:
+            given = [
+                flag(n)
+                for n in ("commit_status_provider", "commit_status_api_url", "commit_status_repository")
+                if getattr(self, n)
+            ]
+            if given or self.commit_status_target_url:
+                names = ", ".join(given or [flag("commit_status_target_url")])
+                raise ValueError(f"{names} needs --commit-status-token-file (commit statuses are off without a token)")
+            return self
+        self.commit_status_target  # noqa: B018 - checked at start, not at the first post
+        link = self.commit_status_target_url
+        if link and not link.startswith(("https://", "http://")):
+            raise ValueError(f"--commit-status-target-url {link!r} is not an http(s) URL (the hosts refuse it)")
+        return self
+
+    @property
+    def commit_status_target(self) -> hosts.Target | None:
+        """Where commit statuses go; None when they are off (no token file)."""
+        if self.commit_status_token_file is None:
+            return None
+        try:
+            return hosts.target(
+                self.repo,
+                provider=self.commit_status_provider,
+                api_url=self.commit_status_api_url,
+                repository=self.commit_status_repository,
+            )
+        except hosts.HostError as err:
+            raise ValueError(f"commit statuses: {err.what} ({err.where}); {err.hint}") from None
 
     @property
     def lease_timings(self) -> leases.Timings:

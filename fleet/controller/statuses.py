@@ -36,6 +36,13 @@ true``, with its Events), counted in ``status.operator.stuckCount`` (the ``Stuck
 column of ``kubectl get fsync -o wide``) and announced by one Warning Event
 ``DriverUpgradeStuck`` per node and state (``stuck_events``), not one per reconcile.
 
+``status.drift`` lists the drift the last reconcile found (reported, ignored) and the repairs of
+the last hour (at most ``MAX_REPAIRS``, each with its time, the manager that had changed the object
+and every field before and after): the reconcile that a repair's own write triggers finds nothing
+to do, and its status must not make the repair vanish. ``status.frozen`` lists the objects fleet
+leaves alone (``fleet.engine.drifts``), with who froze them and since when. Each repair is also a
+``DriftRepaired`` Event, never de-duplicated; reported drift is one ``Drift`` Warning per object.
+
 Each condition carries ``observedGeneration``; ``lastTransitionTime`` changes only when
 its status does. Status is written through the ``status`` subresource by server-side
 apply carrying the ``resourceVersion`` last read, so a stale writer (a replica that
@@ -52,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.engine.changesets import Action, Change, ChangeSet
+from fleet.engine.drifts import Freeze
 from fleet.kube import Client, Conflict, KubeError, NotFound, Ref
 from fleet.manifests.findings import Finding
 
@@ -92,6 +100,10 @@ class Report:
     last_reconcile: str = ""
     operator: Change | None = None
     """The operator release's entry from the last run that reached the operator stage (None: not declared)."""
+    repairs: list[dict[str, Any]] = field(default_factory=list)
+    """Recent repairs (``drift_of`` rows with their time), newest first: ``keep_repairs``."""
+    frozen: list[dict[str, str]] = field(default_factory=list)
+    """Objects fleet leaves alone (``frozen_of``), as the last run found them."""
 
 
 def last_error(report: Report) -> str:
@@ -104,24 +116,83 @@ def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def drift_of(changes: ChangeSet | None) -> list[dict[str, str]]:
-    """The drifted objects of a ChangeSet: what changed in the cluster and what was done about it."""
-    out: list[dict[str, str]] = []
+def repaired(entry: Change) -> bool:
+    """Whether ``entry`` is drift fleet put back (written, not failed)."""
+    return entry.drift and entry.action in (Action.CREATED, Action.CONFIGURED) and not entry.failed
+
+
+def drift_of(changes: ChangeSet | None, *, at: str = "") -> list[dict[str, Any]]:
+    """The drifted objects of a ChangeSet: what changed in the cluster and what was done about it.
+
+    A repair also names the manager(s) that had changed the object, and per field the value
+    before and after (``Change.repairs``); ``at`` stamps repairs with when they were made."""
+    out: list[dict[str, Any]] = []
     for entry in changes.entries if changes else ():
         if not entry.drift:
             continue
-        repaired = entry.action in (Action.CREATED, Action.CONFIGURED) and not entry.failed
-        out.append(
-            {
-                "kind": entry.ref.kind,
-                "namespace": entry.ref.namespace,
-                "name": entry.ref.name,
-                "stage": entry.stage,
-                "action": "repaired" if repaired else ("reported" if entry.action == Action.SKIPPED else "ignored"),
-                "reason": entry.reason or entry.error or "changed in the cluster",
-            }
-        )
+        fixed = repaired(entry)
+        row: dict[str, Any] = {
+            "kind": entry.ref.kind,
+            "namespace": entry.ref.namespace,
+            "name": entry.ref.name,
+            "stage": entry.stage,
+            "action": "repaired" if fixed else ("reported" if entry.action == Action.SKIPPED else "ignored"),
+            "reason": entry.reason or entry.error or "changed in the cluster",
+        }
+        if fixed:
+            row["manager"] = manager_of(entry)
+            row["fields"] = [
+                {"field": r.field, "manager": r.manager, "before": r.before, "after": r.after} for r in entry.repairs
+            ]
+            if at:
+                row["time"] = at
+        out.append(row)
     return out
+
+
+def manager_of(entry: Change) -> str:
+    """Who had changed a repaired object: its repairs' managers, else the conflicts' ("" unknown)."""
+    found = {r.manager for r in entry.repairs if r.manager} or {c.manager for c in entry.conflicts if c.manager}
+    return ",".join(sorted(found))
+
+
+MAX_REPAIRS = 20
+REPAIR_MEMORY = datetime.timedelta(hours=1)
+"""How long status keeps a repair in ``drift[]``: the reconcile that a repair's own write triggers
+finds nothing to do, and its status must not make the repair vanish at once."""
+
+
+def keep_repairs(rows: list[dict[str, Any]], *, now: datetime.datetime) -> list[dict[str, Any]]:
+    """The repairs status keeps: newest first, at most ``MAX_REPAIRS``, none older than ``REPAIR_MEMORY``."""
+    kept = []
+    for row in rows:
+        when = _parse(str(row.get("time") or ""))
+        if when is not None and now - when <= REPAIR_MEMORY:
+            kept.append(row)
+    return kept[:MAX_REPAIRS]
+
+
+def _parse(stamp: str) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def frozen_of(found: list[tuple[Ref, Freeze]]) -> list[dict[str, str]]:
+    """``status.frozen``: the objects fleet leaves alone, with who froze them and since when."""
+    return [
+        {
+            "kind": ref.kind,
+            "namespace": ref.namespace,
+            "name": ref.name,
+            "mode": f.mode,
+            "by": f.by,
+            "since": f.since,
+            "source": f.source,
+        }
+        for ref, f in found
+    ]
 
 
 def _stamp(when: datetime.datetime | None) -> str:
@@ -235,7 +306,7 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
             row["failed"] = failed_in[stage]
             stages.append(row)
     failed = [e for e in (changes.entries if changes else ()) if e.failed]
-    drift = drift_of(changes)
+    drift = [d for d in drift_of(changes) if d["action"] != "repaired"] + report.repairs
     conflicts = conflicts_of(changes)
     invalid = bool(report.findings)
     ready = (
@@ -267,6 +338,8 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
         ready_message = report.error or f"{len(failed)} object(s) failed: {failed[0].ref}: {failed[0].error}"
     elif ready:
         ready_reason, ready_message = "Applied", f"revision {report.applied[:12]} applied"
+        if report.frozen:
+            ready_message += f" ({len(report.frozen)} object(s) frozen, left alone: see status.frozen)"
     else:
         ready_reason, ready_message = "Progressing", f"applying revision {report.attempted[:12]}"
     reconciling = report.reconciling or (not ready and not invalid and not report.error and not failed)
@@ -306,6 +379,8 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
         "driftCount": len(drift),
         "conflicts": conflicts[:MAX_LISTED],
         "conflictCount": len(conflicts),
+        "frozen": report.frozen[:MAX_LISTED],
+        "frozenCount": len(report.frozen),
         "lastError": last_error(report),
         "traceID": report.trace_id,
         "lastReconcileTime": report.last_reconcile,
@@ -450,12 +525,31 @@ def events_for(
     for entry in changes.entries:
         if entry.operator is not None and entry.operator.remedied:
             out.append(("HelmReleaseRemediated", f"{entry.ref}: {entry.operator.remedied}", True))
+        if entry.drift and repaired(entry):
+            out.append(("DriftRepaired", repair_message(entry), False))  # every repair: never de-duplicated
     for d in drift_of(changes):
+        if d["action"] == "repaired":
+            continue
         if already and (d["kind"], d["namespace"], d["name"], d["action"]) in already:
             continue
         obj = f"{d['kind']} {d['namespace'] + '/' if d['namespace'] else ''}{d['name']}"
-        out.append(("Drift", f"{obj}: {d['reason']} ({d['action']})", d["action"] != "repaired"))
+        out.append(("Drift", f"{obj}: {d['reason']} ({d['action']})", True))
     return out
+
+
+def repair_message(entry: Change) -> str:
+    """A ``DriftRepaired`` Event's message: the object, who had changed it, each field before and after."""
+    if entry.action == Action.CREATED:
+        return f"{entry.ref}: re-created from git ({entry.reason or 'deleted in the cluster'})"
+    if not entry.repairs:
+        return f"{entry.ref}: put back to git's content ({entry.reason or 'changed in the cluster'})"
+    by = manager_of(entry) or "an unknown manager"
+    fields = "; ".join(
+        f"{r.field}: {r.before} -> {r.after}"
+        + (f" (changed by {r.manager or 'an unknown manager'})" if r.manager != by else "")
+        for r in entry.repairs
+    )
+    return f"{entry.ref}: put back to git's values, changed by {by}: {fields}"
 
 
 def _counts(counts: Counter[str], keys: tuple[str, ...]) -> str:
@@ -477,9 +571,14 @@ __all__ = [
     "conflicts_of",
     "drift_of",
     "events_for",
+    "frozen_of",
+    "keep_repairs",
     "last_error",
+    "manager_of",
     "operator_of",
     "ref",
+    "repair_message",
+    "repaired",
     "status",
     "stuck_events",
 ]

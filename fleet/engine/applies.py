@@ -56,6 +56,7 @@ from fleet.engine import (
     blockers,
     deletions,
     diffs,
+    drifts,
     healths,
     ledgers,
     listings,
@@ -209,6 +210,36 @@ class Sync:
             return d
         return dataclasses.replace(d, force=True)
 
+    def _freeze(self, d: plans.Desired) -> drifts.Freeze | None:
+        """A person's freeze on the live object (it wins), else the manifest's drift annotation."""
+        found = drifts.live_freeze(self.live.get(d.ref.key))
+        if found is None and d.freeze:
+            found = drifts.Freeze(mode=d.freeze, by="git", source=d.source)
+        return found
+
+    def frozen(self) -> list[tuple[Ref, drifts.Freeze]]:
+        """Every object fleet leaves alone now: declared ones frozen live or in git, and ledger
+        objects no longer declared that a person froze (not pruned). From the listing ``start`` read."""
+        out: dict[str, tuple[Ref, drifts.Freeze]] = {}
+        for d in self.plan.objects:
+            found = self._freeze(d)
+            if found is not None:
+                out[d.ref.key] = (d.ref, found)
+        for key, entry in self.ledger.entries.items():
+            live_freeze = drifts.live_freeze(self.live.get(key)) if key not in out else None
+            if live_freeze is not None:
+                out[key] = (Ref.from_key(key, version=entry.api_version.rpartition("/")[2]), live_freeze)
+        return [out[k] for k in sorted(out)]
+
+    def _describe_repair(self, change: Change, d: plans.Desired) -> None:
+        """What a repair puts back: per declared field, who had changed it, before and after."""
+        change.repairs = drifts.repairs(
+            live=self.live.get(d.ref.key),
+            after=change.after,
+            leaves=d.leaves,
+            conflicts=[(c.manager, c.field) for c in change.conflicts],
+        )
+
     def _blocks(self, change: Change) -> bool:
         """Whether a failed entry stops the run after its stage (later stages depend on earlier ones).
 
@@ -233,6 +264,11 @@ class Sync:
                 return
             refused = [self._refused[d.ref.key] for d in desired if d.ref.key in self._refused]
             desired = [self._adopting(d) for d in desired if d.ref.key not in self._refused]
+            freezes = [self._freeze(d) for d in desired]
+            # A frozen object is diffed under its freeze's policy: never forced, drift reported or ignored.
+            desired = [
+                d if f is None else dataclasses.replace(d, drift=f.mode) for d, f in zip(desired, freezes, strict=True)
+            ]
             with tracer.start_as_current_span("diff", attributes={tracing.STAGE: stage.name}) as diffed:
                 found = await diffs.diff_objects(
                     settled=self.settled,
@@ -251,11 +287,17 @@ class Sync:
                         "fleet.writes": sum(c.action in (Action.CREATED, Action.CONFIGURED) for c in found),
                     }
                 )
-            for change, d in zip(found, desired, strict=True):
+            for change, d, freeze in zip(found, desired, freezes, strict=True):
                 if change.action == Action.CREATED and self._deleted_outside(d.ref.key):
                     change.drift = True
                     change.reason = "deleted in the cluster"
-                _apply_drift_policy(change, d.drift)
+                change.frozen = freeze
+                if freeze is not None and freeze.live:
+                    _hold(change, freeze)
+                else:
+                    _apply_drift_policy(change, d.drift)
+                if change.drift and change.action in (Action.CREATED, Action.CONFIGURED) and not change.failed:
+                    self._describe_repair(change, d)
                 if change.replace:
                     self._guard_replace(change)
             self.changes.entries.extend(found)
@@ -408,7 +450,7 @@ class Sync:
                 self._applied[d.ref.key] = healths.gate_view(written)
         else:
             answer = await self.client.apply(
-                d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force
+                d.obj, field_manager=d.field_manager, force=self.options.force_conflicts or d.force or change.forced
             )
             self._applied[d.ref.key] = healths.gate_view(answer)
 
@@ -651,6 +693,26 @@ def _apply_drift_policy(change: Change, policy: str) -> None:
     else:
         change.action = Action.UNCHANGED
         change.reason = f"{what}; drift policy ignore"
+
+
+def _hold(change: Change, freeze: drifts.Freeze) -> None:
+    """A live freeze: nothing is written to the object, drift or git change; ``report`` says what differs."""
+    if change.action not in (Action.CREATED, Action.CONFIGURED) and not change.failed and not change.drift:
+        return
+    owners = sorted({c.manager for c in change.conflicts if c.manager})
+    what = ("changed in the cluster" + (f" by {', '.join(owners)}" if owners else "")) if change.drift else ""
+    what = what or ("deleted in the cluster" if change.action == Action.CREATED else "differs from git")
+    change.error = ""
+    change.conflicts = ()
+    change.forced = False
+    change.replace = False  # nothing is deleted either
+    if freeze.mode == "report":
+        change.action = Action.SKIPPED
+        change.reason = f"{what}; {freeze.describe()}: not applied"
+    else:
+        change.action = Action.UNCHANGED
+        change.reason = f"{what}; {freeze.describe()}"
+        change.drift = False  # ignore: left alone without reporting
 
 
 _ALWAYS_CHECKED = (stages.Gate.CLASSES_PUBLISHED, stages.Gate.POOLS_APPLIED)

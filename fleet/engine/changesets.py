@@ -12,11 +12,13 @@ failed or was skipped. ``conflicts`` lists the fields another field manager owns
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from fleet.engine.drifts import FieldRepair, Freeze
 from fleet.engine.drivers import ReleaseStatus
 from fleet.kube import Ref
 
@@ -60,7 +62,15 @@ class Change:
     drift: bool = False
     """Configured although git did not change the object: the cluster drifted."""
     conflicts: tuple[FieldConflict, ...] = ()
-    """Fields other managers own that this change would take: apply fails on them without force."""
+    """Fields other managers own that this change would take: apply fails on them without force
+    (unless ``forced``)."""
+    forced: bool = False
+    """The apply takes ``conflicts`` with force: the object's drift policy is ``enforce`` (git wins)."""
+    repairs: tuple[FieldRepair, ...] = ()
+    """For drift put back under ``enforce``: each declared field that differed, who had changed it,
+    its value before and after (``fleet.engine.drifts``)."""
+    frozen: Freeze | None = None
+    """A person froze the live object, or its manifest sets its drift policy (``fleet.engine.drifts``)."""
     operator: ReleaseStatus | None = None
     """On the operator stage's release entry: the chart version deployed and the GPU nodes'
     driver-upgrade states the run saw (``fleet.engine.drivers``); None on every other entry."""
@@ -70,7 +80,7 @@ class Change:
         return bool(self.error)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "object": {
                 "apiVersion": self.ref.api_version,
                 "kind": self.ref.kind,
@@ -85,6 +95,13 @@ class Change:
             "reason": self.reason,
             "conflicts": [{"manager": c.manager, "field": c.field} for c in self.conflicts],
         }
+        if self.forced:
+            out["forced"] = True
+        if self.repairs:
+            out["repairs"] = [dataclasses.asdict(r) for r in self.repairs]
+        if self.frozen is not None:
+            out["frozen"] = dataclasses.asdict(self.frozen)
+        return out
 
 
 @dataclass
@@ -99,7 +116,8 @@ class ChangeSet:
 
     @property
     def conflicted(self) -> list[Change]:
-        return [e for e in self.entries if e.conflicts]
+        """Entries with fields other managers own that the apply does not take (not ``forced``)."""
+        return [e for e in self.entries if e.conflicts and not e.forced]
 
     @property
     def changed(self) -> list[Change]:

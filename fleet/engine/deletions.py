@@ -3,7 +3,8 @@
 fleet deletes only what it created. An entry of the Ledger that the plan no longer
 declares comes out as a deletion only while its live object still carries fleet's
 label and is not annotated to be kept; otherwise it is skipped, with the reason,
-so a reviewer sees why fleet leaves it alone. An entry fleet adopted rather than
+so a reviewer sees why fleet leaves it alone; so is one a person froze
+(``fleet.engine.drifts``). An entry fleet adopted rather than
 created, and a pool Node, comes out as a release: fleet gives back what it set
 (labels, annotations, fields), the object stays. Pure: the live objects are those
 already listed for the diff.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet.engine import ledgers, normalizations, ownership
+from fleet.engine import drifts, ledgers, normalizations, ownership
 from fleet.engine.changesets import Action, Change
 from fleet.engine.listings import LiveIndex
 from fleet.kube import Ref
@@ -32,6 +33,10 @@ def planned(
         stage = stage_of.get(ref.kind, "")
         if current is None:
             continue  # already gone: only the ledger remains
+        freeze = drifts.live_freeze(current)
+        if freeze is not None:
+            out.append(Change(ref=ref, stage=stage, action=Action.SKIPPED, reason=f"{freeze.describe()}: not pruned"))
+            continue
         if ref.kind == "Node" or (entry.adopted and not ownership.kept(current)):
             what = "pool labels and taints" if ref.kind == "Node" else "adopted: fleet's labels, annotations and fields"
             out.append(
@@ -72,7 +77,11 @@ def _released(live: dict[str, Any]) -> dict[str, Any]:
     """``live`` as a release leaves it, near enough for a preview: without fleet's labels and annotations."""
     meta = dict(live.get("metadata") or {})
     for name in ("labels", "annotations"):
-        kept = {k: v for k, v in (meta.get(name) or {}).items() if not k.startswith(ownership.DOMAIN + "/")}
+        kept = {
+            k: v
+            for k, v in (meta.get(name) or {}).items()
+            if not k.startswith(ownership.DOMAIN + "/") or k == ownership.DRIFT
+        }
         if name == "labels" and kept.get(ownership.MANAGED_BY) == ownership.MANAGER:
             del kept[ownership.MANAGED_BY]
         meta[name] = kept

@@ -12,8 +12,11 @@ rest get a dry-run, concurrently.
 
 A diff never stops at the first surprise. When another field manager owns a field
 fleet sets, a preview (``preview=True``) records the conflicts on the Change (who
-owns which field) and shows what a forced apply would make of the object; the
-apply itself (``preview=False``) fails that object with the server's message.
+owns which field) and shows what a forced apply would make of the object. Under the
+object's drift policy ``enforce`` the apply does the same and marks the Change
+``forced``: git wins on the fields fleet declares, and only the objects that conflict
+are applied with force (fields fleet does not declare are never touched by SSA).
+Otherwise the apply (``preview=False``) fails that object with the server's message.
 
 A dry-run rejected only because immutable fields would change (every cause of the
 API's ``Invalid`` status is an immutable-field cause) is a replace: delete, then
@@ -138,13 +141,15 @@ async def _diff_one(
     started = time.monotonic()
     stage = d.stage.name
     conflicts: tuple[FieldConflict, ...] = ()
+    enforce = d.drift == "enforce" and live is not None
     try:
         try:
             result = await client.apply(d.obj, field_manager=d.field_manager, dry_run=True, force=force or d.force)
         except Conflict as err:
-            if not (preview and err.fields):
+            if not (err.fields and (preview or enforce)):
                 raise
-            # Show what the forced apply would make of it, and list whose fields it takes.
+            # Show what the forced apply would make of it, and list whose fields it takes (under
+            # ``enforce`` the apply takes them: git wins on the fields fleet declares).
             conflicts = tuple(FieldConflict(manager=m, field=f) for m, f in err.fields)
             result = await client.apply(d.obj, field_manager=d.field_manager, dry_run=True, force=True)
     except NotFound as err:
@@ -181,6 +186,9 @@ async def _diff_one(
         )
     change = _compared(d=d, live=live, result=result, ignored=ignored, started=started)
     change.conflicts = conflicts
+    if conflicts and enforce:
+        change.forced = True
+        change.drift = True  # another manager changed a field fleet declares: the cluster drifted
     return change
 
 

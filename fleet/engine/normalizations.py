@@ -100,10 +100,10 @@ def unchanged_without_dry_run(
         # Every value outside lists must still be there as desired (quantities in the
         # server's spelling): a writer using fleet's own manager name keeps ownership,
         # and a doubt costs only a dry-run.
-        return all(_same_value(_at(desired, w), _at(live, w)) for w in wanted if not _in_list(desired, w))
+        return all(_same_value(value_at(desired, w), value_at(live, w)) for w in wanted if not _in_list(desired, w))
     if not subset(desired, live):
         return False
-    return all(_at(desired, o) == _at(live, o) for o in owned - wanted)
+    return all(value_at(desired, o) == value_at(live, o) for o in owned - wanted)
 
 
 def _same_value(desired: Any, live: Any) -> bool:
@@ -119,14 +119,15 @@ def _same_value(desired: Any, live: Any) -> bool:
 
 def _in_list(obj: Any, path: Path) -> bool:
     """The leaf at ``path`` is a list (its items may carry server defaults: compared by the hash)."""
-    return isinstance(_at(obj, path), list)
+    return isinstance(value_at(obj, path), list)
 
 
 def annotation(obj: dict[str, Any], key: str) -> str:
     return str(((obj.get("metadata") or {}).get("annotations") or {}).get(key) or "")
 
 
-def _at(obj: Any, path: Path) -> Any:
+def value_at(obj: Any, path: Path) -> Any:
+    """The value at ``path`` of nested mappings, None where a step is missing or not a mapping."""
     for key in path:
         if not isinstance(obj, dict) or key not in obj:
             return None

@@ -47,6 +47,9 @@ ADOPT_VALUE = "true"
 TAKE_OWNERSHIP = f"{DOMAIN}/take-ownership"
 """On a manifest, ``"true"``: fleet applies it with force, taking fields other managers set
 (a person's ``kubectl edit``); without it such a field is a conflict reported with its manager."""
+DRIFT = f"{DOMAIN}/drift"
+"""``report`` or ``ignore``: on a live object, a person's freeze (fleet leaves the object alone until it
+is removed; ``fleet.engine.drifts``); on a manifest, the object's drift policy (stripped before applying)."""
 HELM_RELEASE = "meta.helm.sh/release-name"
 HELM_RELEASE_NAMESPACE = "meta.helm.sh/release-namespace"
 FLEET_MANAGERS = frozenset({MANAGER, POOL_MANAGER, LEDGER_MANAGER})
@@ -111,6 +114,12 @@ def adoption_requested(obj: dict[str, Any]) -> bool:
     return bool(annotations.get(ADOPT) == ADOPT_VALUE)
 
 
+def drift_requested(obj: dict[str, Any]) -> str:
+    """The drift policy a manifest's ``DRIFT`` annotation asks for ("" when it has none)."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(DRIFT) or "")
+
+
 def ownership_requested(obj: dict[str, Any]) -> bool:
     """Whether a manifest asks fleet to take fields other field managers own (``TAKE_OWNERSHIP``)."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
@@ -164,7 +173,8 @@ def release_patch(live: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fleets(key: str, value: object) -> bool:
-    return key.startswith(f"{DOMAIN}/") or (key == MANAGED_BY and value == MANAGER)
+    """A label or annotation fleet set (a person's freeze, ``DRIFT``, is theirs: never given back)."""
+    return (key.startswith(f"{DOMAIN}/") and key != DRIFT) or (key == MANAGED_BY and value == MANAGER)
 
 
 def marked_for(live: dict[str, Any], *, cluster: str) -> bool:
@@ -179,6 +189,7 @@ __all__ = [
     "APPLIED",
     "CLUSTER_LABEL",
     "DOMAIN",
+    "DRIFT",
     "FLEET_MANAGERS",
     "HELM_RELEASE",
     "HELM_RELEASE_NAMESPACE",
@@ -195,6 +206,7 @@ __all__ = [
     "TAKE_OWNERSHIP",
     "TEAM_LABEL",
     "adoption_requested",
+    "drift_requested",
     "fingerprinted",
     "kept",
     "managed",

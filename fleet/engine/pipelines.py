@@ -366,6 +366,35 @@ def cluster_context(repo: Path, *, cluster: str) -> str | None:
     return None
 
 
+def fleet_clusters(repo: Path) -> list[str]:
+    """The cluster names ``fleet.yaml`` lists (``spec.clusters``), read without validating the revision.
+
+    For commands that read every cluster's state (``fleetctl status --all``): a repository whose
+    other files do not validate still names its clusters. ``FleetError`` when fleet.yaml is
+    missing or lists none."""
+    require_checkout(repo)
+    rel = "fleet.yaml"
+    try:
+        content = (repo / rel).read_bytes()
+    except OSError as exc:
+        raise FleetError(
+            f"cannot read {rel}: {exc.strerror}", where=str(repo / rel), hint="give the fleet repository's directory"
+        ) from None
+    for document in parse(file=rel, content=content, limits=Limits())[0]:
+        data = document.data
+        if not isinstance(data, dict) or data.get("kind") != "Fleet" or data.get("apiVersion") != CLUSTER_API_VERSION:
+            continue
+        spec = data.get("spec")
+        names = spec.get("clusters") if isinstance(spec, dict) else None
+        if isinstance(names, list) and names and all(isinstance(n, str) and n for n in names):
+            return list(dict.fromkeys(names))
+    raise FleetError(
+        "fleet.yaml lists no clusters (spec.clusters)",
+        where=str(repo / rel),
+        hint="run fleetctl validate on the repository",
+    )
+
+
 CLUSTER_API_VERSION = "fleet.gpufleet.dev/v1alpha1"
 """``kinds.Cluster``'s apiVersion (a test holds the two equal)."""
 
@@ -378,6 +407,7 @@ __all__ = [
     "cluster_context",
     "collector_paused",
     "connect",
+    "fleet_clusters",
     "load_plan",
     "plan_and_connect",
     "plan_and_list",

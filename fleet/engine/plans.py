@@ -45,6 +45,9 @@ class Desired:
     force: bool = False
     """Always take ownership (pool Nodes: their taints are an atomic list shared with controllers;
     manifests annotated ``fleet.gpufleet.dev/take-ownership: "true"``)."""
+    freeze: str = ""
+    """The manifest's ``fleet.gpufleet.dev/drift`` annotation (report or ignore; stripped, and ``drift``
+    set from it): listed as frozen in status, as a person's freeze on the live object is."""
     adopt: bool = False
     """The repository allows fleet to take this object over if it exists already (it is then released, not deleted)."""
     revision: str = ""

@@ -8,7 +8,17 @@ the work the DRA guide otherwise asks an operator to do by hand:
   create/get/list/watch/update/delete on ``resourceclaims`` and
   ``resourceclaimtemplates`` (nothing on DeviceClasses or ResourceSlices: those are
   cluster-scoped and the platform's), a RoleBinding to the team's owners, and a
-  ResourceQuota capping devices per class (``<class>.deviceclass.resource.k8s.io/devices``).
+  ResourceQuota capping devices per class (``<class>.deviceclass.resource.k8s.io/devices``). Where
+  the cluster has DRAExtendedResource (``fleet.policy.featuregates``), a pod may also get a class's
+  devices by asking ``resources.limits`` for ``deviceclass.resource.kubernetes.io/<class>`` or the
+  class's ``extendedResourceName`` (e.g. ``nvidia.com/gpu``): the quota then also holds
+  ``requests.deviceclass.resource.kubernetes.io/<class>`` and ``requests.<extendedResourceName>``
+  at the same limit. Kubernetes (1.36, ``pkg/quota/v1/evaluator/core``) charges a pod's request to
+  the ``requests.`` keys when it is created, so a pod beyond the quota is refused rather than left
+  Pending, and charges every claim of a class with an extendedResourceName to all three keys (the
+  scheduler's claim for such a pod only where the pod was not charged already): one device counts
+  once against each key, whichever way it was asked for. A class without one has its claims charged
+  to the devices key only, and pods asking its implicit name to the ``requests.`` key as well.
 - DeviceClass, ResourceClaimTemplate, ResourceClaim → as written (a claim without
   a namespace goes to the team's first namespace).
 - GPUNodePool → a ``PoolRule``: which Nodes (selector), what labels and taints to
@@ -29,13 +39,16 @@ carries its drift policy: when the cluster changed an object git did not, ``enfo
 re-applies it, ``report`` records it without writing, ``ignore`` leaves it alone
 silently. The most specific declaration wins: the team's ``driftPolicyByKind``, the
 team's ``driftPolicy``, the Fleet's ``defaults.driftPolicyByKind``, then its
-``defaults.driftPolicy`` (``drift_policy``, see ``drift_policy``).
+``defaults.driftPolicy`` (``drift_policy``, see ``drift_policy``) — and above all of them the
+manifest's own ``fleet.gpufleet.dev/drift`` annotation (an instruction, removed before applying:
+``fleet.engine.drifts``).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from fleet.engine import ownership, stages
@@ -46,7 +59,7 @@ from fleet.kube.shapes import Shapes
 from fleet.manifests import kinds
 from fleet.manifests.revisions import Manifest
 from fleet.manifests.views import ClusterView
-from fleet.policy import tenancy
+from fleet.policy import extendedresources, featuregates, tenancy
 
 CLAIM_RESOURCES = ("resourceclaims", "resourceclaimtemplates")
 CLAIM_VERBS = ("create", "get", "list", "watch", "update", "delete")
@@ -68,8 +81,9 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         requested = _adoption_requested(obj)
         adopt = adopt or requested
         take = _instruction(obj, ownership.TAKE_OWNERSHIP) if ownership.ownership_requested(obj) else False
+        freeze = _freeze(obj)
         stamped = ownership.stamp(obj, cluster=cluster, revision=revision, source=source)
-        drift = drift_policy(obj["kind"], team=team_specs.get(team), defaults=defaults)
+        drift = freeze or drift_policy(obj["kind"], team=team_specs.get(team), defaults=defaults)
         out.append(
             Desired(
                 body=stamped,
@@ -78,9 +92,16 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
                 drift=drift,
                 adopt=adopt,
                 force=take,
+                freeze=freeze if freeze != "enforce" else "",
             )
         )
 
+    features = featuregates.declared(view.cluster)
+    extended = (
+        extendedresources.extended_names(view.device_classes)
+        if features is not None and features.on("DRAExtendedResource")
+        else None
+    )
     operator = view.operator.model if view.operator is not None else None
     operator_ns = operator.spec.namespace if isinstance(operator, kinds.GPUOperator) else None
     for team in view.teams:
@@ -97,16 +118,25 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         teams[team.name] = tuple(model.spec.namespaces)
         team_specs[team.name] = model.spec
         adopted = model.spec.adopted_namespaces()
-        for obj in team_objects(model):
+        for obj in team_objects(model, extended=extended):
             namespace = obj["kind"] == "Namespace" and obj["metadata"]["name"] in adopted
             add(obj, str(team.location), team.name, adopt=namespace)
 
     def add_declared(manifest: Manifest, team: str = "", namespace: str | None = None) -> None:
-        declared, adopt, take, ref, source = _declared(manifest, cluster=cluster, team=team, namespace=namespace)
-        drift = drift_policy(ref.kind, team=team_specs.get(team), defaults=defaults)
+        declared, adopt, take, ref, source, freeze = _declared(
+            manifest, cluster=cluster, team=team, namespace=namespace
+        )
+        drift = freeze or drift_policy(ref.kind, team=team_specs.get(team), defaults=defaults)
         stage = stages.stage_of(ref.kind)
         desired = Desired(
-            body=declared, stage=stage, source=source, drift=drift, adopt=adopt, force=take, revision=revision
+            body=declared,
+            stage=stage,
+            source=source,
+            drift=drift,
+            adopt=adopt,
+            force=take,
+            revision=revision,
+            freeze=freeze if freeze != "enforce" else "",
         )
         # The revision annotation is the only difference from the memoised render, so its Ref (and
         # the Ref's cached key) carry over: a commit of one file does not rebuild 10,000 of them.
@@ -145,8 +175,11 @@ def drift_policy(kind: str, *, team: kinds.TeamSpec | None, defaults: kinds.Flee
     return defaults.drift_policy_by_kind.get(kind, defaults.drift_policy)
 
 
-def team_objects(team: kinds.Team) -> list[dict[str, Any]]:
-    """Namespace, Role, RoleBinding and ResourceQuota for every namespace of ``team``."""
+def team_objects(team: kinds.Team, *, extended: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Namespace, Role, RoleBinding and ResourceQuota for every namespace of ``team``.
+
+    ``extended`` (class → extendedResourceName, for a cluster with DRAExtendedResource; None
+    without it) adds the extended-resource keys to the quota (see the module docstring)."""
     name = team.metadata.name
     subjects = [_subject(o.kind, o.name, o.namespace) for o in team.spec.owners]
     objs: list[dict[str, Any]] = []
@@ -175,7 +208,7 @@ def team_objects(team: kinds.Team) -> list[dict[str, Any]]:
             }
         )
         if team.spec.quota:
-            hard = {f"{cls}.deviceclass.resource.k8s.io/devices": str(n) for cls, n in sorted(team.spec.quota.items())}
+            hard = quota_keys(team.spec.quota, extended=extended)
             objs.append(
                 {
                     "apiVersion": "v1",
@@ -187,11 +220,34 @@ def team_objects(team: kinds.Team) -> list[dict[str, Any]]:
     return objs
 
 
+def quota_keys(quota: Mapping[str, int], *, extended: Mapping[str, str] | None) -> dict[str, str]:
+    """A team's ResourceQuota ``hard``: per class, its devices, and with ``extended`` the
+    extended-resource keys pods asking for the class by name are charged to."""
+    hard: dict[str, str] = {}
+    for cls, n in sorted(quota.items()):
+        hard[f"{cls}.deviceclass.resource.k8s.io/devices"] = str(n)
+        if extended is not None:
+            hard[f"requests.{extendedresources.IMPLICIT_PREFIX}{cls}"] = str(n)
+            if cls in extended:
+                hard[f"requests.{extended[cls]}"] = str(n)
+    return hard
+
+
 def _adoption_requested(obj: dict[str, Any]) -> bool:
     """Whether the manifest carries the adopt annotation; it is removed (it is an instruction, not content)."""
     if not ownership.adoption_requested(obj):
         return False
     return _instruction(obj, ownership.ADOPT)
+
+
+def _freeze(obj: dict[str, Any]) -> str:
+    """The drift policy the manifest's ``fleet.gpufleet.dev/drift`` annotation sets ("" without one,
+    or with a value validation refuses: ``drift-annotation``); the annotation is removed."""
+    value = ownership.drift_requested(obj)
+    if not value:
+        return ""
+    _instruction(obj, ownership.DRIFT)
+    return value if value in ("enforce", "report", "ignore") else ""
 
 
 def _instruction(obj: dict[str, Any], annotation: str) -> bool:
@@ -282,7 +338,7 @@ def _order(d: Desired) -> tuple[int, str, str, str, str]:
 
 def _declared(
     manifest: Manifest, *, cluster: str, team: str, namespace: str | None
-) -> tuple[dict[str, Any], bool, bool, Ref, str]:
+) -> tuple[dict[str, Any], bool, bool, Ref, str, str]:
     """A DeviceClass or claim as fleet applies it, stamped and fingerprinted but without the revision.
 
     Computed once per manifest (``Manifest.memo``; an unchanged file keeps its manifests in
@@ -293,11 +349,13 @@ def _declared(
     (``adopt``) and to take fields from other managers (``take-ownership``); both annotations are
     instructions, not content, so they are removed before the applied hash is taken, and the
     memoised object is never changed afterwards. The fourth and fifth: the object's Ref and where
-    it was declared, the same for every revision. Equal labels and specs of different manifests
-    are one object (``_SHAPES``): about a third of a plan's memory, and of its pickle (``plancaches``).
+    it was declared, the same for every revision; the sixth, the drift policy the manifest's
+    ``fleet.gpufleet.dev/drift`` annotation sets (also an instruction, removed). Equal labels and
+    specs of different manifests are one object (``_SHAPES``): about a third of a plan's memory, and
+    of its pickle (``plancaches``).
     """
     key = f"plan\0{cluster}\0{team}\0{namespace or ''}"
-    found: tuple[dict[str, Any], bool, bool, Ref, str] | None = manifest.memo.get(key)
+    found: tuple[dict[str, Any], bool, bool, Ref, str, str] | None = manifest.memo.get(key)
     if found is None:
         obj = _clean(manifest.data)
         if not obj["metadata"].get("namespace") and namespace:
@@ -306,9 +364,10 @@ def _declared(
             obj["metadata"].setdefault("labels", {})[ownership.TEAM_LABEL] = team
         adopt = _adoption_requested(obj)
         take = _instruction(obj, ownership.TAKE_OWNERSHIP) if ownership.ownership_requested(obj) else False
+        freeze = _freeze(obj)
         source = str(manifest.location)
         stamped = _SHAPES.share(ownership.stamp(obj, cluster=cluster, revision="", source=source))
-        found = manifest.memo[key] = (stamped, adopt, take, Ref.of(stamped), source)
+        found = manifest.memo[key] = (stamped, adopt, take, Ref.of(stamped), source, freeze)
     return found
 
 
@@ -333,5 +392,6 @@ __all__ = [
     "TEAM_ROLE",
     "drift_policy",
     "plan",
+    "quota_keys",
     "team_objects",
 ]

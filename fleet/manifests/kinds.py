@@ -56,6 +56,13 @@ class ClusterSpec(Model):
     """Expected Kubernetes minor version, e.g. "1.36" (quoted: 1.30 is a float)."""
     context: str | None = None
     """kubeconfig context fleetctl uses for this cluster when none is given."""
+    feature_gates: dict[str, bool] = Field(default_factory=dict)
+    """Kubernetes feature gates the cluster's control plane sets away from the version's defaults
+    (``--feature-gates``), e.g. {"DRAExtendedResource": true}: fleet refuses DRA fields whose gate is
+    off there (docs/repo-format.md has the table)."""
+    api_versions: list[str] = Field(default_factory=list)
+    """API versions served beyond the defaults (``--runtime-config``), e.g. ["resource.k8s.io/v1beta2"]
+    for DeviceTaintRules on 1.36."""
 
 
 class Cluster(Model):

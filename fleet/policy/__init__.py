@@ -13,7 +13,8 @@ each):
 structure                 duplicate-object, dns-label, team-folder,
                           team-kind, team-cluster-scoped,
                           deviceclass-location, claim-location,
-                          adopt-annotation,
+                          adopt-annotation, take-ownership-annotation,
+                          drift-annotation,
                           unsupported-kind, fleet-root, cluster-reference
 per cluster               team-namespace, reserved-namespace,
                           team-device-class, unknown-device-class,

@@ -14,7 +14,17 @@ from dataclasses import dataclass, replace
 
 from fleet.inventory import Inventory
 from fleet.manifests import Finding, Manifest, Revision, cluster_names, kinds, resolve
-from fleet.policy import declarations, operators, pools, satisfiability, selectors, structures, tenancy
+from fleet.policy import (
+    declarations,
+    extendedresources,
+    featuregates,
+    operators,
+    pools,
+    satisfiability,
+    selectors,
+    structures,
+    tenancy,
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,7 @@ def validate(
     live: Mapping[str, satisfiability.Live] | None = None,
     declared: bool = True,
     compiler: selectors.Compiler | None = selectors.dra_compiler,
+    features: Mapping[str, featuregates.ClusterFeatures] | None = None,
 ) -> Result:
     """:func:`check`, plus satisfiability of every claim on each cluster's devices.
 
@@ -51,6 +62,8 @@ def validate(
     or, for the other clusters and with ``declared``, from the cluster's GPUNodePools
     (:mod:`fleet.policy.declarations`). ``live`` (per cluster, from ``--context``) adds how many
     copies fit right now and which claims block a template that fits ever but not now.
+    ``features`` (per cluster, from ``--context``) replaces what a Cluster declares about its
+    Kubernetes version and feature gates (:mod:`fleet.policy.featuregates`).
     """
     inventories = inventories or {}
     sources = sources or {}
@@ -67,7 +80,11 @@ def validate(
         if name not in cluster_names(revision) and f"clusters/{name}.yaml" in broken:
             continue  # its file does not load: already a finding, nothing to resolve
         view = resolve(revision, cluster=name)
-        findings = [*view.findings, *view_findings(view.manifests, owners=owners, compiler=compiler)]
+        gates = (features or {}).get(name) or featuregates.declared(view.cluster)
+        findings = [
+            *view.findings,
+            *view_findings(view.manifests, owners=owners, compiler=compiler, features=gates),
+        ]
         inventory, source = inventories.get(name), sources.get(name, "snapshot")
         if inventory is None and declared:
             pooled = declarations.declared(view)
@@ -88,11 +105,17 @@ def validate(
 
 
 def view_findings(
-    manifests: Sequence[Manifest], *, owners: Mapping[str, str], compiler: selectors.Compiler | None
+    manifests: Sequence[Manifest],
+    *,
+    owners: Mapping[str, str],
+    compiler: selectors.Compiler | None,
+    features: featuregates.ClusterFeatures | None = None,
 ) -> Iterator[Finding]:
-    """The rules that depend on what one cluster gets."""
+    """The rules that depend on what one cluster gets (``features``: its version and gates)."""
     yield from tenancy.check(manifests, owners=owners)
     yield from pools.check(manifests)
+    yield from featuregates.check(manifests, features=features)
+    yield from extendedresources.check(manifests)
     for manifest in manifests:
         if isinstance(manifest.model, kinds.GPUOperator):
             yield from operators.check(manifest)

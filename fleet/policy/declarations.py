@@ -33,6 +33,8 @@ class Declared:
 
     inventory: Inventory | None
     findings: list[Finding]
+    pools: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    """Each pool's ResourceSlices (one per node), by pool name: what a claim can use pool by pool."""
 
 
 def declared(view: ClusterView) -> Declared:
@@ -42,6 +44,7 @@ def declared(view: ClusterView) -> Declared:
     table = models.by_product_name()
     findings: list[Finding] = []
     slices: list[dict[str, Any]] = []
+    by_pool: dict[str, list[dict[str, Any]]] = {}
     for pool in pools:
         assert isinstance(pool.model, kinds.GPUNodePool)
         spec = pool.model.spec
@@ -67,9 +70,10 @@ def declared(view: ClusterView) -> Declared:
                 mig_layout=layout,
             )
             slices.append(_slice(node))
+            by_pool.setdefault(pool.name, []).append(slices[-1])
     if any(f.rule == "pool-unknown-model" for f in findings):
         return Declared(None, findings)
-    return Declared(Inventory.from_slices(slices), findings)
+    return Declared(Inventory.from_slices(slices), findings, by_pool)
 
 
 def _slice(node: models.NodeSpec) -> dict[str, Any]:

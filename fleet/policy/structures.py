@@ -3,8 +3,10 @@
 These hold for the files as written, whatever the overlays: a team folder
 holds its Team and its claims only, DeviceClasses live in ``deviceclasses/``,
 no object is declared twice, names are DNS labels, and the Fleet names
-exactly the Clusters that exist. The adopt annotation, when present, says
-``"true"``: any other value would silently not adopt (``adopt-annotation``).
+exactly the Clusters that exist. The adopt and take-ownership annotations, when
+present, say ``"true"``, and the drift annotation names a drift policy: any other
+value would silently do nothing (``adopt-annotation``, ``take-ownership-annotation``,
+``drift-annotation``).
 """
 
 from __future__ import annotations
@@ -43,17 +45,42 @@ def _own(manifest: Manifest, *, has_team: bool) -> tuple[Finding, ...]:
 
 ADOPT = "fleet.gpufleet.dev/adopt"
 """``fleet.engine.ownership.ADOPT`` (the engine sits above policy)."""
+TAKE_OWNERSHIP = "fleet.gpufleet.dev/take-ownership"
+"""``fleet.engine.ownership.TAKE_OWNERSHIP``."""
+DRIFT = "fleet.gpufleet.dev/drift"
+"""``fleet.engine.ownership.DRIFT``."""
+DRIFT_POLICIES = ("enforce", "report", "ignore")
 
 
 def adoption(manifest: Manifest) -> Iterator[Finding]:
+    """fleet's instruction annotations carry a value fleet understands: another value would
+    silently not adopt, not take ownership, or not freeze (each is stripped, never applied)."""
     metadata = manifest.data.get("metadata") if isinstance(manifest.data, dict) else None
     annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-    if isinstance(annotations, dict) and ADOPT in annotations and annotations[ADOPT] != "true":
+    if not isinstance(annotations, dict):
+        return
+    if ADOPT in annotations and annotations[ADOPT] != "true":
         yield Finding(
             manifest.positions.at(("metadata", "annotations", ADOPT)),
             "adopt-annotation",
             f'{ADOPT} is {annotations[ADOPT]!r}; only "true" adopts an existing object',
             hint=f'write {ADOPT}: "true" to let fleet take the object over if it exists, or remove it',
+            object=manifest.ref,
+        )
+    if TAKE_OWNERSHIP in annotations and annotations[TAKE_OWNERSHIP] != "true":
+        yield Finding(
+            manifest.positions.at(("metadata", "annotations", TAKE_OWNERSHIP)),
+            "take-ownership-annotation",
+            f'{TAKE_OWNERSHIP} is {annotations[TAKE_OWNERSHIP]!r}; only "true" takes fields other managers own',
+            hint=f'write {TAKE_OWNERSHIP}: "true" to apply this object with force, or remove it',
+            object=manifest.ref,
+        )
+    if DRIFT in annotations and annotations[DRIFT] not in DRIFT_POLICIES:
+        yield Finding(
+            manifest.positions.at(("metadata", "annotations", DRIFT)),
+            "drift-annotation",
+            f"{DRIFT} is {annotations[DRIFT]!r}; the drift policies are {', '.join(DRIFT_POLICIES)}",
+            hint=f"write {DRIFT}: report (repairs nothing, reports drift) or ignore, or remove it (enforce)",
             object=manifest.ref,
         )
 

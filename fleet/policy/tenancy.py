@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 from fleet.manifests import Finding, Manifest, kinds
 from fleet.policy import walks
@@ -44,6 +45,65 @@ def reserved(namespace: str, *, operator_namespace: str | None = None) -> str:
     if namespace == (operator_namespace or DEFAULT_OPERATOR_NAMESPACE):
         return "which is the GPU Operator's"
     return ""
+
+
+@dataclass(frozen=True)
+class QuotaUse:
+    """A team's devices of one class on one cluster: its quota and what its templates and claims request."""
+
+    team: str
+    device_class: str
+    quota: int | None
+    """The Team's ``quota`` for the class; None when it sets none."""
+    requested: int
+    """Devices one copy of each template and claim requests together (``firstAvailable``: the largest)."""
+    unbounded: bool = False
+    """A request takes ``allocationMode: All`` of this class: no count bounds it."""
+
+
+def quota_use(manifests: Sequence[Manifest]) -> list[QuotaUse]:
+    """Per team and device class (quota'd or requested), in name order: the sums ``team-quota`` checks."""
+    teams = _teams(manifests)
+    requested: dict[tuple[str, str], int] = defaultdict(int)
+    unbounded: set[tuple[str, str]] = set()
+    for manifest in manifests:
+        if manifest.kind not in ("ResourceClaimTemplate", "ResourceClaim") or manifest.team not in teams:
+            continue
+        owner = teams[manifest.team].name
+        counts, every = _requested(manifest)
+        for name, count in counts.items():
+            requested[(owner, name)] += count
+        unbounded.update((owner, name) for name in every)
+    rows: list[QuotaUse] = []
+    for team in sorted(teams.values(), key=lambda m: m.name):
+        quota = _spec(team).quota
+        names = set(quota) | {c for t, c in (*requested, *unbounded) if t == team.name}
+        rows.extend(
+            QuotaUse(
+                team.name, name, quota.get(name), requested.get((team.name, name), 0), (team.name, name) in unbounded
+            )
+            for name in sorted(names)
+        )
+    return rows
+
+
+def _requested(claim: Manifest) -> tuple[dict[str, int], set[str]]:
+    """Devices per class that one copy of ``claim`` requests (a request group counts its largest
+    alternative), and the classes it requests with ``allocationMode: All``."""
+    per_request: dict[tuple[int, str], int] = {}
+    every: set[str] = set()
+    for request in walks.requests(claim):
+        name = request.body.device_class_name
+        count = request.body.devices
+        if count is None:
+            every.add(name)
+            continue
+        key = (request.group, name)
+        per_request[key] = max(per_request.get(key, 0), count)
+    totals: dict[str, int] = defaultdict(int)
+    for (_, name), count in per_request.items():
+        totals[name] += count
+    return dict(totals), every
 
 
 def check(manifests: Sequence[Manifest], *, owners: Mapping[str, str]) -> Iterator[Finding]:
@@ -229,7 +289,6 @@ def _quota(team: Manifest, *, claims: list[Manifest]) -> Iterator[Finding]:
     totals: dict[str, int] = defaultdict(int)
     users: dict[str, list[str]] = defaultdict(list)
     for claim in claims:
-        per_request: dict[tuple[int, str], int] = {}
         for request in walks.requests(claim):
             name = request.body.device_class_name
             if name not in quota:
@@ -254,11 +313,10 @@ def _quota(team: Manifest, *, claims: list[Manifest]) -> Iterator[Finding]:
                     hint=f"lower count, or raise quota[{name!r}] in {team.file}",
                     object=claim.ref,
                 )
-            key = (request.group, name)
-            per_request[key] = max(per_request.get(key, 0), count)
-        for (_, name), count in per_request.items():
-            totals[name] += count
-            users[name].append(f"{claim.name}={count}")
+        for name, count in _requested(claim)[0].items():
+            if name in quota:
+                totals[name] += count
+                users[name].append(f"{claim.name}={count}")
     for name, total in sorted(totals.items()):
         if total > quota[name]:
             yield Finding(
@@ -271,4 +329,12 @@ def _quota(team: Manifest, *, claims: list[Manifest]) -> Iterator[Finding]:
             )
 
 
-__all__ = ["DEFAULT_OPERATOR_NAMESPACE", "FLEET_NAMESPACE", "check", "namespace_owners", "reserved"]
+__all__ = [
+    "DEFAULT_OPERATOR_NAMESPACE",
+    "FLEET_NAMESPACE",
+    "QuotaUse",
+    "check",
+    "namespace_owners",
+    "quota_use",
+    "reserved",
+]

@@ -121,17 +121,27 @@ def slice_manifest(node: NodeSpec, *, node_uid: str) -> dict[str, Any]:
     }
 
 
+EXTENDED_RESOURCE = "nvidia.com/gpu"
+"""The ``extendedResourceName`` of ``gpu.nvidia.com``: pods asking ``nvidia.com/gpu`` get its devices."""
+
+
 def device_classes() -> list[dict[str, Any]]:
-    """The DeviceClasses the GPU Operator installs for the DRA driver (state-dra-driver manifests)."""
+    """The DeviceClasses the NVIDIA DRA driver installs: the GPU Operator's state-dra-driver set, with
+    ``gpu.nvidia.com`` carrying ``extendedResourceName: nvidia.com/gpu`` as the driver's own chart
+    writes it on ``resource.k8s.io/v1`` (v25.12.0 on; DRAExtendedResource is on in 1.36). The
+    simulated Nodes do not advertise ``nvidia.com/gpu`` allocatable, as DRA's extended resources need."""
     out = []
     for name, kind in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig"), ("vfio.gpu.nvidia.com", "vfio")):
         expression = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == '{kind}'"
+        spec: dict[str, Any] = {"selectors": [{"cel": {"expression": expression}}]}
+        if kind == "gpu":
+            spec["extendedResourceName"] = EXTENDED_RESOURCE
         out.append(
             {
                 "apiVersion": "resource.k8s.io/v1",
                 "kind": "DeviceClass",
                 "metadata": {"name": name},
-                "spec": {"selectors": [{"cel": {"expression": expression}}]},
+                "spec": spec,
             }
         )
     return out
@@ -139,6 +149,7 @@ def device_classes() -> list[dict[str, Any]]:
 
 __all__ = [
     "DRIVER",
+    "EXTENDED_RESOURCE",
     "GPU_TAINT",
     "MIG_LAYOUT",
     "MODELS",

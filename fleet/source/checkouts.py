@@ -33,6 +33,8 @@ import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 
+from fleet.source.errors import RefNotFound
+
 
 def revision_id(repo: Path, *, files: Mapping[str, bytes], loadable: Callable[[str], bool]) -> str:
     """The id of the content ``files`` (relative to ``repo``) loaded from the checkout at ``repo``.
@@ -91,6 +93,79 @@ def _head(repo: Path, *, loadable: Callable[[str], bool]) -> tuple[str, dict[str
     return sha, blobs
 
 
+BASE_CANDIDATES = ("origin/HEAD", "origin/main", "main")
+"""Where a pull request's base is looked for, in order: its merge-base with ``HEAD`` is the base."""
+
+
+def default_base(repo: Path) -> str | None:
+    """The merge-base of ``HEAD`` with the first of ``BASE_CANDIDATES`` that exists; None outside git or without one.
+
+    A CI checkout of a pull request has ``origin/main`` (or ``origin/HEAD``) when it fetched it;
+    the merge-base, not the branch's tip, is what the pull request changes (as GitHub's diff shows).
+    """
+    for candidate in BASE_CANDIDATES:
+        if _git(repo, "rev-parse", "--verify", "-q", f"{candidate}^{{commit}}") is None:
+            continue
+        found = _git(repo, "merge-base", "HEAD", candidate)
+        if found and found.strip():
+            return found.strip()
+    return None
+
+
+def files_at(repo: Path, *, ref: str, loadable: Callable[[str], bool], max_bytes: int) -> dict[str, bytes]:
+    """The loadable files under ``repo`` (relative to it) as commit ``ref`` holds them.
+
+    What ``fleet.manifests.read_tree`` reads from a work tree, read from git's object store
+    instead: the base of a pull request without checking it out. A blob over ``max_bytes`` is
+    left out (the loader's file cap). Raises RefNotFound when ``ref`` names no commit here.
+    """
+    found = _git(repo, "rev-parse", "--show-toplevel", "--verify", "-q", f"{ref}^{{commit}}")
+    top, _, sha = (found or "").strip().partition("\n")
+    if not top or not sha:
+        raise RefNotFound(
+            f"{ref!r} is not a commit of the git repository at {repo}",
+            where=str(repo),
+            hint="pass --base a branch, tag or commit that this checkout has (git fetch it first), "
+            "or --base '' to compare with nothing",
+        )
+    prefix = repo.resolve().relative_to(Path(top).resolve()).as_posix()
+    listing = _git(repo, "ls-tree", "-r", "-z", "-l", "--full-tree", sha, "--", "." if prefix == "." else f"{prefix}/")
+    wanted: dict[str, str] = {}
+    for entry in (listing or "").split("\0"):
+        info, _, path = entry.partition("\t")
+        fields = info.split()
+        if len(fields) != 4 or fields[1] != "blob" or not fields[3].isdigit() or int(fields[3]) > max_bytes:
+            continue
+        rel = PurePosixPath(path).relative_to(prefix).as_posix() if prefix != "." else path
+        if loadable(rel):
+            wanted[rel] = fields[2]
+    return _blobs(repo, wanted)
+
+
+def _blobs(repo: Path, wanted: Mapping[str, str]) -> dict[str, bytes]:
+    """``{path: content}`` for ``{path: blob id}``, through one ``git cat-file --batch``."""
+    if not wanted:
+        return {}
+    env = {k: v for k, v in os.environ.items() if k not in _HOOK_VARIABLES}
+    ids = list(dict.fromkeys(wanted.values()))
+    done = subprocess.run(
+        ["git", "-C", str(repo), "cat-file", "--batch"],
+        input="".join(f"{i}\n" for i in ids).encode(),
+        capture_output=True,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+    data, contents, at = done.stdout, {}, 0
+    for blob in ids:
+        end = data.index(b"\n", at)
+        header = data[at:end].split()
+        size = int(header[2])
+        contents[blob] = data[end + 1 : end + 1 + size]
+        at = end + 1 + size + 1
+    return {path: contents[blob] for path, blob in wanted.items()}
+
+
 _HOOK_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR")
 
 
@@ -106,4 +181,4 @@ def _git(repo: Path, *args: str) -> str | None:
     return os.fsdecode(done.stdout) if done.returncode == 0 else None
 
 
-__all__ = ["blob_id", "content_hash", "revision_id"]
+__all__ = ["BASE_CANDIDATES", "blob_id", "content_hash", "default_base", "files_at", "revision_id"]

@@ -17,15 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 from ruamel.yaml import YAML
 
-from fleet import helm
 from fleet.engine import stages
-from fleet.engine.operators import renders
 from fleet.engine.pipelines import collector_paused, load_plan
-from fleet.engine.plans import Plan
-from fleetctl.pipelines import helm_binary
+from fleetctl import charts
 
 
 def register(sub: Any) -> None:
@@ -38,37 +34,14 @@ def register(sub: Any) -> None:
     parser.add_argument("repo", nargs="?", default=".", type=Path, help="repository checkout (default: .)")
     parser.add_argument("--cluster", required=True, metavar="C", help="cluster name (clusters/<C>.yaml)")
     parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
-    parser.add_argument(
-        "--helm",
-        metavar="PATH",
-        type=Path,
-        help="helm binary to render the GPUOperator's chart (default: $FLEET_HELM, else helm on PATH)",
-    )
-    parser.add_argument(
-        "--helm-timeout", type=float, default=300.0, metavar="SECONDS", help="seconds one helm call may take"
-    )
+    charts.add_args(parser)
     parser.set_defaults(func=run)
-
-
-def chart_objects(args: argparse.Namespace, plan: Plan) -> tuple[list[dict[str, Any]], str]:
-    """The operator chart's objects and a line saying what they were rendered against ("" without a GPUOperator)."""
-    desired = plan.operator
-    if desired is None:
-        return [], ""
-    release = f"GPUOperator release {desired.namespace}/{desired.release} ({desired.source})"
-    binary = helm_binary(getattr(args, "helm", None))
-    if binary is None:
-        return [], f"{release}: chart not rendered: no helm binary (--helm, $FLEET_HELM, helm on PATH)"
-    h = helm.Helm(helm.Settings(binary=binary, timeout=getattr(args, "helm_timeout", 300.0)))
-    chart = helm.ChartRef(repository=desired.repository, name=desired.chart, version=desired.version)
-    objects, caps = anyio.run(lambda: renders.offline(h, chart=chart, desired=desired))
-    return objects, f"{release}: chart {chart} rendered with {caps.describe()}"
 
 
 def run(args: argparse.Namespace) -> int:
     with collector_paused():
         plan = load_plan(args.repo, cluster=args.cluster)
-    chart, rendered_with = chart_objects(args, plan)
+    chart, rendered_with = charts.chart_objects(args, plan)
     pools = [
         {
             "name": p.name,

@@ -3,12 +3,22 @@
 The controller keeps one cluster-scoped ``FleetSync`` per cluster (``kubectl get
 fleetsyncs``); this command renders it for on-call: which revision is applied and
 which was attempted, the Ready/Reconciling/Stalled conditions, per-stage counts,
-the validation findings (``file:line:col rule``), the drift list, the conflicts, the last error,
+the validation findings (``file:line:col rule``), the drift list (each repair with the fields
+it put back, their values before and after and who had changed them), the frozen objects
+(``fleet.gpufleet.dev/drift``, with who froze them and when), the conflicts, the last error,
 whether git is reachable, the GPU Operator release with each GPU node's driver-upgrade
 state (a node stuck longer than ``driverStateTimeout`` marked with its minutes and
 Events), and the trace id to look up. ``-o json`` prints the objects
 as the API server returns them. Exit 0 when every FleetSync shown is Ready, 1 when
 one is not (or none exists), 2 on a usage or connection error.
+
+``--all`` is one status for the whole fleet: every cluster ``fleet.yaml`` lists (REPO,
+default ``.``), each read through its own kubeconfig context (``--context-for
+CLUSTER=CTX``, else the Cluster's ``spec.context``, else a context named as the cluster),
+all at once, into one table: applied revision, Ready and its reason, drift, conflicts,
+frozen objects, operator version, stuck nodes. A cluster that cannot be reached, or that
+has no FleetSync, is a row saying so, not an error: on-call wants the other clusters'
+state most when one is down. Exit 0 when every cluster is Ready, else 1.
 """
 
 from __future__ import annotations
@@ -17,12 +27,16 @@ import argparse
 import datetime
 import json
 import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
 
 from fleet import kube
 from fleet.controller import statuses
+from fleet.engine import pipelines
+from fleet.errors import FleetError
 
 STAGE_COLUMNS = ("created", "configured", "unchanged", "deleted", "skipped", "failed")
 
@@ -31,13 +45,33 @@ def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "status",
         help="what the in-cluster controller applied, its conditions, findings and drift (FleetSync)",
-        description="Render the cluster's FleetSync objects, written by fleet-controller. "
-        "Exit 0 all Ready, 1 not Ready or none, 2 error.",
+        description="Render the cluster's FleetSync objects, written by fleet-controller; with --all, one table "
+        "for every cluster of the fleet, each read through its own context. Exit 0 all Ready, 1 not Ready or "
+        "none (or unreachable), 2 error.",
     )
     parser.add_argument("--cluster", metavar="C", help="only this cluster's FleetSync (default: every one)")
     parser.add_argument("--context", metavar="CTX", help="kubeconfig context (default: the current context)")
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="every cluster of REPO's fleet.yaml, each through its own context, in one table",
+    )
+    parser.add_argument(
+        "repo", nargs="?", type=Path, default=Path("."), help="with --all: the fleet repository (default: .)"
+    )
+    parser.add_argument(
+        "--context-for",
+        action="append",
+        default=[],
+        metavar="CLUSTER=CTX",
+        help="with --all: read CLUSTER through context CTX (repeatable; default: the Cluster's spec.context, "
+        "else a context named as the cluster)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, metavar="SECONDS", help="with --all: seconds to reach each cluster"
+    )
     parser.set_defaults(func=run)
 
 
@@ -138,7 +172,29 @@ def render(obj: dict[str, Any], *, now: datetime.datetime | None = None) -> str:
         lines.append(f"drift ({status.get('driftCount', len(drift))}):")
         for d in drift:
             where = f"{d['namespace']}/" if d.get("namespace") else ""
-            lines.append(f"  {d['kind']} {where}{d['name']}: {d['action']}, {d.get('reason', '')}")
+            if d.get("action") == "repaired":
+                by = d.get("manager") or "an unknown manager"
+                lines.append(f"  {d['kind']} {where}{d['name']}: repaired {d.get('time', '')}, changed by {by}")
+                lines += [
+                    f"    {f['field']}: {f['before']} -> {f['after']}"
+                    + (f" (by {f['manager']})" if f.get("manager") and f.get("manager") != d.get("manager") else "")
+                    for f in d.get("fields") or ()
+                ]
+                if not d.get("fields"):
+                    lines.append(f"    {d.get('reason', '')}")
+            else:
+                lines.append(f"  {d['kind']} {where}{d['name']}: {d['action']}, {d.get('reason', '')}")
+    frozen = status.get("frozen") or []
+    if frozen:
+        lines.append("")
+        lines.append(f"frozen ({status.get('frozenCount', len(frozen))}), left alone until unfrozen:")
+        for f in frozen:
+            where = f"{f['namespace']}/" if f.get("namespace") else ""
+            if f.get("source"):
+                who = f"in git at {f['source']}"
+            else:
+                who = f"by {f.get('by') or 'an unknown manager'}" + (f" at {f['since']}" if f.get("since") else "")
+            lines.append(f"  {f['kind']} {where}{f['name']}: {f.get('mode', '')}, set {who}")
     conflicts = status.get("conflicts") or []
     if conflicts:
         lines.append("")
@@ -154,7 +210,166 @@ def render(obj: dict[str, Any], *, now: datetime.datetime | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- --all: one row per cluster of the fleet --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    """One cluster's line of ``status --all`` (``-o json`` prints these, in camelCase)."""
+
+    cluster: str
+    context: str
+    reachable: bool = True
+    error: str = ""
+    """Why the cluster could not be read (unreachable, no such context, no FleetSync)."""
+    revision: str = ""
+    ready: str = "Unknown"
+    reason: str = ""
+    message: str = ""
+    drift: int = 0
+    conflicts: int = 0
+    frozen: int | None = None
+    """Objects frozen by the drift annotation; None when the controller does not report them."""
+    operator_version: str = ""
+    stuck_nodes: int = 0
+
+    def document(self) -> dict[str, Any]:
+        camel = {"operator_version": "operatorVersion", "stuck_nodes": "stuckNodes"}
+        return {camel.get(k, k): v for k, v in asdict(self).items()}
+
+
+def row_of(cluster: str, context: str, obj: dict[str, Any] | None) -> Row:
+    """The row for ``cluster``'s FleetSync ``obj`` (None: there is none) (pure)."""
+    if obj is None:
+        return Row(
+            cluster=cluster,
+            context=context,
+            reason="NoFleetSync",
+            error=f"no FleetSync {cluster} in context {context}: is fleet-controller running for this cluster?",
+        )
+    status = obj.get("status") or {}
+    ready = condition(obj, "Ready")
+    frozen = status.get("frozenCount")
+    if frozen is None and isinstance(status.get("frozen"), list):
+        frozen = len(status["frozen"])
+    operator = status.get("operator") or {}
+    return Row(
+        cluster=cluster,
+        context=context,
+        revision=str(status.get("lastAppliedRevision") or ""),
+        ready=str(ready.get("status") or "Unknown"),
+        reason=str(ready.get("reason") or ("" if ready else "NoStatus")),
+        message=str(ready.get("message") or ""),
+        drift=int(status.get("driftCount") or 0),
+        conflicts=int(status.get("conflictCount") or 0),
+        frozen=int(frozen) if frozen is not None else None,
+        operator_version=str(operator.get("version") or ""),
+        stuck_nodes=int(operator.get("stuckCount") or 0),
+    )
+
+
+def table(rows: list[Row]) -> str:
+    """The rows as one table, then a line per cluster that is not Ready saying why (pure)."""
+    head = ("CLUSTER", "CONTEXT", "REVISION", "READY", "REASON", "DRIFT", "CONFLICTS", "FROZEN", "OPERATOR", "STUCK")
+    lines = [head]
+    for r in rows:
+        if not r.reachable or r.reason == "NoFleetSync":
+            lines.append((r.cluster, r.context, "-", r.ready, r.reason, "-", "-", "-", "-", "-"))
+            continue
+        lines.append(
+            (
+                r.cluster,
+                r.context,
+                r.revision[:12] or "-",
+                r.ready,
+                r.reason,
+                str(r.drift),
+                str(r.conflicts),
+                "-" if r.frozen is None else str(r.frozen),
+                r.operator_version or "-",
+                str(r.stuck_nodes),
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    out = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines]
+    notes = [f"{r.cluster}: {r.error or r.message}" for r in rows if r.ready != "True" and (r.error or r.message)]
+    return "\n".join(out + (["", *notes] if notes else [])) + "\n"
+
+
+def contexts_for(repo: Path, *, overrides: list[str]) -> list[tuple[str, str]]:
+    """(cluster, context) for every cluster of ``repo``'s fleet.yaml; FleetError for a bad override."""
+    clusters = pipelines.fleet_clusters(repo)
+    given: dict[str, str] = {}
+    for item in overrides:
+        name, sep, context = item.partition("=")
+        if not sep or not name or not context:
+            raise FleetError(
+                f"--context-for {item!r} is not CLUSTER=CTX", hint="write e.g. --context-for gpu-west=prod-west"
+            )
+        if name not in clusters:
+            raise FleetError(
+                f"--context-for names {name!r}, which fleet.yaml does not list",
+                where=str(repo / "fleet.yaml"),
+                hint=f"the fleet's clusters: {', '.join(clusters)}",
+            )
+        given[name] = context
+    return [(c, given.get(c) or pipelines.cluster_context(repo, cluster=c) or c) for c in clusters]
+
+
+async def read_all(
+    clusters: list[tuple[str, str]],
+    *,
+    kubeconfig: str | None,
+    timeout: float,  # noqa: ASYNC109 - per request
+) -> list[Row]:
+    """Every cluster's row, read at once; a cluster that cannot be read is a row saying why."""
+    rows: dict[str, Row] = {}
+
+    async def one(cluster: str, context: str) -> None:
+        try:
+            with anyio.fail_after(timeout * 2):
+                client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=timeout)
+                try:
+                    try:
+                        obj: dict[str, Any] | None = await client.get(statuses.ref(cluster))
+                    except kube.NotFound:
+                        obj = None
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await client.close()
+        except TimeoutError:
+            rows[cluster] = Row(cluster, context, False, f"no answer within {timeout * 2:g}s", reason="Unreachable")
+        except FleetError as err:
+            rows[cluster] = Row(cluster, context, False, str(err).splitlines()[0], reason="Unreachable")
+        else:
+            rows[cluster] = row_of(cluster, context, obj)
+
+    async with anyio.create_task_group() as tg:
+        for cluster, context in clusters:
+            tg.start_soon(one, cluster, context)
+    return [rows[c] for c, _ in clusters]
+
+
+def run_all(args: argparse.Namespace) -> int:
+    if args.cluster or args.context:
+        raise FleetError(
+            "--all reads every cluster through its own context: it takes no --cluster or --context",
+            hint="use --context-for CLUSTER=CTX to choose a cluster's context",
+        )
+    clusters = contexts_for(args.repo, overrides=args.context_for)
+    rows = anyio.run(lambda: read_all(clusters, kubeconfig=args.kubeconfig, timeout=args.timeout))
+    if args.output == "json":
+        sys.stdout.write(json.dumps([r.document() for r in rows], indent=2) + "\n")
+    else:
+        sys.stdout.write(table(rows))
+    return 0 if all(r.ready == "True" for r in rows) else 1
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.all:
+        return run_all(args)
+    if args.context_for:
+        raise FleetError("--context-for is for --all", hint="use --context CTX for one cluster")
     objects = anyio.run(lambda: read(context=args.context, kubeconfig=args.kubeconfig, cluster=args.cluster))
     if args.output == "json":
         sys.stdout.write(json.dumps(objects, indent=2) + "\n")

@@ -27,14 +27,14 @@ from rich.console import Console
 from rich.text import Text
 
 from fleet import kube
-from fleet.engine import pipelines
+from fleet.engine import pipelines, probes
 from fleet.errors import FleetError
 from fleet.inventory import Inventory, holdings, snapshots
 from fleet.manifests import Finding, Limits, Manifest, Revision, cluster_names, fixes, kinds, read_revision, read_tree
-from fleet.policy import Result, Satisfaction, declarations, validate
+from fleet.policy import Result, Satisfaction, declarations, reviews, validate
 from fleet.policy.satisfiability import Live
-from fleetctl import reports
-from fleetctl.pipelines import interruptible
+from fleetctl import charts, comments, reports
+from fleetctl.pipelines import add_base_arg, interruptible, live_devices
 
 
 def register(sub: Any) -> None:
@@ -64,7 +64,14 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig for --context (default: $KUBECONFIG, ~/.kube/config)"
     )
-    parser.add_argument("-o", "--output", choices=("text", "json", "github"), default="text")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json", "github", "markdown"),
+        default="text",
+        help="markdown: one pull-request comment (findings, the claims the change adds or changes, quotas)",
+    )
+    add_base_arg(parser)
     parser.add_argument(
         "--fix",
         action="store_true",
@@ -72,6 +79,13 @@ def register(sub: Any) -> None:
         "attributes, YAML 1.1 ambiguities), keeping comments and layout; prints each change",
     )
     parser.add_argument("--diff", action="store_true", help="with --fix: print the changes as a diff, write nothing")
+    parser.add_argument(
+        "--charts",
+        action="store_true",
+        help="also render each cluster's GPUOperator chart with helm, against the API versions its "
+        "kubernetesVersion serves by default (a refusal is a chart-render finding)",
+    )
+    charts.add_args(parser)
     parser.set_defaults(func=run)
 
 
@@ -97,13 +111,23 @@ def _validate(args: argparse.Namespace) -> int:
     with pipelines.collector_paused():
         revision = read_revision(repo)
         inventories, sources, live = _inventories(args, revision=revision)
-        result = validate(revision, clusters=args.cluster, inventories=inventories, sources=sources, live=live)
+        features = _features(args, revision=revision, clusters=list(inventories))
+        result = validate(
+            revision, clusters=args.cluster, inventories=inventories, sources=sources, live=live, features=features
+        )
+    if args.charts and not any(f.severity == "error" for f in result.findings):
+        found, notes = charts.chart_findings(args, revision, clusters=list(args.cluster))
+        result.findings.extend(found)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
     findings = result.findings
     out = sys.stdout
     if args.output == "json":
         out.write(to_json(result, repo=repo, revision=revision) + "\n")
     elif args.output == "github":
         out.writelines(f"{line}\n" for line in to_github(findings, repo=repo))
+    elif args.output == "markdown":
+        out.write(to_markdown(result, repo=repo, revision=revision, clusters=args.cluster, base=args.base))
     else:
         console = reports.console(out)
         print_text(console, findings, repo=repo, revision=revision)
@@ -179,13 +203,23 @@ def _context_of(cluster: Manifest) -> str | None:
     return cluster.model.spec.context if isinstance(cluster.model, kinds.Cluster) else None
 
 
+def _features(args: argparse.Namespace, *, revision: Revision, clusters: list[str]) -> dict[str, probes.Features]:
+    """With ``--context``: the cluster's Kubernetes minor and DRA feature gates as its dry runs show them,
+    in place of what its Cluster declares (``fleet.engine.probes``)."""
+    if args.context is None or not clusters:
+        return {}
+    declared = probes.declared(revision, cluster=clusters[0])
+    if declared is None:
+        return {}
+    seen = interruptible(lambda: probes.observe_context(args.context, args.kubeconfig, declared=declared))
+    return {clusters[0]: seen}
+
+
 async def _live_objects(context: str, kubeconfig: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The ResourceSlices and (for what fits now) the ResourceClaims of every namespace."""
     client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=30)
     try:
-        slices = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
-        claims = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaim")
-        return list((await client.list(slices)).items), list((await client.list(claims)).items)
+        return await live_devices(client)
     finally:
         await client.close()
 
@@ -264,6 +298,38 @@ def to_json(result: Result, *, repo: Path, revision: Revision) -> str:
         for s in result.satisfaction
     ]
     return json.dumps({"findings": items, "satisfaction": satisfaction, "summary": summary}, indent=2)
+
+
+def to_markdown(result: Result, *, repo: Path, revision: Revision, clusters: Sequence[str], base: str | None) -> str:
+    """The pull-request comment: per cluster its findings, the claims the change adds or changes, quotas.
+
+    A finding for every cluster (no ``cluster``) is listed under each; one without a cluster at all
+    (a file that does not load) under a ``Repository`` heading when there are no clusters.
+    """
+    base_revision, base_ref = comments.load_base(repo, ref=base)
+    names = list(clusters) or cluster_names(revision)
+    sections = []
+    for name in names:
+        mine = [f for f in result.findings if not f.cluster or name in f.cluster.split(",")]
+        try:
+            review = reviews.review(revision, base=base_revision, cluster=name, satisfaction=result.satisfaction)
+        except FleetError:  # the cluster's own file does not load: its findings say why
+            review = None
+        sections.append(
+            comments.Section(
+                f"## {comments.inline(name)}\n\n",
+                [*comments.findings_part(mine, repo=repo), *comments.review_parts(review, repo=repo, base=base_ref)],
+            )
+        )
+    if not names:
+        sections.append(comments.Section("## Repository\n\n", comments.findings_part(result.findings, repo=repo)))
+    errors = sum(f.severity == "error" for f in result.findings)
+    verdict = "❌ does not validate" if errors else "✅ validates"
+    title = (
+        f"**fleet validate** {verdict}: {errors} error(s), {len(result.findings) - errors} warning(s) in "
+        f"{len(revision.manifests)} objects, {len(names)} cluster(s)"
+    )
+    return comments.render(comments.VALIDATE_MARKER, title, sections)
 
 
 def to_github(findings: Sequence[Finding], *, repo: Path) -> list[str]:

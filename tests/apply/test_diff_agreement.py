@@ -241,7 +241,7 @@ async def _live(client: Any, objs: list[dict[str, Any]]) -> dict[str, dict[str, 
     return {_key(o): o for o in index.values()}
 
 
-def test_cli_lists_conflicts_exits_1_and_force_previews_the_forced_apply(
+def test_cli_lists_the_fields_enforce_takes_back_and_the_apply_does_what_the_diff_showed(
     fleet: Engine, repo: Repo, sandbox: Sandbox, kubectl: Any
 ) -> None:
     repo.team("ml", namespaces=["ml"], group="ml-research", quota=4)
@@ -302,32 +302,30 @@ def test_cli_lists_conflicts_exits_1_and_force_previews_the_forced_apply(
         f"RoleBinding {ml}/fleet-team-claims",
     ):
         assert shown in plain.stdout, f"{shown} missing from:\n{plain.stdout}"
-    assert f"conflict: ResourceQuota {ml}/fleet-devices: .spec.hard." in plain.stdout
-    assert "(owned by kubectl-patch)" in plain.stdout
-    assert "--force-conflicts" in plain.stdout
+    # Drift policy enforce (the default): git wins, and the preview names what it takes back from whom.
+    assert f"takes back: ResourceQuota {ml}/fleet-devices: .spec.hard." in plain.stdout
+    assert "(owned by kubectl-patch) (drift policy enforce)" in plain.stdout
+    assert "conflict:" not in plain.stdout
 
     as_json = json.loads(fleetctl("diff", "-o", "json").stdout)
     quota = next(e for e in as_json["entries"] if e["object"]["kind"] == "ResourceQuota")
-    assert quota["action"] == "configured" and quota["diff"]
+    assert quota["action"] == "configured" and quota["diff"] and quota["forced"]
     assert [c["manager"] for c in quota["conflicts"]] == ["kubectl-patch"]
 
     forced = fleetctl("diff", "--force-conflicts")
     assert forced.returncode == 1, forced.stderr
-    assert "conflict:" not in forced.stdout
+    assert "takes back:" not in forced.stdout
     assert [line for line in forced.stdout.splitlines() if line[:1] in "+-"] == [
         line for line in plain.stdout.splitlines() if line[:1] in "+-"
-    ], "the same change, without the conflict list"
+    ], "the same change, without the list of fields taken"
     preview = fleet.diff(force_conflicts=True)
 
     dry = fleetctl("apply", "--dry-run")
-    assert dry.returncode == 1 and f"conflict: ResourceQuota {ml}/fleet-devices" in dry.stdout
+    assert dry.returncode == 0 and f"takes back: ResourceQuota {ml}/fleet-devices" in dry.stdout
 
-    refused = fleetctl("apply")
-    assert refused.returncode == 1
-    assert "kubectl-patch" in refused.stdout
-
-    applied = fleetctl("apply", "--force-conflicts")
+    applied = fleetctl("apply")
     assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "kubectl-patch" in applied.stdout
     after = fleet.run(lambda c: _live(c, [e.after for e in preview.entries if e.after]))
     for entry in preview.entries:
         if entry.action == engine.Action.CONFIGURED:

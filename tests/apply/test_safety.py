@@ -16,7 +16,9 @@ from tests.conftest import Kubectl
 pytestmark = pytest.mark.sandbox
 
 
-def test_conflict_names_the_other_manager_and_force_takes_ownership(fleet: Engine, repo: Repo) -> None:
+def test_enforce_takes_back_a_declared_field_naming_who_changed_it_and_leaves_the_rest(
+    fleet: Engine, repo: Repo
+) -> None:
     repo.team("ml", namespaces=["ml"], group="ml-research")
     fleet.apply()
     ns = repo.ns("ml")
@@ -25,25 +27,23 @@ def test_conflict_names_the_other_manager_and_force_takes_ownership(fleet: Engin
             {
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": {"name": ns, "labels": {"fleet.gpufleet.dev/team": "someone-else"}},
+                "metadata": {"name": ns, "labels": {"fleet.gpufleet.dev/team": "someone-else", "extra": "kept"}},
             },
             field_manager="ops-script",
             force=True,
         )
     )
 
-    failed = fleet.apply()
-    [entry] = failed.failed
-    assert str(entry.ref) == f"Namespace {ns}"
-    assert "ops-script" in entry.error and "--force-conflicts" in entry.error
+    repaired = fleet.apply()
+    entry = next(e for e in repaired.entries if str(e.ref) == f"Namespace {ns}")
+    assert not repaired.failed and entry.action == engine.Action.CONFIGURED and entry.forced and entry.drift
     assert [c.manager for c in entry.conflicts] == ["ops-script"]
-    # The namespace exists: a field conflict on it does not stop the stages that depend on it.
-    assert "tenancy" in failed.summary(), "a conflict on an existing object stopped the run"
-
-    forced = fleet.apply(force_conflicts=True)
-    assert actions(forced)[f"Namespace {ns}"] == "configured" and not forced.failed
+    [repair] = entry.repairs
+    assert (repair.field, repair.manager) == (".metadata.labels.fleet.gpufleet.dev/team", "ops-script")
+    assert (repair.before, repair.after) == ('"someone-else"', '"ml"')
     live = fleet.run(lambda c: c.get(kube.Ref("v1", "Namespace", "", ns)))
     assert live["metadata"]["labels"]["fleet.gpufleet.dev/team"] == "ml"
+    assert live["metadata"]["labels"]["extra"] == "kept", "a label fleet does not declare was touched"
 
 
 def test_health_gate_timeout_names_object_and_condition(fleet: Engine, repo: Repo) -> None:
@@ -232,8 +232,10 @@ def test_cluster_drift_follows_the_team_drift_policy(fleet: Engine, repo: Repo, 
     assert fleet.run(lambda c: c.get(quota))["spec"]["hard"][key] == "6"
 
 
-def test_cluster_drift_under_enforce_names_who_changed_it(fleet: Engine, repo: Repo) -> None:
-    repo.team("ml", namespaces=["ml"], group="ml-research", quota=4)
+def test_under_report_a_git_change_to_a_field_another_manager_owns_is_a_conflict_naming_it(
+    fleet: Engine, repo: Repo
+) -> None:
+    repo.team("ml", namespaces=["ml"], group="ml-research", quota=4, drift="report")
     fleet.apply()
     ns = repo.ns("ml")
     key = f"{repo.device_class_name}.deviceclass.resource.k8s.io/devices"
@@ -250,10 +252,14 @@ def test_cluster_drift_under_enforce_names_who_changed_it(fleet: Engine, repo: R
             force=True,
         )
     )
-    [failed] = fleet.apply().failed
-    assert failed.ref == quota and '"ops"' in failed.error
+    repo.team("ml", namespaces=["ml"], group="ml-research", quota=6, drift="report")
+    changes = fleet.apply()
+    [failed] = changes.failed
+    assert failed.ref == quota and '"ops"' in failed.error and not failed.forced
+    assert "tenancy" in changes.summary(), "a conflict on an existing object stopped the run"
+    assert fleet.run(lambda c: c.get(quota))["spec"]["hard"][key] == "9"
     assert actions(fleet.apply(force_conflicts=True))[str(quota)] == "configured"
-    assert fleet.run(lambda c: c.get(quota))["spec"]["hard"][key] == "4"
+    assert fleet.run(lambda c: c.get(quota))["spec"]["hard"][key] == "6"
 
 
 def test_pool_taints_join_and_leave_the_nodes_other_taints(fleet: Engine, repo: Repo) -> None:

@@ -1,100 +1,216 @@
-"""Concurrent edits (issue 11, item 6): a person and fleet edit the same objects.
+"""Concurrent edits: a person and fleet edit the same objects (issue 24, part 1), on the sandbox
+with the controller loop following a real git remote.
 
-The controller applies without force (``fleet.controller.controllers``): a field a person
-took with ``kubectl patch`` is reported as a conflict naming their field manager and is
-not overwritten; a field fleet never set (a label someone added) is never touched; what
-fleet still owns (a deleted RoleBinding) is repaired meanwhile. Taking the field back is
-an explicit commit: the manifest's ``fleet.gpufleet.dev/take-ownership: "true"``.
+Under ``enforce`` git wins: a field fleet declares that a person took with ``kubectl patch``
+is put back with force, and the repair is announced (a ``DriftRepaired`` Event naming the
+manager and the old value, ``drift[]`` with ``action: repaired``, the metric); a label fleet
+never set survives. A person freezes the live object with ``fleet.gpufleet.dev/drift=report``:
+fleet leaves it alone and lists it until the annotation goes. Under ``report`` a commit that
+changes a field another manager owns is a conflict naming that manager, until the manifest says
+``fleet.gpufleet.dev/take-ownership: "true"``.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import pytest
 
 from fleet import kube
 from fleet.sandbox import Sandbox
 from tests.apply.repos import Repo
 from tests.controller.conftest import Remote, eventually, fleetsync_events, running
-from tests.controller.test_loop import _ready_at, fleetsync, get
+from tests.controller.test_loop import _fleet_default_drift, _ready_at, fleetctl_status, fleetsync, get
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.anyio, pytest.mark.usefixtures("fleetsync_crd")]
 
 RCT = "resource.k8s.io/v1"
-RBAC = "rbac.authorization.k8s.io/v1"
-DRIFTED = "device.driver == 'drifted'"
+PATCH = json.dumps({"spec": {"selectors": [{"cel": {"expression": "true"}}]}})
+"""The patch of issue 24, as a person would type it."""
+DRIFT = "fleet.gpufleet.dev/drift"
+REPAIR_DEADLINE = 5.0
 
 
 def _expression(dc: dict[str, Any] | None) -> str:
     return str((dc or {})["spec"]["selectors"][0]["cel"]["expression"])
 
 
-async def test_a_person_s_field_is_reported_with_its_manager_never_overwritten_until_git_takes_it(
-    sandbox: Sandbox, remote: Remote, tmp_path: Path, admin_client: kube.Client
-) -> None:
+def _repo(tmp_path: Path) -> Repo:
     repo = Repo(root=tmp_path / "unused")
     repo.team("ml", namespaces=["ml"], group="ml-research", quota=4)
     repo.claim_template("ml", "single-gpu")
-    ns, dc = repo.ns("ml"), repo.device_class_name
-    first = remote.push(repo, message="a team and a template")
+    return repo
+
+
+async def _expression_is(client: kube.Client, dc: str, expression: str) -> bool:
+    return _expression(await get(client, RCT, "DeviceClass", dc)) == expression
+
+
+async def test_a_patched_field_is_repaired_announced_and_counted_and_a_foreign_label_survives(
+    sandbox: Sandbox, remote: Remote, tmp_path: Path, admin_client: kube.Client
+) -> None:
+    repo = _repo(tmp_path)
+    dc, ns = repo.device_class_name, repo.ns("ml")
+    first = remote.push(repo, message="a team, a template, a DeviceClass (enforce: the default)")
+    async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache") as ctl:
+        await eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
+        sandbox.kubectl("label", "deviceclass", dc, "owner=alice")
+        sandbox.kubectl("label", "resourceclaimtemplate", "single-gpu", "-n", ns, "owner=alice")
+        sandbox.kubectl("patch", "deviceclass", dc, "--type=merge", "-p", PATCH)
+
+        await eventually(
+            lambda: _expression_is(admin_client, dc, repo.device_class_expression),
+            within=REPAIR_DEADLINE,
+            what="the DeviceClass's selectors put back to git's",
+        )
+        live = await get(admin_client, RCT, "DeviceClass", dc) or {}
+        assert live["metadata"]["labels"]["owner"] == "alice", "a label fleet does not declare was touched"
+        template = await get(admin_client, RCT, "ResourceClaimTemplate", "single-gpu", ns) or {}
+        assert template["metadata"]["labels"]["owner"] == "alice"
+        owners = {m["manager"] for m in live["metadata"]["managedFields"] if "f:selectors" in json.dumps(m)}
+        assert owners == {"fleet"}, owners
+
+        def repaired_event() -> list[dict[str, Any]]:
+            return [e for e in fleetsync_events(sandbox, repo.cluster) if e["reason"] == "DriftRepaired"]
+
+        [event] = await eventually(lambda: anyio.to_thread.run_sync(repaired_event), what="a DriftRepaired Event")
+        assert "kubectl-patch" in event["message"] and '"expression":"true"' in event["message"], event["message"]
+        assert repo.device_class_expression in event["message"] and ".spec.selectors" in event["message"]
+
+        async def repaired_in_status() -> dict[str, Any] | None:
+            drift = ((await fleetsync(admin_client, repo.cluster)).get("status") or {}).get("drift") or []
+            return next((d for d in drift if d["name"] == dc and d["action"] == "repaired"), None)
+
+        row = await eventually(repaired_in_status, what="drift[] lists the repair")
+        assert row["manager"] == "kubectl-patch" and row["time"].endswith("Z")
+        [field] = row["fields"]
+        assert (field["field"], field["manager"]) == (".spec.selectors", "kubectl-patch")
+        assert field["before"] == '[{"cel":{"expression":"true"}}]' and repo.device_class_expression in field["after"]
+        scraped = ctl.metrics.render()[0].decode()
+        assert 'fleet_drift_repaired_total{manager="kubectl-patch",stage="classes"} 1.0' in scraped
+        obj = await eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready after the repair")
+        assert obj["status"]["conflicts"] == []
+        print(f"\nEvent: {event['message']}\ndrift[]: {row}")
+
+        # A person's annotation in fleet's domain that is no freeze: the forced repair leaves it on.
+        sandbox.kubectl("annotate", "deviceclass", dc, f"{DRIFT}=enforce")
+        sandbox.kubectl("patch", "deviceclass", dc, "--type=merge", "-p", PATCH)
+        await eventually(
+            lambda: _expression_is(admin_client, dc, repo.device_class_expression),
+            within=REPAIR_DEADLINE,
+            what="the second patch repaired",
+        )
+        live = await get(admin_client, RCT, "DeviceClass", dc) or {}
+        assert live["metadata"]["annotations"][DRIFT] == "enforce"
+        assert live["metadata"]["labels"]["owner"] == "alice"
+
+
+async def test_a_frozen_object_is_left_alone_and_listed_until_unfrozen(
+    sandbox: Sandbox, remote: Remote, tmp_path: Path, admin_client: kube.Client
+) -> None:
+    repo = _repo(tmp_path)
+    dc = repo.device_class_name
+    first = remote.push(repo, message="a team, a template, a DeviceClass")
+    async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache") as ctl:
+        await eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
+        sandbox.kubectl("annotate", "deviceclass", dc, f"{DRIFT}=report")
+        sandbox.kubectl("patch", "deviceclass", dc, "--type=merge", "-p", PATCH)
+
+        async def frozen_and_reported() -> dict[str, Any] | None:
+            status = (await fleetsync(admin_client, repo.cluster)).get("status") or {}
+            reported = any(d["name"] == dc and d["action"] == "reported" for d in status.get("drift") or ())
+            return status if reported and status.get("frozen") else None
+
+        status = await eventually(frozen_and_reported, within=30, what="the frozen DeviceClass listed, drift reported")
+        [frozen] = status["frozen"]
+        assert (frozen["kind"], frozen["name"], frozen["mode"], frozen["by"]) == (
+            "DeviceClass",
+            dc,
+            "report",
+            "kubectl-annotate",
+        )
+        assert frozen["since"].endswith("Z") and status["frozenCount"] == 1
+        assert _expression(await get(admin_client, RCT, "DeviceClass", dc)) == "true", "a frozen object was written"
+        assert "fleet_objects_frozen 1.0" in ctl.metrics.render()[0].decode()
+        shown: subprocess.CompletedProcess[str] = await anyio.to_thread.run_sync(
+            lambda: fleetctl_status(sandbox, repo.cluster)
+        )
+        assert f"  DeviceClass {dc}: report, set by kubectl-annotate at {frozen['since']}" in shown.stdout, shown.stdout
+        drift_events = [e for e in fleetsync_events(sandbox, repo.cluster) if e["reason"] == "Drift"]
+        assert any(dc in e["message"] and "frozen" in e["message"] for e in drift_events), drift_events
+
+        # A commit does not reach a frozen object either: the revision is applied around it.
+        repo.device_class_expression = (
+            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+        )
+        second = remote.push(repo, message="narrow the class while it is frozen")
+        held = await eventually(lambda: _ready_at(admin_client, repo.cluster, second), within=30, what="Ready")
+        assert "1 object(s) frozen" in next(c for c in held["status"]["conditions"] if c["type"] == "Ready")["message"]
+        assert _expression(await get(admin_client, RCT, "DeviceClass", dc)) == "true", "a commit wrote a frozen object"
+
+        sandbox.kubectl("annotate", "deviceclass", dc, f"{DRIFT}-")
+        await eventually(
+            lambda: _expression_is(admin_client, dc, repo.device_class_expression),
+            within=REPAIR_DEADLINE,
+            what="unfrozen: git's newest content applied",
+        )
+
+        async def unlisted() -> bool:
+            status = (await fleetsync(admin_client, repo.cluster)).get("status") or {}
+            return status.get("frozenCount") == 0
+
+        await eventually(unlisted, what="no frozen object listed")
+        assert "fleet_objects_frozen 0.0" in ctl.metrics.render()[0].decode()
+
+
+async def test_under_report_a_commit_on_a_person_s_field_is_a_conflict_until_git_takes_it(
+    sandbox: Sandbox, remote: Remote, tmp_path: Path, admin_client: kube.Client
+) -> None:
+    repo = _repo(tmp_path)
+    dc = repo.device_class_name
+    first = remote.push(repo, message="report", edit=lambda work: _fleet_default_drift(work, "report"))
     async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache"):
         await eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
+        drifted = "device.driver == 'drifted'"
+        sandbox.kubectl("patch", "deviceclass", dc, "--type=merge", "-p", PATCH.replace('"true"', json.dumps(drifted)))
+        repo.device_class_expression = (
+            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+        )
+        second = remote.push(repo, message="narrow the class", edit=lambda work: _fleet_default_drift(work, "report"))
 
-        # A person, with kubectl: takes the DeviceClass's selectors (field manager kubectl-patch),
-        # labels the template (a field fleet never set) and deletes a RoleBinding fleet owns.
-        patch = json.dumps({"spec": {"selectors": [{"cel": {"expression": DRIFTED}}]}})
-        sandbox.kubectl("patch", "deviceclass", dc, "--type=merge", "-p", patch)
-        sandbox.kubectl("label", "resourceclaimtemplate", "single-gpu", "-n", ns, "owner=alice")
-        sandbox.kubectl("delete", "rolebinding", "fleet-team-claims", "-n", ns)
-
-        async def reported() -> dict[str, Any] | None:
+        async def conflicted() -> dict[str, Any] | None:
             obj = await fleetsync(admin_client, repo.cluster)
-            rb = await get(admin_client, RBAC, "RoleBinding", "fleet-team-claims", ns)
-            conflicts = (obj.get("status") or {}).get("conflicts") or []
-            return obj if rb is not None and conflicts else None
+            status = obj.get("status") or {}
+            return obj if status.get("lastAttemptedRevision") == second and status.get("conflicts") else None
 
-        obj = await eventually(reported, within=30, what="the conflict reported and the RoleBinding repaired")
+        obj = await eventually(conflicted, within=30, what="the conflict reported")
         status = obj["status"]
         assert [(c["kind"], c["name"], c["manager"]) for c in status["conflicts"]] == [
             ("DeviceClass", dc, "kubectl-patch")
         ], status["conflicts"]
-        assert "selectors" in status["conflicts"][0]["field"]
         ready = next(c for c in status["conditions"] if c["type"] == "Ready")
         assert (ready["status"], ready["reason"]) == ("False", "Conflict"), ready
         assert "kubectl-patch" in ready["message"] and "take-ownership" in ready["message"]
-        assert next(c for c in status["conditions"] if c["type"] == "Stalled")["status"] == "False"
-
-        # Never silently overwritten: the person's selector and label are still there.
-        assert _expression(await get(admin_client, RCT, "DeviceClass", dc)) == DRIFTED
-        template = await get(admin_client, RCT, "ResourceClaimTemplate", "single-gpu", ns)
-        assert (template or {})["metadata"]["labels"]["owner"] == "alice"
-        events = fleetsync_events(sandbox, repo.cluster)
-        conflict_events = [e for e in events if e["reason"] == "Conflict"]
+        assert _expression(await get(admin_client, RCT, "DeviceClass", dc)) == drifted, "report wrote the object"
+        conflict_events = [e for e in fleetsync_events(sandbox, repo.cluster) if e["reason"] == "Conflict"]
         assert len(conflict_events) == 1 and "kubectl-patch" in conflict_events[0]["message"], conflict_events
-        assert conflict_events[0]["type"] == "Warning"
-        print(
-            f"\nconflict: {status['conflicts'][0]}\nReady: {ready['message']}\nEvent: {conflict_events[0]['message']}"
-        )
 
-        # Git takes the field back, explicitly, for this one object.
         def take(work: Path) -> None:
+            _fleet_default_drift(work, "report")
             path = work / "deviceclasses" / f"{dc}.yaml"
             text = path.read_text()
             annotation = '  annotations: {fleet.gpufleet.dev/take-ownership: "true"}\n'
             path.write_text(text.replace(f"  name: {dc}\n", f"  name: {dc}\n{annotation}", 1))
 
-        second = remote.push(repo, message="take the DeviceClass's selectors back", edit=take)
+        third = remote.push(repo, message="take the DeviceClass's selectors back", edit=take)
         synced = await eventually(
-            lambda: _ready_at(admin_client, repo.cluster, second), within=30, what="Ready once git takes ownership"
+            lambda: _ready_at(admin_client, repo.cluster, third), within=30, what="Ready once git takes ownership"
         )
         assert synced["status"]["conflicts"] == [] and synced["status"]["conflictCount"] == 0
         live = await get(admin_client, RCT, "DeviceClass", dc)
         assert _expression(live) == repo.device_class_expression
         assert "fleet.gpufleet.dev/take-ownership" not in ((live or {})["metadata"].get("annotations") or {})
-        owners = {m["manager"] for m in (live or {})["metadata"]["managedFields"] if "selectors" in json.dumps(m)}
-        assert "kubectl-patch" not in owners, owners
-        template = await get(admin_client, RCT, "ResourceClaimTemplate", "single-gpu", ns)
-        assert (template or {})["metadata"]["labels"]["owner"] == "alice"

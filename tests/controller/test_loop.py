@@ -192,12 +192,9 @@ async def test_drift_from_watch_events_follows_the_policy(
         message="drift policy",
         edit=lambda work: _fleet_default_drift(work, policy),
     )
-    # The DeviceClass edit below takes its selectors under kubectl's field manager: only an explicit
-    # --force-conflicts takes them back (without it that is a conflict: tests/controller/test_conflicts.py).
-    force = policy == "enforce"
-    async with running(
-        sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", force_conflicts=force
-    ) as ctl:
+    # The DeviceClass edit below takes its selectors under kubectl's field manager: under enforce fleet
+    # takes them back with force (tests/controller/test_conflicts.py), under report it leaves them.
+    async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache") as ctl:
         await eventually(lambda: _ready_at(admin_client, repo.cluster, revision), what="Ready")
         reconciles = ctl.stats.reconciles
         patch = json.dumps({"spec": {"selectors": [{"cel": {"expression": "device.driver == 'drifted'"}}]}})

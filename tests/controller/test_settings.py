@@ -156,3 +156,34 @@ def test_helm_gets_the_in_cluster_identity_as_a_kubeconfig(environment: pytest.M
     # With a kubeconfig given, helm uses it as is.
     given = mains._helm(settings.Settings(helm=Path(sys.executable), kubeconfig="/k", state_dir=tmp_path / "s2"))
     assert given is not None and given.kubeconfig == "/k"
+
+
+def test_commit_statuses_are_off_without_a_token_and_checked_at_start(
+    environment: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    setenv(environment, {**REQUIRED, "FLEET_REPO": "git@gitlab.com:group/sub/fleet.git"})
+    assert settings.parse([]).commit_status_target is None
+    token = tmp_path / "token"
+    token.write_text("t")
+    environment.setenv("FLEET_COMMIT_STATUS_TOKEN_FILE", str(token))
+    found = settings.parse(["--commit-status-target-url", "https://dash/{cluster}/{sha}"]).commit_status_target
+    assert found is not None and (found.provider, found.api_url, found.repository) == (
+        "gitlab",
+        "https://gitlab.com/api/v4",
+        "group/sub/fleet",
+    )
+    with pytest.raises(settings.SettingsError) as caught:
+        settings.parse(["--repo", "https://git.example.com/org/fleet.git", "--commit-status-provider", "bitbucket"])
+    assert "--commit-status-provider" in caught.value.problems[0]
+    with pytest.raises(settings.SettingsError) as caught:
+        settings.parse(["--repo", "https://git.example.com/org/fleet.git"])
+    assert "name it with --commit-status-provider" in caught.value.problems[0]
+    with pytest.raises(settings.SettingsError) as caught:
+        settings.parse(["--commit-status-target-url", "grafana/d/{cluster}"])
+    assert "is not an http(s) URL" in caught.value.problems[0]
+    environment.delenv("FLEET_COMMIT_STATUS_TOKEN_FILE")
+    with pytest.raises(settings.SettingsError) as caught:
+        settings.parse(["--commit-status-provider", "gitea"])
+    assert caught.value.problems == [
+        "--commit-status-provider needs --commit-status-token-file (commit statuses are off without a token)"
+    ]

@@ -52,17 +52,19 @@ def test_drift_is_listed_with_what_was_done_and_an_event_each() -> None:
             Change(ref=RB, stage="tenancy", action=Action.SKIPPED, drift=True, reason="deleted in the cluster; report"),
         ],
     )
-    body = statuses.status(statuses.Report(cluster="c", attempted="abc", applied="abc", changes=changes), generation=1)
+    repairs = [d for d in statuses.drift_of(changes, at="2026-12-05T12:00:00Z") if d["action"] == "repaired"]
+    report = statuses.Report(cluster="c", attempted="abc", applied="abc", changes=changes, repairs=repairs)
+    body = statuses.status(report, generation=1)
     assert [(d["kind"], d["action"]) for d in body["drift"]] == [
-        ("DeviceClass", "repaired"),
         ("RoleBinding", "reported"),
+        ("DeviceClass", "repaired"),
     ]
     assert body["driftCount"] == 2
     reasons = [(reason, warning) for reason, _, warning in statuses.events_for(changes)]
-    assert reasons == [("Drift", False), ("Drift", True)]
+    assert reasons == [("DriftRepaired", False), ("Drift", True)]
     announced = {("RoleBinding", "ml", "fleet-team-claims", "reported")}
     assert [m for _, m, _ in statuses.events_for(changes, already=announced)] == [
-        "DeviceClass gpu: changed in the cluster (repaired)"
+        "DeviceClass gpu: put back to git's content (changed in the cluster)"
     ]
 
 

@@ -29,9 +29,32 @@ def test_team_gets_namespaces_role_binding_and_quota() -> None:
     quota = objs[("ResourceQuota", "ml-research", renders.QUOTA_NAME)]
     assert quota["spec"]["hard"] == {
         "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "16",
+        "requests.deviceclass.resource.kubernetes.io/gpu.nvidia.com": "16",
+        "requests.nvidia.com/gpu": "16",
         "mig.nvidia.com.deviceclass.resource.k8s.io/devices": "4",
+        "requests.deviceclass.resource.kubernetes.io/mig.nvidia.com": "4",
     }
     assert ("Namespace", "", "inference-canary") in objs
+
+
+def test_quota_has_extended_resource_keys_only_where_the_cluster_has_dra_extended_resource() -> None:
+    """On 1.35 (DRAExtendedResource off by default) no pod gets a class's devices by an extended
+    resource name, so the quota caps devices alone; declaring the gate brings the keys back."""
+    files = example_files()
+    west = files["clusters/gpu-west.yaml"]
+
+    def hard(cluster: bytes) -> dict[str, str]:
+        view = resolve(load(files | {"clusters/gpu-west.yaml": cluster}), cluster="gpu-west")
+        objs = {(d.ref.kind, d.ref.namespace): d.obj for d in renders.plan(view, revision="r").objects}
+        return dict(objs[("ResourceQuota", "ml-research")]["spec"]["hard"])
+
+    old = west.replace(b'"1.36"', b'"1.35"')
+    assert hard(old) == {
+        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "16",
+        "mig.nvidia.com.deviceclass.resource.k8s.io/devices": "4",
+    }
+    assert hard(old + b"  featureGates: {DRAExtendedResource: true}\n") == hard(west)
+    assert hard(west)["requests.nvidia.com/gpu"] == "16"
 
 
 def test_team_selected_by_cluster_labels_only() -> None:

@@ -3,7 +3,9 @@
 1. **No credential on any surface.** The controller follows the example fleet over HTTPS
    (the real ``git http-backend`` behind TLS and HTTP Basic auth with a token), installs
    the GPU Operator stage through the real helm binary, receives signed GitHub and GitLab
-   webhooks (GitLab's carries the secret itself), repairs a drift, and leaves alone a
+   webhooks (GitLab's carries the secret itself), posts commit statuses with a token to a
+   loopback server shaped as GitHub's statuses API (a test double for a SaaS API that cannot
+   be reached here), repairs a drift, and leaves alone a
    Secret a person created in a namespace it manages; then it is restarted following the
    same repository over SSH (the real OpenSSH server, a private key) and applies one more
    commit. While it runs, a thread reads ``/proc/PID/cmdline`` and ``environ`` of the
@@ -48,6 +50,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from fleet.sandbox import Sandbox, binaries, charts, credentials
 from fleet.sandbox.operators import StandInOperator
 from fleetctl.commands.demo import sandbox_overlay
+from tests.hosts.apis import StatusAPI
 from tests.install.test_in_cluster import free_port
 from tests.operator.conftest import UPSTREAM
 from tests.source.gitservers import SmartHttp, Sshd, Upstream, git, tls_context
@@ -281,11 +284,13 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
     salt = os.urandom(6).hex()
     token = f"surface-token-{salt}"
     webhook = f"surface-webhook-{salt}".encode()
+    status_token = f"surface-status-token-{salt}"
     secret_data = f"surface-secret-data-{salt}"
     secrets = tmp_path / "secrets"
     secrets.mkdir()
     (secrets / "token").write_text(token + "\n")
     (secrets / "webhook").write_bytes(webhook + b"\n")
+    (secrets / "status-token").write_text(status_token + "\n")
 
     rendered = gpu_east.kubectl("kustomize", str(ROOT / "overlays" / "single-replica")).stdout
     gpu_east.kubectl("apply", "--server-side", "-f", "-", stdin=rendered)
@@ -301,6 +306,7 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
             "git token": token.encode(),
             "HTTP Basic credentials": f"git:{token}".encode(),
             "webhook secret": webhook,
+            "commit status token": status_token.encode(),
             "Secret data": secret_data.encode(),
             "SSH private key": "".join(key_lines).encode(),
             "Kubernetes bearer token": admin_token(gpu_east).encode(),
@@ -311,10 +317,12 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
     scraped: dict[str, bytes] = {}
     tls, ca_file = tls_context(tmp_path / "tls")
     server = SmartHttp(root=upstream.root, token=token, tls=tls)
+    status_api = StatusAPI()
     with (
         charts.serve(tmp_path / "charts", helm=found["helm"], upstream=UPSTREAM) as chart_repository,
         StandInOperator(gpu_east, upstream=UPSTREAM),
         server.running() as https_port,
+        status_api.serving() as status_base,
     ):
         first = example_into(upstream, chart_repository=chart_repository)
         started = time.monotonic()
@@ -329,6 +337,10 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
                 git_token_file=str(secrets / "token"),
                 git_ca_file=str(ca_file),
                 webhook_secret_file=str(secrets / "webhook"),
+                commit_status_token_file=str(secrets / "status-token"),
+                commit_status_provider="github",
+                commit_status_api_url=f"{status_base}/api/v3",
+                commit_status_repository="org/fleet",
                 helm=str(found["helm"]),
                 log_level="debug",
                 OTEL_TRACES_EXPORTER="console",
@@ -376,6 +388,10 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
     assert https_metrics.get("fleet_webhook_requests_total{result=accepted}", 0) >= 1
     assert https_metrics.get("fleet_webhook_requests_total{result=unauthorized}", 0) >= 1
     assert server.scanned >= 1 and server.leaks == [], server.leaks
+    # The commit status token went where it belongs, in its header (so the scan below can fail).
+    posted = [r for r in status_api.received if r.json()["state"] == "success"]
+    assert posted and all(r.headers["authorization"] == f"Bearer {status_token}" for r in status_api.received)
+    assert https_metrics.get("fleet_commit_status_posts_total{result=posted}", 0) >= 1
 
     # The same repository over SSH, with a private key.
     known_hosts = tmp_path / "known_hosts"
@@ -430,6 +446,7 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
     # The scan can fail: it finds each credential where it does live.
     assert needles.find((secrets / "token").read_bytes()) == ["git token"]
     assert "webhook secret" in needles.find((secrets / "webhook").read_bytes())
+    assert needles.find(status_api.received[0].headers["authorization"].encode()) == ["commit status token"]
     assert "SSH private key line 1" in needles.find(sshd.client_key.read_bytes())
     secret_json = gpu_east.kubectl(*get_probe).stdout
     assert "Secret data (base64)" in needles.find(secret_json.encode())

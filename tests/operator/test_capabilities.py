@@ -8,6 +8,7 @@ never has that, so each render below fails without the capabilities fleet passes
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -59,19 +60,59 @@ def test_render_without_a_cluster_uses_the_version_table_and_says_so(
     assert out.index("# stage: namespaces") < out.index("# stage: operator") < out.index("kind: GPUCluster")
 
 
-@pytest.mark.sandbox
-def test_a_chart_that_refuses_to_render_names_the_gpuoperator_and_prints_nothing(
-    tmp_path: Path, helm_binary: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _hooked(tmp_path: Path, helm_binary: Path) -> OperatorRepo:
     src = charts.derive(UPSTREAM, tmp_path / "src", version="v26.7.0")
     for template in (CHARTS / "hooks" / "templates").iterdir():
         shutil.copy(template, src / "templates" / template.name)
     subprocess.run([str(helm_binary), "package", str(src), "-d", str(tmp_path)], check=True, capture_output=True)
     repo = OperatorRepo(root=tmp_path / "repo", chart_repo=str(next(tmp_path.glob("gpu-operator-*.tgz"))))
     repo.team("ml", namespaces=["ml"], group="ml")
+    return repo
+
+
+@pytest.mark.sandbox
+def test_a_chart_that_refuses_to_render_names_the_gpuoperator_and_prints_nothing(
+    tmp_path: Path, helm_binary: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _hooked(tmp_path, helm_binary)
     repo.values = {**repo.values, "testFail": "this cluster is not ready for the operator"}
     assert _render(repo, helm_binary) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "the chart refuses to render: this cluster is not ready for the operator" in captured.err
     assert "operator/gpu-operator.yaml:1" in captured.err, captured.err
+
+
+@pytest.mark.sandbox
+def test_validate_charts_renders_with_the_version_table_and_reports_a_refusal(
+    tmp_path: Path, helm_binary: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _hooked(tmp_path, helm_binary)
+    argv = ["validate", str(repo.write()), "--charts", "--helm", str(helm_binary)]
+    assert cli.run(argv) == 0
+    err = capsys.readouterr().err
+    assert "rendered with the API versions Kubernetes v1.36.0 serves with its default feature gates" in err
+
+    repo.values = {**repo.values, "testFail": "refused by the chart"}
+    repo.write()
+    assert cli.run([*argv, "-o", "json"]) == 1
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    refused = [f for f in findings if f["rule"] == "chart-render"]
+    assert len(refused) == 1, findings
+    assert "the chart refuses to render: refused by the chart" in refused[0]["message"]
+    assert refused[0]["file"].endswith("/repo/operator/gpu-operator.yaml") and refused[0]["line"] == 1, refused
+
+
+@pytest.mark.sandbox
+def test_render_names_a_chart_it_cannot_fetch_and_still_prints_the_rest(
+    tmp_path: Path, helm_binary: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = OperatorRepo(root=tmp_path / "repo", chart_repo="http://127.0.0.1:9/nvidia")  # nothing listens there
+    repo.team("ml", namespaces=["ml"], group="ml")
+    assert _render(repo, helm_binary, "--helm-timeout", "30") == 0
+    captured = capsys.readouterr()
+    assert "# GPUOperator release gpu-operator/gpu-operator (operator/gpu-operator.yaml:1:1): chart not rendered: " in (
+        captured.out
+    )
+    assert "kind: Namespace" in captured.out
+    assert "warning: operator/gpu-operator.yaml:1:1: cannot render the chart" in captured.err, captured.err

@@ -61,6 +61,7 @@ def test_chart_crds_and_rendering_come_from_the_repository(chart_repo: str, helm
             namespace=NAMESPACE,
             values=GUIDE_VALUES,
             api_versions=("resource.k8s.io/v1", "resource.k8s.io/v1/DeviceClass"),
+            kube_version="v1.36.0",
         )
         kinds = {(o["kind"], o["metadata"]["name"]) for o in rendered}
         assert ("GPUCluster", "gpu-cluster") in kinds

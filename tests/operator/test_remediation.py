@@ -145,8 +145,15 @@ def test_a_failed_post_install_hook_is_uninstalled_and_a_failed_post_upgrade_hoo
     }
     entry = _entry(fleet.apply(helm=quick))
     assert f"post-upgrade hook Job {NAMESPACE}/gpu-operator-post-upgrade: failed (DeadlineExceeded" in entry.error
+    assert "FailedScheduling" in entry.error, entry.error  # from the Events of the pod the deadline deleted
     assert "rolled back to revision 1" in entry.error, entry.error
     assert _history(quick)[-1]["status"] == "deployed"
+
+    op_repo.remediation = {"retries": 1}
+    entry = _entry(fleet.apply(helm=quick))
+    assert "retrying (1 of 1 retries)" in entry.error and "gave up after 2 attempts" in entry.error, entry.error
+    statuses = [h["status"] for h in _history(quick)]
+    assert statuses[-4:] == ["failed", "superseded", "failed", "deployed"], statuses  # each attempt rolled back
 
     op_repo.remediation = {"strategy": "none"}
     entry = _entry(fleet.apply(helm=quick))

@@ -351,3 +351,24 @@ def test_adopt_annotation_says_true_or_nothing() -> None:
     )
     assert "'yes'" in finding.message and finding.location.line == 9
     assert structures.ADOPT == ownership.ADOPT
+
+
+def test_take_ownership_and_drift_annotations_say_a_value_fleet_understands() -> None:
+    dc = example_files()["deviceclasses/gpu.nvidia.com.yaml"]
+    for annotation, rule, hint in (
+        (b'fleet.gpufleet.dev/take-ownership: "yes"', "take-ownership-annotation", 'take-ownership: "true"'),
+        (b"fleet.gpufleet.dev/drift: freeze", "drift-annotation", "report"),
+    ):
+        written = dc.replace(
+            b'    fleet.gpufleet.dev/adopt: "true"\n',
+            b'    fleet.gpufleet.dev/adopt: "true"\n    ' + annotation + b"\n",
+        )
+        finding = only(findings_with({"deviceclasses/gpu.nvidia.com.yaml": written}), rule)
+        assert finding.location.file == "deviceclasses/gpu.nvidia.com.yaml" and finding.location.line == 10
+        assert annotation.split(b": ")[1].strip(b'"').decode() in finding.message and hint in finding.hint
+    for good in (b'fleet.gpufleet.dev/take-ownership: "true"', b"fleet.gpufleet.dev/drift: report"):
+        written = dc.replace(
+            b'    fleet.gpufleet.dev/adopt: "true"\n', b'    fleet.gpufleet.dev/adopt: "true"\n    ' + good + b"\n"
+        )
+        assert findings_with({"deviceclasses/gpu.nvidia.com.yaml": written}) == []
+    assert (structures.TAKE_OWNERSHIP, structures.DRIFT) == (ownership.TAKE_OWNERSHIP, ownership.DRIFT)

@@ -125,6 +125,15 @@ def test_device_classes_are_the_drivers() -> None:
     }
 
 
+def test_gpu_class_serves_nvidia_gpu_and_nodes_do_not_advertise_it() -> None:
+    """As the driver's chart on resource.k8s.io/v1: gpu.nvidia.com alone carries extendedResourceName;
+    a node advertising nvidia.com/gpu itself (device plugin) would not get DRA devices for it."""
+    extended = {c["metadata"]["name"]: c["spec"].get("extendedResourceName") for c in gpus.device_classes()}
+    assert extended == {"gpu.nvidia.com": "nvidia.com/gpu", "mig.nvidia.com": None, "vfio.gpu.nvidia.com": None}
+    status = gpus.node_manifest(node("h100x8"))["status"]
+    assert "nvidia.com/gpu" not in status["capacity"] and "nvidia.com/gpu" not in status["allocatable"]
+
+
 def test_default_profile_has_the_pools_the_guide_mixes() -> None:
     models = {n.model.key for n in profiles.load(None).nodes()}
     assert {"h100", "a100", "h200"} <= models

@@ -16,9 +16,11 @@ first. The stage does each step, one module per step, as the engine's other verb
   a downgrade or removal while ResourceClaims hold the driver's devices.
 - ``crds``: the chart's CRDs first (helm never upgrades ``crds/``), server-side-applied and
   Established; a CRD that drops a field stored objects use is refused.
-- ``upgrades``: ``helm upgrade --install`` with exactly the declared values, and the remedy
-  when it fails.
-- ``renders``: the chart rendered and dry-run applied object by object, for ``diff``.
+- ``upgrades``: ``helm upgrade --install`` with exactly the declared values, the remedy
+  when it fails (``spec.remediation``), and releases left ``pending-*`` recovered.
+- ``renders``: the chart rendered and dry-run applied object by object, for ``diff``
+  (and without a cluster, for ``fleetctl render`` and ``validate --charts``);
+  ``capabilities``: the API versions and Kubernetes version every render sees.
 - ``gates``: the readiness gate (``Gate.OPERATOR_READY``, woken by watches).
 - ``removals``: uninstall a release fleet installed, once no claim holds a GPU.
 - ``runs``: ``Stage``, which orders the steps for one plan.

@@ -152,13 +152,20 @@ async def offline(
         )
     except helm.HelmError as err:
         what, _, hint = refusal(err, desired=desired).partition("\n  hint: ")
-        raise ChartRefused(what.removeprefix(f"{desired.source}: "), where=desired.source, hint=hint) from err
+        kind = ChartRefused if "execution error at (" in f"{err.what}\n{err.stderr}" else ChartUnavailable
+        hint = hint or "check that spec.chart.repository, name and version can be reached from here"
+        raise kind(what.removeprefix(f"{desired.source}: "), where=desired.source, hint=hint) from err
     return [*crds, *rendered], caps
 
 
-class ChartRefused(OperatorRefused):
-    """The operator's chart could not be fetched or rendered (its own validation, its values schema):
-    an ``OperatorRefused`` raised before anything is written, where the GPUOperator is declared."""
+class ChartUnavailable(OperatorRefused):
+    """The operator's chart could not be rendered: fetched or read (a repository, a version, helm
+    itself). An ``OperatorRefused``: ``apply`` raises it before anything is written."""
 
 
-__all__ = ["ChartRefused", "crd_scopes", "object_diff", "offline", "refusal"]
+class ChartRefused(ChartUnavailable):
+    """The operator's chart refuses to render: its own validation (or its values schema) failed, in its
+    own words."""
+
+
+__all__ = ["ChartRefused", "ChartUnavailable", "crd_scopes", "object_diff", "offline", "refusal"]

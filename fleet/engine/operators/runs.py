@@ -118,7 +118,7 @@ class Stage:
             )
         except helm.HelmError as err:
             if _unreadable(err):
-                raise renders.ChartRefused(
+                raise renders.ChartUnavailable(
                     f"cannot read chart {desired.chart} {desired.version} from {desired.repository}: {err.what}",
                     where=desired.source,
                     hint="check that spec.chart.repository, name and version exist and can be reached from here "

@@ -53,6 +53,7 @@ async def upgrade(
     """Install or upgrade the release, remediating each failure; the entry's error says why it failed."""
     attempts = 1 + desired.retries
     remedied: list[str] = []
+    earlier: list[str] = []
     failed: helm.HelmError | None = None
     for attempt in range(1, attempts + 1):
         try:
@@ -62,18 +63,21 @@ async def upgrade(
             why = await explain(h, client=client, desired=desired)
             done = await remediate(h, desired=desired)
             said = refusal(err, desired=desired) if "execution error at (" in err.what else str(err)
-            change.error = said + "".join(f"\n  {line}" for line in why)
+            change.error = said + "".join(f"\n  {line}" for line in (*why, done) if line)
             if done:
                 remedied.append(done)
-                change.error += f"\n  {done}"
             if attempt < attempts:
-                change.error += f"\n  retrying ({attempt} of {desired.retries} retries)"
+                earlier.append(
+                    f"attempt {attempt} of {attempts} failed ({err.what.splitlines()[0][:200]}); "
+                    f"{done or 'nothing to remediate'}; retrying ({attempt} of {desired.retries} retries)"
+                )
             continue
         if failed is not None:
             remedied.append(f"succeeded on attempt {attempt} of {attempts}")
         change.error = ""
         return Outcome(error=None, remedied="; ".join(remedied))
     if attempts > 1:
+        change.error += "".join(f"\n  {line}" for line in earlier)
         change.error += f"\n  gave up after {attempts} attempts (spec.remediation.retries: {desired.retries})"
     return Outcome(error=failed, remedied="; ".join(remedied))
 
@@ -197,9 +201,21 @@ async def _hook_problem(client: Client, *, kind: str, namespace: str, name: str)
         pods = await items(client, api_version="v1", kind="Pod", namespace=namespace, label_selector=f"job-name={name}")
         states = [await _pod_problem(client, pod) for pod in pods[-3:]]
         head = f"failed ({failed.get('reason')}: {failed.get('message')})" if failed else "did not complete"
-        detail = "; ".join(s for s in states if s) or "no pod was created"
+        detail = "; ".join(s for s in states if s) or await _gone_pods(client, namespace=namespace, job=name)
         return f"{head}; {detail}"
     return await _pod_problem(client, obj)
+
+
+async def _gone_pods(client: Client, *, namespace: str, job: str) -> str:
+    """What the Events of a Job's pods said after the Job controller deleted them (a deadline)."""
+    found = await items(
+        client, api_version="v1", kind="Event", namespace=namespace, field_selector="involvedObject.kind=Pod"
+    )
+    mine = [e for e in found if str((e.get("involvedObject") or {}).get("name", "")).startswith(f"{job}-")]
+    recent = sorted(mine, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")[-3:]
+    if not recent:
+        return "no pod left to inspect"
+    return "its pods are gone; events: " + " | ".join(f"{e.get('reason')}: {e.get('message')}" for e in recent)
 
 
 async def _pod_problem(client: Client, pod: dict[str, Any]) -> str:
