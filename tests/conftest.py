@@ -114,7 +114,7 @@ def namespace(kubectl: Kubectl) -> Iterator[str]:
         kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False)
 
 
-# -- the GPU Operator stage: real helm and the stand-in chart (tests/operator, tests/controller) --
+# -- the GPU Operator stage: real helm and NVIDIA's chart (tests/operator, tests/controller) --
 
 RELEASE = "gpu-operator"
 NAMESPACE = "gpu-operator"

@@ -4,7 +4,7 @@ The example's gpu-east and gpu-west run as two sandboxes (separate state directo
 each with the nodes its Cluster expects), reached through one merged kubeconfig whose
 contexts are named as the Clusters' ``spec.context`` say. A real ``fleet-controller``
 process per cluster applies the example (its GPU Operator from the loopback chart
-repository, kept Ready by the stand-in operator) and writes its FleetSync.
+repository, kept Ready by the played operator) and writes its FleetSync.
 
 gpu-east becomes Ready. gpu-west does not: its ``a100-mig`` pool declares 8 GPUs per node
 while the sandbox's MIG nodes publish 6 devices each, so the operator stage's readiness
