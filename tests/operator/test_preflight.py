@@ -1,7 +1,7 @@
 """``fleetctl preflight`` against the sandbox: passes, then fails with the right hint when a
-ClusterPolicy appears, when a separate ``dra-driver-nvidia-gpu`` release runs (the same hint as
-apply's refusal), when a pool's node loses its ResourceSlices, and about the driver the operator
-will install when it manages the driver."""
+ClusterPolicy appears, when a separate ``dra-driver-nvidia-gpu`` release runs (the real 0.4.1 chart,
+``tests/data/charts``; the same hint as apply's refusal), when a pool's node loses its
+ResourceSlices, and about the driver the operator will install when it manages the driver."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from tests.apply.repos import Repo
 from tests.conftest import Kubectl
 from tests.operator.conftest import install_cluster_policy
 from tests.operator.repos import OperatorRepo
+from tests.paths import CHARTS
 
 pytestmark = pytest.mark.sandbox
 
@@ -111,18 +112,6 @@ def test_preflight_without_a_repository_reports_old_drivers(
     assert "hint: install NVIDIA driver 580 or later" in out
 
 
-def _dra_driver_chart(tmp_path: Path) -> Path:
-    """A chart named as the standalone DRA driver's (kubernetes-sigs/dra-driver-nvidia-gpu 0.4.1)."""
-    root = tmp_path / "dra-driver-nvidia-gpu"
-    (root / "templates").mkdir(parents=True)
-    (root / "Chart.yaml").write_text(
-        json.dumps({"apiVersion": "v2", "name": "dra-driver-nvidia-gpu", "version": "0.4.1"})
-    )
-    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dra-driver-config"}, "data": {}}
-    (root / "templates" / "config.yaml").write_text(json.dumps(body))
-    return root
-
-
 def _helm(settings: helm.Settings, *args: str) -> subprocess.CompletedProcess[str]:
     argv = [
         str(settings.binary),
@@ -149,9 +138,13 @@ def test_a_separate_dra_driver_release_fails_preflight_with_the_hint_apply_gives
     code, checks = _preflight(sandbox, repo, capsys, helm_settings.binary)
     assert checks["no-dra-driver-release"]["ok"] is True, checks
 
+    # The real standalone driver chart (kubernetes-sigs/dra-driver-nvidia-gpu 0.4.1), its GPU
+    # DeviceClasses off: the sandbox has installed them already, as the operator would.
+    chart = CHARTS / "dra-driver-nvidia-gpu"
     installed = _helm(
-        helm_settings, "install", "dra", str(_dra_driver_chart(tmp_path)), "-n", "dra-test", "--create-namespace"
-    )
+        helm_settings, "install", "dra", str(chart), "-n", "dra-test", "--create-namespace",
+        "--set", "resources.gpus.enabled=false",
+    )  # fmt: skip
     assert installed.returncode == 0, installed.stderr
     try:
         code, checks = _preflight(sandbox, repo, capsys, helm_settings.binary)
