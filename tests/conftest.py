@@ -9,9 +9,10 @@ directory and is stopped at the end of the session; set
 when healthy, never stopped by the tests).
 
 The GPU Operator stage's fixtures live here too, for ``tests/operator`` and the controller
-tests that run that stage: the real ``helm`` binary (``helm_settings``), the stand-in
-gpu-operator chart on a loopback repository (``chart_repo``) and ``cleanup_release``, which
-uninstalls the cluster-wide release after a test.
+tests that run that stage: the real ``helm`` binary (``helm_settings``), NVIDIA's gpu-operator
+chart on a loopback repository (``chart_repo``, with ``upstream`` the vendored tree it comes from
+and the played operator renders from) and ``cleanup_release``, which uninstalls the cluster-wide
+release after a test.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import pytest
 
 from fleet import helm, kube
 from fleet.sandbox import Sandbox, binaries, charts, clusters, credentials
+from tests import paths
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -112,7 +114,7 @@ def namespace(kubectl: Kubectl) -> Iterator[str]:
         kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False)
 
 
-# -- the GPU Operator stage: real helm and the stand-in chart (tests/operator, tests/controller) --
+# -- the GPU Operator stage: real helm and NVIDIA's chart (tests/operator, tests/controller) --
 
 RELEASE = "gpu-operator"
 NAMESPACE = "gpu-operator"
@@ -127,9 +129,16 @@ def helm_binary() -> Path:
 
 
 @pytest.fixture(scope="session")
-def chart_repo(tmp_path_factory: pytest.TempPathFactory, helm_binary: Path) -> Iterator[str]:
-    """URL of a Helm repository on 127.0.0.1 serving the stand-in gpu-operator chart."""
-    with charts.serve(tmp_path_factory.mktemp("charts"), helm=helm_binary) as url:
+def upstream() -> charts.Upstream:
+    """NVIDIA/gpu-operator v26.7.0 as vendored in the checkout (the chart and the state manifests)."""
+    return charts.Upstream(paths.GPU_OPERATOR).require()
+
+
+@pytest.fixture(scope="session")
+def chart_repo(tmp_path_factory: pytest.TempPathFactory, helm_binary: Path, upstream: charts.Upstream) -> Iterator[str]:
+    """URL of a Helm repository on 127.0.0.1 serving NVIDIA's gpu-operator chart (v26.7.0, and the
+    derived v26.7.1 and v27.1.0)."""
+    with charts.serve(tmp_path_factory.mktemp("charts"), helm=helm_binary, upstream=upstream) as url:
         yield url
 
 
@@ -157,7 +166,6 @@ def cleanup_release(kubectl: Kubectl, helm_settings: helm.Settings) -> Iterator[
     )
     kubectl("delete", "gpucluster", "--all", "--ignore-not-found", "--wait=false", check=False)
     kubectl("delete", "clusterpolicy", "--all", "--ignore-not-found", check=False)
-    kubectl("delete", "configmap", "-n", NAMESPACE, "gpu-operator-cleanup-ran", "--ignore-not-found", check=False)
 
 
 @pytest.fixture()

@@ -176,6 +176,8 @@ class Controller:
     """Plans kept on disk (the state directory's volume): a restarted container takes the plan of an
     unchanged revision back instead of validating and planning it again."""
     settled: diffs.Settled = field(default_factory=diffs.Settled)
+    operator_noops: operators.Noops = field(default_factory=operators.Noops)
+    """The operator release as last seen deployed: an unchanged release costs no helm process."""
     """Kept between reconciles: a repeated no-op re-derives no "unchanged" answer."""
     poster: hosts.Poster | None = None
     """Posts each revision's outcome as a commit status on the git host; None: none posted."""
@@ -455,6 +457,7 @@ class Controller:
             prefetched=self.cache.prefetched(),
             reader=self.cache,
             settled=self.settled,
+            operator_noops=self.operator_noops,
         )
         error = ""
         self._unavailable = None

@@ -30,6 +30,7 @@ Cut like gitops-engine and Flux's ssa package, one concept per module:
 
 from __future__ import annotations
 
+from fleet.engine import operators
 from fleet.engine.applies import Options, Sync
 from fleet.engine.changesets import Action, Change, ChangeSet, FieldConflict
 from fleet.engine.diffs import Settled
@@ -47,13 +48,18 @@ async def reconcile(
     options: Options,
     prefetched: Prefetched | None = None,
     settled: Settled | None = None,
+    operator_noops: operators.Noops | None = None,
 ) -> ChangeSet:
     """Run a whole Sync (every step) and return its ChangeSet.
 
     A process that reconciles again and again passes the live objects its watches keep
-    (``prefetched``) and one ``Settled`` for all its runs: a no-op then lists nothing but
-    the ledger and re-derives nothing (docs/engine.md, "No-op fast")."""
-    changes = await Sync(client=client, plan=plan, options=options, prefetched=prefetched, settled=settled).run()
+    (``prefetched``), one ``Settled`` and one ``operators.Noops`` for all its runs: a no-op
+    then lists nothing but the ledger, re-derives nothing and starts no helm process
+    (docs/engine.md, "No-op fast")."""
+    sync = Sync(
+        client=client, plan=plan, options=options, prefetched=prefetched, settled=settled, operator_noops=operator_noops
+    )
+    changes = await sync.run()
     if settled is not None:
         settled.sweep()
     return changes

@@ -98,6 +98,8 @@ class Sync:
     """Live objects listed while the plan was being computed (``listings.prefetch``), if any."""
     settled: diffs.Settled | None = None
     """The no-dry-run answers of earlier runs (a process that reconciles repeatedly keeps one)."""
+    operator_noops: operators.Noops | None = None
+    """The operator release records of earlier runs (the controller keeps one): a no-op starts no helm."""
     reader: healths.Reader | None = None
     """Where health gates read live objects (default: the client, by listing; the controller: its watch cache)."""
     live: listings.LiveIndex = field(init=False, default_factory=dict)
@@ -116,6 +118,8 @@ class Sync:
     _namespaced: list[Kind] | None = field(init=False, default=None)
     _refused: dict[str, Change] = field(init=False, default_factory=dict)
     """Objects fleet may not write (not its own, not to be adopted; Nodes two pools select), by key."""
+    _operator_run: operators.Stage | None = field(init=False, default=None)
+    """The operator stage, prepared (chart fetched and rendered) before the first write."""
 
     def __post_init__(self) -> None:
         self.changes = ChangeSet(cluster=self.plan.cluster, revision=self.plan.revision)
@@ -164,6 +168,11 @@ class Sync:
         if refused and not self.options.dry_run:
             self.changes.entries.extend(refused)  # before any write: nothing is applied in part
             self._stopped = True
+        elif self.plan.operator is not None and self.options.helm is not None and not self.options.dry_run:
+            # The chart is fetched and rendered before any stage writes: a chart that cannot be
+            # read or refuses the values stops the run here (ChartRefused), not after stage 1.
+            self._operator_run = self._operator_stage(self.options.helm)
+            await self._operator_run.prepare()
 
     @property
     def done(self) -> bool:
@@ -357,14 +366,7 @@ class Sync:
                     )
                 )
             return
-        run = operators.Stage(
-            client=self.client,
-            h=helm.Helm(settings),
-            plan=self.plan,
-            dry_run=self.options.dry_run,
-            prune=self.options.prune,
-            timeout=self.options.health_timeout,
-        )
+        run = self._operator_run or self._operator_stage(settings)
         try:
             self.changes.entries.extend(await run.run())
         except operators.OperatorRefused:
@@ -380,6 +382,17 @@ class Sync:
                 except healths.HealthTimeout:
                     self._stopped = True
                     raise
+
+    def _operator_stage(self, settings: helm.Settings) -> operators.Stage:
+        return operators.Stage(
+            client=self.client,
+            h=helm.Helm(settings),
+            plan=self.plan,
+            dry_run=self.options.dry_run,
+            prune=self.options.prune,
+            timeout=self.options.health_timeout,
+            remembered=self.operator_noops,
+        )
 
     def _deleted_outside(self, key: str) -> bool:
         """Recorded by a complete run, now missing: someone deleted it (not a crash before its create)."""

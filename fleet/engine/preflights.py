@@ -10,23 +10,33 @@ eye. Each of those is one ``Check`` here, with the evidence and the fix:
 | ``kubernetes-version`` | the server is Kubernetes 1.34.2 or later |
 | ``dra-api`` | ``resource.k8s.io/v1`` serves deviceclasses, resourceclaims, resourceclaimtemplates, resourceslices |
 | ``no-clusterpolicy`` | no ClusterPolicy exists (the GPUCluster path is a fresh installation) |
+| ``no-dra-driver-release`` | no separate ``dra-driver-nvidia-gpu`` Helm release runs beside the operator's |
 | ``gpu-nodes`` | GPU nodes exist (the pools' selectors, else the NFD label) and are Ready |
-| ``driver-version`` | every GPU node's published ``driverVersion`` is 580 or later |
+| ``driver-version`` | driver 580 or later: the operator's (below), else every GPU node's published one |
 | ``pool-inventory`` | every pool's nodes publish its model and GPU count |
+
+When the operator manages the driver (``driver.nvidiaDriverCRD.enabled``), ``driver-version``
+is about the version it will install (values ``driver.version``, else the chart's default): the
+nodes' current drivers are about to be replaced.
 
 The last two need the driver running; ``BEFORE_INSTALL`` are the checks the operator stage
 runs before it installs or upgrades the operator (a cluster without the driver yet cannot
-publish slices). The checks only read.
+publish slices). The separate-driver check reads Helm's release records (``helm list``); the
+operator stage asks the same ``dra_release_problem`` about the releases it has already listed,
+so ``fleetctl preflight`` and ``apply`` refuse the same release with the same hint. The checks
+only read.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from fleet import helm
 from fleet.engine import healths
-from fleet.engine.plans import Plan
+from fleet.engine.plans import OperatorRelease, Plan
 from fleet.kube import Client, NotFound
 
 MIN_KUBERNETES = (1, 34, 2)
@@ -34,8 +44,42 @@ MIN_DRIVER = 580
 DRA_RESOURCES = ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices")
 NFD_GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
 DRIVER = "gpu.nvidia.com"
-ALL = ("kubernetes-version", "dra-api", "no-clusterpolicy", "gpu-nodes", "driver-version", "pool-inventory")
+ALL = (
+    "kubernetes-version",
+    "dra-api",
+    "no-clusterpolicy",
+    "no-dra-driver-release",
+    "gpu-nodes",
+    "driver-version",
+    "pool-inventory",
+)
 BEFORE_INSTALL = ("kubernetes-version", "dra-api", "no-clusterpolicy", "gpu-nodes")
+DRA_DRIVER_CHARTS = ("dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu")
+"""The standalone DRA driver chart (renamed from nvidia-dra-driver-gpu): never beside the operator."""
+
+
+def dra_release_problem(releases: Iterable[helm.Release], *, desired: OperatorRelease | None) -> tuple[str, str] | None:
+    """(reason, fix) for a standalone DRA driver release (any but ``desired`` itself), else None.
+
+    The guide: do not install a separate ``dra-driver-nvidia-gpu`` release beside the managed
+    workflow; the operator manages the DRA driver through GPUCluster gpu-cluster.
+    """
+    own = (desired.release, desired.namespace) if desired is not None else None
+    for r in releases:
+        if r.chart_name in DRA_DRIVER_CHARTS and (r.name, r.namespace) != own:
+            return (
+                f"a separate DRA driver release {r.namespace}/{r.name} ({r.chart}) runs beside the operator; "
+                "the guide forbids it: the operator manages the DRA driver through GPUCluster gpu-cluster",
+                f"uninstall it first (helm uninstall {r.name} -n {r.namespace}), after stopping the pods that use "
+                "its claims",
+            )
+    return None
+
+
+def operator_manages_driver(values: dict[str, Any]) -> bool:
+    """The operator installs the driver itself (an NVIDIADriver CR): ``driver.nvidiaDriverCRD.enabled``."""
+    driver = values.get("driver") or {}
+    return driver.get("enabled", True) is not False and (driver.get("nvidiaDriverCRD") or {}).get("enabled") is True
 
 
 @dataclass(frozen=True)
@@ -59,8 +103,10 @@ def _ready(node: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-async def run(*, client: Client, plan: Plan | None = None, only: tuple[str, ...] = ALL) -> list[Check]:
-    """The checks named in ``only``, in the guide's order."""
+async def run(
+    *, client: Client, plan: Plan | None = None, only: tuple[str, ...] = ALL, h: helm.Helm | None = None
+) -> list[Check]:
+    """The checks named in ``only``, in the guide's order; ``h`` reads Helm's releases and the chart."""
     out: list[Check] = []
     if "kubernetes-version" in only:
         info = await client.version()
@@ -102,6 +148,8 @@ async def run(*, client: Client, plan: Plan | None = None, only: tuple[str, ...]
                 "(kubectl get clusterpolicy)",
             )
         )
+    if "no-dra-driver-release" in only:
+        out.append(await _dra_releases(h, plan))
     nodes = await _items(client, "v1", "Node")
     gpu_nodes = _gpu_nodes(nodes, plan)
     if "gpu-nodes" in only:
@@ -127,7 +175,11 @@ async def run(*, client: Client, plan: Plan | None = None, only: tuple[str, ...]
     if "driver-version" in only or "pool-inventory" in only:
         slices = await _items(client, "resource.k8s.io/v1", "ResourceSlice")
         if "driver-version" in only:
-            out.append(_driver_versions(gpu_nodes, slices))
+            managed = plan is not None and plan.operator is not None and operator_manages_driver(plan.operator.values)
+            if managed and plan is not None and plan.operator is not None:
+                out.append(await _operator_driver(h, plan.operator))
+            else:
+                out.append(_driver_versions(gpu_nodes, slices))
         if "pool-inventory" in only and plan is not None and plan.pools:
             problems = await pool_inventory_problems(client=client, plan=plan)
             out.append(
@@ -194,6 +246,63 @@ def _driver_versions(gpu_nodes: list[dict[str, Any]], slices: list[dict[str, Any
     )
 
 
+async def _dra_releases(h: helm.Helm | None, plan: Plan | None) -> Check:
+    desired = plan.operator if plan is not None else None
+    if h is None:
+        return Check(
+            "no-dra-driver-release",
+            True,
+            "not checked: no helm binary to read the release records",
+            "pass --helm PATH (or set $FLEET_HELM) to check for a separate dra-driver-nvidia-gpu release",
+        )
+    try:
+        releases = await h.releases()
+    except helm.HelmError as err:
+        return Check("no-dra-driver-release", False, f"cannot list Helm releases: {err.what}", err.hint)
+    problem = dra_release_problem(releases, desired=desired)
+    if problem is None:
+        return Check("no-dra-driver-release", True, f"no {DRA_DRIVER_CHARTS[0]} release ({len(releases)} releases)")
+    reason, fix = problem
+    return Check("no-dra-driver-release", False, reason, fix)
+
+
+async def _operator_driver(h: helm.Helm | None, desired: OperatorRelease) -> Check:
+    """driver-version when the operator installs the driver: the version it will install, not the nodes'."""
+    given = ((desired.values.get("driver") or {}).get("version")) or None
+    source = f"values driver.version of {desired.source or 'the GPUOperator'}"
+    if given is None:
+        chart = helm.ChartRef(repository=desired.repository, name=desired.chart, version=desired.version)
+        source = f"the default of chart {desired.chart} {desired.version}"
+        if h is None:
+            return Check(
+                "driver-version",
+                False,
+                f"the operator installs the driver (driver.nvidiaDriverCRD.enabled); its version is {source}, "
+                "not read: no helm binary",
+                "pass --helm PATH (or set $FLEET_HELM), or set values driver.version explicitly",
+            )
+        try:
+            given = ((await h.show_values(chart)).get("driver") or {}).get("version")
+        except helm.HelmError as err:
+            return Check(
+                "driver-version",
+                False,
+                f"the operator installs the driver (driver.nvidiaDriverCRD.enabled); cannot read {source}: {err.what}",
+                "check spec.chart can be reached, or set values driver.version explicitly",
+            )
+    version = str(given or "")
+    ok = _version(version)[0] >= MIN_DRIVER
+    return Check(
+        "driver-version",
+        ok,
+        f"the operator installs driver {version or 'unset'} ({source}; driver.nvidiaDriverCRD.enabled): "
+        "the nodes' current drivers are replaced",
+        ""
+        if ok
+        else f"set values driver.version to {MIN_DRIVER} or later (the DRA guide needs driver >= {MIN_DRIVER})",
+    )
+
+
 async def _items(client: Client, api_version: str, kind: str) -> list[dict[str, Any]]:
     try:
         k = await client.kind(api_version=api_version, kind=kind)
@@ -215,4 +324,14 @@ def table(checks: list[Check]) -> str:
     return "\n".join(f"{r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2]}".rstrip() for r in rows) + "\n"
 
 
-__all__ = ["ALL", "BEFORE_INSTALL", "Check", "pool_inventory_problems", "run", "table"]
+__all__ = [
+    "ALL",
+    "BEFORE_INSTALL",
+    "DRA_DRIVER_CHARTS",
+    "Check",
+    "dra_release_problem",
+    "operator_manages_driver",
+    "pool_inventory_problems",
+    "run",
+    "table",
+]

@@ -185,14 +185,19 @@ class Helm:
         values: dict[str, Any],
         api_versions: tuple[str, ...] = (),
         kube_version: str | None = None,
+        include_crds: bool = False,
     ) -> list[dict[str, Any]]:
         """The chart's objects rendered offline (``lookup`` sees nothing).
 
         ``.Capabilities`` are helm's defaults plus ``api_versions`` (``group/version`` and
         ``group/version/Kind``) at ``kube_version``: pass what the cluster serves, or what its
         Kubernetes version serves by default, so the chart's own validations see it.
+        ``include_crds`` adds the ``crds/`` of the chart and of the subcharts these values
+        enable (``helm show crds`` lists every subchart's, enabled or not).
         """
         argv = ["template", release, *chart.args(), "-n", namespace]
+        if include_crds:
+            argv.append("--include-crds")
         if api_versions:
             argv += ["--api-versions", ",".join(api_versions)]
         if kube_version:
@@ -330,7 +335,8 @@ def _error_text(stderr: str) -> str:
         return lines[-1].strip() if lines else ""
     out = [lines[start].removeprefix("Error: ").strip()]
     for ln in lines[start + 1 : start + 6]:
-        if not ln.startswith(("\t", " ", "*")) or not ln.strip():
+        # indented, bulleted, or a values-schema report (``node-feature-discovery:`` then ``- at '/gc': ...``)
+        if not ln.strip() or not (ln.startswith(("\t", " ", "*", "- ")) or ln.rstrip().endswith(":")):
             break
         out.append(ln.strip())
     return " ".join(out)

@@ -1,344 +1,133 @@
-"""A stand-in ``gpu-operator`` chart and a chart repository on loopback.
+"""NVIDIA's ``gpu-operator`` chart on a loopback Helm repository.
 
-NVIDIA's chart repository cannot be reached from the sandbox, and the real
-operator needs real GPUs. The stand-in keeps what fleet's operator stage talks
-to, as the real chart v26.7.0 ships it (docs/engine.md, "The operator stage"):
+NVIDIA's chart repository cannot be reached from the sandbox, so the sandbox serves
+NVIDIA's own chart itself: ``deployments/gpu-operator`` of NVIDIA/gpu-operator at
+``v26.7.0`` with its vendored node-feature-discovery subchart (``third_party/gpu-operator``
+in fleet's repository; ``Upstream`` names that checkout). What the sandbox cannot run is
+the operator's controller (no GPUs): ``fleet.sandbox.operators`` plays it.
 
-- ``crds/``: ``GPUCluster`` (nvidia.com/v1alpha1, cluster-scoped singleton
-  ``gpu-cluster``, status ``state`` ready|notReady|disabled with conditions),
-  ``ClusterPolicy``, ``NVIDIADriver`` and ``ComputeDomain`` (resource.nvidia.com);
-- ``templates/``: the chart's own validations (both ``deployCR`` true fails,
-  ``gpuCluster.deployCR`` with ``driver.enabled`` but no ``nvidiaDriverCRD`` fails,
-  ``gpuCluster.deployCR`` where ``.Capabilities`` has no ``resource.k8s.io/v1/DeviceClass`` fails),
-  the ``GPUCluster gpu-cluster`` CR (``helm.sh/resource-policy: keep``), the DRA
-  kubelet-plugin DaemonSet, the driver's DeviceClasses and a pre-delete hook.
+The tagged tree's ``Chart.yaml`` says ``v1.0.0-devel``; NVIDIA's release sets the chart's
+version and appVersion when it packages it, and so does ``package`` (``helm package
+--version --app-version``). Versions that NVIDIA's repository lacks are derived from the
+real chart (``derive``), never written from scratch:
 
-Nothing here plays the operator: a test (or ``fleetctl demo``) sets the
-GPUCluster Ready, as the real controller would once its operands run.
+- ``v26.7.1``, a patch release whose GPUCluster CRD adds ``spec.draDriver.logLevel``
+  (what a CRD-only change of a patch release looks like: fleet applies CRDs before helm);
+- ``v27.1.0``, the next major (the chart unchanged but for its version).
 
-The sandbox already installs the DeviceClasses when it starts (clusters.publish_gpus),
-as if an operator had run before; the chart renders each one only while it is absent or
-already this release's (Helm ``lookup``), so installing the stand-in does not fail on them.
-
-``serve(directory)`` packages charts into a Helm repository (``index.yaml`` +
-``.tgz``) and serves it over HTTP on 127.0.0.1; ``ChartRef(repository=url, ...)``
-then installs from it exactly as from ``https://helm.ngc.nvidia.com/nvidia``.
+``serve(directory, upstream=...)`` packages them into a Helm repository (``index.yaml`` +
+``.tgz``) and serves it over HTTP on 127.0.0.1; ``ChartRef(repository=url, ...)`` then
+installs from it exactly as from ``https://helm.ngc.nvidia.com/nvidia``. The path to the
+vendored tree is always an argument: nothing in the installed package reads a checkout.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import http.server
-import json
+import re
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleet.sandbox import gpus
+import yaml
+
+from fleet.sandbox.errors import SandboxError
 
 CHART = "gpu-operator"
+RELEASED = "v26.7.0"
+"""The tag of NVIDIA/gpu-operator that ``Upstream`` holds."""
 KUBELET_PLUGIN = "nvidia-dra-driver-kubelet-plugin"
-VERSIONS = ("v26.7.0", "v26.7.1", "v27.1.0")
-"""Versions the sandbox repository serves: the guide's pin, a patch release whose GPUCluster
-CRD adds ``spec.draDriver.logLevel``, and the next major."""
+VERSIONS = (RELEASED, "v26.7.1", "v27.1.0")
+"""Versions the sandbox repository serves: NVIDIA's release, then the derived patch release and next major."""
 
 
-def _crd(
-    *,
-    group: str,
-    kind: str,
-    plural: str,
-    version: str,
-    spec: dict[str, Any],
-    status: dict[str, Any],
-    singleton: str | None = None,
-) -> dict[str, Any]:
-    schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
-            "spec": spec,
-            "status": status,
-        },
-    }
-    if singleton:
-        schema["x-kubernetes-validations"] = [
-            {"rule": f"self.metadata.name == '{singleton}'", "message": f"the only {kind} allowed is {singleton}"}
-        ]
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
-            "scope": "Cluster",
-            "versions": [
-                {
-                    "name": version,
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": schema},
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": [{"name": "Status", "type": "string", "jsonPath": ".status.state"}],
-                }
-            ],
-        },
-    }
+@dataclass(frozen=True)
+class Upstream:
+    """A copy of NVIDIA/gpu-operator at ``RELEASED``: its chart and the DRA driver's state manifests."""
+
+    root: Path
+
+    @property
+    def chart(self) -> Path:
+        return self.root / "deployments" / CHART
+
+    @property
+    def manifests(self) -> Path:
+        """``manifests/state-dra-driver``: what the operator's controller renders for a GPUCluster."""
+        return self.root / "manifests" / "state-dra-driver"
+
+    def require(self) -> Upstream:
+        for needed in (self.chart / "Chart.yaml", self.manifests / "0500_daemonset.yaml"):
+            if not needed.is_file():
+                raise SandboxError(
+                    f"NVIDIA's gpu-operator {RELEASED} is not at {self.root} ({needed.name} is missing)",
+                    where=str(self.root),
+                    hint="run from a checkout of fleet's repository (third_party/gpu-operator holds it)",
+                )
+        return self
 
 
-_CONDITIONS = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "properties": {
-            "type": {"type": "string"},
-            "status": {"type": "string"},
-            "reason": {"type": "string"},
-            "message": {"type": "string"},
-            "lastTransitionTime": {"type": "string"},
-        },
-    },
-}
-
-
-def _status(states: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {
-            "state": {"type": "string", "enum": states},
-            "namespace": {"type": "string"},
-            "conditions": _CONDITIONS,
-        },
-    }
-
-
-def crds(version: str) -> list[dict[str, Any]]:
-    """The CRDs of the stand-in chart at ``version``."""
-    dra_driver: dict[str, Any] = {
-        "type": "object",
-        "properties": {
-            "repository": {"type": "string"},
-            "image": {"type": "string"},
-            "version": {"type": "string"},
-            "featureGates": {"type": "object", "additionalProperties": {"type": "boolean"}},
-            "computeDomains": {"type": "object", "properties": {"enabled": {"type": "boolean"}}},
-            "gpus": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-        },
-    }
-    if version >= "v26.7.1":
-        dra_driver["properties"]["logLevel"] = {"type": "integer"}
-    gpucluster_spec = {
-        "type": "object",
-        "properties": {
-            "draDriver": dra_driver,
-            "dcgmExporter": {"type": "object", "properties": {"enabled": {"type": "boolean"}}},
-            "hostPaths": {
-                "type": "object",
-                "properties": {"driverInstallDir": {"type": "string"}, "kubeletRootDir": {"type": "string"}},
-            },
-        },
-    }
-    free = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    out = [
-        _crd(
-            group="nvidia.com",
-            kind="ClusterPolicy",
-            plural="clusterpolicies",
-            version="v1",
-            spec=free,
-            status=_status(["ignored", "ready", "notReady"]),
-        ),
-        _crd(
-            group="nvidia.com",
-            kind="NVIDIADriver",
-            plural="nvidiadrivers",
-            version="v1alpha1",
-            spec=free,
-            status=_status(["ignored", "ready", "notReady", "disabled"]),
-        ),
-        _crd(
-            group="resource.nvidia.com",
-            kind="ComputeDomain",
-            plural="computedomains",
-            version="v1beta1",
-            spec=free,
-            status=free,
-        ),
-    ]
-    if version >= "v26.7.0":
-        out.insert(
-            0,
-            _crd(
-                group="nvidia.com",
-                kind="GPUCluster",
-                plural="gpuclusters",
-                version="v1alpha1",
-                spec=gpucluster_spec,
-                status=_status(["ready", "notReady", "disabled"]),
-                singleton="gpu-cluster",
-            ),
-        )
+def crds(chart: Path) -> list[dict[str, Any]]:
+    """The CRDs in a chart folder's ``crds/`` (the chart's own, not its subcharts')."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    out: list[dict[str, Any]] = []
+    for path in sorted((chart / "crds").glob("*.yaml")):
+        out += [d for d in yaml.load_all(path.read_text(), Loader=loader) if isinstance(d, dict)]
     return out
 
 
-VALUES: dict[str, Any] = {
-    "clusterPolicy": {"deployCR": True},
-    "gpuCluster": {"deployCR": False},
-    "driver": {"enabled": True, "nvidiaDriverCRD": {"enabled": False, "deployDefaultCR": True}},
-    "draDriver": {
-        "repository": "nvcr.io/nvidia",
-        "image": "dra-driver-nvidia-gpu",
-        "version": "v0.5.0",
-        "featureGates": {},
-        "computeDomains": {"enabled": True},
-    },
-    "dcgmExporter": {"enabled": True},
-    "daemonsets": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
-}
-"""The real chart's defaults for the values the stand-in uses (deployments/gpu-operator/values.yaml)."""
+def derive(upstream: Upstream, directory: Path, *, version: str) -> Path:
+    """Copy NVIDIA's chart into ``directory/<version>/gpu-operator`` as ``version`` would ship it; returns it.
 
-_VALIDATIONS = """\
-{{- if and .Values.clusterPolicy.deployCR .Values.gpuCluster.deployCR }}
-{{- fail "clusterPolicy.deployCR and gpuCluster.deployCR cannot both be true" }}
-{{- end }}
-{{- if and .Values.gpuCluster.deployCR .Values.driver.enabled (not .Values.driver.nvidiaDriverCRD.enabled) }}
-{{- fail "gpuCluster.deployCR with driver.enabled requires driver.nvidiaDriverCRD.enabled" }}
-{{- end }}
-{{- if and .Values.gpuCluster.deployCR (not (.Capabilities.APIVersions.Has "resource.k8s.io/v1/DeviceClass")) }}
-{{- fail (print "gpuCluster.deployCR=true requires a Kubernetes cluster that supports Dynamic Resource "
-  "Allocation (no resource.k8s.io DeviceClass API is served)") }}
-{{- end }}
-"""
-
-_GPUCLUSTER = """\
-{{- if .Values.gpuCluster.deployCR }}
-apiVersion: nvidia.com/v1alpha1
-kind: GPUCluster
-metadata:
-  name: gpu-cluster
-  annotations:
-    helm.sh/resource-policy: keep
-spec:
-  draDriver:
-    repository: {{ .Values.draDriver.repository | quote }}
-    image: {{ .Values.draDriver.image | quote }}
-    version: {{ .Values.draDriver.version | quote }}
-    featureGates: {{ .Values.draDriver.featureGates | toJson }}
-    computeDomains:
-      enabled: {{ .Values.draDriver.computeDomains.enabled }}
-  dcgmExporter:
-    enabled: {{ .Values.dcgmExporter.enabled }}
-{{- end }}
-"""
-
-_CLUSTERPOLICY = """\
-{{- if .Values.clusterPolicy.deployCR }}
-apiVersion: nvidia.com/v1
-kind: ClusterPolicy
-metadata:
-  name: cluster-policy
-spec: {}
-{{- end }}
-"""
-
-_DAEMONSET = """\
-{{- if .Values.gpuCluster.deployCR }}
-apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: %(name)s
-  labels: {app: %(name)s}
-spec:
-  selector:
-    matchLabels: {app: %(name)s}
-  template:
-    metadata:
-      labels: {app: %(name)s}
-    spec:
-      nodeSelector:
-        nvidia.com/gpu.present: "true"
-      tolerations: {{ .Values.daemonsets.tolerations | toJson }}
-      containers:
-      - name: gpus
-        image: "{{ .Values.draDriver.repository }}/{{ .Values.draDriver.image }}:{{ .Values.draDriver.version }}"
-{{- end }}
-""".replace("%(name)s", KUBELET_PLUGIN)
-
-_HOOK = """\
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: gpu-operator-cleanup-ran
-  annotations:
-    helm.sh/hook: pre-delete
-    helm.sh/hook-delete-policy: before-hook-creation
-data:
-  ran: "the pre-delete hook ran (the real chart runs /usr/bin/cleanup-gpuclusters here)"
-"""
-
-
-def _device_classes_template() -> str:
-    parts = []
-    for dc in gpus.device_classes():
-        name = dc["metadata"]["name"]
-        body = json.dumps({**dc, "metadata": {"name": name}})
-        parts.append(
-            f'{{{{- $dc := lookup "resource.k8s.io/v1" "DeviceClass" "" "{name}" }}}}\n'
-            '{{- $owner := "" }}{{- if $dc }}{{- $owner = index ($dc.metadata.annotations | default dict) '
-            '"meta.helm.sh/release-name" | default "" }}{{- end }}\n'
-            "{{- if and .Values.gpuCluster.deployCR (or (not $dc) (eq $owner .Release.Name)) }}\n"
-            f"---\n{body}\n"
-            "{{- end }}\n"
-        )
-    return "".join(parts)
-
-
-def write(directory: Path, *, version: str) -> Path:
-    """Write the stand-in chart at ``version`` into ``directory/gpu-operator`` and return that folder."""
-    root = directory / CHART
-    (root / "crds").mkdir(parents=True, exist_ok=True)
-    (root / "templates").mkdir(exist_ok=True)
-    chart = {
-        "apiVersion": "v2",
-        "name": CHART,
-        "version": version,
-        "appVersion": version,
-        "description": "fleet's stand-in for NVIDIA's gpu-operator chart (sandbox only)",
-    }
-    (root / "Chart.yaml").write_text(json.dumps(chart, indent=1) + "\n")
-    (root / "values.yaml").write_text(json.dumps(copy.deepcopy(VALUES), indent=1) + "\n")
-    for crd in crds(version):
-        (root / "crds" / f"{crd['metadata']['name']}.yaml").write_text("---\n" + json.dumps(crd, indent=1) + "\n")
-    templates = {
-        "validations.yaml": _VALIDATIONS,
-        "gpucluster.yaml": _GPUCLUSTER if version >= "v26.7.0" else "",
-        "clusterpolicy.yaml": _CLUSTERPOLICY,
-        "kubelet-plugin.yaml": _DAEMONSET,
-        "deviceclasses.yaml": _device_classes_template(),
-        "cleanup-hook.yaml": _HOOK,
-    }
-    for name, text in templates.items():
-        (root / "templates" / name).write_text(text)
+    ``Chart.yaml`` gets the version (and appVersion), as NVIDIA's packaging sets them, so the
+    folder is also a local-path chart of that version. ``RELEASED`` is otherwise NVIDIA's tree
+    as it is; ``v26.7.1`` adds ``spec.draDriver.logLevel`` to the GPUCluster CRD; any other
+    version is the real chart under another version number.
+    """
+    root = directory / version / CHART
+    if root.exists():
+        shutil.rmtree(root)
+    shutil.copytree(upstream.require().chart, root)
+    meta = root / "Chart.yaml"
+    text = re.sub(r"(?m)^version: .*$", f"version: {version}", meta.read_text())
+    meta.write_text(re.sub(r"(?m)^appVersion: .*$", f'appVersion: "{version}"', text))
+    if version == "v26.7.1":
+        path = root / "crds" / "nvidia.com_gpuclusters.yaml"
+        crd = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        for served in crd["spec"]["versions"]:
+            spec = served["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            spec["properties"]["draDriver"]["properties"]["logLevel"] = {
+                "description": "LogLevel is the DRA driver's log verbosity (derived by fleet's sandbox)",
+                "type": "integer",
+            }
+        path.write_text("---\n" + yaml.safe_dump(crd, sort_keys=False))
     return root
 
 
-def package(directory: Path, *, helm: Path, versions: tuple[str, ...] = VERSIONS, url: str = "") -> Path:
-    """Build and package every version into ``directory/repo`` and write its ``index.yaml``."""
+def package(
+    upstream: Upstream, directory: Path, *, helm: Path, versions: tuple[str, ...] = VERSIONS, url: str = ""
+) -> Path:
+    """Package every version into ``directory/repo`` (``gpu-operator-<version>.tgz``) and write its ``index.yaml``."""
     repo = directory / "repo"
     repo.mkdir(parents=True, exist_ok=True)
     for version in versions:
-        src = write(directory / "src" / version, version=version)
-        subprocess.run([str(helm), "package", str(src), "-d", str(repo)], check=True, capture_output=True, timeout=60)
-    argv = [str(helm), "repo", "index", str(repo)] + (["--url", url] if url else [])
-    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+        src = derive(upstream, directory / "src", version=version)
+        argv = [str(helm), "package", str(src), "--version", version, "--app-version", version, "-d", str(repo)]
+        _helm(argv)
+    _helm([str(helm), "repo", "index", str(repo), *(["--url", url] if url else [])])
     return repo
+
+
+def _helm(argv: list[str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode != 0:
+        raise SandboxError(f"{' '.join(argv[1:3])} failed: {done.stderr.strip()}", where=argv[2])
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -347,20 +136,22 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def serve(directory: Path, *, helm: Path, versions: tuple[str, ...] = VERSIONS) -> Iterator[str]:
-    """Package the stand-in chart and serve it as a Helm repository on 127.0.0.1; yields its URL."""
+def serve(directory: Path, *, helm: Path, upstream: Upstream, versions: tuple[str, ...] = VERSIONS) -> Iterator[str]:
+    """Package the chart's versions and serve them as a Helm repository on 127.0.0.1; yields its URL."""
     repo = directory / "repo"
     repo.mkdir(parents=True, exist_ok=True)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(repo)))
     url = f"http://127.0.0.1:{server.server_address[1]}"
-    package(directory, helm=helm, versions=versions, url=url)
-    thread = threading.Thread(target=server.serve_forever, name="chart-repository", daemon=True)
-    thread.start()
     try:
-        yield url
+        package(upstream, directory, helm=helm, versions=versions, url=url)
+        thread = threading.Thread(target=server.serve_forever, name="chart-repository", daemon=True)
+        thread.start()
+        try:
+            yield url
+        finally:
+            server.shutdown()
     finally:
-        server.shutdown()
         server.server_close()
 
 
-__all__ = ["CHART", "KUBELET_PLUGIN", "VALUES", "VERSIONS", "crds", "package", "serve", "write"]
+__all__ = ["CHART", "KUBELET_PLUGIN", "RELEASED", "VERSIONS", "Upstream", "crds", "derive", "package", "serve"]

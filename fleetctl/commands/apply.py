@@ -151,8 +151,11 @@ async def _run(args: argparse.Namespace) -> int:
                     sync = engine.Sync(
                         client=client, plan=plan, options=options, prefetched=prefetched, progress=advance
                     )
-                    await sync.start()
-                    while not sync.done:
+                    try:
+                        await sync.start()
+                    except operators.OperatorRefused as err:  # the chart, fetched before any write
+                        failure = err
+                    while not sync.done and failure is None:
                         step = sync.steps[0]
                         before = len(sync.changes.entries)
                         try:

@@ -44,6 +44,8 @@ from fleetctl.commands import sandbox
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "fleet"
 PROFILES = EXAMPLE.parent / "sandbox"
+UPSTREAM = charts.Upstream(ROOT / "third_party" / "gpu-operator")
+"""NVIDIA's gpu-operator v26.7.0, vendored in the checkout beside the example (the demo runs from one)."""
 CRD = ROOT / "overlays" / "base" / "fleetsync-crd.yaml"
 SECRET = "fleet-demo-webhook-secret"
 NEW_TEMPLATE = """\
@@ -131,7 +133,7 @@ def _demo(args: argparse.Namespace) -> int:
         return 2
     with (
         tempfile.TemporaryDirectory(prefix="fleet-demo-") as tmp,
-        charts.serve(Path(tmp) / "charts", helm=found["helm"]) as url,
+        charts.serve(Path(tmp) / "charts", helm=found["helm"], upstream=UPSTREAM) as url,
     ):
         repo = Path(tmp) / "fleet"
         shutil.copytree(args.repo, repo)
@@ -139,10 +141,11 @@ def _demo(args: argparse.Namespace) -> int:
         overlay.parent.mkdir(parents=True, exist_ok=True)
         overlay.write_text(sandbox_overlay(cluster=args.cluster, chart_repository=url))
         print(
-            f"serving the stand-in gpu-operator chart at {url}; {overlay.relative_to(repo)} points the example at it",
+            f"serving NVIDIA's gpu-operator chart {charts.RELEASED} at {url}; {overlay.relative_to(repo)} points "
+            "the example at it (the operator's controller is played: the sandbox has no GPUs)",
             flush=True,
         )
-        with StandInOperator(sb):
+        with StandInOperator(sb, upstream=UPSTREAM):
             return _flow(args, sb, repo=repo, helm=found["helm"])
 
 

@@ -2,7 +2,9 @@
 
 Without a repository the checks use the guide's defaults (GPU nodes by the NFD label);
 with ``REPO --cluster C`` they use that cluster's pools (their node selectors, models and
-GPU counts). Exit 0 when every check passes, 1 when one fails, 2 on a usage or
+GPU counts, and its GPUOperator: the driver version the operator will install). The
+separate-DRA-driver check reads Helm's release records with ``--helm`` (default: $FLEET_HELM,
+else helm on PATH), as diff and apply do. Exit 0 when every check passes, 1 when one fails, 2 on a usage or
 connection error. ``-o json`` prints the checks as a list.
 """
 
@@ -16,8 +18,9 @@ from typing import Any
 
 import anyio
 
-from fleet import kube
+from fleet import helm, kube
 from fleet.engine import pipelines, preflights
+from fleetctl.pipelines import helm_binary
 
 
 def register(sub: Any) -> None:
@@ -31,6 +34,12 @@ def register(sub: Any) -> None:
     parser.add_argument("--context", metavar="CTX", help="kubeconfig context (default: the current context)")
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--helm",
+        metavar="PATH",
+        type=Path,
+        help="helm binary to read release records and the chart (default: $FLEET_HELM, else helm on PATH)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -42,8 +51,10 @@ async def _run(args: argparse.Namespace) -> list[preflights.Check]:
             plan = await anyio.to_thread.run_sync(lambda: pipelines.load_plan(args.repo, cluster=args.cluster))
         context = context or pipelines.cluster_context(args.repo, cluster=args.cluster)
     client = await kube.connect(kubeconfig=args.kubeconfig, context=context, timeout=30)
+    binary = helm_binary(args.helm)
+    h = helm.Helm(helm.Settings(binary=binary, kubeconfig=args.kubeconfig, context=client.context)) if binary else None
     try:
-        return await preflights.run(client=client, plan=plan)
+        return await preflights.run(client=client, plan=plan, h=h)
     finally:
         await client.close()
 

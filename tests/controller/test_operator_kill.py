@@ -1,7 +1,7 @@
 """The controller SIGKILLed during ``helm upgrade``, then restarted: the release converges.
 
-A real ``python -m fleet.controller`` follows a git remote with the GPU Operator (the stand-in
-chart with a pre-upgrade hook Job, ``tests/data/charts/hooks``). The hook's node is tainted, so
+A real ``python -m fleet.controller`` follows a git remote with the GPU Operator (NVIDIA's chart,
+whose pre-upgrade hook Job ``gpu-operator-upgrade-crd`` runs on the system node). That node is tainted, so
 helm waits on it; the controller is SIGKILLed with its helm child while the release is
 ``pending-upgrade``, which would lock it for every later helm call. The taint is removed and a
 new replica starts: it finds the release pending, waits until the record is older than helm's
@@ -23,6 +23,7 @@ from fleet.sandbox.operators import StandInOperator
 from tests.conftest import NAMESPACE, RELEASE
 from tests.controller.conftest import Remote, fleetsync_events
 from tests.controller.replicas import Replicas, ready_at, replicas, wait_for
+from tests.operator.conftest import UPSTREAM
 from tests.operator.repos import OperatorRepo
 from tests.paths import CHARTS
 
@@ -32,6 +33,7 @@ __all__ = ["replicas"]  # the fixture
 
 TAINT = "fleet.test/hold=controller-kill:NoSchedule"
 HOOK = "gpu-operator-upgrade-crd"
+"""NVIDIA's chart's pre-upgrade hook Job."""
 
 
 def _history(sandbox: Sandbox, helm_binary: Path) -> list[dict[str, Any]]:
@@ -49,7 +51,7 @@ def _status(sandbox: Sandbox, cluster: str) -> dict[str, Any]:
 def test_a_controller_killed_during_helm_upgrade_converges_after_restart(
     sandbox: Sandbox, remote: Remote, replicas: Replicas, helm_binary: Path, tmp_path: Path
 ) -> None:
-    src = charts.write(tmp_path / "src", version="v26.7.0")
+    src = charts.derive(UPSTREAM, tmp_path / "src", version="v26.7.0")
     for template in (CHARTS / "hooks" / "templates").iterdir():
         shutil.copy(template, src / "templates" / template.name)
     subprocess.run([str(helm_binary), "package", str(src), "-d", str(tmp_path)], check=True, capture_output=True)
@@ -59,14 +61,13 @@ def test_a_controller_killed_during_helm_upgrade_converges_after_restart(
     first = remote.push(repo, message="the GPU Operator")
     flags = ("--helm", str(helm_binary), "--helm-timeout", "20s", "--lease-duration", "6s")
     flags += ("--renew-deadline", "4s", "--retry-period", "1s")
-    with StandInOperator(sandbox):
+    with StandInOperator(sandbox, upstream=UPSTREAM):
         replicas.start("a", *flags)
         wait_for(lambda: ready_at(sandbox, replicas.cluster, first), within=180, what="revision 1 applied")
 
         sandbox.kubectl("taint", "node", "system-01", TAINT)
         try:
-            hooks = [{"name": HOOK, "on": "pre-upgrade"}]
-            repo.values = {**repo.values, "dcgmExporter": {"enabled": False}, "testHooks": hooks}
+            repo.values = {**repo.values, "dcgmExporter": {"enabled": False}}  # the chart's pre-upgrade hook runs
             second = remote.push(repo, message="disable the DCGM exporter (a pre-upgrade hook runs)")
             wait_for(
                 lambda: [h["status"] for h in _history(sandbox, helm_binary)][-1:] == ["pending-upgrade"],

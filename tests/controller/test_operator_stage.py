@@ -1,4 +1,4 @@
-"""The controller loop with the operator stage: real helm, the stand-in chart on the loopback
+"""The controller loop with the operator stage: real helm, NVIDIA's chart on the loopback
 repository, the sandbox's API server, and a GPU node's driver-upgrade label in FleetSync status.
 
 The controller installs the GPU Operator release as ``fleetctl apply`` does (the same engine),
@@ -26,6 +26,7 @@ from fleet.sandbox.operators import StandInOperator
 from tests.conftest import NAMESPACE, RELEASE, Kubectl
 from tests.controller.conftest import Remote, eventually, running
 from tests.controller.test_loop import fleetctl_status, fleetsync
+from tests.operator.conftest import UPSTREAM
 from tests.operator.repos import OperatorRepo
 
 pytestmark = [
@@ -63,7 +64,7 @@ async def test_the_controller_installs_the_operator_and_reports_driver_upgrades(
     repo.team("ml", namespaces=["ml"], group="ml")
     first = remote.push(repo, message="the GPU Operator")
     cluster = repo.cluster
-    with StandInOperator(sandbox):
+    with StandInOperator(sandbox, upstream=UPSTREAM):
         async with running(
             sandbox, remote, cluster=cluster, cache_dir=tmp_path / "cache", helm=helm_settings, health_timeout=120
         ) as ctl:
@@ -190,7 +191,7 @@ async def test_a_node_stuck_past_the_timeout_is_reported_once_with_its_events(
     repo.team("ml", namespaces=["ml"], group="ml")
     remote.push(repo, message="the GPU Operator, 60 s per driver-upgrade state")
     cluster = repo.cluster
-    with StandInOperator(sandbox):
+    with StandInOperator(sandbox, upstream=UPSTREAM):
         async with running(
             sandbox, remote, cluster=cluster, cache_dir=tmp_path / "cache", helm=helm_settings, health_timeout=120
         ):

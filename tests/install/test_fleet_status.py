@@ -4,7 +4,7 @@ The example's gpu-east and gpu-west run as two sandboxes (separate state directo
 each with the nodes its Cluster expects), reached through one merged kubeconfig whose
 contexts are named as the Clusters' ``spec.context`` say. A real ``fleet-controller``
 process per cluster applies the example (its GPU Operator from the loopback chart
-repository, kept Ready by the stand-in operator) and writes its FleetSync.
+repository, kept Ready by the played operator) and writes its FleetSync.
 
 gpu-east becomes Ready. gpu-west does not: its ``a100-mig`` pool declares 8 GPUs per node
 while the sandbox's MIG nodes publish 6 devices each, so the operator stage's readiness
@@ -35,6 +35,7 @@ from fleetctl.commands.demo import sandbox_overlay
 from tests.controller.conftest import Remote, git
 from tests.install.test_in_cluster import free_port
 from tests.install.test_surfaces import wait_for
+from tests.operator.conftest import UPSTREAM
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,8 +125,8 @@ def test_one_table_for_the_fleet(gpu_east: Sandbox, gpu_west: Sandbox, tmp_path:
     kubeconfig = merged_kubeconfig(tmp_path / "kubeconfig", sandboxes)
     remote = Remote(tmp_path / "git")
     with (
-        charts.serve(tmp_path / "charts", helm=found["helm"]) as chart_repository,
-        StandInOperator(gpu_east),
+        charts.serve(tmp_path / "charts", helm=found["helm"], upstream=UPSTREAM) as chart_repository,
+        StandInOperator(gpu_east, upstream=UPSTREAM),
         StandInOperator(gpu_west),
     ):
         shutil.copytree(ROOT / "examples" / "fleet", remote.work, dirs_exist_ok=True)

@@ -5,8 +5,8 @@ As in test_in_cluster.py, the test plays the kubelet: it applies the overlays, w
 TokenRequest token of ``fleet-system/fleet`` with the CA and namespace as a pod's service
 account volume, and starts ``python -m fleet.controller`` with ``KUBERNETES_SERVICE_HOST``/
 ``PORT``, no kubeconfig and ``FLEET_HELM`` set to the sandbox's helm (the image ships helm on
-PATH). The controller hands helm a kubeconfig of that same identity (``tokenFile``). The
-stand-in chart is served on loopback; ``StandInOperator`` plays the operator and sets
+PATH). The controller hands helm a kubeconfig of that same identity (``tokenFile``).
+NVIDIA's chart is served on loopback; ``StandInOperator`` plays the operator and sets
 ``GPUCluster gpu-cluster`` Ready.
 
 One controller process sees both: with the base install only, the operator stage is refused
@@ -35,6 +35,7 @@ from fleet.sandbox.operators import StandInOperator
 from tests.conftest import NAMESPACE, RELEASE, Kubectl
 from tests.controller.conftest import Remote
 from tests.install.test_in_cluster import free_port
+from tests.operator.conftest import UPSTREAM
 from tests.operator.repos import OperatorRepo
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("cleanup_release")]
@@ -117,7 +118,7 @@ def test_the_installed_controller_runs_the_operator_stage_with_the_overlay_only(
         status = (json.loads(got.stdout).get("status") or {}) if got.returncode == 0 else {}
         return {**(status.get("operator") or {}), "_applied": status.get("lastAppliedRevision")}
 
-    with StandInOperator(sandbox), log.open("wb") as out:
+    with StandInOperator(sandbox, upstream=UPSTREAM), log.open("wb") as out:
         started = time.monotonic()
         proc = subprocess.Popen(
             [sys.executable, "-m", "fleet.controller"], stdout=out, stderr=subprocess.STDOUT, env=env,

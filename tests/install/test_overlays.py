@@ -136,11 +136,16 @@ OPERATOR_GRANTS = [
     (("create", "nvidia.com", "gpuclusters", "", ""), True),
     (("delete", "nvidia.com", "gpuclusters", "", ""), False),
     (("create", "nvidia.com", "clusterpolicies", "", ""), False),
-    # the real chart's ClusterRoles: escalate and bind by name only
-    (("escalate", "rbac.authorization.k8s.io", "clusterroles", "", "gpu-operator"), True),
+    # the real chart's ClusterRoles: bound by name only; escalate on any (a create carries no name
+    # when RBAC authorizes it, so escalate by name would never let NVIDIA's chart install)
+    (("escalate", "rbac.authorization.k8s.io", "clusterroles", "", ""), True),
     (("bind", "rbac.authorization.k8s.io", "clusterroles", "", "gpu-operator"), True),
-    (("escalate", "rbac.authorization.k8s.io", "clusterroles", "", "cluster-admin"), False),
+    (("bind", "rbac.authorization.k8s.io", "clusterroles", "", "gpu-operator-upgrade-crd-hook-role"), True),
     (("bind", "rbac.authorization.k8s.io", "clusterroles", "", "cluster-admin"), False),
+    # the chart's CRDs, node-feature-discovery's included; its hook Jobs in the operator's namespace
+    (("patch", "apiextensions.k8s.io", CRDS, "", "nodefeatures.nfd.k8s-sigs.io"), True),
+    (("create", "batch", "jobs", "gpu-operator", ""), True),
+    (("create", "batch", "jobs", "kube-system", ""), False),
 ]
 
 

@@ -52,6 +52,7 @@ from fleet.sandbox.operators import StandInOperator
 from fleetctl.commands.demo import sandbox_overlay
 from tests.hosts.apis import StatusAPI
 from tests.install.test_in_cluster import free_port
+from tests.operator.conftest import UPSTREAM
 from tests.source.gitservers import SmartHttp, Sshd, Upstream, git, tls_context
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
@@ -318,8 +319,8 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
     server = SmartHttp(root=upstream.root, token=token, tls=tls)
     status_api = StatusAPI()
     with (
-        charts.serve(tmp_path / "charts", helm=found["helm"]) as chart_repository,
-        StandInOperator(gpu_east),
+        charts.serve(tmp_path / "charts", helm=found["helm"], upstream=UPSTREAM) as chart_repository,
+        StandInOperator(gpu_east, upstream=UPSTREAM),
         server.running() as https_port,
         status_api.serving() as status_base,
     ):
@@ -394,7 +395,7 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
 
     # The same repository over SSH, with a private key.
     known_hosts = tmp_path / "known_hosts"
-    with sshd.running(), StandInOperator(gpu_east):
+    with sshd.running(), StandInOperator(gpu_east, upstream=UPSTREAM):
         known_hosts.write_text(sshd.known_hosts())
         third = upstream.commit({"teams/ml-research/surface-b.yaml": PROBE.format(name="surface-b")})
         with (

@@ -1,4 +1,4 @@
-"""A test repository that also declares the GPU Operator (the stand-in chart on the loopback repository)."""
+"""A test repository that also declares the GPU Operator (NVIDIA's chart on the loopback repository)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The chart renders against capabilities: the cluster's when one is reachable, else the table of what
 the Cluster's Kubernetes version serves by default, said in the output.
 
-The stand-in chart, like NVIDIA's, refuses ``gpuCluster.deployCR=true`` unless
+NVIDIA's chart refuses ``gpuCluster.deployCR=true`` unless
 ``.Capabilities.APIVersions.Has "resource.k8s.io/v1/DeviceClass"``; plain ``helm template``
 never has that, so each render below fails without the capabilities fleet passes.
 """
@@ -18,6 +18,7 @@ import pytest
 from fleet.engine.operators import capabilities
 from fleet.sandbox import charts
 from fleetctl import cli
+from tests.operator.conftest import UPSTREAM
 from tests.operator.repos import OperatorRepo
 from tests.paths import CHARTS
 
@@ -53,12 +54,14 @@ def test_render_without_a_cluster_uses_the_version_table_and_says_so(
     assert "# stage: operator\n" in out
     assert "rendered with the API versions Kubernetes v1.36.0 serves with its default feature gates" in out
     assert "(resource.k8s.io/v1; no cluster was asked)" in out
-    assert "kind: GPUCluster" in out and "name: nvidia-dra-driver-kubelet-plugin" in out
+    assert (
+        "kind: GPUCluster" in out and "kind: NVIDIADriver" in out
+    )  # the kubelet plugin is the operator's, not the chart's
     assert out.index("# stage: namespaces") < out.index("# stage: operator") < out.index("kind: GPUCluster")
 
 
 def _hooked(tmp_path: Path, helm_binary: Path) -> OperatorRepo:
-    src = charts.write(tmp_path / "src", version="v26.7.0")
+    src = charts.derive(UPSTREAM, tmp_path / "src", version="v26.7.0")
     for template in (CHARTS / "hooks" / "templates").iterdir():
         shutil.copy(template, src / "templates" / template.name)
     subprocess.run([str(helm_binary), "package", str(src), "-d", str(tmp_path)], check=True, capture_output=True)

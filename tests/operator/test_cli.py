@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from fleet.sandbox import Sandbox, charts, credentials
 from fleet.sandbox.operators import StandInOperator
 from fleetctl import cli
 from tests.conftest import Kubectl
+from tests.operator.conftest import UPSTREAM, install_cluster_policy
 from tests.operator.repos import OperatorRepo
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("cleanup_release")]
@@ -49,9 +49,10 @@ def test_diff_apply_diff_through_the_cli(
     out = capsys.readouterr().out
     assert "+++ merged helm.sh/v3/HelmRelease gpu-operator/gpu-operator" in out
     assert "+version: v26.7.0" in out
-    assert "+++ merged apps/v1/DaemonSet gpu-operator/nvidia-dra-driver-kubelet-plugin" in out
+    assert "+++ merged apps/v1/Deployment gpu-operator/gpu-operator" in out
+    assert "+++ merged nvidia.com/v1alpha1/GPUCluster gpu-cluster" in out
 
-    with StandInOperator(sandbox):
+    with StandInOperator(sandbox, upstream=UPSTREAM):
         assert _run("apply", repo, sandbox, helm_settings) == 0
     captured = capsys.readouterr()
     assert "operator: 1 created" in captured.err
@@ -59,17 +60,7 @@ def test_diff_apply_diff_through_the_cli(
     capsys.readouterr()
 
     # A refusal fails the run (exit 1) and says why, where and what to do; nothing changes.
-    crd = next(c for c in charts.crds("v26.7.0") if c["metadata"]["name"] == "clusterpolicies.nvidia.com")
-    kubectl("apply", "--server-side", "-f", "-", stdin=json.dumps(crd))
-    kubectl("wait", "--for=condition=Established", "crd/clusterpolicies.nvidia.com", "--timeout=60s")
-    kubectl(
-        "apply",
-        "-f",
-        "-",
-        stdin=json.dumps(
-            {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"}, "spec": {}}
-        ),
-    )
+    install_cluster_policy(kubectl, helm_settings.binary)
     repo.version = "v26.7.1"
     try:
         assert _run("apply", repo, sandbox, helm_settings) == 1
@@ -84,7 +75,7 @@ def test_diff_apply_diff_through_the_cli(
 def test_a_chart_from_a_local_path(tmp_path: Path, helm_settings: helm.Settings) -> None:
     import anyio
 
-    root = charts.write(tmp_path, version="v26.7.0")
+    root = charts.derive(UPSTREAM, tmp_path, version="v26.7.0")
     chart = helm.ChartRef(repository=str(root), name="gpu-operator", version="v26.7.0")
 
     async def main() -> None:

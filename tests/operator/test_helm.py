@@ -40,7 +40,7 @@ def test_install_upgrade_and_rollback_through_helm_history(
 
     anyio.run(main)
     # The chart's objects are in the cluster, made by helm from the loopback repository.
-    kubectl("get", "daemonset", "-n", NAMESPACE, "nvidia-dra-driver-kubelet-plugin")
+    kubectl("get", "deployment", "-n", NAMESPACE, "gpu-operator")
     kubectl("get", "gpucluster", "gpu-cluster")
     kubectl("get", "crd", "gpuclusters.nvidia.com", "computedomains.resource.nvidia.com")
 
@@ -52,9 +52,9 @@ def test_chart_crds_and_rendering_come_from_the_repository(chart_repo: str, helm
         crds = await h.crds(chart(chart_repo, "v26.7.1"))
         names = {c["metadata"]["name"] for c in crds}
         assert {"gpuclusters.nvidia.com", "clusterpolicies.nvidia.com", "computedomains.resource.nvidia.com"} <= names
-        with pytest.raises(helm.HelmError) as refused:  # the chart checks .Capabilities, as NVIDIA's does
+        with pytest.raises(helm.HelmError) as offline:  # NVIDIA's chart checks .Capabilities for DRA
             await h.template(chart(chart_repo), release=RELEASE, namespace=NAMESPACE, values=GUIDE_VALUES)
-        assert "no resource.k8s.io DeviceClass API is served" in str(refused.value)
+        assert "requires a Kubernetes cluster that supports Dynamic Resource Allocation" in str(offline.value)
         rendered = await h.template(
             chart(chart_repo),
             release=RELEASE,
@@ -65,7 +65,7 @@ def test_chart_crds_and_rendering_come_from_the_repository(chart_repo: str, helm
         )
         kinds = {(o["kind"], o["metadata"]["name"]) for o in rendered}
         assert ("GPUCluster", "gpu-cluster") in kinds
-        assert ("DaemonSet", "nvidia-dra-driver-kubelet-plugin") in kinds
+        assert ("Deployment", "gpu-operator") in kinds
         assert not any(k == "ClusterPolicy" for k, _ in kinds)
         assert h.writes == 0
 

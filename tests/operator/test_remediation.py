@@ -1,7 +1,8 @@
 """A failed install or upgrade never leaves the release locked: real helm, hook Jobs, the sandbox.
 
-The stand-in gpu-operator chart gains hook Jobs (``tests/data/charts/hooks``), packaged with
-the real helm binary. A pre-upgrade hook whose node is tainted cannot be scheduled: helm gives
+NVIDIA's chart (v26.7.0) gains test hook Jobs (``tests/data/charts/hooks``), packaged with
+the real helm binary. The chart's own pre-upgrade hook (``gpu-operator-upgrade-crd``, which runs
+on the system node) cannot be scheduled while that node is tainted: helm gives
 up at its own ``--timeout`` (shorter than fleet's kill deadline), fleet names the hook and its
 pod's FailedScheduling Event and rolls back; once the taint is gone the same apply converges. A
 post-install hook that fails is remediated (uninstalled: nothing ever deployed), a failed
@@ -26,7 +27,7 @@ from fleet.sandbox import Sandbox, charts, credentials
 from fleet.sandbox.operators import StandInOperator
 from tests.apply.conftest import Engine
 from tests.conftest import Kubectl
-from tests.operator.conftest import NAMESPACE, RELEASE
+from tests.operator.conftest import NAMESPACE, RELEASE, UPSTREAM
 from tests.operator.repos import OperatorRepo
 from tests.paths import CHARTS
 
@@ -39,9 +40,9 @@ UPGRADE_HOOK = "gpu-operator-upgrade-crd"
 
 @pytest.fixture(scope="module")
 def hooked_chart(tmp_path_factory: pytest.TempPathFactory, helm_binary: Path) -> Path:
-    """The stand-in chart v26.7.0 with the test hook Jobs, packaged as a .tgz by the real helm."""
+    """NVIDIA's chart v26.7.0 with the test hook Jobs, packaged as a .tgz by the real helm."""
     work = tmp_path_factory.mktemp("hooked")
-    src = charts.write(work / "src", version="v26.7.0")
+    src = charts.derive(UPSTREAM, work / "src", version="v26.7.0")
     for template in (CHARTS / "hooks" / "templates").iterdir():
         shutil.copy(template, src / "templates" / template.name)
     subprocess.run([str(helm_binary), "package", str(src), "-d", str(work)], check=True, capture_output=True)
@@ -97,15 +98,11 @@ def test_an_unschedulable_hook_is_named_rolled_back_then_converges(
     sandbox: Sandbox, kubectl: Kubectl, op_repo: OperatorRepo, quick: helm.Settings
 ) -> None:
     fleet = Engine(sandbox, op_repo)
-    with StandInOperator(sandbox):
+    with StandInOperator(sandbox, upstream=UPSTREAM):
         assert _entry(fleet.apply(helm=quick)).error == ""
         kubectl("taint", "node", SYSTEM_NODE, TAINT)
         try:
-            op_repo.values = {
-                **op_repo.values,
-                "dcgmExporter": {"enabled": False},
-                "testHooks": [_hook(UPGRADE_HOOK, "pre-upgrade")],
-            }
+            op_repo.values = {**op_repo.values, "dcgmExporter": {"enabled": False}}
             entry = _entry(fleet.apply(helm=quick))
             assert entry.failed
             assert f"pre-upgrade hook Job {NAMESPACE}/{UPGRADE_HOOK}: did not complete" in entry.error
@@ -119,8 +116,9 @@ def test_an_unschedulable_hook_is_named_rolled_back_then_converges(
         entry = _entry(fleet.apply(helm=quick))
         assert (entry.action, entry.error) == (engine.Action.CONFIGURED, "")
     assert _history(quick)[-1]["status"] == "deployed"
-    job = json.loads(kubectl("get", "job", UPGRADE_HOOK, "-n", NAMESPACE, "-o", "json").stdout)
-    assert job["status"].get("succeeded") == 1
+    # The chart deletes its hook Job once it succeeded (hook-succeeded); the Job controller's Events stay.
+    events = kubectl("get", "events", "-n", NAMESPACE, "--field-selector", f"involvedObject.name={UPGRADE_HOOK}")
+    assert "Completed" in events.stdout, events.stdout
 
 
 def test_a_failed_post_install_hook_is_uninstalled_and_a_failed_post_upgrade_hook_rolled_back(
@@ -139,7 +137,7 @@ def test_a_failed_post_install_hook_is_uninstalled_and_a_failed_post_upgrade_hoo
     assert _history(quick) == []
 
     op_repo.values = base
-    with StandInOperator(sandbox):
+    with StandInOperator(sandbox, upstream=UPSTREAM):
         assert _entry(fleet.apply(helm=quick)).error == ""
     op_repo.values = {
         **base,
@@ -167,10 +165,10 @@ def test_a_release_left_pending_by_a_killed_helm_is_recovered_then_upgraded(
     sandbox: Sandbox, kubectl: Kubectl, op_repo: OperatorRepo, quick: helm.Settings
 ) -> None:
     fleet = Engine(sandbox, op_repo)
-    with StandInOperator(sandbox):
+    with StandInOperator(sandbox, upstream=UPSTREAM):
         assert _entry(fleet.apply(helm=quick)).error == ""
     # A helm upgrade killed while its pre-upgrade hook waits: the release stays pending-upgrade.
-    values = {**op_repo.values, "testHooks": [_hook(UPGRADE_HOOK, "pre-upgrade")]}
+    values = {**op_repo.values, "dcgmExporter": {"enabled": False}}  # the chart's pre-upgrade hook runs
     kubectl("taint", "node", SYSTEM_NODE, TAINT)
     try:
         values_file = op_repo.root.parent / "values.json"
@@ -198,7 +196,7 @@ def test_a_release_left_pending_by_a_killed_helm_is_recovered_then_upgraded(
     since = time.monotonic()
     while time.monotonic() - since < quick.operation_timeout:  # the record ages past helm's timeout
         time.sleep(1)
-    with StandInOperator(sandbox):
+    with StandInOperator(sandbox, upstream=UPSTREAM):
         entry = _entry(fleet.apply(helm=quick))
     assert entry.error == "", entry.error
     assert entry.operator is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -12,6 +13,7 @@ from fleet.engine import operators
 from fleet.engine.plans import OperatorRelease, Plan
 from fleet.inventory import pendings
 from fleet.sandbox import charts
+from tests.operator.conftest import UPSTREAM
 
 
 def _desired(version: str = "v26.7.0", **kw: Any) -> OperatorRelease:
@@ -70,7 +72,7 @@ def test_chart_names_strip_their_version() -> None:
 
 
 def test_crds_owned_by_another_release_are_named() -> None:
-    crd = next(c for c in charts.crds("v26.7.0") if c["metadata"]["name"] == "computedomains.resource.nvidia.com")
+    crd = next(c for c in charts.crds(UPSTREAM.chart) if c["metadata"]["name"] == "computedomains.resource.nvidia.com")
     owned = {
         **crd,
         "metadata": {
@@ -85,9 +87,10 @@ def test_crds_owned_by_another_release_are_named() -> None:
     assert operators.crd_owner_problems([crd], {crd["metadata"]["name"]: crd}, desired=_desired()) == []
 
 
-def test_dropped_fields_and_who_uses_them() -> None:
-    new = next(c for c in charts.crds("v26.7.1") if c["spec"]["names"]["kind"] == "GPUCluster")
-    old = next(c for c in charts.crds("v26.7.0") if c["spec"]["names"]["kind"] == "GPUCluster")
+def test_dropped_fields_and_who_uses_them(tmp_path: Path) -> None:
+    patched = charts.derive(UPSTREAM, tmp_path, version="v26.7.1")
+    new = next(c for c in charts.crds(patched) if c["spec"]["names"]["kind"] == "GPUCluster")
+    old = next(c for c in charts.crds(UPSTREAM.chart) if c["spec"]["names"]["kind"] == "GPUCluster")
     assert operators.dropped_fields(old, new) == {}
     assert operators.dropped_fields(new, old) == {"v1alpha1": ["spec.draDriver.logLevel"]}
     assert operators.uses({"spec": {"draDriver": {"logLevel": 3}}}, "spec.draDriver.logLevel")
@@ -247,3 +250,13 @@ def test_history_times_and_helm_error_blocks_are_read() -> None:
     assert releases._error_text(stderr) == (
         "UPGRADE FAILED: pre-upgrade hooks failed: 1 error occurred: * timed out waiting"
     )
+
+
+def test_the_chart_crds_say_which_kinds_are_cluster_scoped() -> None:
+    """Before a first install GPUCluster is not served: its scope comes from NVIDIA's CRD (no namespace)."""
+    from fleet.engine.operators import renders
+
+    scopes = renders.crd_scopes(charts.crds(UPSTREAM.chart))
+    assert scopes[("nvidia.com/v1alpha1", "GPUCluster")] is False
+    assert scopes[("nvidia.com/v1alpha1", "NVIDIADriver")] is False
+    assert scopes[("resource.nvidia.com/v1beta1", "ComputeDomain")] is True

@@ -1,7 +1,8 @@
-"""The operator stage end to end: real helm, the loopback chart repository, the sandbox's API server.
+"""The operator stage end to end: real helm, NVIDIA's chart on the loopback repository, the sandbox's API server.
 
-A stand-in operator (``fleet.sandbox.operators``) marks GPUCluster gpu-cluster Ready, as the real
-controller does once its operands run; the gate's failure path runs without it.
+The played operator (``fleet.sandbox.operators``) does what the real controller does for GPUCluster
+gpu-cluster: the kubelet-plugin DaemonSet and DeviceClasses from NVIDIA's state manifests, then the
+GPUCluster's status once the DaemonSet's pods run; the gate's failure path runs without it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from fleet.sandbox import Sandbox, credentials
 from fleet.sandbox.operators import StandInOperator
 from tests.apply.conftest import Engine
 from tests.conftest import Kubectl, gpu_pod
-from tests.operator.conftest import NAMESPACE, RELEASE
+from tests.operator.conftest import NAMESPACE, RELEASE, UPSTREAM, install_cluster_policy
 from tests.operator.repos import OperatorRepo
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("cleanup_release")]
@@ -69,7 +70,7 @@ def _operator_entry(changes: engine.ChangeSet) -> engine.Change:
 def test_install_gate_noop_and_upgrade_with_crds_first(
     sandbox: Sandbox, fleet: Engine, op_repo: OperatorRepo, helm_settings: helm.Settings, kubectl: Kubectl
 ) -> None:
-    with StandInOperator(sandbox):
+    with StandInOperator(sandbox, upstream=UPSTREAM):
         changes = fleet.apply(helm=helm_settings)
         entry = _operator_entry(changes)
         assert (entry.action, entry.error) == (engine.Action.CREATED, "")
@@ -120,10 +121,12 @@ def test_diff_shows_version_values_and_rendered_objects(
     first = fleet.diff(helm=helm_settings)
     created = {(e.ref.kind, e.ref.name): e for e in first.entries if e.stage == "operator"}
     assert created[("HelmRelease", RELEASE)].action == engine.Action.CREATED
-    assert created[("DaemonSet", "nvidia-dra-driver-kubelet-plugin")].action == engine.Action.CREATED
-    assert ("GPUCluster", "gpu-cluster") in created
+    assert created[("Deployment", "gpu-operator")].action == engine.Action.CREATED
+    assert created[("GPUCluster", "gpu-cluster")].action == engine.Action.CREATED
+    # The operator's controller creates the kubelet plugin, not the chart.
+    assert ("DaemonSet", "nvidia-dra-driver-kubelet-plugin") not in created
     assert _release(helm_settings) == {}  # a diff installs nothing
-    with StandInOperator(sandbox):
+    with StandInOperator(sandbox, upstream=UPSTREAM):
         fleet.apply(helm=helm_settings)
     op_repo.version = "v26.7.1"
     op_repo.values = {**op_repo.values, "dcgmExporter": {"enabled": False}}
@@ -152,7 +155,7 @@ def test_guards_refuse_with_reason_and_fix(
     tmp_path: Path,
 ) -> None:
     op_repo.version = "v26.7.1"
-    with StandInOperator(sandbox):
+    with StandInOperator(sandbox, upstream=UPSTREAM):
         fleet.apply(helm=helm_settings)
 
     op_repo.version = "v26.7.0"
@@ -164,14 +167,7 @@ def test_guards_refuse_with_reason_and_fix(
 
     op_repo.version = "v26.7.1"
     op_repo.values = {**op_repo.values, "dcgmExporter": {"enabled": False}}  # a change, so the guards run
-    kubectl(
-        "apply",
-        "-f",
-        "-",
-        stdin=json.dumps(
-            {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"}, "spec": {}}
-        ),
-    )
+    install_cluster_policy(kubectl, helm_settings.binary)
     text = _refusal(fleet, helm_settings)
     assert "ClusterPolicy cluster-policy exists" in text and "not an in-place conversion" in text
     kubectl("delete", "clusterpolicy", "cluster-policy")
@@ -221,7 +217,7 @@ def test_removal_waits_for_claims_then_uninstalls_with_hooks(
     namespace: str,
 ) -> None:
     op_repo.version = "v26.7.1"
-    with StandInOperator(sandbox):
+    with StandInOperator(sandbox, upstream=UPSTREAM):
         fleet.apply(helm=helm_settings)
     claim = {
         "apiVersion": "resource.k8s.io/v1",
@@ -247,7 +243,11 @@ def test_removal_waits_for_claims_then_uninstalls_with_hooks(
     entry = _operator_entry(fleet.apply(helm=helm_settings, prune=True))
     assert (entry.action, entry.error) == (engine.Action.DELETED, "")
     assert _release(helm_settings) == {}
-    kubectl("get", "configmap", "-n", NAMESPACE, "gpu-operator-cleanup-ran")  # the pre-delete hook ran
+    # The chart's pre-delete hook ran (its Job is deleted once it succeeded; the Job controller's Events stay).
+    events = kubectl(
+        "get", "events", "-n", NAMESPACE, "--field-selector", "involvedObject.name=gpu-operator-cleanup-gpucluster"
+    )
+    assert "SuccessfulCreate" in events.stdout
 
 
 def _tiny_chart(tmp_path: Path, name: str, *, crd: bool = False) -> Path:
@@ -287,7 +287,7 @@ def _tiny_chart(tmp_path: Path, name: str, *, crd: bool = False) -> Path:
 def test_driver_upgrade_states_show_in_diff_and_apply(
     sandbox: Sandbox, fleet: Engine, helm_settings: helm.Settings, kubectl: Kubectl
 ) -> None:
-    with StandInOperator(sandbox):
+    with StandInOperator(sandbox, upstream=UPSTREAM):
         fleet.apply(helm=helm_settings)
     kubectl("label", "node", "h100x8-01", f"{operators.UPGRADE_STATE}=upgrade-required")
     try:
@@ -301,23 +301,13 @@ def test_driver_upgrade_states_show_in_diff_and_apply(
 def test_a_failed_upgrade_is_rolled_back_from_helm_history(
     sandbox: Sandbox, fleet: Engine, op_repo: OperatorRepo, helm_settings: helm.Settings
 ) -> None:
-    with StandInOperator(sandbox):
+    with StandInOperator(sandbox, upstream=UPSTREAM):
         fleet.apply(helm=helm_settings)
-    # The API server rejects the DaemonSet (an invalid toleration operator): helm marks revision 2 failed.
-    op_repo.values = {**op_repo.values, "daemonsets": {"tolerations": [{"key": "x", "operator": "Sometimes"}]}}
+    # The API server rejects the operator's pods (an invalid toleration operator): helm marks revision 2 failed.
+    op_repo.values = {**op_repo.values, "operator": {"tolerations": [{"key": "x", "operator": "Sometimes"}]}}
     changes = fleet.apply(helm=helm_settings)
     entry = _operator_entry(changes)
     assert "helm upgrade failed" in entry.error
     assert "rolled back to revision 1 (spec.remediation.strategy: rollback)" in entry.error
     history = json.loads(_helm(helm_settings, "history", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
     assert [(h["revision"], h["status"]) for h in history] == [(1, "superseded"), (2, "failed"), (3, "deployed")]
-
-
-def test_an_unreachable_chart_repository_fails_the_stage_with_a_hint(
-    fleet: Engine, op_repo: OperatorRepo, helm_settings: helm.Settings
-) -> None:
-    op_repo.chart_repo = "http://127.0.0.1:9/nvidia"  # nothing listens on the discard port
-    entry = _operator_entry(fleet.apply(helm=helm_settings))
-    assert "cannot read chart http://127.0.0.1:9/nvidia gpu-operator@v26.7.0" in entry.error
-    assert "hint: check that spec.chart.repository" in entry.error
-    assert _release(helm_settings) == {}

@@ -45,12 +45,16 @@ from fleet.engine.operators.guards import (
     values_problem,
     version_problem,
 )
+from fleet.engine.operators.noops import Noops
 from fleet.engine.operators.releases import OperatorRefused, release_ref, visible_releases
+from fleet.engine.operators.renders import ChartRefused
 from fleet.engine.operators.runs import Stage
 
 __all__ = [
     "UPGRADE_STATE",
+    "ChartRefused",
     "DriverState",
+    "Noops",
     "OperatorRefused",
     "Stage",
     "allocated_claims",

@@ -3,18 +3,19 @@
 Each guard answers ``(reason, fix)`` or None, so the stage turns every refusal into one
 entry (or ``OperatorRefused``) the same way. The pure ones (versions, values, other
 releases, CRD owners) are tested as functions; the ones that read the cluster
-(ClusterPolicies, claims holding the driver's devices) read it and nothing else.
+(ClusterPolicies, claims holding the driver's devices) read it and nothing else. The
+separate-DRA-driver guard is preflight's own check (``preflights.dra_release_problem``), so
+``fleetctl preflight`` and the stage refuse the same release with the same hint.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from typing import Any
 
-from fleet import helm
-from fleet.engine.operators.releases import CLUSTERPOLICY_API, DRA_DRIVER_CHARTS, DRIVER, items
+from fleet.engine.operators.releases import CLUSTERPOLICY_API, DRIVER, items
 from fleet.engine.plans import OperatorRelease
+from fleet.engine.preflights import dra_release_problem
 from fleet.kube import Client
 
 Problem = tuple[str, str]
@@ -57,18 +58,6 @@ def values_problem(values: dict[str, Any]) -> Problem | None:
             "allocation paths would both run",
             "set clusterPolicy.deployCR: false (the GPUCluster path, as in the DRA guide)",
         )
-    return None
-
-
-def dra_release_problem(releases: Iterable[helm.Release], *, desired: OperatorRelease) -> Problem | None:
-    for r in releases:
-        if r.chart_name in DRA_DRIVER_CHARTS and (r.name, r.namespace) != (desired.release, desired.namespace):
-            return (
-                f"a separate DRA driver release {r.namespace}/{r.name} ({r.chart}) runs beside the operator; "
-                "the guide forbids it: the operator manages the DRA driver through GPUCluster gpu-cluster",
-                f"uninstall it first (helm uninstall {r.name} -n {r.namespace}), after stopping the pods that use "
-                "its claims",
-            )
     return None
 
 

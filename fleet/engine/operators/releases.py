@@ -15,8 +15,6 @@ from fleet.engine.changesets import Change
 from fleet.errors import FleetError
 from fleet.kube import Client, NotFound, Ref
 
-DRA_DRIVER_CHARTS = ("dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu")
-"""The standalone DRA driver chart (renamed from nvidia-dra-driver-gpu): never beside the operator."""
 KUBELET_PLUGIN = "nvidia-dra-driver-kubelet-plugin"
 DEVICE_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com")
 DRIVER = "gpu.nvidia.com"
@@ -125,7 +123,6 @@ def summary(release: helm.Release | None, values: dict[str, Any], *, chart: str)
 __all__ = [
     "CLUSTERPOLICY_API",
     "DEVICE_CLASSES",
-    "DRA_DRIVER_CHARTS",
     "DRIVER",
     "GPUCLUSTER",
     "KUBELET_PLUGIN",

@@ -13,13 +13,14 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+import anyio
+
 from fleet import helm
 from fleet.engine import normalizations
 from fleet.engine.changesets import Action, Change
 from fleet.engine.operators import capabilities
-from fleet.engine.operators.releases import release_ref
+from fleet.engine.operators.releases import OperatorRefused, release_ref
 from fleet.engine.plans import OperatorRelease
-from fleet.errors import FleetError
 from fleet.kube import Client, KubeError, NotFound, Ref
 
 
@@ -33,8 +34,13 @@ async def object_diff(
 ) -> list[Change]:
     """The rendered chart (CRDs first) against live objects, each through a server-side apply dry-run."""
     caps = await capabilities.from_cluster(client)
+    served = set(caps.api_versions)
+    # A server-side dry run cannot map the kinds of CRDs not installed yet (a first install): helm
+    # would fail after ~0.5 s and fall back to ``template``, so render offline at once.
+    missing = any(f"{api_version}/{kind}" not in served for api_version, kind in crd_scopes(chart_crds))
+    render = h.template if missing else h.render
     try:
-        rendered = await h.render(
+        rendered = await render(
             chart,
             release=desired.release,
             namespace=desired.namespace,
@@ -45,37 +51,72 @@ async def object_diff(
     except helm.HelmError as err:
         ref = release_ref(release=desired.release, namespace=desired.namespace)
         return [Change(ref=ref, stage="operator", action=Action.SKIPPED, error=refusal(err, desired=desired))]
-    out = []
-    for obj in [*chart_crds, *rendered]:
-        obj.setdefault("metadata", {})
-        if obj.get("kind") != "CustomResourceDefinition":
-            namespaced = True
+    scopes = crd_scopes(chart_crds)
+    objects = [*chart_crds, *rendered]
+    found: list[Change | None] = [None] * len(objects)
+    limiter = anyio.CapacityLimiter(8)
+
+    async def one(i: int, obj: dict[str, Any]) -> None:
+        async with limiter:
+            found[i] = await _object_change(client, obj, scopes=scopes, served=served, namespace=desired.namespace)
+
+    async with anyio.create_task_group() as tg:  # each object's get and dry run, 8 at a time
+        for i, obj in enumerate(objects):
+            tg.start_soon(one, i, obj)
+    return [c for c in found if c is not None]
+
+
+async def _object_change(
+    client: Client,
+    obj: dict[str, Any],
+    *,
+    scopes: dict[tuple[str, str], bool],
+    served: set[str],
+    namespace: str,
+) -> Change | None:
+    obj.setdefault("metadata", {})
+    key = (obj.get("apiVersion", ""), obj.get("kind", ""))
+    known = obj.get("kind") == "CustomResourceDefinition" or f"{key[0]}/{key[1]}" in served
+    if obj.get("kind") != "CustomResourceDefinition":
+        # A kind only the chart's CRDs will add (GPUCluster before a first install) is not served
+        # yet: its scope is the CRD's, never a guess (a cluster-scoped object has no namespace).
+        namespaced = scopes.get(key, True)
+        if known:
             with contextlib.suppress(NotFound):
                 namespaced = (await client.kind(api_version=obj["apiVersion"], kind=obj["kind"])).namespaced
-            if namespaced:
-                obj["metadata"].setdefault("namespace", desired.namespace)
-        ref = Ref.of(obj)
-        manager = "fleet" if obj.get("kind") == "CustomResourceDefinition" else "helm"
+        if namespaced:
+            obj["metadata"].setdefault("namespace", namespace)
+    ref = Ref.of(obj)
+    manager = "fleet" if obj.get("kind") == "CustomResourceDefinition" else "helm"
+    live: dict[str, Any] | None = None
+    merged = obj  # a kind the chart's CRDs will only add: shown as written
+    if known:
         try:
-            live: dict[str, Any] | None = await client.get(ref)
+            live = await client.get(ref)
         except (NotFound, KubeError):
             live = None
-        try:
+        with contextlib.suppress(KubeError):
             merged = await client.apply(obj, field_manager=manager, force=True, dry_run=True)
-        except KubeError:
-            merged = obj  # a kind the chart's CRDs will only add: shown as written
-        before, after = normalizations.normalise(live), normalizations.normalise(merged)
-        if before == after:
-            continue
-        out.append(
-            Change(
-                ref=ref,
-                stage="operator",
-                action=Action.CONFIGURED if live else Action.CREATED,
-                before=before,
-                after=after,
-            )
-        )
+    before, after = normalizations.normalise(live), normalizations.normalise(merged)
+    if before == after:
+        return None
+    return Change(
+        ref=ref,
+        stage="operator",
+        action=Action.CONFIGURED if live else Action.CREATED,
+        before=before,
+        after=after,
+    )
+
+
+def crd_scopes(crds: list[dict[str, Any]]) -> dict[tuple[str, str], bool]:
+    """(apiVersion, kind) → namespaced, for every version the CRDs serve."""
+    out: dict[tuple[str, str], bool] = {}
+    for crd in crds:
+        spec = crd.get("spec") or {}
+        kind = (spec.get("names") or {}).get("kind", "")
+        for version in spec.get("versions") or ():
+            out[(f"{spec.get('group')}/{version.get('name')}", kind)] = spec.get("scope") == "Namespaced"
     return out
 
 
@@ -117,12 +158,14 @@ async def offline(
     return [*crds, *rendered], caps
 
 
-class ChartUnavailable(FleetError):
-    """The operator's chart could not be rendered: fetched or read (a repository, a version, helm itself)."""
+class ChartUnavailable(OperatorRefused):
+    """The operator's chart could not be rendered: fetched or read (a repository, a version, helm
+    itself). An ``OperatorRefused``: ``apply`` raises it before anything is written."""
 
 
 class ChartRefused(ChartUnavailable):
-    """The operator's chart refuses to render: its own validation failed, in its own words."""
+    """The operator's chart refuses to render: its own validation (or its values schema) failed, in its
+    own words."""
 
 
-__all__ = ["ChartRefused", "ChartUnavailable", "object_diff", "offline", "refusal"]
+__all__ = ["ChartRefused", "ChartUnavailable", "crd_scopes", "object_diff", "offline", "refusal"]

@@ -4,6 +4,12 @@ This module only orders the steps and turns their answers into the release's Cha
 entry: ``unchanged`` when the deployed release already has the declared chart version and
 values, a refusal (an entry under ``diff``, ``OperatorRefused`` under ``apply``) when a
 preflight check or a guard says no, and otherwise the change helm made.
+
+``prepare`` runs before the apply writes anything, in any stage: when the release is to change
+it fetches the chart and renders it with the cluster's capabilities, so a chart repository
+that answers 404 or cannot be reached, a version it lacks, values the chart's
+``values.schema.json`` or its own validations refuse stop the run as ``ChartRefused`` at the
+GPUOperator's file:line, with nothing written. ``run`` then reuses what it read.
 """
 
 from __future__ import annotations
@@ -12,12 +18,13 @@ import dataclasses
 import datetime
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from fleet import helm
 from fleet.engine import preflights
 from fleet.engine.changesets import Action, Change
 from fleet.engine.drivers import ReleaseStatus, driver_states
-from fleet.engine.operators import crds, guards, renders, upgrades
+from fleet.engine.operators import capabilities, crds, guards, noops, renders, upgrades
 from fleet.engine.operators.releases import Observed, OperatorRefused, observe, release_ref, summary
 from fleet.engine.operators.removals import remove
 from fleet.engine.plans import Plan
@@ -26,6 +33,13 @@ from fleet.telemetry import tracing
 
 PREFLIGHT = ("kubernetes-version", "dra-api", "gpu-nodes")
 """The preflight checks run before an install or upgrade (the ClusterPolicy one is a guard)."""
+
+
+def _unreadable(err: helm.HelmError) -> bool:
+    """helm could not get the chart at all (repository, version), as opposed to rendering it."""
+    text = f"{err.what} {err.stderr}"
+    markers = ("not a valid chart repository", "cannot be reached", "not found in", "failed to fetch")
+    return any(m in text for m in markers) and "execution error at" not in text
 
 
 @dataclass
@@ -40,6 +54,81 @@ class Stage:
     timeout: float = 120.0
     changes: list[Change] = field(default_factory=list)
     changed: bool = False
+    observed: Observed | None = None
+    """The release as ``prepare`` read it (``run`` reads it itself otherwise)."""
+    chart_crds: list[dict[str, Any]] | None = None
+    """The chart's CRDs as ``prepare`` fetched them."""
+    remembered: noops.Noops | None = None
+    """Release records remembered between runs (the controller's): an unchanged release costs no helm."""
+    _known: bool = False
+    """``prepare`` found the release unchanged without helm."""
+    _key: str | None = None
+    _checked: bool = False
+
+    async def _unchanged_without_helm(self) -> bool:
+        desired = self.plan.operator
+        if desired is None or self.remembered is None or self._checked:
+            return False
+        self._checked = True
+        key = await noops.key(client=self.client, desired=desired, noops=self.remembered)
+        self._key = key
+        return key is not None and await noops.unchanged(
+            client=self.client, desired=desired, noops=self.remembered, key=key
+        )
+
+    async def prepare(self) -> None:
+        """Before any stage writes: fetch and render the chart if the release is to change.
+
+        Raises ``ChartRefused`` (where: the GPUOperator's file:line) when the chart cannot be
+        fetched or refuses to render. Reads only; a release that is unchanged costs ``helm list``.
+        """
+        desired = self.plan.operator
+        if desired is None:
+            return
+        if await self._unchanged_without_helm():
+            self._known = True
+            return
+        try:
+            self.observed = await observe(h=self.h, release=desired.release, namespace=desired.namespace)
+        except helm.HelmError:
+            return  # run() reports it (a refusal naming the missing rights)
+        obs = self.observed
+        running = obs.release.chart_version(desired.chart) if obs.release else None
+        if (
+            obs.release is not None
+            and obs.release.status == "deployed"
+            and running == desired.version
+            and obs.values == desired.values
+        ):
+            return
+        chart = helm.ChartRef(repository=desired.repository, name=desired.chart, version=desired.version)
+        caps = await capabilities.from_cluster(self.client)
+        try:
+            # One render with the CRDs: the chart's and those of the subcharts the values enable
+            # (NVIDIA's node-feature-discovery's only while nfd.enabled: a separately installed NFD
+            # keeps its CRDs, neither taken over nor refused as another release's).
+            rendered = await self.h.template(
+                chart,
+                release=desired.release,
+                namespace=desired.namespace,
+                values=desired.values,
+                api_versions=caps.api_versions,
+                kube_version=caps.kube_version,
+                include_crds=True,
+            )
+        except helm.HelmError as err:
+            if _unreadable(err):
+                raise renders.ChartUnavailable(
+                    f"cannot read chart {desired.chart} {desired.version} from {desired.repository}: {err.what}",
+                    where=desired.source,
+                    hint="check that spec.chart.repository, name and version exist and can be reached from here "
+                    f"(helm show chart {desired.chart} --repo {desired.repository} --version {desired.version})",
+                ) from err
+            what, _, hint = renders.refusal(err, desired=desired).partition("\n  hint: ")
+            raise renders.ChartRefused(
+                what.removeprefix(f"{desired.source}: "), where=desired.source, hint=hint
+            ) from err
+        self.chart_crds = [o for o in rendered if o.get("kind") == "CustomResourceDefinition"]
 
     @property
     def where(self) -> str:
@@ -71,8 +160,19 @@ class Stage:
             return self.changes
         ref = release_ref(release=desired.release, namespace=desired.namespace)
         chart = helm.ChartRef(repository=desired.repository, name=desired.chart, version=desired.version)
+        if self._known or await self._unchanged_without_helm():
+            seen = ReleaseStatus(
+                version=desired.version,
+                limit=desired.driver_state_timeout,
+                checked=datetime.datetime.now(datetime.UTC),
+                drivers=tuple(await driver_states(self.client)),
+            )
+            self.changes.append(
+                Change(ref=ref, stage="operator", action=Action.UNCHANGED, reason=seen.text(), operator=seen)
+            )
+            return self.changes
         try:
-            obs = await observe(h=self.h, release=desired.release, namespace=desired.namespace)
+            obs = self.observed or await observe(h=self.h, release=desired.release, namespace=desired.namespace)
         except helm.HelmError as err:
             if not helm.forbidden(err):
                 raise
@@ -102,6 +202,14 @@ class Stage:
         )
         states = seen.text()
         if same:
+            if self.remembered is not None and self._key is not None and obs.release is not None:
+                await noops.remember(
+                    client=self.client,
+                    desired=desired,
+                    noops=self.remembered,
+                    key=self._key,
+                    revision=obs.release.revision,
+                )
             self.changes.append(
                 Change(ref=ref, stage="operator", action=Action.UNCHANGED, reason=states, operator=seen)
             )
@@ -129,11 +237,11 @@ class Stage:
                 self._refuse(ref, guards.claims_block(claims, what="downgrading"), seen=seen)
                 return self.changes
         try:
-            chart_crds = await self.h.crds(chart)
+            chart_crds = self.chart_crds if self.chart_crds is not None else await self.h.crds(chart)
         except helm.HelmError as err:
             change.error = (
-                f"cannot read chart {chart}: {err.what}\n  hint: check that spec.chart.repository, name and "
-                "version can be reached from here (helm show chart ...)"
+                f"{desired.source}: cannot read chart {chart}: {err.what}\n  hint: check that "
+                "spec.chart.repository, name and version can be reached from here (helm show chart ...)"
             )
             self.changes.append(change)
             return self.changes
