@@ -1,7 +1,7 @@
 """The operator stage with NVIDIA's chart: first diff, install, the stage's no-op, and the guide's helm upgrade.
 
 Runs on its own sandbox (two H100 nodes and the system node) with NVIDIA's gpu-operator chart
-v26.7.0 (third_party/gpu-operator) served on loopback and its controller played
+v26.7.0 (tests/data/gpu-operator) served on loopback and its controller played
 (fleet.sandbox.operators). helm runs through a wrapper that logs each process it starts, so
 every figure comes with the number of helm processes behind it:
 
@@ -35,7 +35,7 @@ from fleet.sandbox import binaries, charts, credentials
 from fleet.sandbox.operators import StandInOperator
 
 ROOT = Path(__file__).resolve().parents[1]
-UPSTREAM = charts.Upstream(ROOT / "third_party" / "gpu-operator")
+UPSTREAM = charts.Upstream(ROOT / "tests" / "data" / "gpu-operator")
 
 VALUES = {
     "clusterPolicy": {"deployCR": False},

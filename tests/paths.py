@@ -14,7 +14,7 @@ FIXTURES = DATA
 """``resourceslices/`` (NVIDIA DRA driver slices) and ``nvml/`` (an H200 reading)."""
 SEED = DATA / "guide"
 """The manifests of the guide "How Does DRA Work for GPUs in Kubernetes? A Hands-On Guide"."""
-GPU_OPERATOR = ROOT / "third_party" / "gpu-operator"
+GPU_OPERATOR = ROOT / "tests" / "data" / "gpu-operator"
 """NVIDIA/gpu-operator at v26.7.0: its chart and the DRA driver's state manifests (see its README.md)."""
 CHARTS = DATA / "charts"
 """Helm chart pieces the tests package with the real helm binary (``hooks/``: hook Jobs)."""

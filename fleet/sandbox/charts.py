@@ -2,7 +2,7 @@
 
 NVIDIA's chart repository cannot be reached from the sandbox, so the sandbox serves
 NVIDIA's own chart itself: ``deployments/gpu-operator`` of NVIDIA/gpu-operator at
-``v26.7.0`` with its vendored node-feature-discovery subchart (``third_party/gpu-operator``
+``v26.7.0`` with its vendored node-feature-discovery subchart (``tests/data/gpu-operator``
 in fleet's repository; ``Upstream`` names that checkout). What the sandbox cannot run is
 the operator's controller (no GPUs): ``fleet.sandbox.operators`` plays it.
 
@@ -68,7 +68,7 @@ class Upstream:
                 raise SandboxError(
                     f"NVIDIA's gpu-operator {RELEASED} is not at {self.root} ({needed.name} is missing)",
                     where=str(self.root),
-                    hint="run from a checkout of fleet's repository (third_party/gpu-operator holds it)",
+                    hint="run from a checkout of fleet's repository (tests/data/gpu-operator holds it)",
                 )
         return self
 

@@ -44,7 +44,7 @@ from fleetctl.commands import sandbox
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "fleet"
 PROFILES = EXAMPLE.parent / "sandbox"
-UPSTREAM = charts.Upstream(ROOT / "third_party" / "gpu-operator")
+UPSTREAM = charts.Upstream(ROOT / "tests" / "data" / "gpu-operator")
 """NVIDIA's gpu-operator v26.7.0, vendored in the checkout beside the example (the demo runs from one)."""
 CRD = ROOT / "overlays" / "base" / "fleetsync-crd.yaml"
 SECRET = "fleet-demo-webhook-secret"
