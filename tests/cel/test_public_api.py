@@ -34,7 +34,10 @@ def test_inventory_exports() -> None:
         "Inventory",
         "InventoryDevice",
         "InventoryError",
+        "capacities",
         "holdings",
+        "leftovers",
+        "limits",
         "models",
         "snapshots",
     ]
