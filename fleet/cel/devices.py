@@ -69,38 +69,14 @@ class Device:
     def from_slice(cls, *, driver: str, device: Mapping[str, Any], cache: dict[object, Any] | None = None) -> Device:
         """From one entry of ``ResourceSlice.spec.devices`` of a slice with ``spec.driver``.
 
-        ``cache`` (one dict for many devices) keeps converted names and values: a fleet's
-        100,000 devices repeat a few hundred distinct attribute values.
+        ``cache`` (one dict for many devices) keeps converted names and values, and whole
+        attribute and capacity maps: devices whose slice entries are equal share one
+        (read-only) map. A fleet's 100,000 devices repeat a few hundred distinct attribute
+        values, and the dynamic-MIG placements of one GPU differ only in their profile.
         """
         memo: dict[object, Any] = {} if cache is None else cache
-        attributes: Domains = {}
-        for name, raw in (device.get("attributes") or {}).items():
-            item = next(iter(raw.items())) if raw and len(raw) == 1 else None
-            key = (driver, name, item) if item is not None and not isinstance(item[1], list) else None
-            found = memo.get(key) if key is not None else None
-            if found is None:
-                domain, ident = parse_qualified_name(name, default_domain=driver)
-                found = (domain, ident, _attribute_value(name, raw or {}))
-                if key is not None:
-                    memo[key] = found
-            domain, ident, value = found
-            values = attributes.get(domain)
-            if values is None:
-                values = attributes[domain] = {}
-            values[ident] = value
-        capacity: Domains = {}
-        for name, raw in (device.get("capacity") or {}).items():
-            text = str((raw or {}).get("value", ""))
-            quantity_key = ("capacity", driver, name, text)
-            parsed = memo.get(quantity_key)
-            if parsed is None:
-                domain, ident = parse_qualified_name(name, default_domain=driver)
-                try:
-                    parsed = memo[quantity_key] = (domain, ident, quantities.parse_quantity(text))
-                except quantities.QuantityError as err:
-                    raise DeviceError(f"capacity {name}: {err}") from err
-            domain, ident, amount = parsed
-            capacity.setdefault(domain, {})[ident] = amount
+        attributes = _shared(_ATTRIBUTES, driver, device.get("attributes") or {}, memo)
+        capacity = _shared(_CAPACITY, driver, device.get("capacity") or {}, memo)
         return cls(driver, attributes, capacity, bool(device.get("allowMultipleAllocations", False)))
 
     def kind(self, kind: str) -> Domains:
@@ -108,6 +84,80 @@ class Device:
 
     def get(self, kind: str, domain: str, name: str) -> Value | None:
         return self.kind(kind).get(domain, {}).get(name)
+
+
+_ATTRIBUTES = "attributes"
+_CAPACITY = "capacity"
+
+
+def _shared(kind: str, driver: str, raw: Mapping[str, Any], memo: dict[object, Any]) -> Domains:
+    """The converted map of ``raw`` (a device's ``attributes`` or ``capacity``), one per distinct content.
+
+    The key is the names and each value's items, built by C-level calls only (this runs
+    for every one of 100,000 devices); content that is not plain dicts of scalars (a list
+    value, a ``requestPolicy``) is converted without sharing. A new map reuses the
+    conversion of each (name, value) seen before: the placements of one GPU differ in a
+    name or two.
+    """
+    try:
+        names, items = tuple(raw), tuple(map(tuple, map(dict.items, raw.values())))
+        key = ("map", kind, driver, names, items)
+        found: Domains | None = memo.get(key)
+    except TypeError:  # a value that is not a dict, or holds a list: unhashable
+        return _attributes(driver, raw, memo) if kind == _ATTRIBUTES else _capacity(driver, raw, memo)
+    if found is None:
+        if kind == _CAPACITY:
+            found = _capacity(driver, raw, memo)
+        else:
+            found = {}
+            for name, item in zip(names, items, strict=True):
+                entry_key = ("entry", driver, name, item)
+                entry = memo.get(entry_key)
+                if entry is None:
+                    domain, ident = parse_qualified_name(name, default_domain=driver)
+                    entry = memo[entry_key] = (domain, ident, _attribute_value(name, raw[name]))
+                values = found.get(entry[0])
+                if values is None:
+                    values = found[entry[0]] = {}
+                values[entry[1]] = entry[2]
+        memo[key] = found
+    return found
+
+
+def _attributes(driver: str, raw_attributes: Mapping[str, Any], memo: dict[object, Any]) -> Domains:
+    attributes: Domains = {}
+    for name, raw in raw_attributes.items():
+        item = next(iter(raw.items())) if raw and len(raw) == 1 else None
+        key = (driver, name, item) if item is not None and not isinstance(item[1], list) else None
+        found = memo.get(key) if key is not None else None
+        if found is None:
+            domain, ident = parse_qualified_name(name, default_domain=driver)
+            found = (domain, ident, _attribute_value(name, raw or {}))
+            if key is not None:
+                memo[key] = found
+        domain, ident, value = found
+        values = attributes.get(domain)
+        if values is None:
+            values = attributes[domain] = {}
+        values[ident] = value
+    return attributes
+
+
+def _capacity(driver: str, raw_capacity: Mapping[str, Any], memo: dict[object, Any]) -> Domains:
+    capacity: Domains = {}
+    for name, raw in raw_capacity.items():
+        text = str((raw or {}).get("value", ""))
+        quantity_key = ("capacity", driver, name, text)
+        parsed = memo.get(quantity_key)
+        if parsed is None:
+            domain, ident = parse_qualified_name(name, default_domain=driver)
+            try:
+                parsed = memo[quantity_key] = (domain, ident, quantities.parse_quantity(text))
+            except quantities.QuantityError as err:
+                raise DeviceError(f"capacity {name}: {err}") from err
+        domain, ident, amount = parsed
+        capacity.setdefault(domain, {})[ident] = amount
+    return capacity
 
 
 def projection(device: Device, references: References) -> Projection:
