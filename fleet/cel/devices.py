@@ -20,6 +20,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from fleet.cel import quantities, semvers
 from fleet.cel.environments import CAPACITY_AMOUNTS, Types
 from fleet.cel.references import References
@@ -70,14 +72,25 @@ class Device:
         """From one entry of ``ResourceSlice.spec.devices`` of a slice with ``spec.driver``.
 
         ``cache`` (one dict for many devices) keeps converted names and values, and whole
-        attribute and capacity maps: devices whose slice entries are equal share one
-        (read-only) map. A fleet's 100,000 devices repeat a few hundred distinct attribute
-        values, and the dynamic-MIG placements of one GPU differ only in their profile.
+        attribute and capacity maps: devices whose entries are equal share one (read-only)
+        map (see :func:`shared_key`). A fleet's 100,000 devices repeat a few hundred distinct
+        attribute values, and the dynamic-MIG placements of one GPU differ only in their
+        profile: 109,432 such devices have 37,360 distinct attribute maps and 13 capacity maps.
         """
         memo: dict[object, Any] = {} if cache is None else cache
-        attributes = _shared(_ATTRIBUTES, driver, device.get("attributes") or {}, memo)
-        capacity = _shared(_CAPACITY, driver, device.get("capacity") or {}, memo)
-        return cls(driver, attributes, capacity, bool(device.get("allowMultipleAllocations", False)))
+        raw_attributes, raw_capacity = device.get("attributes") or {}, device.get("capacity") or {}
+        multi = bool(device.get("allowMultipleAllocations", False))
+        key = shared_key((driver, raw_attributes, raw_capacity))
+        if key is None:
+            return cls(driver, _attributes(driver, raw_attributes, memo), _capacity(driver, raw_capacity, memo), multi)
+        found = memo.get(key)
+        if found is None:
+            capacity_key = orjson.dumps((driver, raw_capacity))  # part of what ``key`` could encode
+            capacity = memo.get(capacity_key)
+            if capacity is None:
+                capacity = memo[capacity_key] = _capacity(driver, raw_capacity, memo)
+            found = memo[key] = (_attributes(driver, raw_attributes, memo), capacity)
+        return cls(driver, found[0], found[1], multi)
 
     def kind(self, kind: str) -> Domains:
         return self.attributes if kind == "attributes" else self.capacity
@@ -86,42 +99,20 @@ class Device:
         return self.kind(kind).get(domain, {}).get(name)
 
 
-_ATTRIBUTES = "attributes"
-_CAPACITY = "capacity"
+def shared_key(content: object) -> bytes | None:
+    """A key equal exactly for equal slice content: its JSON as orjson writes it, or None.
 
-
-def _shared(kind: str, driver: str, raw: Mapping[str, Any], memo: dict[object, Any]) -> Domains:
-    """The converted map of ``raw`` (a device's ``attributes`` or ``capacity``), one per distinct content.
-
-    The key is the names and each value's items, built by C-level calls only (this runs
-    for every one of 100,000 devices); content that is not plain dicts of scalars (a list
-    value, a ``requestPolicy``) is converted without sharing. A new map reuses the
-    conversion of each (name, value) seen before: the placements of one GPU differ in a
-    name or two.
+    orjson, because this runs for every one of 100,000 devices: 1.3 µs for a device's
+    attributes where a tuple of their items took 2.5 µs. JSON tells apart what Python's
+    ``==`` would not (``1``, ``1.0`` and ``true``). None (convert without sharing) where JSON
+    cannot tell content apart: an integer beyond 64 bits or a non-string key (orjson refuses
+    them) and NaN or infinity (written as ``null``, as ``None`` is).
     """
     try:
-        names, items = tuple(raw), tuple(map(tuple, map(dict.items, raw.values())))
-        key = ("map", kind, driver, names, items)
-        found: Domains | None = memo.get(key)
-    except TypeError:  # a value that is not a dict, or holds a list: unhashable
-        return _attributes(driver, raw, memo) if kind == _ATTRIBUTES else _capacity(driver, raw, memo)
-    if found is None:
-        if kind == _CAPACITY:
-            found = _capacity(driver, raw, memo)
-        else:
-            found = {}
-            for name, item in zip(names, items, strict=True):
-                entry_key = ("entry", driver, name, item)
-                entry = memo.get(entry_key)
-                if entry is None:
-                    domain, ident = parse_qualified_name(name, default_domain=driver)
-                    entry = memo[entry_key] = (domain, ident, _attribute_value(name, raw[name]))
-                values = found.get(entry[0])
-                if values is None:
-                    values = found[entry[0]] = {}
-                values[entry[1]] = entry[2]
-        memo[key] = found
-    return found
+        key = orjson.dumps(content)
+    except orjson.JSONEncodeError:
+        return None
+    return None if b"null" in key else key
 
 
 def _attributes(driver: str, raw_attributes: Mapping[str, Any], memo: dict[object, Any]) -> Domains:

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fleet import cel
-from fleet.cel.devices import Domains, Projection
+from fleet.cel.devices import Domains, Projection, shared_key
 from fleet.cel.references import KINDS
 from fleet.errors import FleetError
 from fleet.inventory import capacities
@@ -35,6 +35,7 @@ from fleet.inventory.capacities import Capacity
 from fleet.inventory.groupings import Grouping
 
 ALL_NODES = "*"
+Consumption = tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
 
 
 class InventoryError(FleetError):
@@ -49,7 +50,7 @@ class InventoryDevice:
     name: str
     device: cel.Device
     taints: tuple[Mapping[str, Any], ...] = ()
-    consumes: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
+    consumes: Consumption = ()
     """``consumesCounters``: (counter set, ((counter, nano-units), ...)), ..."""
     shared: bool = False
     """``allowMultipleAllocations``: several claims may hold the device until its capacity is used."""
@@ -80,6 +81,8 @@ class _Amounts:
         self._capacities: dict[str, Capacity] = {}
         self._counters: dict[tuple[object, ...], tuple[tuple[str, int], ...]] = {}
         self._shared_capacities: dict[object, Mapping[str, Capacity]] = {}
+        self._consumes: dict[bytes, Consumption] = {}
+        self._by_converted: dict[int, Mapping[str, Capacity]] = {}
         self.devices: dict[object, Any] = {}
         """``cel.Device.from_slice``'s cache."""
 
@@ -105,8 +108,29 @@ class _Amounts:
             )
         return found
 
-    def capacities(self, raw: Mapping[str, Any], where: str) -> Mapping[str, Capacity]:
-        """A device's capacities; devices with equal capacities share one (read-only) mapping."""
+    def consumes(self, raw: Sequence[Mapping[str, Any]], where: str) -> Consumption:
+        """A device's ``consumesCounters``, parsed once per distinct content (a few hundred in a fleet)."""
+        if not raw:
+            return ()
+        key = shared_key(raw)
+        found = self._consumes.get(key) if key is not None else None
+        if found is None:
+            found = tuple((str(c.get("counterSet")), self.counters(c.get("counters") or {}, where)) for c in raw)
+            if key is not None:
+                self._consumes[key] = found
+        return found
+
+    def capacities(self, raw: Mapping[str, Any], where: str, *, converted: Domains) -> Mapping[str, Capacity]:
+        """A device's capacities; devices with equal capacities share one (read-only) mapping.
+
+        ``converted`` is the device's ``cel.Device.capacity``, which devices share exactly when
+        their capacity entries are equal (``cel.Device.from_slice``): its identity is the key."""
+        found = self._by_converted.get(id(converted))
+        if found is None:
+            found = self._by_converted[id(converted)] = self._parse_capacities(raw, where)
+        return found
+
+    def _parse_capacities(self, raw: Mapping[str, Any], where: str) -> Mapping[str, Capacity]:
         try:
             if max(map(len, raw.values()), default=1) > 1:  # a requestPolicy beside the value
                 return {str(k): self.capacity(v or {}, where) for k, v in raw.items()}
@@ -206,11 +230,8 @@ class Inventory:
                     device = cel.Device.from_slice(driver=driver, device=raw, cache=amounts.devices)
                 except cel.DeviceError as err:
                     raise InventoryError(str(err), where=f"{where} device {raw.get('name')}") from err
-                consumes = tuple(
-                    (str(c.get("counterSet")), amounts.counters(c.get("counters") or {}, where))
-                    for c in raw.get("consumesCounters") or []
-                )
-                capacity = amounts.capacities(raw.get("capacity") or {}, where)
+                consumes = amounts.consumes(raw.get("consumesCounters") or (), where)
+                capacity = amounts.capacities(raw.get("capacity") or {}, where, converted=device.capacity)
                 devices.append(
                     InventoryDevice(
                         node,
