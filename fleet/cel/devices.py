@@ -119,7 +119,8 @@ def _attributes(driver: str, raw_attributes: Mapping[str, Any], memo: dict[objec
     attributes: Domains = {}
     for name, raw in raw_attributes.items():
         item = next(iter(raw.items())) if raw and len(raw) == 1 else None
-        key = (driver, name, item) if item is not None and not isinstance(item[1], list) else None
+        # the type too: ("string", 1) and ("string", True) are equal keys but convert to "1" and "True"
+        key = (driver, name, item, type(item[1])) if item is not None and not isinstance(item[1], list) else None
         found = memo.get(key) if key is not None else None
         if found is None:
             domain, ident = parse_qualified_name(name, default_domain=driver)
