@@ -20,6 +20,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from fleet.cel import quantities, semvers
 from fleet.cel.environments import CAPACITY_AMOUNTS, Types
 from fleet.cel.references import References
@@ -69,45 +71,85 @@ class Device:
     def from_slice(cls, *, driver: str, device: Mapping[str, Any], cache: dict[object, Any] | None = None) -> Device:
         """From one entry of ``ResourceSlice.spec.devices`` of a slice with ``spec.driver``.
 
-        ``cache`` (one dict for many devices) keeps converted names and values: a fleet's
-        100,000 devices repeat a few hundred distinct attribute values.
+        ``cache`` (one dict for many devices) keeps converted names and values, and whole
+        attribute and capacity maps: devices whose entries are equal share one (read-only)
+        map (see :func:`shared_key`). A fleet's 100,000 devices repeat a few hundred distinct
+        attribute values, and the dynamic-MIG placements of one GPU differ only in their
+        profile: 109,432 such devices have 37,360 distinct attribute maps and 13 capacity maps.
         """
         memo: dict[object, Any] = {} if cache is None else cache
-        attributes: Domains = {}
-        for name, raw in (device.get("attributes") or {}).items():
-            item = next(iter(raw.items())) if raw and len(raw) == 1 else None
-            key = (driver, name, item) if item is not None and not isinstance(item[1], list) else None
-            found = memo.get(key) if key is not None else None
-            if found is None:
-                domain, ident = parse_qualified_name(name, default_domain=driver)
-                found = (domain, ident, _attribute_value(name, raw or {}))
-                if key is not None:
-                    memo[key] = found
-            domain, ident, value = found
-            values = attributes.get(domain)
-            if values is None:
-                values = attributes[domain] = {}
-            values[ident] = value
-        capacity: Domains = {}
-        for name, raw in (device.get("capacity") or {}).items():
-            text = str((raw or {}).get("value", ""))
-            quantity_key = ("capacity", driver, name, text)
-            parsed = memo.get(quantity_key)
-            if parsed is None:
-                domain, ident = parse_qualified_name(name, default_domain=driver)
-                try:
-                    parsed = memo[quantity_key] = (domain, ident, quantities.parse_quantity(text))
-                except quantities.QuantityError as err:
-                    raise DeviceError(f"capacity {name}: {err}") from err
-            domain, ident, amount = parsed
-            capacity.setdefault(domain, {})[ident] = amount
-        return cls(driver, attributes, capacity, bool(device.get("allowMultipleAllocations", False)))
+        raw_attributes, raw_capacity = device.get("attributes") or {}, device.get("capacity") or {}
+        multi = bool(device.get("allowMultipleAllocations", False))
+        key = shared_key((driver, raw_attributes, raw_capacity))
+        if key is None:
+            return cls(driver, _attributes(driver, raw_attributes, memo), _capacity(driver, raw_capacity, memo), multi)
+        found = memo.get(key)
+        if found is None:
+            capacity_key = orjson.dumps((driver, raw_capacity))  # part of what ``key`` could encode
+            capacity = memo.get(capacity_key)
+            if capacity is None:
+                capacity = memo[capacity_key] = _capacity(driver, raw_capacity, memo)
+            found = memo[key] = (_attributes(driver, raw_attributes, memo), capacity)
+        return cls(driver, found[0], found[1], multi)
 
     def kind(self, kind: str) -> Domains:
         return self.attributes if kind == "attributes" else self.capacity
 
     def get(self, kind: str, domain: str, name: str) -> Value | None:
         return self.kind(kind).get(domain, {}).get(name)
+
+
+def shared_key(content: object) -> bytes | None:
+    """A key equal exactly for equal slice content: its JSON as orjson writes it, or None.
+
+    orjson, because this runs for every one of 100,000 devices: 1.3 µs for a device's
+    attributes where a tuple of their items took 2.5 µs. JSON tells apart what Python's
+    ``==`` would not (``1``, ``1.0`` and ``true``). None (convert without sharing) where JSON
+    cannot tell content apart: an integer beyond 64 bits or a non-string key (orjson refuses
+    them) and NaN or infinity (written as ``null``, as ``None`` is).
+    """
+    try:
+        key = orjson.dumps(content)
+    except orjson.JSONEncodeError:
+        return None
+    return None if b"null" in key else key
+
+
+def _attributes(driver: str, raw_attributes: Mapping[str, Any], memo: dict[object, Any]) -> Domains:
+    attributes: Domains = {}
+    for name, raw in raw_attributes.items():
+        item = next(iter(raw.items())) if raw and len(raw) == 1 else None
+        # the type too: ("string", 1) and ("string", True) are equal keys but convert to "1" and "True"
+        key = (driver, name, item, type(item[1])) if item is not None and not isinstance(item[1], list) else None
+        found = memo.get(key) if key is not None else None
+        if found is None:
+            domain, ident = parse_qualified_name(name, default_domain=driver)
+            found = (domain, ident, _attribute_value(name, raw or {}))
+            if key is not None:
+                memo[key] = found
+        domain, ident, value = found
+        values = attributes.get(domain)
+        if values is None:
+            values = attributes[domain] = {}
+        values[ident] = value
+    return attributes
+
+
+def _capacity(driver: str, raw_capacity: Mapping[str, Any], memo: dict[object, Any]) -> Domains:
+    capacity: Domains = {}
+    for name, raw in raw_capacity.items():
+        text = str((raw or {}).get("value", ""))
+        quantity_key = ("capacity", driver, name, text)
+        parsed = memo.get(quantity_key)
+        if parsed is None:
+            domain, ident = parse_qualified_name(name, default_domain=driver)
+            try:
+                parsed = memo[quantity_key] = (domain, ident, quantities.parse_quantity(text))
+            except quantities.QuantityError as err:
+                raise DeviceError(f"capacity {name}: {err}") from err
+        domain, ident, amount = parsed
+        capacity.setdefault(domain, {})[ident] = amount
+    return capacity
 
 
 def projection(device: Device, references: References) -> Projection:
