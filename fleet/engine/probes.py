@@ -6,7 +6,7 @@ control plane may run other defaults, and nobody can read a kube-apiserver's
 drops a field whose gate is off. So ``fleetctl validate --context`` sends, per
 gate, one object carrying a gated field as a server-side dry run
 (``dryRun=All``: nothing is stored, admission and validation still run) and
-looks for the field in the answer (``fleet.policy.featuregates.PROBES``), reads
+looks for the field in the answer (``fleet.policy.gateprobes.PROBES``), reads
 the served ``resource.k8s.io`` versions from discovery and the minor from
 ``/version``. A probe the server refuses for another reason (RBAC, a quota in
 ``default``) tells nothing: that gate stays as the Cluster declares it.
@@ -17,7 +17,7 @@ from __future__ import annotations
 from fleet import kube
 from fleet.kube import errors
 from fleet.manifests import Revision
-from fleet.policy import featuregates
+from fleet.policy import featuregates, gateprobes
 
 FIELD_MANAGER = "fleet-gate-probe"
 Features = featuregates.ClusterFeatures
@@ -43,13 +43,11 @@ async def observe(client: kube.Client, *, declared: featuregates.ClusterFeatures
     version = await client.version()
     minor = featuregates.minor_of(f"{version.get('major', '1')}.{version.get('minor', '0')}")
     served = frozenset(k.api_version for k in await client.discover())
-    seen = {probe.gate: await _probe(client, probe) for probe in featuregates.PROBES}
-    return featuregates.observed(
-        declared, minor=minor, served=served, seen=seen, source=f"live context {client.context}"
-    )
+    seen = {probe.gate: await _probe(client, probe) for probe in gateprobes.PROBES}
+    return gateprobes.observed(declared, minor=minor, served=served, seen=seen, source=f"live context {client.context}")
 
 
-async def _probe(client: kube.Client, probe: featuregates.Probe) -> bool | None:
+async def _probe(client: kube.Client, probe: gateprobes.Probe) -> bool | None:
     try:
         answer = await client.apply(dict(probe.body), field_manager=FIELD_MANAGER, dry_run=True, force=True)
     except errors.Invalid as err:
@@ -58,7 +56,7 @@ async def _probe(client: kube.Client, probe: featuregates.Probe) -> bool | None:
         raise
     except errors.KubeError:  # Forbidden (RBAC), a quota, a webhook: this probe tells nothing
         return None
-    return featuregates.kept(answer, probe.path)
+    return gateprobes.kept(answer, probe.path)
 
 
 __all__ = ["FIELD_MANAGER", "Features", "declared", "observe", "observe_context"]

@@ -12,7 +12,7 @@ import dataclasses
 import pytest
 
 from fleet.manifests import Finding, load_revision
-from fleet.policy import check, featuregates
+from fleet.policy import check, featuregates, gateprobes
 from tests.manifests.repos import example_files, only, template, yaml
 
 ON, OFF, ABSENT = True, False, None
@@ -262,11 +262,11 @@ def test_device_taint_rules_need_the_gate_and_the_api_version_the_scheduler_read
 
 
 def test_a_probe_reads_a_kept_field_as_on_and_a_dropped_one_as_off() -> None:
-    probe = next(p for p in featuregates.PROBES if p.gate == "DRAExtendedResource")
-    assert featuregates.kept(probe.body, probe.path)  # the body itself carries the field
+    probe = next(p for p in gateprobes.PROBES if p.gate == "DRAExtendedResource")
+    assert gateprobes.kept(probe.body, probe.path)  # the body itself carries the field
     dropped = {**probe.body, "spec": {}}
-    assert not featuregates.kept(dropped, probe.path)
-    assert not featuregates.kept({"spec": {"devices": []}}, ("spec", "devices", 0, "bindingConditions"))
+    assert not gateprobes.kept(dropped, probe.path)
+    assert not gateprobes.kept({"spec": {"devices": []}}, ("spec", "devices", 0, "bindingConditions"))
 
 
 def test_what_a_cluster_shows_replaces_what_it_declares() -> None:
@@ -274,7 +274,7 @@ def test_what_a_cluster_shows_replaces_what_it_declares() -> None:
     [west] = [m for m in revision.manifests if m.kind == "Cluster" and m.name == "gpu-west"]
     declared = featuregates.declared(west)
     assert declared is not None and "DRAExtendedResource" not in declared.enabled
-    seen = featuregates.observed(
+    seen = gateprobes.observed(
         declared,
         minor=36,
         served=frozenset({"resource.k8s.io/v1"}),

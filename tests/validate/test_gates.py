@@ -17,7 +17,7 @@ import pytest
 from fleet import kube
 from fleet.engine import probes
 from fleet.manifests import read_revision
-from fleet.policy import featuregates
+from fleet.policy import featuregates, gateprobes
 from fleet.sandbox import Sandbox, clusters, credentials, profiles
 from tests.manifests.repos import EXAMPLE
 from tests.validate.test_cli import fleetctl
@@ -103,7 +103,7 @@ async def test_the_probes_see_every_probed_gate_on_in_1_36(sandbox: Sandbox, adm
     declared = declared_features(EXAMPLE, "gpu-east", minor=35)
     seen = await probes.observe(admin_client, declared=declared)
     assert seen.minor == 36 and seen.declared_minor == 35
-    assert {p.gate for p in featuregates.PROBES} <= seen.enabled
+    assert {p.gate for p in gateprobes.PROBES} <= seen.enabled
     assert "resource.k8s.io/v1" in seen.apis
     assert "DRADeviceTaintRules" not in seen.enabled  # not probed: off by default in 1.36, not declared
 
