@@ -41,7 +41,8 @@ the last hour (at most ``MAX_REPAIRS``, each with its time, the manager that had
 and every field before and after): the reconcile that a repair's own write triggers finds nothing
 to do, and its status must not make the repair vanish. ``status.frozen`` lists the objects fleet
 leaves alone (``fleet.engine.drifts``), with who froze them and since when. Each repair is also a
-``DriftRepaired`` Event, never de-duplicated; reported drift is one ``Drift`` Warning per object.
+``DriftRepaired`` Event, never de-duplicated; reported drift is one ``Drift`` Warning per object;
+ignored drift is listed and announces nothing.
 
 Each condition carries ``observedGeneration``; ``lastTransitionTime`` changes only when
 its status does. Status is written through the ``status`` subresource by server-side
@@ -528,7 +529,7 @@ def events_for(
         if entry.drift and repaired(entry):
             out.append(("DriftRepaired", repair_message(entry), False))  # every repair: never de-duplicated
     for d in drift_of(changes):
-        if d["action"] == "repaired":
+        if d["action"] in ("repaired", "ignored"):  # ignore is silent: status lists it, no Warning
             continue
         if already and (d["kind"], d["namespace"], d["name"], d["action"]) in already:
             continue

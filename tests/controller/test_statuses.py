@@ -68,6 +68,18 @@ def test_drift_is_listed_with_what_was_done_and_an_event_each() -> None:
     ]
 
 
+def test_ignored_drift_is_listed_and_announces_nothing() -> None:
+    reason = "changed in the cluster; drift policy ignore"
+    changes = ChangeSet(
+        cluster="c",
+        revision="abc",
+        entries=[Change(ref=DC, stage="classes", action=Action.UNCHANGED, drift=True, reason=reason)],
+    )
+    body = statuses.status(statuses.Report(cluster="c", attempted="abc", applied="abc", changes=changes), generation=1)
+    assert [(d["kind"], d["action"]) for d in body["drift"]] == [("DeviceClass", "ignored")]
+    assert statuses.events_for(changes) == []
+
+
 def test_transition_times_change_only_with_the_status() -> None:
     report = statuses.Report(cluster="c", attempted="a", applied="a")
     first = statuses.status(report, generation=1)
