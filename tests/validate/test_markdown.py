@@ -171,12 +171,14 @@ def test_many_claims_and_findings_stay_within_githubs_limit(checkout: Path) -> N
     assert shown + counted == 2 * 1000, "every new template on both clusters, each shown or counted"
 
 
-def test_a_repository_in_a_sub_folder_is_read_from_the_base_commit() -> None:
-    """examples/fleet inside this project's checkout: the base commit's files under that folder
-    are the same templates, so nothing is added or changed."""
-    if subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "examples/fleet"]).returncode:
-        pytest.skip("examples/fleet has uncommitted changes")
-    result = fleetctl("validate", "examples/fleet", "-o", "markdown", "--base", "HEAD")
+def test_a_repository_in_a_sub_folder_is_read_from_the_base_commit(tmp_path: Path) -> None:
+    """The fleet in a sub-folder of a git checkout: the base commit's files under that folder are
+    the same templates, so nothing is added or changed."""
+    top = tmp_path / "platform"
+    shutil.copytree(EXAMPLE, top / "fleets" / "prod")
+    for argv in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"]):
+        subprocess.run(["git", "-C", str(top), *argv], check=True, capture_output=True)
+    result = fleetctl("validate", "fleets/prod", "-o", "markdown", "--base", "HEAD", cwd=top)
     assert result.returncode == 0, result.stderr
     tokens = parse(result.stdout)
     assert [t for t in tables(tokens) if t[0][0] == "claim"] == [], "no claim added or changed"
