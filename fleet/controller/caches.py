@@ -137,6 +137,10 @@ class Cache:
             if result is not None:
                 await result
 
+    def size(self) -> int:
+        """Objects held: bounded by the cluster's objects of the watched kinds, as an informer's store is."""
+        return sum(len(objects) for objects in self.objects.values())
+
     def prefetched(self) -> listings.Prefetched:
         """Every cached object as the engine's ``Prefetched`` live state: a Sync lists nothing."""
         live: listings.LiveIndex = {}

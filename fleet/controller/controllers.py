@@ -76,20 +76,14 @@ from fleet import engine, helm, hosts
 from fleet.controller import caches, heaps, leaders, statuses
 from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
-from fleet.engine import diffs, drivers, operators, ownership, pipelines, plancaches
+from fleet.engine import drivers, ownership, pipelines, plancaches
 from fleet.errors import FleetError
 from fleet.kube import Client, Kind, KubeError
-from fleet.kube.errors import UNAVAILABLE
 from fleet.manifests.findings import Finding
 from fleet.manifests.locations import Location
 from fleet.telemetry import tracing
 
 logger = logging.getLogger(__name__)
-
-
-class Checkout(Protocol):
-    revision: str
-    path: Path
 
 
 class Source(Protocol):
@@ -175,10 +169,9 @@ class Controller:
     store: plancaches.PlanCache | None = None
     """Plans kept on disk (the state directory's volume): a restarted container takes the plan of an
     unchanged revision back instead of validating and planning it again."""
-    settled: diffs.Settled = field(default_factory=diffs.Settled)
-    operator_noops: operators.Noops = field(default_factory=operators.Noops)
-    """The operator release as last seen deployed: an unchanged release costs no helm process."""
-    """Kept between reconciles: a repeated no-op re-derives no "unchanged" answer."""
+    memory: engine.Memory = field(default_factory=engine.Memory)
+    """Kept between reconciles, bounded: a repeated no-op re-derives no "unchanged" answer, and an
+    unchanged operator release costs no helm process."""
     poster: hosts.Poster | None = None
     """Posts each revision's outcome as a commit status on the git host; None: none posted."""
     _concluded: str = ""
@@ -203,10 +196,27 @@ class Controller:
             watch_timeout=self.options.watch_timeout,
         )
         self.writer = statuses.Writer(client=self.client, cluster=self.options.cluster)
+        self.metrics.watch_caches(self.cache_sizes)
 
     @property
     def key(self) -> str:
         return self.options.cluster
+
+    def cache_sizes(self) -> dict[str, int]:
+        """Entries held by each long-lived cache: every one is bounded (a limit, a sweep the one path
+        always runs, or the cluster's own size for the watch cache), and ``fleet_cache_entries`` shows it."""
+        sizes = self.memory.sizes()
+        sizes["watch"] = self.cache.size()
+        sizes["shapes"] = len(self.cache.shapes.table)
+        sizes["parsed_files"] = len(self.loads.parsed.entries)
+        sizes["file_stats"] = len(self.loads.tree.files)
+        sizes["plans"] = int(self.loads.last is not None) + int(self.good is not None)
+        sizes["drift_announced"] = len(self._reported)
+        sizes["stuck_announced"] = len(self._stuck)
+        sizes["repairs"] = len(self.report.repairs)
+        if self.poster is not None:
+            sizes["commit_statuses"] = self.poster.size()
+        return sizes
 
     # -- the task group ----------------------------------------------------------------------
 
@@ -456,31 +466,17 @@ class Controller:
             options=options,
             prefetched=self.cache.prefetched(),
             reader=self.cache,
-            settled=self.settled,
-            operator_noops=self.operator_noops,
+            memory=self.memory,
         )
-        error = ""
-        self._unavailable = None
-        refused: engine.Change | None = None
-        started = False
-        try:
-            await sync.start()
-            started = True
-            while not sync.done:
-                await sync.step()
-        except operators.OperatorRefused as err:
-            error, refused = str(err), err.change
-        except FleetError as err:
-            error = str(err)
-            if isinstance(err, UNAVAILABLE):
-                self._unavailable = err
-        self._unavailable = self._unavailable or sync.unavailable
-        changes = sync.changes
-        self._record_operator(plan, changes, refused=refused)
+        outcome = await engine.drive(sync)
+        self._unavailable = outcome.unavailable
+        error = str(outcome.error) if outcome.error is not None else ""
+        changes = outcome.changes
+        self._record_operator(plan, changes, refused=outcome.refused)
         self.report.changes = changes
-        self._record_drift(sync if started else None, changes)
+        self._record_drift(outcome)
         self.report.error = error
-        complete = not error and not changes.failed and not sync.steps
+        complete = outcome.complete
         if self._unavailable is not None:
             # Status and Events would fail the same way, each after the client's six attempts: the
             # reconcile is retried (and the status written) once the server answers again.
@@ -526,15 +522,15 @@ class Controller:
             )
         )
 
-    def _record_drift(self, sync: engine.Sync | None, changes: engine.ChangeSet) -> None:
+    def _record_drift(self, outcome: engine.Outcome) -> None:
         """Keep this run's repairs (status shows those of the last hour) and the frozen objects it found."""
         at = statuses.now()
-        fresh = [d for d in statuses.drift_of(changes, at=at) if d["action"] == "repaired"]
+        fresh = [d for d in statuses.drift_of(outcome.changes, at=at) if d["action"] == "repaired"]
         self.report.repairs = statuses.keep_repairs(
             fresh + self.report.repairs, now=datetime.datetime.now(datetime.UTC)
         )
-        if sync is not None:
-            self.report.frozen = statuses.frozen_of(sync.frozen())
+        if outcome.started:
+            self.report.frozen = statuses.frozen_of(outcome.frozen)
             self.metrics.frozen.set(len(self.report.frozen))
 
     def _record_operator(self, plan: engine.Plan, changes: engine.ChangeSet, *, refused: engine.Change | None) -> None:

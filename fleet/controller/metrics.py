@@ -26,6 +26,7 @@ many as they like. Names follow Prometheus conventions (``_seconds``, ``_total``
 | ``fleet_gc_frozen_objects`` | gauge | (``heaps``: long-lived objects the cyclic collector skips) |
 | ``fleet_webhook_requests_total`` | counter | ``result`` (``webhooks.Verdict.result``) |
 | ``fleet_commit_status_posts_total`` | counter | ``result`` (posted, unchanged, dropped, ``HostError.reason``) |
+| ``fleet_cache_entries`` | gauge | ``cache`` (each long-lived cache the controller keeps; read at scrape time) |
 
 ``record_changeset`` turns an engine ChangeSet into the object counters, so metrics
 are a view of ChangeSets, not a second bookkeeping. ``watch_loop_lag`` is a task for
@@ -38,10 +39,13 @@ controller times ``source.sync()`` with ``fetch_duration`` and counts a
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 
 import anyio
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
 
 from fleet.controller import statuses
 from fleet.engine.changesets import Action, ChangeSet
@@ -130,6 +134,10 @@ class Metrics:
             registry=r,
         )
 
+    def watch_caches(self, sizes: Callable[[], dict[str, int]]) -> None:
+        """Export ``fleet_cache_entries{cache}`` from ``sizes()``, asked at each scrape (nothing to keep current)."""
+        self.registry.register(_CacheSizes(sizes))
+
     def record_changeset(self, changeset: ChangeSet) -> None:
         """Count the written entries of a ChangeSet (created, configured, deleted; failures are not counted)."""
         for entry in changeset.entries:
@@ -144,6 +152,19 @@ class Metrics:
         """The exposition for an ``Accept`` header (Prometheus text, or OpenMetrics if asked): body, content type."""
         encoder, content_type = choose_encoder(accept)
         return encoder(self.registry), content_type
+
+
+class _CacheSizes(Collector):
+    def __init__(self, sizes: Callable[[], dict[str, int]]) -> None:
+        self.sizes = sizes
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "fleet_cache_entries", "Entries in each long-lived cache of the controller.", labels=["cache"]
+        )
+        for name, size in sorted(self.sizes().items()):
+            family.add_metric([name], size)
+        yield family
 
 
 async def watch_loop_lag(*, metrics: Metrics, interval: float = 1.0) -> None:

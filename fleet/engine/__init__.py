@@ -17,7 +17,13 @@ Cut like gitops-engine and Flux's ssa package, one concept per module:
 - ``adoptions``      pure: existing objects fleet may not take over, pools overlapping on a live Node
 - ``blockers``       what forbids a deletion: claims in use, what others put in a namespace
 - ``pipelines``      checkout → validate → plan, and connecting: shared by the CLI and the controller
-- ``applies``        ``Sync``: the step-wise run (one stage per step), prune, record
+- ``applies``        ``Sync``: the step-wise run's state, and the apply of one stage
+- ``writes``         sending one object: apply, replace, a pool's Node from a fresh read
+- ``prunes``         deleting what is no longer declared, behind one guard the preview shares
+- ``records``        saving the ledger: progress while writing, the whole record at the end
+- ``holds``          pure: what a drift policy or a freeze makes of a diffed Change
+- ``drives``         the one driver of a ``Sync`` (CLI, controller, tests), with hooks
+- ``memories``       what a reconciling process keeps between runs, bounded, with its sizes
 - ``drivers``        the GPU nodes' driver-upgrade states, carried on the operator release's Change
 - ``nodes``          pool metadata written to a Node from a fresh read, resourceVersion-conditional
 - ``writers``        one writer per cluster: the Lease a writer holds while it writes
@@ -30,12 +36,12 @@ Cut like gitops-engine and Flux's ssa package, one concept per module:
 
 from __future__ import annotations
 
-from fleet.engine import operators
 from fleet.engine.applies import Options, Sync
 from fleet.engine.changesets import Action, Change, ChangeSet, FieldConflict
-from fleet.engine.diffs import Settled
+from fleet.engine.drives import Hooks, Outcome, drive
 from fleet.engine.healths import HealthTimeout
 from fleet.engine.listings import Prefetched
+from fleet.engine.memories import Memory
 from fleet.engine.plans import Desired, Plan, PoolRule
 from fleet.engine.stages import STAGES, Gate, Stage
 from fleet.kube import Client
@@ -47,22 +53,16 @@ async def reconcile(
     plan: Plan,
     options: Options,
     prefetched: Prefetched | None = None,
-    settled: Settled | None = None,
-    operator_noops: operators.Noops | None = None,
+    memory: Memory | None = None,
+    hooks: Hooks | None = None,
 ) -> ChangeSet:
-    """Run a whole Sync (every step) and return its ChangeSet.
+    """Run a whole Sync through the driver and return its ChangeSet; the error that stopped it is raised.
 
     A process that reconciles again and again passes the live objects its watches keep
-    (``prefetched``), one ``Settled`` and one ``operators.Noops`` for all its runs: a no-op
-    then lists nothing but the ledger, re-derives nothing and starts no helm process
-    (docs/engine.md, "No-op fast")."""
-    sync = Sync(
-        client=client, plan=plan, options=options, prefetched=prefetched, settled=settled, operator_noops=operator_noops
-    )
-    changes = await sync.run()
-    if settled is not None:
-        settled.sweep()
-    return changes
+    (``prefetched``) and one ``Memory`` for all its runs: a no-op then lists nothing but
+    the ledger, re-derives nothing and starts no helm process (docs/engine.md, "No-op fast")."""
+    sync = Sync(client=client, plan=plan, options=options, prefetched=prefetched, memory=memory)
+    return (await drive(sync, hooks=hooks)).raise_error()
 
 
 async def diff(
@@ -79,7 +79,7 @@ async def diff(
         ignore_managers=base.ignore_managers,
         helm=base.helm,
     )
-    return await Sync(client=client, plan=plan, options=dry, prefetched=prefetched).run()
+    return (await drive(Sync(client=client, plan=plan, options=dry, prefetched=prefetched))).raise_error()
 
 
 __all__ = [
@@ -91,13 +91,16 @@ __all__ = [
     "FieldConflict",
     "Gate",
     "HealthTimeout",
+    "Hooks",
+    "Memory",
     "Options",
+    "Outcome",
     "Plan",
     "PoolRule",
     "Prefetched",
-    "Settled",
     "Stage",
     "Sync",
     "diff",
+    "drive",
     "reconcile",
 ]

@@ -43,6 +43,12 @@ def claim_users(claim: dict[str, Any]) -> list[str]:
     return users
 
 
+def claim_block(ref: Ref, claim: dict[str, Any] | None) -> str:
+    """Why ``claim`` may not be deleted or replaced: it is in use ("" when free or gone)."""
+    users = claim_users(claim or {})
+    return claim_in_use(ref, users) if users else ""
+
+
 def claim_in_use(ref: Ref, users: list[str]) -> str:
     return (
         f"ResourceClaim {ref.namespace}/{ref.name} is in use ({', '.join(users)}); fleet never deletes or replaces "
@@ -84,6 +90,12 @@ async def foreign_objects(
     return sorted(found)
 
 
+async def namespace_block(*, client: Client, namespace: str, ours: Collection[str], kinds: list[Kind]) -> str:
+    """Why ``namespace`` may not be deleted: objects fleet did not put there ("" when none)."""
+    others = await foreign_objects(client=client, namespace=namespace, kinds=kinds, ours=ours)
+    return namespace_not_empty(namespace, others) if others else ""
+
+
 def _namespaced_listable(kinds: list[Kind]) -> list[Kind]:
     """One version per namespaced, listable resource (discovery lists the preferred version first)."""
     seen: dict[tuple[str, str], Kind] = {}
@@ -102,4 +114,12 @@ def namespace_not_empty(namespace: str, objects: list[str]) -> str:
     )
 
 
-__all__ = ["claim_in_use", "claim_users", "foreign_objects", "namespace_not_empty", "namespaced_kinds"]
+__all__ = [
+    "claim_block",
+    "claim_in_use",
+    "claim_users",
+    "foreign_objects",
+    "namespace_block",
+    "namespace_not_empty",
+    "namespaced_kinds",
+]

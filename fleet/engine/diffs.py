@@ -40,18 +40,31 @@ from fleet.engine.changesets import Action, Change, FieldConflict
 from fleet.engine.listings import LiveIndex
 from fleet.engine.plans import Desired
 from fleet.kube import Client, Conflict, Invalid, KubeError, NotFound
+from fleet.lrus import LRU
+
+_Key = tuple[str, str, str, str, str]
+"""An answer's key: the object, its live uid and resourceVersion, the desired content's hash, the field manager."""
 
 
 class Settled:
     """What ``normalizations.unchanged_without_dry_run`` answered, kept between runs by a process
     that reconciles again and again (the controller): the answer is a pure function of the live
     object's version (uid, resourceVersion) and the desired content (its applied hash and field
-    manager), so a repeated no-op re-derives nothing. Entries not asked for by the last run are
-    dropped (``sweep``): it holds one cluster's worth."""
+    manager), so a repeated no-op re-derives nothing.
 
-    def __init__(self) -> None:
-        self.answers: dict[tuple[str, str, str, str, str], bool] = {}
-        self._asked: set[tuple[str, str, str, str, str]] = set()
+    Every status update of a managed object (a Node's heartbeat, a quota's usage) is a new
+    resourceVersion and so a new key: the engine's one driver (``fleet.engine.drives``) sweeps
+    after every run, keeping only what that run asked, and the ``LRU`` bounds it in any case."""
+
+    LIMIT = 250_000
+    """More than the largest fleet tested (100,000 objects): a sweep, not the limit, keeps it small."""
+
+    def __init__(self, *, limit: int = LIMIT) -> None:
+        self.answers: LRU[_Key, bool] = LRU(limit)
+        self._asked: set[_Key] = set()
+
+    def __len__(self) -> int:
+        return len(self.answers)
 
     def unchanged(self, d: Desired, live: dict[str, Any]) -> bool:
         meta = live.get("metadata") or {}
@@ -62,6 +75,8 @@ class Settled:
             d.applied,
             d.field_manager,
         )
+        if len(self._asked) >= self.answers.limit:
+            self._asked.clear()  # a run larger than the limit: the LRU alone bounds what is kept
         self._asked.add(key)
         found = self.answers.get(key)
         if found is None:
@@ -69,7 +84,9 @@ class Settled:
         return found
 
     def sweep(self) -> None:
-        self.answers = {k: v for k, v in self.answers.items() if k in self._asked}
+        """Keep only the answers the runs since the last sweep asked for."""
+        asked = self._asked
+        self.answers.retain(asked.__contains__)
         self._asked = set()
 
 

@@ -21,6 +21,7 @@ import httpx
 import yaml
 
 from fleet.helm.releases import ChartRef
+from fleet.lrus import LRU
 
 
 @dataclass
@@ -31,11 +32,15 @@ class _Index:
     """``name@version`` → digest."""
 
 
+LIMIT = 16
+"""Repositories remembered: a fleet uses one or two; a URL changed by each commit must not pile up."""
+
+
 @dataclass
 class IndexCache:
     """Repository indexes read so far, by URL (kept by a process that asks again and again)."""
 
-    indexes: dict[str, _Index] = field(default_factory=dict)
+    indexes: LRU[str, _Index] = field(default_factory=lambda: LRU(LIMIT))
 
 
 async def digest(chart: ChartRef, *, cache: IndexCache, timeout: float = 10.0) -> str | None:  # noqa: ASYNC109

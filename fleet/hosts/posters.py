@@ -224,6 +224,10 @@ class Poster:
             logger.info("commit status %s %s posted for %s", status.context, status.state, status.sha[:12])
             return
 
+    def size(self) -> int:
+        """Statuses held: waiting, posted and refused ones (each bounded by ``capacity`` or ``REMEMBERED``)."""
+        return len(self._pending) + len(self._posted) + len(self._refused)
+
     @staticmethod
     def _remember(memory: OrderedDict[tuple[str, str], Any], status: CommitStatus, value: Any) -> None:
         memory[status.key] = value

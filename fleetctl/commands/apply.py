@@ -151,19 +151,15 @@ async def _run(args: argparse.Namespace) -> int:
                     sync = engine.Sync(
                         client=client, plan=plan, options=options, prefetched=prefetched, progress=advance
                     )
-                    try:
-                        await sync.start()
-                    except operators.OperatorRefused as err:  # the chart, fetched before any write
-                        failure = err
-                    while not sync.done and failure is None:
-                        step = sync.steps[0]
-                        before = len(sync.changes.entries)
-                        try:
-                            await sync.step()
-                        except (engine.HealthTimeout, operators.OperatorRefused) as err:
-                            failure = err
-                            break
-                        bar.console.print(_progress(step, sync.changes.entries[before:]))
+
+                    def stepped(step: str, entries: list[engine.Change]) -> None:
+                        bar.console.print(_progress(step, entries))
+
+                    outcome = await engine.drive(sync, hooks=engine.Hooks(after_step=stepped))
+                    if isinstance(outcome.error, engine.HealthTimeout | operators.OperatorRefused):
+                        failure = outcome.error  # reported with what was done
+                    elif outcome.error is not None:
+                        raise outcome.error
         except leases.Lost as err:
             if sync is None:
                 raise

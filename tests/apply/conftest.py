@@ -69,6 +69,27 @@ def fleet(sandbox: Sandbox, repo: Repo) -> Engine:
     return Engine(sandbox, repo)
 
 
+class Killed(Exception):
+    """Raised from a driver hook: the run ends there as if its process had been killed."""
+
+
+def killed_before(step: str) -> engine.Hooks:
+    """Hooks that end a run just before ``step`` (what was done stays done, as after a kill)."""
+
+    def before(name: str) -> None:
+        if name == step:
+            raise Killed(step)
+
+    return engine.Hooks(before_step=before)
+
+
+async def run_until_killed(client: kube.Client, plan: engine.Plan, *, before: str, **options: Any) -> None:
+    """Drive ``plan`` and kill the run just before step ``before``."""
+    options.setdefault("health_timeout", 30.0)
+    with pytest.raises(Killed):
+        await engine.reconcile(client=client, plan=plan, options=engine.Options(**options), hooks=killed_before(before))
+
+
 def actions(changes: engine.ChangeSet) -> dict[str, str]:
     """``Kind namespace/name`` → action, for compact assertions."""
     return {str(e.ref): str(e.action) for e in changes.entries}

@@ -56,13 +56,17 @@ def test_exist_gate_needs_no_request_when_the_writes_prove_it(fleet: Engine, rep
     plan = fleet.plan()
 
     async def main(c: kube.Client) -> tuple[int, dict[str, int]]:
-        sync = engine.Sync(client=c, plan=plan, options=engine.Options(health_timeout=30))
-        await sync.start()  # reads the ledger and the live objects
-        lists = c.counts.by_verb["list"]
-        while not sync.done:
-            await sync.step()
-        assert not sync.changes.failed and len(sync.changes.changed) == 6
-        return c.counts.by_verb["list"] - lists, c.counts.snapshot()
+        lists: list[int] = []
+
+        def after_start(step: str) -> None:  # start has read the ledger and the live objects
+            if not lists:
+                lists.append(c.counts.by_verb["list"])
+
+        changes = await engine.reconcile(
+            client=c, plan=plan, options=engine.Options(health_timeout=30), hooks=engine.Hooks(before_step=after_start)
+        )
+        assert not changes.failed and len(changes.changed) == 6
+        return c.counts.by_verb["list"] - lists[0], c.counts.snapshot()
 
     lists, counts = fleet.run(main)
     assert lists == 0, "three stages wrote and passed their gates without a list"

@@ -69,6 +69,10 @@ def test_configmap_someone_put_in_a_team_namespace_survives_team_removal(
     assert f"/Namespace//{ns}" in _ledger(fleet, repo).entries, "still fleet's to prune once it is empty"
 
     kubectl("delete", "configmap", "notes", "-n", ns)
+    previewed_again = fleet.diff()
+    assert actions(previewed_again)[f"Namespace {ns}"] == "deleted" and not previewed_again.failed, (
+        "the preview and the prune ask one guard: both now find the namespace empty"
+    )
     again = fleet.apply(prune=True)
     assert actions(again)[f"Namespace {ns}"] == "deleted" and not again.failed
 

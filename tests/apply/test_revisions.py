@@ -8,7 +8,7 @@ import pytest
 
 from fleet import engine, kube
 from fleet.engine import renders
-from tests.apply.conftest import Engine
+from tests.apply.conftest import Engine, run_until_killed
 from tests.apply.repos import Repo
 
 pytestmark = pytest.mark.sandbox
@@ -33,13 +33,7 @@ def test_resume_after_a_content_change_of_a_dirty_tree_runs_every_stage(fleet: E
     first = fleet.plan()
     assert first.revision.startswith(f"{sha}-dirty-")
 
-    async def killed_after_tenancy(c: kube.Client) -> None:
-        sync = engine.Sync(client=c, plan=first, options=engine.Options(health_timeout=30))
-        await sync.start()
-        while sync.steps[0] != "pools":
-            await sync.step()
-
-    fleet.run(killed_after_tenancy)
+    fleet.run(lambda c: run_until_killed(c, first, before="pools"))
 
     repo.team("ml", namespaces=["ml"], group="ml-research", quota=6)  # uncommitted edit 2, same commit
     second = fleet.plan()

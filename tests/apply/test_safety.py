@@ -9,7 +9,7 @@ import pytest
 from fleet import engine, kube
 from fleet.engine import plans, renders
 from fleet.sandbox import credentials
-from tests.apply.conftest import Engine, actions
+from tests.apply.conftest import Engine, actions, run_until_killed
 from tests.apply.repos import Repo
 from tests.conftest import Kubectl
 
@@ -159,13 +159,8 @@ def test_killed_run_resumes_without_repeating_finished_writes(fleet: Engine, rep
     repo.claim_template("ml", "one-gpu")
     plan = fleet.plan()
 
-    async def killed_after_tenancy(c: kube.Client) -> None:
-        sync = engine.Sync(client=c, plan=plan, options=engine.Options(health_timeout=30))
-        await sync.start()
-        while sync.steps[0] != "pools":
-            await sync.step()  # namespaces, operator, classes, tenancy; then the process "dies"
-
-    fleet.run(killed_after_tenancy)
+    # namespaces, operator, classes, tenancy; then the process "dies"
+    fleet.run(lambda c: run_until_killed(c, plan, before="pools"))
 
     async def resumed(c: kube.Client) -> tuple[engine.ChangeSet, dict[str, int]]:
         changes = await engine.reconcile(client=c, plan=plan, options=engine.Options(health_timeout=30))

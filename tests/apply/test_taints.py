@@ -50,16 +50,16 @@ def test_taints_changed_between_read_and_write_stay_changed(
     )
     plan = fleet.plan()
 
+    def before_pools(step: str) -> None:  # after fleet's read of the Nodes, before it writes them
+        if step == "pools":
+            kubectl("taint", "node", NODE, f"{appeared}=yes:NoSchedule")  # e.g. the node controller's unreachable
+            kubectl("taint", "node", NODE, "nvidia.com/gpu-")  # somebody removes one
+
     async def apply_with_changes_before_the_pools_step(c: kube.Client) -> engine.ChangeSet:
-        sync = engine.Sync(client=c, plan=plan, options=engine.Options(health_timeout=30))
-        await sync.start()  # fleet's read of the Nodes
-        while sync.steps[0] != "pools":
-            await sync.step()
-        kubectl("taint", "node", NODE, f"{appeared}=yes:NoSchedule")  # e.g. the node controller's unreachable
-        kubectl("taint", "node", NODE, "nvidia.com/gpu-")  # somebody removes one
-        while not sync.done:
-            await sync.step()
-        return sync.changes
+        options = engine.Options(health_timeout=30)
+        return await engine.reconcile(
+            client=c, plan=plan, options=options, hooks=engine.Hooks(before_step=before_pools)
+        )
 
     changes = fleet.run(apply_with_changes_before_the_pools_step)
     assert actions(changes)[f"Node {NODE}"] == "configured" and not changes.failed
@@ -71,16 +71,15 @@ def test_taints_changed_between_read_and_write_stay_changed(
     repo.team("ml", namespaces=["ml"], group="ml-research")
     later = f"t{repo.id}.example.com/later"
 
+    def before_prune(step: str) -> None:
+        if step == "prune":
+            kubectl("taint", "node", NODE, f"{later}=yes:NoSchedule")
+            kubectl("taint", "node", NODE, f"{appeared}-")
+
     async def release_with_a_change_before_prune(c: kube.Client) -> engine.ChangeSet:
-        sync = engine.Sync(client=c, plan=fleet.plan(), options=engine.Options(prune=True, health_timeout=30))
-        await sync.start()
-        while sync.steps[0] != "prune":
-            await sync.step()
-        kubectl("taint", "node", NODE, f"{later}=yes:NoSchedule")
-        kubectl("taint", "node", NODE, f"{appeared}-")
-        while not sync.done:
-            await sync.step()
-        return sync.changes
+        options = engine.Options(prune=True, health_timeout=30)
+        hooks = engine.Hooks(before_step=before_prune)
+        return await engine.reconcile(client=c, plan=fleet.plan(), options=options, hooks=hooks)
 
     released = fleet.run(release_with_a_change_before_prune)
     assert actions(released)[f"Node {NODE}"] == "deleted" and not released.failed

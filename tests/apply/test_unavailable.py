@@ -39,23 +39,26 @@ def test_an_unreachable_server_stops_the_stage_after_the_objects_in_flight(fleet
         sync = engine.Sync(
             client=client, plan=plan, options=engine.Options(health_timeout=30.0, concurrency=CONCURRENCY)
         )
-        await sync.start()
 
         async def cut(request: httpx.Request) -> None:
             if request.headers.get("content-type") == APPLY_PATCH:
                 raise httpx.ConnectError("connection refused (injected)", request=request)
 
         session = await client._session()
-        session.event_hooks["request"].append(cut)
-        client.retry = kube.RetryPolicy(attempts=ATTEMPTS, base=0.01, cap=0.02)
-        before = client.counts.by_verb["apply"]
-        while not sync.done:
-            await sync.step()
-        sent = client.counts.by_verb["apply"] - before
+        before: list[int] = []
+
+        def cut_after_start(step: str) -> None:  # the ledger and the live objects were read
+            if not before:
+                session.event_hooks["request"].append(cut)
+                client.retry = kube.RetryPolicy(attempts=ATTEMPTS, base=0.01, cap=0.02)
+                before.append(client.counts.by_verb["apply"])
+
+        outcome = await engine.drive(sync, hooks=engine.Hooks(before_step=cut_after_start))
+        sent = client.counts.by_verb["apply"] - before[0]
         assert sent <= CONCURRENCY * ATTEMPTS
         assert client.counts.failed[0] == sent, "every apply sent was a failed attempt without an answer"
-        assert isinstance(sync.unavailable, kube.Unreachable), "the caller is told the server is unavailable"
-        return sync.changes
+        assert isinstance(outcome.unavailable, kube.Unreachable), "the caller is told the server is unavailable"
+        return outcome.changes
 
     changes = fleet.run(body)
     ours = [c for c in changes.entries if c.ref.kind == "ResourceClaimTemplate"]

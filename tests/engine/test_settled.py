@@ -50,4 +50,16 @@ def test_sweep_keeps_only_what_the_last_run_asked() -> None:
     settled.sweep()
     assert len(settled.answers) == 1
     settled.sweep()
-    assert settled.answers == {}
+    assert len(settled) == 0
+
+
+def test_versions_past_the_limit_evict_the_oldest_answers() -> None:
+    d, live = _pair()
+    settled = diffs.Settled(limit=3)
+    for version in range(10):  # a heartbeat per run, and no sweep: the limit alone holds
+        live["metadata"]["resourceVersion"] = str(version)
+        settled.unchanged(d, live)
+    assert len(settled) == 3
+    assert settled.answers.evicted == 7
+    settled.sweep()
+    assert len(settled) <= 3

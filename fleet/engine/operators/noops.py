@@ -28,6 +28,7 @@ from fleet.engine.operators import capabilities
 from fleet.engine.plans import OperatorRelease
 from fleet.helm import indexes
 from fleet.kube import Client, KubeError, NotFound, Ref
+from fleet.lrus import LRU
 
 
 @dataclass(frozen=True)
@@ -40,12 +41,16 @@ class Deployed:
     resource_version: str
 
 
+LIMIT = 16
+"""Releases remembered: a cluster declares one operator; a renamed release must not leave its old one forever."""
+
+
 @dataclass
 class Noops:
     """What a reconciling process remembers between runs: release records by (namespace, release)."""
 
     indexes: indexes.IndexCache = field(default_factory=indexes.IndexCache)
-    deployed: dict[tuple[str, str], Deployed] = field(default_factory=dict)
+    deployed: LRU[tuple[str, str], Deployed] = field(default_factory=lambda: LRU(LIMIT))
 
 
 def record_name(release: str, revision: int) -> str:

@@ -1,0 +1,54 @@
+"""What the object's drift policy, or a person's freeze, makes of a diffed Change: pure.
+
+A diff says what applying would change; whether fleet writes it depends on who changed
+the object. A change in git always applies. A change made in the cluster (drift) is
+taken back under ``enforce``, reported and left under ``report``, hidden under
+``ignore``. A freeze on the live object (``fleet.engine.drifts``) wins over both: nothing
+is written to it, git change or drift. The preview and the apply call the same functions,
+so a diff shows exactly what the apply will leave alone.
+"""
+
+from __future__ import annotations
+
+from fleet.engine import drifts
+from fleet.engine.changesets import Action, Change
+
+
+def apply_policy(change: Change, policy: str) -> None:
+    """Cluster-side drift under ``report`` is reported, under ``ignore`` hidden; git changes always apply."""
+    if not change.drift or policy == "enforce":
+        return
+    owners = sorted({c.manager for c in change.conflicts if c.manager})
+    by = f" ({change.error.splitlines()[0]})" if change.error else (f" by {', '.join(owners)}" if owners else "")
+    change.error = ""  # a conflict over drift is what the policy is about, not a failure
+    change.conflicts = ()  # the policy does not re-apply, so nothing is taken from anyone
+    what = "deleted in the cluster" if change.action == Action.CREATED else "changed in the cluster"
+    if policy == "report":
+        change.action = Action.SKIPPED
+        change.reason = f"{what}{by}; drift policy report: reported, not re-applied"
+    else:
+        change.action = Action.UNCHANGED
+        change.reason = f"{what}; drift policy ignore"
+
+
+def hold(change: Change, freeze: drifts.Freeze) -> None:
+    """A live freeze: nothing is written to the object, drift or git change; ``report`` says what differs."""
+    if change.action not in (Action.CREATED, Action.CONFIGURED) and not change.failed and not change.drift:
+        return
+    owners = sorted({c.manager for c in change.conflicts if c.manager})
+    what = ("changed in the cluster" + (f" by {', '.join(owners)}" if owners else "")) if change.drift else ""
+    what = what or ("deleted in the cluster" if change.action == Action.CREATED else "differs from git")
+    change.error = ""
+    change.conflicts = ()
+    change.forced = False
+    change.replace = False  # nothing is deleted either
+    if freeze.mode == "report":
+        change.action = Action.SKIPPED
+        change.reason = f"{what}; {freeze.describe()}: not applied"
+    else:
+        change.action = Action.UNCHANGED
+        change.reason = f"{what}; {freeze.describe()}"
+        change.drift = False  # ignore: left alone without reporting
+
+
+__all__ = ["apply_policy", "hold"]
