@@ -186,6 +186,8 @@ class Controller:
     _poke: anyio.Event = field(default_factory=anyio.Event)
     _unavailable: KubeError | None = None
     """The API server failure (no answer, 5xx, 429) that ended the last sync, if one did."""
+    _frozen: int = 0
+    """Objects out of the collector's sight (``heaps``) at the last sweep."""
 
     def __post_init__(self) -> None:
         self.report = statuses.Report(cluster=self.options.cluster)
@@ -214,6 +216,9 @@ class Controller:
         sizes["drift_announced"] = len(self._reported)
         sizes["stuck_announced"] = len(self._stuck)
         sizes["repairs"] = len(self.report.repairs)
+        sizes["heaps"] = self._frozen
+        if self.store is not None:
+            sizes["plans_on_disk"] = len(self.store)
         if self.poster is not None:
             sizes["commit_statuses"] = self.poster.size()
         return sizes
@@ -296,7 +301,8 @@ class Controller:
             await anyio.sleep(self.options.resync)
             heaps.sweep()  # the one full collection per period (see heaps)
             heaps.trim()
-            self.metrics.gc_frozen.set(heaps.frozen())  # walks the frozen list: not on every tick
+            self._frozen = heaps.frozen()  # walks the frozen list: not on every tick, nor at each scrape
+            self.metrics.gc_frozen.set(self._frozen)
             self.queue.add(self.key, reason="resync")
 
     async def _lag(self) -> None:

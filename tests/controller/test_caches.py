@@ -46,7 +46,7 @@ async def test_caches_stay_flat_while_managed_objects_churn(
     repo.team("ml", namespaces=["ml"], group="ml-research", quota=4)
     repo.claim_template("ml", "one-gpu")
     pool = f"t{repo.id}.example.com/pool"
-    repo.pool("l4", selector={"sandbox.fleet.gpufleet.dev/pool": "l4x4"}, labels={pool: "l4"}, nodes=2)
+    repo.pool("h100", selector={"sandbox.fleet.gpufleet.dev/pool": "h100x8"}, labels={pool: "h100"}, nodes=2)
     revision = remote.push(repo, message="a team and a pool")
     churn = f"t{repo.id}.example.com/heartbeat"
     async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", resync=0.2) as ctl:
