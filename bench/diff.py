@@ -47,7 +47,7 @@ RESOURCES = stages.WRITTEN_RESOURCES
 CLUSTER = "bench"
 # The child's own peak: VmHWM of its address space. ru_maxrss is no good here: Linux carries it
 # across fork and exec, so a child of a large process (this one, after applying thousands of
-# objects) reports its parent's resident size (measured: 811 MiB reported by a child of 10 MiB).
+# objects) reports its parent's resident size, not its own.
 RUSAGE = (
     "import sys; from fleetctl import cli; rc = cli.run(sys.argv[1:]); "
     "hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')]; "

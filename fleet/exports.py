@@ -1,8 +1,8 @@
 """Package exports imported on first use (PEP 562).
 
 A package ``__init__`` that imports every submodule makes importing any one of them pay for
-all of them: importing ``fleet.manifests.trees`` loaded every pydantic model (~110 ms), and
-``fleet.cel.quantities`` the CEL runtime (cel_expr_python and protobuf, ~25 ms), which a
+all of them: importing ``fleet.manifests.trees`` loaded every pydantic model, and
+``fleet.cel.quantities`` the CEL runtime (cel_expr_python and protobuf), which a
 command taking a stored plan never uses. ``lazy`` gives such a package a module
 ``__getattr__`` that imports a name's submodule when the name is first read and keeps the
 value in the package, so ``from fleet.manifests import kinds`` and ``cel.compile_selector``
@@ -11,7 +11,7 @@ the ``TYPE_CHECKING`` imports beside the table.
 
 ``defer`` does the same for another library's dependencies: kr8s imports httpx-ws (for exec and
 port-forward), python-jsonpath (for ``kubeconfig get``-style queries) and cryptography's x509 (for
-``whoami``) at its top, ~0.1 s of every command's start, and fleet calls none of them. A deferred
+``whoami``) at its top, a part of every command's start, and fleet calls none of them. A deferred
 module is a stand-in in ``sys.modules`` that imports the real one when an attribute of it is
 first read, so a library that binds it with ``import x`` works unchanged.
 """

@@ -117,8 +117,8 @@ def print_problems(out: Console, changes: ChangeSet) -> None:
 def progress_bar(out: Console, *, transient: bool = True) -> Iterator[Progress]:
     """A progress display on ``out``, drawn only on a terminal (nothing at all in a log or a pipe).
 
-    rich's progress module is imported here, by the two commands that draw one (~9 ms of start-up
-    that ``diff`` and ``validate`` would pay for nothing)."""
+    rich's progress module is imported here, by the two commands that draw one (start-up that
+    ``diff`` and ``validate`` would pay for nothing)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     bar = Progress(

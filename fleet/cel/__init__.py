@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from fleet.cel.semvers import Semver, SemverError, normalize_and_parse, parse_semver
 
 # Each name's module, imported when the name is first used (PEP 562): the CEL runtime
-# (cel_expr_python and protobuf, ~25 ms) is loaded only by a process that compiles or
+# (cel_expr_python and protobuf) is loaded only by a process that compiles or
 # evaluates an expression, not by every command that imports fleet.cel for quantities.
 __getattr__ = exports.lazy(
     __name__,

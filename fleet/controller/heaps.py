@@ -3,13 +3,11 @@
 The controller holds every watched object, the parsed repository and the last plan:
 at 10,000 objects, millions of container objects that live for hours. CPython's
 collector re-scans its oldest generation as the heap grows, holding the GIL, so the
-event loop stalls. Measured in-process at 10,000 objects (an initial apply and eight
-commits, ``gc.callbacks``, a loaded 2-core machine): 15 full collections of 0.2-3.2 s
-and 23.6 s of collection in all before; with ``settle`` every 2 s and after each
-reconcile, the longest was 0.46-0.93 s and 7.6-8.4 s in all. Settling every 2 s still left the loop
-lag's p99 during the initial apply of 10,000 objects at 90-148 ms (each settle collects what the
-last period allocated); every 0.5 s it was 61 and 68 ms in two runs (``bench/run controller``). (``pipelines.tune_gc``,
-which the CLI uses, made the young collections themselves last up to 1 s here.)
+event loop stalls. ``settle`` runs often (each settle collects what the last period
+allocated, so a short period keeps each pause short) and after each reconcile.
+(``pipelines.tune_gc``, which the CLI uses, does not fit here: with its thresholds the young
+collections themselves grow long.) The loop lag this leaves is a figure of
+``bench/run controller`` (docs/benchmarks.md).
 
 Objects that survived the young collections are moved out of the collector's sight
 (``gc.freeze``): reference counting still frees them the moment they are dropped,
@@ -22,9 +20,8 @@ one period. ``frozen()`` is exported as a metric after each sweep, so a growth w
 ``trim`` hands the C allocator's free pages back to the system (glibc's ``malloc_trim``;
 nothing elsewhere). Python's small-object allocator releases its arenas by itself when they
 empty, but what glibc serves (large dicts and lists, response bodies, file contents) stays
-mapped after a peak: at 10,000 objects, trimming once after the benchmark returned 18 MiB
-(318 → 300 MiB, ``bench/run controller --malloc-stats``). It takes a few milliseconds, so
-the controller trims after each reconcile and sweep.
+mapped after a peak (``bench/run controller --malloc-stats`` shows what a trim returns). It is
+cheap, so the controller trims after each reconcile and sweep.
 """
 
 from __future__ import annotations
@@ -72,7 +69,7 @@ def trim() -> bool:
 
 
 def frozen() -> int:
-    """How many objects are frozen (this walks the whole frozen list: about 15 ms per million objects)."""
+    """How many objects are frozen (this walks the whole frozen list, so call it once per sweep)."""
     return gc.get_freeze_count()
 
 

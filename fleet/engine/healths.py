@@ -77,10 +77,9 @@ def gate_view(obj: Mapping[str, Any]) -> dict[str, Any]:
     """What the gates read of an object fleet wrote: its identity, labels and status.
 
     A stage keeps the API server's answer to each of its writes until its gate passes
-    (``wait(applied=)``). Whole, 10,000 templates' answers were about 50 MiB at once
-    (managedFields and spec included), the controller's peak memory during an initial apply;
-    this view is a tenth of that. The gates read ``spec`` only of ResourceSlices, which
-    fleet never writes.
+    (``wait(applied=)``). Whole answers (managedFields and spec included) made the controller's
+    peak memory during an initial apply; this view is a small part of each. The gates read
+    ``spec`` only of ResourceSlices, which fleet never writes.
     """
     meta = obj.get("metadata") or {}
     view: dict[str, Any] = {

@@ -46,11 +46,9 @@ from fleet.telemetry import tracing
 def tune_gc() -> None:
     """Collect the young generation only: a run builds tens of thousands of long-lived dicts
     (manifests, desired and live objects) that the cyclic collector would otherwise re-scan
-    again and again for nothing (measured: about a fifth of the wall time of a 2,000-object diff).
-    In the controller a full collection holds the GIL over the whole heap: at 10,000 objects
-    gen-2 pauses of 0.2-3.2 s were measured (15 in 8 commits), each one stalling the event loop.
-    Reference counting still frees everything acyclic at once; cycles are found in the young
-    generations."""
+    again and again for nothing. Reference counting still frees everything acyclic at once;
+    cycles are found in the young generations. (The controller, whose full collections would
+    stall its event loop, keeps its own policy: ``fleet.controller.heaps``.)"""
     gc.set_threshold(50_000, 50, 1000)
 
 
@@ -65,13 +63,11 @@ def collector_paused() -> Iterator[None]:
     loads, validates and plans (any thread); what was made meanwhile is frozen after.
 
     All of that lives until the process ends (the files' data, the models, the plan) and it
-    makes almost no cyclic garbage (364 objects at 2,000 templates), yet every collection of an
-    older generation re-scanned all of it, and the first young collection after the pause would
-    scan everything made in it (1.8 s at 100,000 templates). Frozen (``gc.freeze``), it is out
-    of the collector's sight; reference counting still frees it. ``fleetctl validate`` of
-    100,000 templates in 10,000 files spent 1.86 s in collections before, 0.04 s after. Not for
-    listing: each page's response stays in a reference cycle until a collection (a listing of
-    100,000 objects under the pause peaked 90 MiB higher). Nested and concurrent uses are
+    makes almost no cyclic garbage, yet every collection of an older generation would re-scan
+    all of it, and the first young collection after the pause would scan everything made in it.
+    Frozen (``gc.freeze``), it is out of the collector's sight; reference counting still frees
+    it. Not for listing: each page's response stays in a reference cycle until a collection, so
+    a listing under the pause peaks higher. Nested and concurrent uses are
     counted: the collector runs again when the last one ends, if it ran before the first. (The
     controller, which lives for months, has its own policy: ``fleet.controller.heaps``.)
     """
@@ -175,7 +171,7 @@ def _check_and_plan(
                         cache.last = (digest, cluster, sha, stored)
                     return Checked(revision=sha, plan=stored)
         # Only now, with no plan at hand: the repository's models, the policy checks and the
-        # renderer (about 130 ms of imports, which a process taking a stored plan does without).
+        # renderer (imports a process taking a stored plan does without).
         from fleet.engine import renders
         from fleet.manifests.revisions import load_revision
         from fleet.manifests.views import resolve
@@ -239,8 +235,8 @@ def load_plan(
 
 OVERLAP_MAX_FILES = 5_000
 """Above this many YAML files, list live objects after planning, not during it: the
-loader's peak memory and the listed objects would otherwise add up (measured at 10,000
-objects: 337 MiB overlapped; the overlap saves well under a second)."""
+loader's peak memory and the listed objects would otherwise add up, for a saving in time
+that is small beside the load."""
 
 
 async def connect(
@@ -274,7 +270,7 @@ async def plan_and_list(
 
     ``pause_collector``: plan inside ``collector_paused`` (a process that ends after one run).
     Only the planning: each listed page's response stays in a reference cycle until a
-    collection, so a listing under the pause held 90 MiB more at 100,000 objects.
+    collection, so a listing under the pause would hold more memory.
 
     A writer calls this while it holds the cluster's Lease (``fleet.engine.writers``),
     so the listing it diffs against is not one another writer was changing.

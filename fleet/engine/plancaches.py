@@ -5,10 +5,10 @@ fleet's own code (``fleet.engine.pipelines.check_and_plan``): the controller's i
 ``LoadCache`` already reuses the last plan when all four are unchanged. A new process has
 no memory, yet it is the common case: the next ``fleetctl diff`` of a checkout nobody
 edited, ``fleetctl apply`` after ``diff``, a controller container restarted on an
-unchanged revision. Loading is most of such a run (measured: 0.34 s of a 2,000-object
-diff, 23-30 s of a 100,000-object apply), while unpickling the same plans took 0.01 s
-and 2.5 s. So a run stores the plan it made, and a later run with the same key takes it
-back instead of parsing, validating and planning again.
+unchanged revision. Loading is most of such a run, and unpickling a plan is a small
+part of loading it (``bench/run noop``, docs/benchmarks.md). So a run stores the plan it
+made, and a later run with the same key takes it back instead of parsing, validating and
+planning again.
 
 The key is a hash of the file names and contents, the cluster, the revision id and a
 fingerprint of the code that made the plan: every fleet source file, the Python version
@@ -43,7 +43,7 @@ from typing import BinaryIO
 from fleet.engine import plans
 
 KEEP = 4
-"""Entries kept: a few checkouts or clusters in turn (a 100,000-object plan is about 40 MiB)."""
+"""Entries kept: a few checkouts or clusters in turn; a plan of a large fleet is large on disk."""
 
 LIBRARIES = ("pydantic", "pydantic-core", "PyYAML", "ruamel.yaml", "cel-expr-python", "protobuf")
 """Distributions whose version is part of the key: they parse, validate and compile CEL."""
@@ -162,8 +162,8 @@ class PlanCache:
 
 BATCH = 1000
 """Desired objects per pickle frame. The controller stores each new plan from a worker thread,
-and one ``pickle.dump`` is a single C call that holds the GIL throughout: 65 ms for a plan of
-10,000 objects, a stall of the event loop that renews the Lease. In frames of 1,000 (one
+and one ``pickle.dump`` is a single C call that holds the GIL throughout, a stall of the
+event loop that renews the Lease. In frames of 1,000 (one
 Pickler, so shared parts stay shared) the loop runs between frames."""
 
 

@@ -7,9 +7,8 @@ carries, so what is shown is exactly what was compared. Colour and layout belong
 the CLI; this module only produces the text.
 
 The YAML is written by libyaml (PyYAML's C emitter, the library the loader already uses
-to compose): ruamel.yaml's pure-Python emitter took about 6 ms per object, 0.24 s of a
-2,000-object ``fleetctl diff`` with 20 changes (``python -m cProfile -s cumtime -m fleetctl diff
-REPO --cluster C``), and seconds for a large change.
+to compose): ruamel.yaml's pure-Python emitter is much slower per object, which a large
+change multiplies.
 Keys are sorted and long strings are not folded, as in ``kubectl diff``'s YAML.
 """
 

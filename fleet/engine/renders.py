@@ -379,7 +379,7 @@ def _clean(data: dict[str, Any]) -> dict[str, Any]:
     """A manifest as written, with a ``metadata`` of its own (``stamp`` writes labels and annotations
     there) and every other field shared with ``data``: the loader's data is JSON-plain already
     (``fleet.manifests.yamls``), and neither the manifest nor the Desired object is ever changed in
-    place. Sharing saves a copy of every spec the controller keeps (about 10 MiB at 10,000 objects)."""
+    place. Sharing saves a copy of every spec the controller keeps."""
     obj = dict(data)
     obj["metadata"] = copy.deepcopy(data.get("metadata") or {})
     return obj

@@ -2,11 +2,11 @@
 
 The engine writes, deletes and dry-runs objects N at a time. Starting a task per object
 and letting a ``CapacityLimiter`` hold all but N of them costs every waiting object a
-coroutine, a task and a lock waiter: for the 10,000 templates of an initial apply that
-was about 45 MiB alive at once (``bench/run controller --tracemalloc``), the controller's
-memory peak. Here N workers take the items in order from one iterator, so only N are
-ever in flight or waiting. Cancelling the caller cancels the workers: items not yet taken
-are never started, as with the limiter.
+coroutine, a task and a lock waiter, all alive at once: at an initial apply, the
+controller's memory peak (``bench/run controller --tracemalloc`` shows it). Here N workers
+take the items in order from one iterator, so only N are ever in flight or waiting.
+Cancelling the caller cancels the workers: items not yet taken are never started, as with
+the limiter.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A chart's digest without starting helm: what the repository's ``index.yaml`` says about it.
 
-Knowing that nothing changed must not cost helm processes (each ``helm`` start is ~0.1 s of
-CPU, and the controller asks on every reconcile). A chart version is identified by its
+Knowing that nothing changed must not cost helm processes (each ``helm`` start costs CPU,
+and the controller asks on every reconcile). A chart version is identified by its
 digest: a Helm repository lists it in ``index.yaml`` (``entries.<name>[].digest``, the sha256
 of the ``.tgz``), a local ``.tgz`` is its own bytes and a chart folder its files. ``IndexCache``
 keeps each repository's index with its validators (``ETag``, ``Last-Modified``), so asking

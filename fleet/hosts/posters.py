@@ -10,8 +10,7 @@ update), and ``Poster.run``, a task in the controller's task group, sends the re
   a reconcile repeated every few seconds for the same revision posts once. A status is
   posted ``debounce`` seconds (1 s) after it was first handed over, so a reconcile that
   finishes within that time posts its outcome alone, after it ended, not a ``pending``
-  beside it (measured: a post beside a reconcile costs the loop a few milliseconds;
-  ``bench/statuses.py``).
+  beside it (what a post beside a reconcile costs the loop: ``bench/run statuses``).
 - **Bounded.** At most ``capacity`` keys wait; beyond that the oldest is dropped
   (``dropped`` in the metric) rather than letting memory grow while a host is down.
 - **Retried** with exponential backoff (1 s doubling to 5 min, ``attempts`` tries) on

@@ -42,7 +42,8 @@ class InventoryError(FleetError):
     """A ResourceSlice that cannot be read as Kubernetes would read it."""
 
 
-@dataclasses.dataclass(eq=False, slots=True)  # not frozen: a frozen init costs 109k x 2 us
+# Not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__.
+@dataclasses.dataclass(eq=False, slots=True)
 class InventoryDevice:
     node: str
     pool: str

@@ -6,11 +6,11 @@ small dicts), their labels and usually their ``spec`` are equal. Decoded from JS
 each object has its own copy of them. ``Shapes.share(obj)`` replaces each of those
 parts by an equal one it has seen before (recognised by the hash of its JSON as orjson
 writes it, and then compared, so a hash collision only costs the sharing). orjson, because
-the key is made three times per object: for a ``fieldsV1`` it took 0.3 µs where ``repr``
-took 2.6 µs and ``json.dumps`` 4.5 µs, which at 100,000 listed objects was 1.3 s of ``repr``.
+the key is made three times per object, and orjson is the cheapest of it, ``repr`` and
+``json.dumps``.
 
-At 10,000 objects the watch cache retained 20 MiB instead of 52 MiB (``bench/run controller``,
-its synthetic fleet: one template shape in 50 teams). Read-only kinds (ResourceSlices) are not
+Sharing pays most where objects are alike (``bench/run controller``'s synthetic fleet: one
+template shape in 50 teams). Read-only kinds (ResourceSlices) are not
 shared: each slice's spec is its own, and replaced ones would only fill the table.
 
 The controller's watch cache shares what it holds (``fleet.controller.caches``), and the

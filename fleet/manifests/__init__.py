@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 # Each name's module, imported when the name is first used (PEP 562), so that importing one
 # module of the package (``trees``, ``findings``) does not load the pydantic models of every
-# kind (~110 ms): a process that takes a stored plan (``fleet.engine.plancaches``) never needs them.
+# kind: a process that takes a stored plan (``fleet.engine.plancaches``) never needs them.
 __getattr__ = exports.lazy(
     __name__,
     {

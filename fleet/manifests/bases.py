@@ -68,9 +68,9 @@ _FIELD_SETS: dict[frozenset[str], set[str]] = {}
 def share_field_sets(model: BaseModel) -> None:
     """Let ``model`` and the models inside it share equal ``model_fields_set`` objects.
 
-    Pydantic gives every instance a set of its own (216 bytes or more: about 14 MiB at 10,000
-    templates). Only assignment changes that set, which ``frozen`` refuses, and ``model_copy``
-    copies it first, so frozen models may share one. Like ``sys.intern``, the table is for the
+    Pydantic gives every instance a set of its own, which adds up over a large repository.
+    Only assignment changes that set, which ``frozen`` refuses, and ``model_copy`` copies it
+    first, so frozen models may share one. Like ``sys.intern``, the table is for the
     process: it holds one set per distinct combination of field names ever loaded.
     """
     stack: list[Any] = [model]

@@ -2,7 +2,7 @@
 
 The controller re-reads the repository on every poll, webhook and resync, and
 almost always nothing (or one file) changed. Parsing with positions and validating
-the models is most of what loading costs (about 0.2 ms per template), so a
+the models is most of what loading costs, so a
 ``ParseCache`` remembers, per file path and content hash, the manifests and findings
 that parsing produced, and ``load_revision(..., cache=)`` re-parses only files whose
 bytes changed. The path is part of the key because a Manifest knows its file and

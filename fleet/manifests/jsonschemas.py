@@ -7,8 +7,8 @@ stale, so the schemas can never drift from what ``fleetctl validate`` accepts.
 
 A field's description is the docstring under it in the model's class. The models themselves do
 not read those docstrings (pydantic's ``use_attribute_docstrings`` walks the stack and parses
-source for every class, ~16 ms of every command that loads a repository, for text only the
-schemas show): ``attribute_docstrings`` reads them here, where the schemas are made.
+source for every class, at the start of every command that loads a repository, for text only
+the schemas show): ``attribute_docstrings`` reads them here, where the schemas are made.
 """
 
 from __future__ import annotations

@@ -46,8 +46,8 @@ class Positions:
     Positions of a whole parsed document know how to make themselves again
     (``source``: re-parse the file's bytes), so a long-lived holder can ``release``
     the two maps and keep only ``root``: most positions are read only to place a
-    finding, and a 10,000-file repository's maps take about 45 MiB (measured by
-    ``tools/memory.py``). They come back, the same, on the next read.
+    finding, and a large repository's maps are a large part of its memory (``tools/memory.py``
+    shows it). They come back, the same, on the next read.
     """
 
     __slots__ = ("_nodes", "_scalars", "_source", "root")

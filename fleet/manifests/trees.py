@@ -138,9 +138,8 @@ def _read_capped(handle: BinaryIO, size: int, cap: int) -> bytes:
 
     Sized by the ``stat`` just made: ``read(n)`` allocates ``n`` bytes before it reads, and
     glibc serves a request of the cap's size (1 MiB) with a mapping of its own, which keeps
-    at least a 4 KiB page after the bytes object shrinks to the file's length. Read that way,
-    10,000 files of half a kilobyte held 40 MiB (measured with ``mallinfo2``); kept by the
-    controller's ``TreeCache``, for as long as it runs. A file that grew since the ``stat``
+    at least a page after the bytes object shrinks to the file's length: for every small file
+    the controller's ``TreeCache`` keeps, for as long as it runs. A file that grew since the ``stat``
     is read on, up to the cap.
     """
     content = handle.read(size + 1)

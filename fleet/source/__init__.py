@@ -26,7 +26,7 @@ from fleet.source.errors import PathNotFound, RefNotFound, SourceError, TooLarge
 if TYPE_CHECKING:
     from fleet.source.sources import Checkout, GitSource
 
-# The git source is imported on first use (PEP 562): it imports GitPython (~30 ms), which a
+# The git source is imported on first use (PEP 562): it imports GitPython, which a
 # fleetctl command, needing only ``revision_id``, never uses.
 __getattr__ = exports.lazy(__name__, {"sources": "Checkout GitSource"})
 

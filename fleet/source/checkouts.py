@@ -18,10 +18,10 @@ Comparing blob ids (git's own ``sha1("blob <size>\\0" + content)``) with the tre
 needs no ``git status`` and sees exactly the files the loader reads, also ignored or
 untracked ones that ``git status`` would hide or that lie outside the repository
 sub-folder. Two ``git`` processes find the work tree and ``HEAD`` (``git rev-parse``) and
-list the commit's tree (``git ls-tree``), about 5 ms; callers on an event loop run this in
-a worker thread (``fleet.engine.pipelines`` loads the plan in one). GitPython, which the
-controller's ``GitSource`` uses, would run the same two commands after 30 ms of importing
-itself at every ``fleetctl`` start. ``GIT_DIR``, ``GIT_WORK_TREE`` and the index are not
+list the commit's tree (``git ls-tree``); callers on an event loop run this in a worker
+thread (``fleet.engine.pipelines`` loads the plan in one). GitPython, which the
+controller's ``GitSource`` uses, would run the same two commands after importing itself at
+every ``fleetctl`` start. ``GIT_DIR``, ``GIT_WORK_TREE`` and the index are not
 passed on: inside a git hook they name the hook's repository, not the checkout given.
 """
 
@@ -77,7 +77,7 @@ def _head(repo: Path, *, loadable: Callable[[str], bool]) -> tuple[str, dict[str
     if not top or not sha:
         return None
     prefix = repo.resolve().relative_to(Path(top).resolve()).as_posix()
-    # One `git ls-tree` (10,000 files: 0.02 s) rather than tree objects walked in Python (0.4 s).
+    # One `git ls-tree` rather than tree objects walked in Python, which is far slower.
     listing = _git(repo, "ls-tree", "-r", "-z", "--full-tree", sha, "--", "." if prefix == "." else f"{prefix}/")
     if listing is None:
         return None

@@ -14,8 +14,8 @@ Why shaped like this:
   out in place would change files under the reader. A directory is written as
   ``<sha>.partial`` and renamed when complete, so a directory named by a SHA is
   always whole and always that revision. The newest ``keep`` checkouts are kept.
-  Writing every file of a large repository for each commit is slow (10,000 files:
-  10-20 s on a busy 2-core machine), so the oldest checkout is *recycled*: renamed
+  Writing every file of a large repository for each commit is slow (creating files
+  dominates), so the oldest checkout is *recycled*: renamed
   to the new ``.partial`` first (a reader still holding it fails instead of reading
   another revision), then brought to the new commit by ``git read-tree -u --reset``
   with its own index, which writes only the files that differ. Until ``keep``

@@ -57,7 +57,7 @@ def build(
     choice = (exporter or os.environ.get("OTEL_TRACES_EXPORTER") or "none").strip().lower()
     if choice == "none" and extra is None:
         return None
-    # The SDK is imported only when spans are recorded (~20 ms, psutil included): with tracing
+    # The SDK is imported only when spans are recorded (psutil included): with tracing
     # off the API's no-op tracer serves, and a command starts that much sooner.
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider

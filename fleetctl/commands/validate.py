@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    pipelines.tune_gc()  # a revision is tens of thousands of long-lived objects: 2-3x faster loading
+    pipelines.tune_gc()  # a revision is tens of thousands of long-lived objects
     repo: Path = args.repo
     pipelines.require_checkout(repo)
     if args.diff and not args.fix:

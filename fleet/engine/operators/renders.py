@@ -36,7 +36,7 @@ async def object_diff(
     caps = await capabilities.from_cluster(client)
     served = set(caps.api_versions)
     # A server-side dry run cannot map the kinds of CRDs not installed yet (a first install): helm
-    # would fail after ~0.5 s and fall back to ``template``, so render offline at once.
+    # would fail and fall back to ``template``, so render offline at once.
     missing = any(f"{api_version}/{kind}" not in served for api_version, kind in crd_scopes(chart_crds))
     render = h.template if missing else h.render
     try:
