@@ -59,13 +59,16 @@ class Build:
 @functools.cache
 def current() -> Build:
     """This installation's build (computed once per process)."""
-    pins = runpy.run_path(str(_HERE / "sandbox" / "versions.py"))
+    try:
+        pins = runpy.run_path(str(_HERE / "sandbox" / "versions.py"))
+    except OSError:  # an installation without the sandbox's modules
+        pins = {}
     return Build(
         version=_version(),
         revision=_revision(),
-        kubernetes=str(pins["KUBERNETES"]),
-        helm=str(pins["HELM"]),
-        gpu_operator=str(pins["GPU_OPERATOR"]),
+        kubernetes=str(pins.get("KUBERNETES", UNKNOWN)),
+        helm=str(pins.get("HELM", UNKNOWN)),
+        gpu_operator=str(pins.get("GPU_OPERATOR", UNKNOWN)),
     )
 
 
