@@ -12,7 +12,8 @@ back; a bad commit is rejected. Then:
   from Prometheus's HTTP API;
 - Prometheus evaluates every rule without error, and the alerts the final state calls for
   (Stalled, not Ready) are pending for the cluster, with the labels the real scrape gives;
-- ``promtool check metrics`` accepts the controller's ``/metrics``.
+- ``promtool check metrics`` accepts the controller's ``/metrics``, which holds every metric a
+  rule or a panel names.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import hashlib
 import hmac
 import json
 import math
+import re
 import time
 import urllib.request
 import uuid
@@ -237,3 +239,12 @@ def test_promtool_accepts_the_controllers_metrics(observed: Observed) -> None:
                    "fleet_commit_status_posts_total", "fleet_webhook_requests_total"):  # fmt: skip
         assert f"\n{family}{{" in text or f"\n{family} " in text, family
     assert check_metrics(text) == ""
+
+
+def test_every_metric_the_rules_and_panels_name_is_exported(observed: Observed) -> None:
+    exprs = [r["expr"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+    exprs += [expr for _, expr in panel_queries()]
+    named = {name for expr in exprs for name in re.findall(r"\bfleet_[a-z_]+", expr)}
+    exported = {line.split("{")[0].split(" ")[0] for line in scrape(observed.metrics_url).splitlines()}
+    assert len(named) >= 15
+    assert named <= exported, sorted(named - exported)
