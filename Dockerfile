@@ -1,6 +1,11 @@
 # fleet's image: fleet-controller (the default command) and fleetctl, pinned by constraints.txt.
 # In a cluster: kubectl apply -k overlays/single-replica (or overlays/ha); see docs/install.md.
 # fleetctl:     docker run --rm -v "$PWD:/repo" --entrypoint fleetctl fleet validate /repo
+# Labels and --version: pass the commit, e.g.
+#   docker build --build-arg REVISION="$(git rev-parse HEAD)" -t fleet .
+# REVISION becomes org.opencontainers.image.revision and fleet/build.json, which
+# `fleetctl --version` and `fleet-controller --version` print (docs/install.md); VERSION is
+# pyproject.toml's (tests/install/test_dockerfile.py keeps them in step).
 # helm for the GPU Operator stage, built from its Go module as the sandbox builds it
 # (fleet/sandbox/binaries.py; the version is fleet/sandbox/versions.py HELM, checked by
 # tests/install/test_dockerfile.py).
@@ -11,14 +16,25 @@ RUN CGO_ENABLED=0 GOBIN=/out go install \
       "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
 
 FROM python:3.11-slim AS build
+ARG REVISION=unknown
 WORKDIR /src
 COPY pyproject.toml constraints.txt README.md ./
 COPY fleet ./fleet
 COPY fleetctl ./fleetctl
-RUN python -m venv /opt/fleet \
+RUN printf '{"revision": "%s"}\n' "${REVISION}" > fleet/build.json \
+ && python -m venv /opt/fleet \
  && /opt/fleet/bin/pip install --no-cache-dir -c constraints.txt .
 
 FROM python:3.11-slim
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG SOURCE=https://github.com/gpufleet/fleet
+LABEL org.opencontainers.image.title="fleet" \
+      org.opencontainers.image.description="GitOps controller for Kubernetes GPU fleets that use Dynamic Resource Allocation" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.licenses="Apache-2.0"
 # git: the controller's source (and fleetctl on a checkout) runs git; ssh for ssh:// remotes.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends git openssh-client ca-certificates \

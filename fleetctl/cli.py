@@ -17,6 +17,7 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
+from fleet.builds import VersionAction
 from fleet.errors import FleetError, user_errors
 from fleetctl import commands
 
@@ -33,6 +34,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         prog="fleetctl",
         description="GitOps for Kubernetes GPU fleets with Dynamic Resource Allocation.",
     )
+    parser.add_argument("--version", action=VersionAction)
     parser.add_argument(
         "--trace",
         action="store_true",

@@ -557,6 +557,7 @@ class Controller:
             self.queue.add_after(self.key, delay=delay, reason="driver upgrade: a node reaches driverStateTimeout")
 
     async def _write_status(self) -> None:
+        self.metrics.record_report(self.report)
         try:
             await self.writer.write(self.report)
         except FleetError as err:

@@ -27,9 +27,19 @@ many as they like. Names follow Prometheus conventions (``_seconds``, ``_total``
 | ``fleet_webhook_requests_total`` | counter | ``result`` (``webhooks.Verdict.result``) |
 | ``fleet_commit_status_posts_total`` | counter | ``result`` (posted, unchanged, dropped, ``HostError.reason``) |
 | ``fleet_cache_entries`` | gauge | ``cache`` (each long-lived cache the controller keeps; read at scrape time) |
+| ``fleet_ready`` | gauge (0/1) | ``cluster`` (the FleetSync's ``Ready``) |
+| ``fleet_stalled`` | gauge (0/1) | ``cluster`` (the FleetSync's ``Stalled``) |
+| ``fleet_source_reachable`` | gauge (0/1) | ``cluster`` (the FleetSync's ``sourceReachable``) |
+| ``fleet_helm_remediations_total`` | counter | (GPU Operator installs/upgrades ``spec.remediation`` acted on) |
+| ``fleet_build_info`` | gauge (always 1) | ``version``, ``revision`` (``fleet.builds``) |
 
-``record_changeset`` turns an engine ChangeSet into the object counters, so metrics
-are a view of ChangeSets, not a second bookkeeping. ``watch_loop_lag`` is a task for
+``record_changeset`` turns an engine ChangeSet into the object, drift and helm remediation
+counters, so metrics are a view of ChangeSets, not a second bookkeeping. ``record_report``
+sets the three status gauges from the controller's ``statuses.Report`` with the same
+functions the FleetSync status uses (``is_ready``, ``is_stalled``), each time the status is
+written: they are what ``kubectl get fleetsync`` shows, as numbers an alert can wait on. Only
+a replica that has reconciled (the leader) has them; the alerts in ``overlays/monitoring``
+also ask ``fleet_leader`` so a deposed leader's last values do not count. ``watch_loop_lag`` is a task for
 the controller's task group that keeps ``fleet_loop_lag_seconds`` current. The git
 source does not know about metrics (it is an adapter below the controller): the
 controller times ``source.sync()`` with ``fetch_duration`` and counts a
@@ -42,11 +52,12 @@ import time
 from collections.abc import Callable, Iterator
 
 import anyio
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from fleet import builds
 from fleet.controller import statuses
 from fleet.engine.changesets import Action, ChangeSet
 
@@ -133,13 +144,42 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.ready = Gauge(
+            "fleet_ready",
+            "1 while the FleetSync is Ready (the newest revision applied completely), else 0.",
+            ["cluster"],
+            registry=r,
+        )
+        self.stalled = Gauge(
+            "fleet_stalled",
+            "1 while the FleetSync is Stalled (the newest revision does not validate), else 0.",
+            ["cluster"],
+            registry=r,
+        )
+        self.source_reachable = Gauge(
+            "fleet_source_reachable",
+            "1 while the git source answers (the last fetch succeeded), else 0.",
+            ["cluster"],
+            registry=r,
+        )
+        self.helm_remediations = Counter(
+            "fleet_helm_remediations_total",
+            "Failed helm installs or upgrades of the GPU Operator that spec.remediation acted on "
+            "(rolled back, uninstalled, retried), and releases recovered from pending-*.",
+            registry=r,
+        )
+        build = builds.current()
+        Info("fleet_build", "The version and git commit of this fleet-controller.", registry=r).info(
+            {"version": build.version, "revision": build.revision}
+        )
 
     def watch_caches(self, sizes: Callable[[], dict[str, int]]) -> None:
         """Export ``fleet_cache_entries{cache}`` from ``sizes()``, asked at each scrape (nothing to keep current)."""
         self.registry.register(_CacheSizes(sizes))
 
     def record_changeset(self, changeset: ChangeSet) -> None:
-        """Count the written entries of a ChangeSet (created, configured, deleted; failures are not counted)."""
+        """Count the written entries of a ChangeSet (created, configured, deleted; failures are not counted),
+        drift, and the operator release's remediations."""
         for entry in changeset.entries:
             if entry.drift:
                 self.drift.labels(stage=entry.stage).inc()
@@ -147,6 +187,15 @@ class Metrics:
                     self.repaired.labels(stage=entry.stage, manager=statuses.manager_of(entry) or "unknown").inc()
             if not entry.failed and entry.action in _WRITTEN:
                 self.objects.labels(stage=entry.stage, action=str(entry.action)).inc()
+            if entry.operator is not None and entry.operator.remedied:
+                self.helm_remediations.inc()
+
+    def record_report(self, report: statuses.Report) -> None:
+        """Set ``fleet_ready``, ``fleet_stalled`` and ``fleet_source_reachable`` from what the status shows."""
+        cluster = report.cluster
+        self.ready.labels(cluster=cluster).set(1 if statuses.is_ready(report) else 0)
+        self.stalled.labels(cluster=cluster).set(1 if statuses.is_stalled(report) else 0)
+        self.source_reachable.labels(cluster=cluster).set(1 if report.source_reachable else 0)
 
     def render(self, *, accept: str = "") -> tuple[bytes, str]:
         """The exposition for an ``Accept`` header (Prometheus text, or OpenMetrics if asked): body, content type."""

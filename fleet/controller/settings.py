@@ -24,6 +24,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from fleet import hosts
+from fleet.builds import VersionAction
 from fleet.errors import FleetError
 from fleet.kube import leases
 
@@ -262,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="The in-cluster GitOps controller: keeps one cluster at the newest valid revision of a "
         "fleet repository. Every flag can also be set as FLEET_<FLAG> (e.g. FLEET_REPO).",
     )
+    parser.add_argument("--version", action=VersionAction)
     for name, info in Settings.model_fields.items():
         kwargs: dict[str, Any] = {
             "dest": name,

@@ -295,6 +295,24 @@ SOURCE_REASONS = {
 """Ready's reason per ``SourceError.reason``; anything else is ``SourceUnreachable``."""
 
 
+def is_ready(report: Report) -> bool:
+    """The ``Ready`` condition: the newest revision applied completely, nothing failed, the source reachable."""
+    failed = any(e.failed for e in (report.changes.entries if report.changes else ()))
+    return (
+        not is_stalled(report)
+        and not report.error
+        and not failed
+        and report.source_reachable
+        and bool(report.applied)
+        and report.applied == report.attempted
+    )
+
+
+def is_stalled(report: Report) -> bool:
+    """The ``Stalled`` condition: the newest revision does not validate, so it can never be applied as it is."""
+    return bool(report.findings)
+
+
 def status(report: Report, *, generation: int, previous: dict[str, Any] | None = None) -> dict[str, Any]:
     """The FleetSync status for ``report`` (pure; ``previous`` keeps condition transition times)."""
     changes = report.changes
@@ -309,15 +327,8 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
     failed = [e for e in (changes.entries if changes else ()) if e.failed]
     drift = [d for d in drift_of(changes) if d["action"] != "repaired"] + report.repairs
     conflicts = conflicts_of(changes)
-    invalid = bool(report.findings)
-    ready = (
-        not invalid
-        and not report.error
-        and not failed
-        and report.source_reachable
-        and bool(report.applied)
-        and report.applied == report.attempted
-    )
+    invalid = is_stalled(report)
+    ready = is_ready(report)
     if invalid:
         ready_reason, ready_message = "ValidationFailed", f"revision {report.attempted[:12]} does not validate"
     elif not report.source_reachable:
@@ -573,6 +584,8 @@ __all__ = [
     "drift_of",
     "events_for",
     "frozen_of",
+    "is_ready",
+    "is_stalled",
     "keep_repairs",
     "last_error",
     "manager_of",

@@ -37,10 +37,11 @@ from typing import Any
 
 import yaml
 
+from fleet.sandbox import versions
 from fleet.sandbox.errors import SandboxError
 
 CHART = "gpu-operator"
-RELEASED = "v26.7.0"
+RELEASED = versions.GPU_OPERATOR
 """The tag of NVIDIA/gpu-operator that ``Upstream`` holds."""
 KUBELET_PLUGIN = "nvidia-dra-driver-kubelet-plugin"
 VERSIONS = (RELEASED, "v26.7.1", "v27.1.0")

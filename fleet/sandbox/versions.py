@@ -1,12 +1,15 @@
-"""The versions of every binary the sandbox runs: the one place to change them.
+"""The versions of every binary the sandbox runs, and of the chart it serves: the one place to change them.
 
 This module imports nothing, so build tooling can read it before fleet's own
-dependencies are installed (``tools/ktestenv/gomod.py`` runs it with runpy).
+dependencies are installed (``tools/ktestenv/gomod.py`` runs it with runpy), and so can
+``fleet.builds`` (``--version``: what fleet is tested with) without loading the sandbox.
 """
 
 KUBERNETES = "v1.36.3"
 KWOK = "v0.8.0"
 HELM = "v3.21.4"
 GO_DIRECTIVE = "1.26.0"
+GPU_OPERATOR = "v26.7.0"
+"""NVIDIA/gpu-operator's tag vendored in tests/data/gpu-operator (its chart and manifests)."""
 
-__all__ = ["GO_DIRECTIVE", "HELM", "KUBERNETES", "KWOK"]
+__all__ = ["GO_DIRECTIVE", "GPU_OPERATOR", "HELM", "KUBERNETES", "KWOK"]

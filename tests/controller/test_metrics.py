@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import functools
 import time
 
@@ -10,9 +12,14 @@ import anyio.lowlevel
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from fleet import builds
+from fleet.controller import statuses
 from fleet.controller.metrics import Metrics, watch_loop_lag
 from fleet.engine.changesets import Action, Change, ChangeSet
+from fleet.engine.drivers import ReleaseStatus
 from fleet.kube import Ref
+from fleet.manifests.findings import Finding
+from fleet.manifests.locations import Location
 
 
 def values(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -94,3 +101,54 @@ async def test_loop_lag_sees_a_blocked_loop() -> None:
         lag = values(metrics)[("fleet_loop_lag_seconds", ())]
         group.cancel_scope.cancel()
     assert lag >= 0.2
+
+
+def test_the_status_gauges_follow_the_report_as_the_fleetsync_does() -> None:
+    metrics = Metrics()
+    assert ("fleet_ready", (("cluster", "c"),)) not in values(metrics), "no opinion before the first status"
+    report = statuses.Report(cluster="c", attempted="abc", applied="abc", enforced="abc")
+    metrics.record_report(report)
+    found = values(metrics)
+    assert found[("fleet_ready", (("cluster", "c"),))] == 1
+    assert found[("fleet_stalled", (("cluster", "c"),))] == 0
+    assert found[("fleet_source_reachable", (("cluster", "c"),))] == 1
+
+    report.attempted = "def"
+    report.findings = (Finding(location=Location("fleet.yaml"), rule="schema", message="bad"),)
+    report.source_reachable = False
+    metrics.record_report(report)
+    found = values(metrics)
+    assert found[("fleet_ready", (("cluster", "c"),))] == 0
+    assert found[("fleet_stalled", (("cluster", "c"),))] == 1
+    assert found[("fleet_source_reachable", (("cluster", "c"),))] == 0
+    conditions = {c["type"]: c["status"] for c in statuses.status(report, generation=1)["conditions"]}
+    assert conditions["Ready"] == "False" and conditions["Stalled"] == "True"
+
+
+def test_helm_remediations_are_counted_from_the_operator_release_entry() -> None:
+    metrics = Metrics()
+    assert values(metrics)[("fleet_helm_remediations_total", ())] == 0, "exported before the first one"
+    seen = ReleaseStatus(version="v26.7.0", limit=600.0, checked=datetime.datetime.now(datetime.UTC))
+    release = Ref(api_version="helm.sh/v3", kind="HelmRelease", namespace="gpu-operator", name="gpu-operator")
+    changeset = ChangeSet(
+        cluster="c",
+        revision="abc",
+        entries=[
+            Change(ref=release, stage="operator", action=Action.UNCHANGED, operator=seen),
+            Change(
+                ref=release,
+                stage="operator",
+                action=Action.CONFIGURED,
+                error="upgrade failed",
+                operator=dataclasses.replace(seen, remedied="rolled back to revision 1"),
+            ),
+        ],
+    )
+    metrics.record_changeset(changeset)
+    assert values(metrics)[("fleet_helm_remediations_total", ())] == 1
+
+
+def test_build_info_names_the_version_and_commit() -> None:
+    build = builds.current()
+    found = values(Metrics())
+    assert found[("fleet_build_info", (("revision", build.revision), ("version", build.version)))] == 1

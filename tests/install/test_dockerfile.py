@@ -9,6 +9,7 @@ so the GPU Operator stage runs the helm the tests ran.
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 from fleet.sandbox import versions
@@ -47,3 +48,23 @@ def test_the_runtime_image_has_helm_and_git_on_path_and_runs_unprivileged() -> N
     assert re.search(r"^USER 65532:65532$", runtime, flags=re.M)
     assert "HEALTHCHECK" in runtime and "/healthz" in runtime
     assert 'ENTRYPOINT ["fleet-controller"]' in runtime
+
+
+def test_the_image_carries_the_oci_labels_and_its_commit() -> None:
+    runtime = DOCKERFILE.rsplit("\nFROM ", 1)[1]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert f"ARG VERSION={project['version']}\n" in runtime
+    for label, value in (
+        ("version", "${VERSION}"),
+        ("revision", "${REVISION}"),
+        ("source", "${SOURCE}"),
+        ("licenses", project["license"]),
+    ):
+        assert f'org.opencontainers.image.{label}="{value}"' in runtime, label
+    assert "ARG REVISION=unknown\n" in runtime and "ARG SOURCE=https://" in runtime
+    # The build stage records the same REVISION where fleet.builds reads it, before installing the package.
+    build = stage("build")
+    assert "ARG REVISION=unknown\n" in build
+    recorded = build.index("""printf '{"revision": "%s"}\\n' "${REVISION}" > fleet/build.json""")
+    assert recorded < build.index("pip install")
+    assert "fleet/build.json" in (ROOT / ".dockerignore").read_text().split()

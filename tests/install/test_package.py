@@ -8,6 +8,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from fleet.sandbox import versions
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -37,7 +39,7 @@ def test_wheel_installs_and_runs_outside_the_source_tree(tmp_path: Path) -> None
     )
     deps = sysconfig.get_paths()["purelib"]
     env = dict(os.environ, PYTHONPATH=f"{target}{os.pathsep}{deps}", NO_COLOR="1")
-    for args in (["--help"], ["validate", "--help"], ["sandbox", "--help"]):
+    for args in (["--help"], ["validate", "--help"], ["sandbox", "--help"], ["--version"]):
         run = subprocess.run(
             [
                 sys.executable,
@@ -54,6 +56,12 @@ def test_wheel_installs_and_runs_outside_the_source_tree(tmp_path: Path) -> None
             check=False,
         )
         assert run.returncode == 0, run.stderr
+    # Installed outside a checkout and not by the image build: no commit to tell, but the pins travel.
+    assert run.stdout.splitlines()[1:] == [
+        "git commit: unknown",
+        f"tested with: Kubernetes {versions.KUBERNETES}, helm {versions.HELM}, "
+        f"NVIDIA gpu-operator chart {versions.GPU_OPERATOR}",
+    ]
     imported = subprocess.run(
         [
             sys.executable,
