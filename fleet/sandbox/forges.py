@@ -28,6 +28,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -264,6 +265,8 @@ class Api:
         return answer
 
     def open_pull(self, repository: str, *, head: str, base: str, title: str, body: str = "") -> dict[str, Any]:
+        """A pull request from branch ``head`` into ``base``, once the forge has taken in the pushed branch."""
+        self._until(lambda: head in self.branches(repository))
         answer: dict[str, Any] = self.call(
             "POST", f"/repos/{_path(repository)}/pulls", {"head": head, "base": base, "title": title, "body": body}
         )
@@ -271,15 +274,22 @@ class Api:
 
     def merge_pull(self, repository: str, number: int, *, message: str = "") -> None:
         """Merge with a merge commit, as the forge's button does; waits until the forge can merge it."""
-        deadline = time.monotonic() + 60
-        while True:
-            pull = self.call("GET", f"/repos/{_path(repository)}/pulls/{number}")
-            if pull.get("mergeable") or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)  # the forge checks mergeability in the background after a push
+        self._until(lambda: bool(self.call("GET", f"/repos/{_path(repository)}/pulls/{number}").get("mergeable")))
         self.call(
             "POST", f"/repos/{_path(repository)}/pulls/{number}/merge", {"Do": "merge", "merge_message_field": message}
         )
+
+    def branches(self, repository: str) -> list[str]:
+        """The branches the forge has taken in (it does so in the background after each push)."""
+        listed = self.call("GET", f"/repos/{_path(repository)}/branches?limit=50") or []  # null while "empty"
+        return [str(b["name"]) for b in listed]
+
+    @staticmethod
+    def _until(check: Callable[[], bool], *, within: float = 60.0) -> None:
+        """Wait for what Gitea does in the background after a push (a branch known, a merge check)."""
+        deadline = time.monotonic() + within
+        while not check() and time.monotonic() < deadline:
+            time.sleep(0.2)
 
     def comments(self, repository: str, number: int) -> list[dict[str, Any]]:
         answer: list[dict[str, Any]] = self.call("GET", f"/repos/{_path(repository)}/issues/{number}/comments")
