@@ -93,7 +93,9 @@ def _build(args: argparse.Namespace) -> int:
     if not timings:
         err.print("binaries up to date:")
     out = reports.console(sys.stdout)
-    for name, path in sorted(found.paths.items()):
+    gitea = binaries.locate_gitea()
+    paths = found.paths | ({"gitea": gitea.binary} if gitea is not None else {})
+    for name, path in sorted(paths.items()):
         out.print(f"{name:24} {path}")  # paths are never cut to the terminal's width
     return 0
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from fleet.sandbox import Sandbox, clusters, credentials, forges, processes
+from fleet.sandbox import Sandbox, clusters, credentials, forges, processes, versions
 from tests.apply.repos import Repo
 from tests.controller.replicas import Replicas, ready_at, wait_for
 from tests.controller.test_commit_statuses import metrics
@@ -233,7 +233,7 @@ def test_forge_faults_leave_the_controller_running_and_say_why(gitea: Server, sa
         replicas.stop()
 
 
-def test_sandbox_env_prints_the_forges_url_and_a_working_token(gitea: Server) -> None:
+def test_sandbox_env_prints_the_forges_url_and_a_working_token_of_the_pinned_gitea(gitea: Server) -> None:
     root = gitea.forge.directory.parent
     clusters.Sandbox(directory=root, ports={"apiserver": 1}, bin_dir={"kubectl": "/bin/true"},
                      forge_port=gitea.forge.port).save()  # fmt: skip
@@ -243,3 +243,4 @@ def test_sandbox_env_prints_the_forges_url_and_a_working_token(gitea: Server) ->
     assert exported["FLEET_FORGE_URL"] == gitea.forge.url
     me = forges.Api(url=exported["FLEET_FORGE_URL"], token=exported["FLEET_FORGE_TOKEN"]).call("GET", "/user")
     assert me["login"] == forges.ADMIN and me["is_admin"] is True
+    assert gitea.forge.api().call("GET", "/version") == {"version": versions.GITEA.removeprefix("v")}
