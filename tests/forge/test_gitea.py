@@ -167,7 +167,6 @@ def test_a_pull_request_on_gitea_is_commented_merged_and_applied_by_its_webhook(
             team = work / "teams" / "ml" / "team.yaml"
             team.write_text(team.read_text().replace("spec:\n", "spec:\n  bogus: true\n", 1))
 
-        repo.claims.pop("ml/three-gpus")
         bad = remote.push(repo, message="bad", edit=break_team)
         wait_for(lambda: last_state(gitea, remote, bad, context) == "failure", within=90, what="bad: failure")
         assert states(gitea, remote, bad, context)[-1][1] == "teams/ml/team.yaml:6:3 schema: unknown field 'spec.bogus'"
