@@ -17,7 +17,9 @@ shown"). Text from the repository (names, messages, YAML) is escaped for where i
 
 from __future__ import annotations
 
+import functools
 import html
+import posixpath
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -205,7 +207,7 @@ def _counted(tags: list[str]) -> str:
 
 
 def where(finding: Finding, *, repo: Path) -> str:
-    """``file:line:col`` of a finding, as ``fleetctl validate`` prints it."""
+    """``file:line:col`` of a finding, its file named from the repository's root (as the diff blocks are)."""
     loc = finding.location
     return _path(repo, loc.file) + (f":{loc.line}:{loc.col}" if loc.line else "")
 
@@ -266,9 +268,14 @@ def claims_part(claims: Sequence[ClaimFit], *, repo: Path, base: str | None) -> 
 
 
 def _path(repo: Path, file: str) -> str:
-    from fleetctl.commands.validate import display_path  # the command imports this module
+    """``file`` (relative to the fleet's folder ``repo``) as the forge links it: from the git root."""
+    top = _prefix(repo)
+    return posixpath.normpath(top + file) if file else top.rstrip("/") or "."
 
-    return display_path(repo, file)
+
+@functools.lru_cache(maxsize=16)
+def _prefix(repo: Path) -> str:
+    return checkouts.prefix(repo)  # one git call per comment, not one per finding
 
 
 def _pools(claim: ClaimFit) -> str:

@@ -1,4 +1,4 @@
-"""Push webhooks from GitHub and GitLab: verified, parsed, and matched against the followed ref.
+"""Push webhooks from GitHub, GitLab and Gitea/Forgejo: verified, parsed, matched against the followed ref.
 
 Pure functions over headers and body bytes; the HTTP server (``servers``) reads the
 request and calls ``receive``. The answer is a ``Verdict``: the HTTP status to send,
@@ -8,11 +8,14 @@ ref when the push should wake the source.
 - **GitHub** signs the body with the shared secret: ``X-Hub-Signature-256:
   sha256=<hex HMAC-SHA256>``. Only that header is accepted (not the SHA-1 one).
 - **GitLab** sends the secret itself: ``X-Gitlab-Token``.
+- **Gitea** signs the body too, as bare hex: ``X-Gitea-Signature`` (Forgejo also sends it, and
+  ``X-Forgejo-Signature`` with the same value). Gitea adds GitHub's headers as well; a request
+  with ``X-Gitea-Event`` is judged by Gitea's own signature only, never by the GitHub copy.
 - Both comparisons use ``hmac.compare_digest`` (constant time). A missing or wrong
   signature or token is a 401; a request from neither provider is a 401 too
   (nothing unauthenticated ever triggers a fetch).
 - **Replays**: a verified delivery whose id (``X-GitHub-Delivery``,
-  ``X-Gitlab-Event-UUID``) *or whose body* was seen recently is refused with 409.
+  ``X-Gitlab-Event-UUID``, ``X-Gitea-Delivery``) *or whose body* was seen recently is refused with 409.
   The body counts because GitHub's signature covers the body only: a captured
   request replayed with a fresh delivery id still verifies, but its body (SHA-256)
   is the one already received. Two genuine pushes never share a body (it holds the
@@ -85,7 +88,15 @@ def receive(
     lower = {k.lower(): v for k, v in headers.items()}
     if len(body) > MAX_BODY:
         return Verdict(413, "too-large", f"body over {MAX_BODY} bytes")
-    if "x-hub-signature-256" in lower or "x-github-event" in lower:
+    if any(k in lower for k in ("x-gitea-event", "x-gitea-signature", "x-forgejo-event", "x-forgejo-signature")):
+        provider = "gitea"
+        signature = lower.get("x-gitea-signature") or lower.get("x-forgejo-signature", "")
+        if not verify_gitea(signature=signature, body=body, secret=secret):
+            return Verdict(401, "unauthorized", "missing or wrong X-Gitea-Signature")
+        event = lower.get("x-gitea-event") or lower.get("x-forgejo-event", "")
+        delivery = lower.get("x-gitea-delivery") or lower.get("x-forgejo-delivery", "")
+        is_push = event == "push"
+    elif "x-hub-signature-256" in lower or "x-github-event" in lower:
         provider = "github"
         if not verify_github(signature=lower.get("x-hub-signature-256", ""), body=body, secret=secret):
             return Verdict(401, "unauthorized", "missing or wrong X-Hub-Signature-256")
@@ -100,7 +111,7 @@ def receive(
         delivery = lower.get("x-gitlab-event-uuid", "")
         is_push = event in ("Push Hook", "Tag Push Hook")
     else:
-        return Verdict(401, "unauthorized", "no GitHub signature or GitLab token")
+        return Verdict(401, "unauthorized", "no GitHub or Gitea signature, no GitLab token")
     keys = [f"{provider}:body:{hashlib.sha256(body).hexdigest()}"]
     if delivery:
         keys.append(f"{provider}:{delivery}")
@@ -130,6 +141,14 @@ def verify_github(*, signature: str, body: bytes, secret: bytes) -> bool:
     return hmac.compare_digest(expected.encode(), signature.strip().encode(errors="replace"))
 
 
+def verify_gitea(*, signature: str, body: bytes, secret: bytes) -> bool:
+    """Bare ``<hex>`` equals HMAC-SHA256(secret, body), compared in constant time."""
+    if not secret or not signature:
+        return False
+    expected = hmac.new(secret, body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected.encode(), signature.strip().lower().encode(errors="replace"))
+
+
 def verify_gitlab(*, token: str, secret: bytes) -> bool:
     """The token equals the secret, compared in constant time."""
     return bool(secret) and bool(token) and hmac.compare_digest(token.encode(errors="replace"), secret)
@@ -153,4 +172,4 @@ def _default_branch(payload: dict[str, Any]) -> str | None:
     return None
 
 
-__all__ = ["MAX_BODY", "Deliveries", "Verdict", "matches", "receive", "verify_github", "verify_gitlab"]
+__all__ = ["MAX_BODY", "Deliveries", "Verdict", "matches", "receive", "verify_gitea", "verify_github", "verify_gitlab"]

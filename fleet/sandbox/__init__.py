@@ -3,12 +3,13 @@
 Used by every cluster test, every benchmark and the demo. Modules:
 
 - ``versions``    the pinned versions (Kubernetes, KWOK, Helm)
-- ``binaries``    build once per version from Go modules, cache outside the tree
+- ``binaries``    build once per version from Go modules (Gitea too), cache outside the tree
 - ``profiles``    which GPU node pools to simulate (YAML, checked before start)
 - ``gpus``        Nodes, ResourceSlices and DeviceClasses as the NVIDIA driver publishes them
 - ``credentials`` service-account key, static tokens (admin, alice, bob), kubeconfig
 - ``processes``   start/probe/stop component process groups
-- ``clusters``    up / down / status; stop and start etcd or kube-apiserver of a running sandbox
+- ``forges``      the git forge (a real Gitea on loopback) and the calls made to its API
+- ``clusters``    up / down / status; stop and start etcd, kube-apiserver or Gitea of a running sandbox
 """
 
 from fleet.sandbox.clusters import Sandbox, default_dir, down, status, up

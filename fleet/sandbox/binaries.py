@@ -7,6 +7,11 @@ kube-controller-manager, kubectl) over one dependency graph, version-stamped so
 ``/version`` reports the real release. KWOK and Helm are ``go install``-ed at
 pinned versions, and KWOK's own default Stages are printed by
 ``tools/kwokstages`` at the same version (KWOK >= 0.8 has no built-in stages).
+Gitea (the sandbox's git forge, ``fleet.sandbox.forges``) is built from its Go
+module ``code.gitea.io/gitea`` inside a writable copy of that module: its
+``go.mod`` has replace directives, which apply only to the main module. The copy
+stays in the cache beside the binary, as Gitea's ``STATIC_ROOT_PATH`` (a build
+without the ``bindata`` tag reads its templates and locales from there).
 
 Everything lands in ``$FLEET_CACHE_DIR`` (default ``~/.cache/fleet``) under a
 directory named after the versions and a hash of the Go module files, with a
@@ -20,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -76,6 +82,26 @@ def _kube_dir() -> Path:
 def _tools_dir() -> Path:
     tag = f"kwok-{versions.KWOK}-helm-{versions.HELM}-{_module_hash(_TOOLS / 'kwokstages')}"
     return cache_root() / tag
+
+
+@dataclass(frozen=True)
+class Gitea:
+    """The built Gitea: its binary and the module copy it reads templates and locales from."""
+
+    binary: Path
+    static_root: Path
+
+
+def _gitea_dir() -> Path:
+    return cache_root() / f"gitea-{versions.GITEA}"
+
+
+def locate_gitea() -> Gitea | None:
+    """Gitea if it is built for the pinned version, else None."""
+    root = _gitea_dir()
+    if not (root / ".complete").exists():
+        return None
+    return Gitea(binary=root / "bin" / "gitea", static_root=root / "src")
 
 
 def _official() -> dict[str, Path]:
@@ -159,10 +185,62 @@ def build(*, progress: Progress = _stderr, force: bool = False) -> tuple[Binarie
     second builder arriving while the first works waits for it, then finds its result.
     """
     found = None if force else locate()
-    if found is not None:
+    if found is not None and locate_gitea() is not None:
         return found, {}
     with _build_lock(progress):
-        return _build(progress=progress, force=force)
+        found, timings = _build(progress=progress, force=force)
+        if force or locate_gitea() is None:
+            timings["gitea"] = _build_gitea(progress=progress)
+        return found, timings
+
+
+def build_gitea(*, progress: Progress = _stderr) -> Gitea:
+    """Gitea for the pinned version, built if it is not in the cache yet."""
+    found = locate_gitea()
+    if found is not None:
+        return found
+    with _build_lock(progress):
+        if locate_gitea() is None:
+            _build_gitea(progress=progress)
+    built = locate_gitea()
+    assert built is not None  # _build_gitea wrote the marker or raised
+    return built
+
+
+def _build_gitea(*, progress: Progress) -> float:
+    """Download the module, copy it somewhere writable, ``go build`` inside it; seconds taken."""
+    root = _gitea_dir()
+    staging = root.with_name(root.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "bin").mkdir(parents=True)
+    module = f"code.gitea.io/gitea@{versions.GITEA}"
+    listing = staging / "download.json"
+    took = _run(
+        f"go mod download {module}",
+        ["go", "mod", "download", "-json", module],
+        cwd=staging,
+        env=_go_env(),
+        progress=progress,
+        stdout_to=listing,
+    )
+    source = Path(json.loads(listing.read_text())["Dir"])
+    shutil.copytree(source, staging / "src")
+    for path in [staging / "src", *(staging / "src").rglob("*")]:  # the module cache is read-only
+        path.chmod(path.stat().st_mode | 0o200)
+    version = versions.GITEA.removeprefix("v")
+    ldflags = f'-s -w -X "main.Version={version}" -X "main.Tags={versions.GITEA_TAGS}"'
+    took += _run(
+        f"go build gitea {versions.GITEA} (-tags '{versions.GITEA_TAGS}')",
+        ["nice", "-n", "10", "go", "build", "-trimpath", "-tags", versions.GITEA_TAGS, "-ldflags", ldflags,
+         "-o", str(staging / "bin" / "gitea"), "."],
+        cwd=staging / "src",
+        env=_go_env(),
+        progress=progress,
+    )  # fmt: skip
+    (staging / ".complete").write_text(versions.GITEA)
+    shutil.rmtree(root, ignore_errors=True)
+    staging.rename(root)
+    return took
 
 
 @contextlib.contextmanager
@@ -260,4 +338,4 @@ def _build(*, progress: Progress, force: bool) -> tuple[Binaries, dict[str, floa
     return found, timings
 
 
-__all__ = ["ALL", "CONTROL_PLANE", "Binaries", "build", "cache_root", "locate"]
+__all__ = ["ALL", "CONTROL_PLANE", "Binaries", "Gitea", "build", "build_gitea", "cache_root", "locate", "locate_gitea"]

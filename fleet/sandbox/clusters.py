@@ -20,6 +20,10 @@ started and removes the directory.
 a running sandbox on the same ports, data directory and certificates, so fault
 tests can take the control plane away under a client and give it back: the
 restarted apiserver serves the same certificate, and the restarted etcd the same data.
+
+With ``forge=True`` the sandbox also runs a git forge, Gitea (``fleet.sandbox.forges``), in
+``forge/`` on a free loopback port; it is a component like the others (``down`` stops it,
+and ``stop_component``/``start_component`` take it away and give it back).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from fleet.sandbox import binaries, credentials, gpus, processes, profiles
+from fleet.sandbox import binaries, credentials, forges, gpus, processes, profiles, versions
 from fleet.sandbox.errors import SandboxError, StartError
 
 FEATURE_GATES = ",".join(
@@ -80,6 +84,15 @@ class Sandbox:
     """Processes started against the sandbox (the demo's controller): stopped by ``down``, not part of its health."""
     apiserver_flags: list[str] = field(default_factory=list)
     """Extra kube-apiserver flags given to ``up`` (kept for ``start_component``)."""
+    forge_port: int = 0
+    """Gitea's HTTP port when the sandbox runs a forge, else 0."""
+
+    @property
+    def forge(self) -> forges.Forge | None:
+        """The sandbox's Gitea, when it runs one."""
+        if not self.forge_port:
+            return None
+        return forges.Forge(directory=self.directory / "forge", port=self.forge_port)
 
     @property
     def kubeconfig(self) -> Path:
@@ -150,6 +163,7 @@ class Sandbox:
             timings=data.get("timings", {}),
             attached=attached,
             apiserver_flags=list(data.get("apiserver_flags", [])),
+            forge_port=int(data.get("forge_port", 0)),
         )
 
     def healthy(self) -> bool:
@@ -448,11 +462,13 @@ def up(
     progress: Progress = _stderr,
     attempts: int = 3,
     apiserver_flags: tuple[str, ...] = (),
+    forge: bool = False,
 ) -> Sandbox:
     """Start the sandbox (or confirm the running one) and return it.
 
     ``apiserver_flags`` are added to kube-apiserver's command line (a later flag wins,
     list flags append), e.g. ``--watch-cache-sizes=...`` for a fault test's own sandbox.
+    ``forge`` also starts Gitea (``start_forge``), on a running sandbox too.
     """
     directory = directory or default_dir()
     profile = profile or profiles.load(None)
@@ -470,6 +486,8 @@ def up(
                     hint="run `fleetctl sandbox down` first to change the profile",
                 )
             progress(f"sandbox already up at {existing.server} ({directory})")
+            if forge and existing.forge is None:
+                start_forge(existing, progress=progress)
             return existing
         progress("found a stopped or broken sandbox; cleaning it up")
         down(directory=directory, progress=progress)
@@ -478,7 +496,10 @@ def up(
     for attempt in range(attempts):
         try:
             ports = _allocate_ports(apiserver_port)
-            return _up_once(directory, profile, bins, ports, progress, apiserver_flags=list(apiserver_flags))
+            sb = _up_once(directory, profile, bins, ports, progress, apiserver_flags=list(apiserver_flags))
+            if forge:
+                start_forge(sb, progress=progress)
+            return sb
         except StartError as err:
             down(directory=directory, progress=lambda _m: None)
             if not _port_clash(err) or apiserver_port is not None or attempt == attempts - 1:
@@ -544,6 +565,20 @@ def _up_once(
     return sb
 
 
+def start_forge(sb: Sandbox, *, progress: Progress = _stderr) -> forges.Forge:
+    """Start Gitea as a component of ``sb`` (built first if the cache lacks it) and return it."""
+    gitea = binaries.build_gitea(progress=progress)
+    t = time.monotonic()
+    forge, running = forges.start(directory=sb.directory / "forge", gitea=gitea, logs=sb.directory / "logs")
+    sb.components.append(running)
+    sb.forge_port = forge.port
+    sb.bin_dir["gitea"] = str(gitea.binary)
+    sb.save()
+    _timed(sb, "gitea", progress, t)
+    progress(f"  forge (Gitea {versions.GITEA}) at {forge.url}, admin {forges.ADMIN}")
+    return forge
+
+
 def down(*, directory: Path | None = None, progress: Progress = _stderr) -> bool:
     """Stop every process the sandbox started and remove its directory; False if there was none."""
     directory = directory or default_dir()
@@ -567,7 +602,7 @@ def down(*, directory: Path | None = None, progress: Progress = _stderr) -> bool
     return True
 
 
-RESTARTABLE = ("etcd", "kube-apiserver")
+RESTARTABLE = ("etcd", "kube-apiserver", "gitea")
 
 
 def _component(sb: Sandbox, name: str) -> processes.Running:
@@ -586,7 +621,7 @@ def _component(sb: Sandbox, name: str) -> processes.Running:
 
 
 def stop_component(sb: Sandbox, name: str, *, grace: float = 10.0) -> None:
-    """Stop ``name`` (etcd or kube-apiserver) of a running sandbox: SIGTERM, then SIGKILL after ``grace`` s."""
+    """Stop ``name`` (etcd, kube-apiserver or gitea) of a running sandbox: SIGTERM, then SIGKILL after ``grace`` s."""
     processes.stop(_component(sb, name), grace=grace)
 
 
@@ -599,6 +634,16 @@ def start_component(sb: Sandbox, name: str, *, timeout: float = 180) -> float:
             where=str(sb.directory),
             hint="stop it first with stop_component",
         )
+    if name == "gitea":
+        assert sb.forge is not None  # _component found its process
+        started = time.monotonic()
+        gitea = binaries.locate_gitea()
+        if gitea is None:
+            raise SandboxError("Gitea is not built", where=str(sb.directory), hint="run `fleetctl sandbox build`")
+        new = forges.serve(forge=sb.forge, gitea=gitea, logs=sb.directory / "logs")
+        sb.components[sb.components.index(old)] = new
+        sb.save()
+        return time.monotonic() - started
     if name == "etcd":
         new, url, ca = _start_etcd(sb), f"http://127.0.0.1:{sb.ports['etcd']}/health", None
     else:
@@ -635,6 +680,7 @@ def status(*, directory: Path | None = None) -> dict[str, Any]:
         "pools": sb.pools,
         "cpu_pools": sb.cpu_pools,
         "timings": sb.timings,
+        "forge": sb.forge.url if sb.forge is not None else "",
     }
     if out["up"]:
         nodes = json.loads(sb.kubectl("get", "nodes", "-o", "json").stdout)["items"]
@@ -656,6 +702,7 @@ __all__ = [
     "publish_cpu_nodes",
     "publish_gpus",
     "start_component",
+    "start_forge",
     "status",
     "stop_component",
     "up",

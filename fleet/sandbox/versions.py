@@ -12,4 +12,9 @@ GO_DIRECTIVE = "1.26.0"
 GPU_OPERATOR = "v26.7.0"
 """NVIDIA/gpu-operator's tag vendored in tests/data/gpu-operator (its chart and manifests)."""
 
-__all__ = ["GO_DIRECTIVE", "GPU_OPERATOR", "HELM", "KUBERNETES", "KWOK"]
+GITEA = "v1.27.3"
+GITEA_TAGS = "sqlite sqlite_unlock_notify"
+"""Gitea's build tags: SQLite (pure Go) without the ``bindata`` tag, so it reads its templates and
+locales from its source copy (``STATIC_ROOT_PATH``)."""
+
+__all__ = ["GITEA", "GITEA_TAGS", "GO_DIRECTIVE", "GPU_OPERATOR", "HELM", "KUBERNETES", "KWOK"]

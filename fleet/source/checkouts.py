@@ -112,6 +112,15 @@ def default_base(repo: Path) -> str | None:
     return None
 
 
+def prefix(repo: Path) -> str:
+    """``repo``'s path inside its git work tree (``fleet/`` for a sub-folder), "" at the root or outside git.
+
+    A forge links a file by its path from the repository's root: a pull request's comment
+    names files so (``fleetctl diff -o markdown``), whichever folder the fleet sits in."""
+    found = _git(repo, "rev-parse", "--show-prefix")
+    return (found or "").strip()
+
+
 def files_at(repo: Path, *, ref: str, loadable: Callable[[str], bool], max_bytes: int) -> dict[str, bytes]:
     """The loadable files under ``repo`` (relative to it) as commit ``ref`` holds them.
 
@@ -181,4 +190,4 @@ def _git(repo: Path, *args: str) -> str | None:
     return os.fsdecode(done.stdout) if done.returncode == 0 else None
 
 
-__all__ = ["BASE_CANDIDATES", "blob_id", "content_hash", "default_base", "files_at", "revision_id"]
+__all__ = ["BASE_CANDIDATES", "blob_id", "content_hash", "default_base", "files_at", "prefix", "revision_id"]

@@ -3,15 +3,19 @@
 1. Starts the sandbox (a real control plane) with the GPU nodes the chosen cluster of
    the example repository expects (``examples/sandbox/<cluster>.yaml``: 16 H100,
    4 A100 and 2 H200 nodes for gpu-east) and validates the example fleet.
-2. Makes a local git repository of the example (``<sandbox>/git``) and starts
-   ``fleet-controller`` against it as part of the sandbox (``fleetctl sandbox down``
-   stops it too), then waits as ``kubectl wait --for=condition=Ready fleetsync/...``.
-3. A pull-request-shaped change: a branch adds a team's claim template, is merged
-   into main and pushed; a signed webhook tells the controller, which applies it
-   within seconds.
+2. Pushes the example to a repository ``fleet/fleet`` on the sandbox's git forge (a real
+   Gitea on loopback, ``fleet.sandbox.forges``), and starts ``fleet-controller`` against
+   it as part of the sandbox (``fleetctl sandbox down`` stops it too): it clones over
+   HTTP with a token and posts each revision's outcome as a commit status. Then waits as
+   ``kubectl wait --for=condition=Ready fleetsync/...``.
+3. A team's change is a real pull request, opened through Gitea's API. CI's comment,
+   ``fleetctl diff -o markdown``, is posted on it and updated in place after a second
+   push (docs/validate.md has the Gitea Actions job). The pull request is merged
+   through the API; Gitea's own signed push webhook tells the controller, which applies
+   the merge within seconds and marks it ``success`` on the commit.
 4. A bad commit (a template naming a device class its team may not use) is
-   rejected: ``fleetctl status`` names its file, line and rule, and the cluster
-   keeps the last good revision.
+   rejected: ``fleetctl status`` and the commit's ``failure`` status name its file,
+   line and rule, and the cluster keeps the last good revision.
 5. Schedules the guide's single-GPU pod with a team's template (the DRA path), and
    prints how to look around: status, metrics, traces, logs.
 
@@ -21,8 +25,7 @@ Each step prints the command it stands for, so the demo doubles as a tutorial.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import hmac
+import base64
 import json
 import os
 import shlex
@@ -32,11 +35,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-from fleet.sandbox import binaries, charts, clusters, credentials, profiles
+from fleet.sandbox import binaries, charts, clusters, credentials, forges, profiles
 from fleet.sandbox.operators import StandInOperator
 from fleetctl import cli
 from fleetctl.commands import sandbox
@@ -48,6 +50,8 @@ UPSTREAM = charts.Upstream(ROOT / "tests" / "data" / "gpu-operator")
 """NVIDIA's gpu-operator v26.7.0, vendored in the checkout beside the example (the demo runs from one)."""
 CRD = ROOT / "overlays" / "base" / "fleetsync-crd.yaml"
 SECRET = "fleet-demo-webhook-secret"
+REPOSITORY = f"{forges.ADMIN}/fleet"
+"""The example fleet's repository on the sandbox's forge."""
 NEW_TEMPLATE = """\
 # Added by a pull request of the ml-research team: two GPUs of the same model.
 apiVersion: resource.k8s.io/v1
@@ -108,14 +112,21 @@ def _say(text: str) -> None:
     print(f"\n# {text}", flush=True)
 
 
-def _git(cwd: Path, *args: str) -> str:
+def _git(cwd: Path, *args: str, token: str = "") -> str:
+    """git in ``cwd``; with ``token``, HTTP requests carry it (an environment setting, never argv or .git/config)."""
     argv = ["git", "-c", "user.name=fleet demo", "-c", "user.email=demo@fleet.invalid", *args]
-    return subprocess.run(argv, cwd=cwd, check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    env = dict(os.environ)
+    if token:
+        login = base64.b64encode(f"{forges.ADMIN}:{token}".encode()).decode()
+        env |= {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
+                "GIT_CONFIG_VALUE_0": f"Authorization: Basic {login}"}  # fmt: skip
+    done = subprocess.run(argv, cwd=cwd, check=True, capture_output=True, text=True, timeout=60, env=env)
+    return done.stdout.strip()
 
 
-def _shell(cwd: Path, command: str) -> str:
+def _shell(cwd: Path, command: str, *, token: str = "") -> str:
     print(f"$ {command}", flush=True)
-    return _git(cwd, *shlex.split(command)[1:])
+    return _git(cwd, *shlex.split(command)[1:], token=token)
 
 
 def _free_port() -> int:
@@ -126,7 +137,7 @@ def _free_port() -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     profile = PROFILES / f"{args.cluster}.yaml"
-    sb = sandbox.up(directory=None, profile=profiles.load(profile if profile.exists() else None))
+    sb = sandbox.up(directory=None, profile=profiles.load(profile if profile.exists() else None), forge=True)
     found = binaries.locate()
     if found is None:
         print("the sandbox binaries are not built: run fleetctl sandbox build", file=sys.stderr)
@@ -182,27 +193,34 @@ def _flow(args: argparse.Namespace, sb: clusters.Sandbox, *, repo: Path, helm: P
     if _step("diff before apply: changes expected", ["diff", str(repo), *target]) not in (0, 1):
         return 1
 
-    _say("a local git repository made from the example: the controller follows its main branch")
+    forge = sb.forge
+    assert forge is not None  # the demo starts the sandbox with its forge
+    api, token = forge.api(), forge.token
+    _say(f"the example fleet as a repository on the sandbox's git forge, Gitea at {forge.url}")
+    print(f'$ curl -X POST {forge.url}api/v1/user/repos -d \'{{"name": "fleet"}}\'', flush=True)
+    api.create_repository("fleet", description="the example GPU fleet")
     git_dir = sb.directory / "git"
     shutil.rmtree(git_dir, ignore_errors=True)
-    bare, work = git_dir / "fleet.git", git_dir / "work"
-    bare.mkdir(parents=True)
-    _git(bare, "init", "-q", "--bare", "-b", "main")
+    work = git_dir / "work"
     shutil.copytree(repo, work)
     _git(work, "init", "-q", "-b", "main")
-    _git(work, "remote", "add", "origin", str(bare))
+    _git(work, "remote", "add", "origin", forge.clone_url(REPOSITORY))
     _git(work, "add", "-A")
     _shell(work, "git commit -q -m 'the example fleet'")
-    _shell(work, "git push -q origin main")
+    _shell(work, "git push -q origin main", token=token)
 
     port = _free_port()
     secret_file = git_dir / "webhook-secret"
     secret_file.write_text(SECRET)
+    print(f"$ curl -X POST {forge.url}api/v1/repos/{REPOSITORY}/hooks  # push events to the controller, signed")
+    api.add_webhook(REPOSITORY, url=f"http://127.0.0.1:{port}/webhook", secret=SECRET, branch="main")
     sb.kubectl("apply", "-f", str(CRD))
     sb.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
     argv = [
         sys.executable, "-m", "fleet.controller",
-        "--repo", f"file://{bare}", "--ref", "main", "--cluster", args.cluster,
+        "--repo", forge.clone_url(REPOSITORY), "--ref", "main", "--cluster", args.cluster,
+        "--git-token-file", str(forge.token_file),
+        "--commit-status-token-file", str(forge.token_file), "--commit-status-provider", "gitea",
         "--kubeconfig", str(sb.kubeconfig), "--context", credentials.CLUSTER,
         "--interval", "30s", "--listen", f"127.0.0.1:{port}",
         "--webhook-secret-file", str(secret_file), "--state-dir", str(sb.directory / "controller"),
@@ -226,71 +244,119 @@ def _flow(args: argparse.Namespace, sb: clusters.Sandbox, *, repo: Path, helm: P
         print(f"the controller did not get Ready; its log: {controller.log}", file=sys.stderr)
         return 1
     print(sb.kubectl("get", "fleetsyncs").stdout.rstrip())
+    if not _show_status(api, _git(work, "rev-parse", "HEAD"), cluster=args.cluster, want="success"):
+        return 1
     if _step("diff after the controller applied: nothing left", ["diff", str(repo), *target]) != 0:
         return 1
 
-    _say(
-        "a pull request adds a claim template for ml-research; it is merged and pushed, the git host calls the webhook"
-    )
-    _shell(work, "git checkout -q -b ml-research/two-h100")
+    _say("a pull request of the ml-research team adds a claim template")
+    branch = "ml-research/two-h100"
+    _shell(work, f"git checkout -q -b {branch}")
+    (work / "teams" / "ml-research" / "two-h100.yaml").write_text(NEW_TEMPLATE.replace("count: 2", "count: 1"))
+    _git(work, "add", "-A")
+    _shell(work, "git commit -q -m 'ml-research: an H100 claim template'")
+    _shell(work, f"git push -q origin {branch}", token=token)
+    print(f'$ curl -X POST {forge.url}api/v1/repos/{REPOSITORY}/pulls -d \'{{"head": "{branch}", ...}}\'')
+    pull = api.open_pull(REPOSITORY, head=branch, base="main", title="ml-research: a two-H100 claim template")
+    number = int(pull["number"])
+    print(f"  pull request #{number}: {pull['html_url']}")
+    comment = _ci_comment(api, work, number=number, target=target)
+    _say("a second push to the pull request: CI updates its comment in place")
     (work / "teams" / "ml-research" / "two-h100.yaml").write_text(NEW_TEMPLATE)
     _git(work, "add", "-A")
-    _shell(work, "git commit -q -m 'ml-research: a two-H100 claim template'")
+    _shell(work, "git commit -q -m 'ml-research: two GPUs of the same model'")
+    _shell(work, f"git push -q origin {branch}", token=token)
+    if _ci_comment(api, work, number=number, target=target) != comment:
+        print("CI's second run posted a second comment instead of updating the first", file=sys.stderr)
+        return 1
+    count = len(api.comments(REPOSITORY, number))
+    print(f"  comment {comment} updated in place ({count} comment on the pull request)")
+
+    _say("the pull request is merged; Gitea sends its signed push webhook to the controller")
+    print(f'$ curl -X POST {forge.url}api/v1/repos/{REPOSITORY}/pulls/{number}/merge -d \'{{"Do": "merge"}}\'')
+    merged_at = time.monotonic()
+    api.merge_pull(REPOSITORY, number, message=f"Merge pull request #{number} from {branch}")
     _shell(work, "git checkout -q main")
-    _shell(work, "git merge -q --no-ff -m 'Merge pull request #1 from ml-research/two-h100' ml-research/two-h100")
-    _shell(work, "git push -q origin main")
+    _shell(work, "git pull -q origin main", token=token)
     merged = _git(work, "rev-parse", "HEAD")
-    pushed = time.monotonic()
-    _webhook(port, merged)
-    seconds = _until(lambda: _exists(sb, "resourceclaimtemplate", "two-h100", "ml-research"), within=60)
-    if seconds is None:
+    if _until(lambda: _exists(sb, "resourceclaimtemplate", "two-h100", "ml-research"), within=60) is None:
         print("the merged template was not applied within 60 s", file=sys.stderr)
         return 1
-    print(f"  resourceclaimtemplate ml-research/two-h100 applied {time.monotonic() - pushed:.1f} s after the push")
+    print(f"  resourceclaimtemplate ml-research/two-h100 applied {time.monotonic() - merged_at:.1f} s after the merge")
+    if not _show_status(api, merged, cluster=args.cluster, want="success"):
+        return 1
 
     _say("a bad commit: inference asks for vfio.gpu.nvidia.com, a device class it may not use")
     before = _versions(sb)
     (work / "teams" / "inference" / "passthrough.yaml").write_text(BAD_TEMPLATE)
     _git(work, "add", "-A")
     _shell(work, "git commit -q -m 'inference: GPU passthrough'")
-    _shell(work, "git push -q origin main")
+    _shell(work, "git push -q origin main", token=token)
     bad = _git(work, "rev-parse", "HEAD")
-    _webhook(port, bad)
     if _until(lambda: _attempted(sb, args.cluster) == bad, within=60) is None:
         print("the controller did not look at the bad commit within 60 s", file=sys.stderr)
         return 1
     _step("the revision is rejected with its file and line", ["status", "--cluster", args.cluster, *target[2:6]])
+    if not _show_status(api, bad, cluster=args.cluster, want="failure"):
+        return 1
     same = _versions(sb) == before and not _exists(sb, "resourceclaimtemplate", "passthrough", "inference")
     print(f"  cluster unchanged (every managed object's resourceVersion): {'yes' if same else 'NO'}")
     if not same:
         return 1
     code = _gpu_pod(sb)
     print(
-        "\nLook around (the sandbox and the controller keep running):\n"
+        "\nLook around (the sandbox, its forge and the controller keep running):\n"
         f"  export KUBECONFIG={sb.kubeconfig}\n"
         f"  fleetctl status                                   # FleetSync: revisions, conditions, findings, drift\n"
         f"  kubectl get fleetsyncs; kubectl get events --field-selector involvedObject.name={args.cluster}\n"
         f"  curl -s http://127.0.0.1:{port}/metrics | grep ^fleet_   # reconciles, drift, git fetches, loop lag\n"
         f"  less {controller.log}   # log and trace spans (OTEL_TRACES_EXPORTER=console; otlp for a collector)\n"
-        f"  cd {work} && git revert --no-edit HEAD && git push origin main   # fix: Ready again on the next poll\n"
-        "  fleetctl sandbox down                             # stops the controller and the sandbox"
+        '  eval "$(fleetctl sandbox env)"   # FLEET_FORGE_URL, FLEET_FORGE_TOKEN: the pull request, statuses\n'
+        f'  curl -H "Authorization: token $FLEET_FORGE_TOKEN" '
+        f"$FLEET_FORGE_URL/api/v1/repos/{REPOSITORY}/commits/{bad}/statuses\n"
+        "  fleetctl sandbox down                             # stops the controller, the forge and the sandbox"
     )
     return code
 
 
-def _webhook(port: int, revision: str) -> None:
-    body = json.dumps({"ref": "refs/heads/main", "after": revision}).encode()
-    signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-    headers = {
-        "X-GitHub-Event": "push",
-        "X-GitHub-Delivery": revision,
-        "X-Hub-Signature-256": signature,
-        "Content-Type": "application/json",
-    }
-    print(f"$ curl -X POST http://127.0.0.1:{port}/webhook -H 'X-Hub-Signature-256: sha256=...'  # the git host")
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/webhook", data=body, headers=headers, method="POST")
-    with urllib.request.urlopen(request, timeout=10) as response:
-        print(f"  {response.status} {response.read().decode().strip()}")
+def _ci_comment(api: forges.Api, work: Path, *, number: int, target: list[str]) -> int:
+    """What CI does on each push of a pull request: ``fleetctl diff -o markdown``, posted as one comment
+    that later runs edit (found by its marker); returns the comment's id."""
+    argv = ["diff", str(work), *target, "-o", "markdown", "--base", "main"]
+    print(f"\n$ fleetctl {shlex.join(argv)} > comment.md   # CI (docs/validate.md: Gitea Actions)", flush=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "fleetctl", *argv], capture_output=True, text=True, timeout=300, check=False
+    )
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"fleetctl diff failed: {done.stderr.strip()}")
+    body = done.stdout
+    marker = body.splitlines()[0]
+    comments = api.comments(REPOSITORY, number)
+    found = [c for c in comments if str(c.get("body", "")).startswith(marker)]
+    if found:
+        comment = int(found[0]["id"])
+        print(f"$ curl -X PATCH {api.url}api/v1/repos/{REPOSITORY}/issues/comments/{comment} -d @comment.md")
+        api.call("PATCH", f"/repos/{REPOSITORY}/issues/comments/{comment}", {"body": body})
+        return comment
+    print(f"$ curl -X POST {api.url}api/v1/repos/{REPOSITORY}/issues/{number}/comments -d @comment.md")
+    return int(api.call("POST", f"/repos/{REPOSITORY}/issues/{number}/comments", {"body": body})["id"])
+
+
+def _show_status(api: forges.Api, sha: str, *, cluster: str, want: str) -> bool:
+    """Wait for the controller's commit status on ``sha`` to be ``want``; print it as the forge shows it."""
+    context = f"fleet/{cluster}"
+
+    def latest() -> dict[str, Any]:
+        mine = [s for s in api.statuses(REPOSITORY, sha) if s.get("context") == context]
+        return mine[0] if mine and mine[0].get("status") == want else {}
+
+    print(f"$ curl {api.url}api/v1/repos/{REPOSITORY}/commits/{sha[:12]}…/statuses", flush=True)
+    if _until(lambda: latest(), within=60) is None:
+        print(f"no {want} commit status {context} on {sha[:12]} within 60 s", file=sys.stderr)
+        return False
+    status = latest()
+    print(f"  {context}: {status.get('status')} — {status.get('description')}")
+    return True
 
 
 def _until(check: Any, *, within: float) -> float | None:

@@ -56,6 +56,11 @@ def register(sub: Any) -> None:
         + ")",
     )
     upp.add_argument("--apiserver-port", type=int, default=None, help="fixed kube-apiserver port (default: a free one)")
+    upp.add_argument(
+        "--forge",
+        action="store_true",
+        help="also run a git forge (Gitea) on loopback; `sandbox env` prints its URL and admin token",
+    )
     upp.set_defaults(func=_up)
 
     verbs.add_parser("down", help="stop every sandbox process and remove its state").set_defaults(func=_down)
@@ -88,7 +93,9 @@ def _build(args: argparse.Namespace) -> int:
     if not timings:
         err.print("binaries up to date:")
     out = reports.console(sys.stdout)
-    for name, path in sorted(found.paths.items()):
+    gitea = binaries.locate_gitea()
+    paths = found.paths | ({"gitea": gitea.binary} if gitea is not None else {})
+    for name, path in sorted(paths.items()):
         out.print(f"{name:24} {path}")  # paths are never cut to the terminal's width
     return 0
 
@@ -116,16 +123,18 @@ def building(out: Console) -> Iterator[Callable[[str], None]]:
 
 def _up(args: argparse.Namespace) -> int:
     profile = profiles.load(args.profile)
-    up(directory=args.dir, profile=profile, apiserver_port=args.apiserver_port)
+    up(directory=args.dir, profile=profile, apiserver_port=args.apiserver_port, forge=args.forge)
     return 0
 
 
-def up(*, directory: Path | None, profile: profiles.Profile, apiserver_port: int | None = None) -> clusters.Sandbox:
+def up(
+    *, directory: Path | None, profile: profiles.Profile, apiserver_port: int | None = None, forge: bool = False
+) -> clusters.Sandbox:
     """``clusters.up``, undone if interrupted (Ctrl-C): every process it started is stopped again."""
     existing = clusters.Sandbox.load(directory or clusters.default_dir())
     ran_before = existing is not None and existing.healthy()
     try:
-        return clusters.up(directory=directory, profile=profile, apiserver_port=apiserver_port)
+        return clusters.up(directory=directory, profile=profile, apiserver_port=apiserver_port, forge=forge)
     except KeyboardInterrupt:
         if not ran_before:  # never stop a sandbox that was already running before this command
             clusters.down(directory=directory, progress=lambda _m: None)
@@ -147,6 +156,9 @@ def _env(args: argparse.Namespace) -> int:
     print(f'export PATH={shlex.quote(str(sb.binary("kubectl").parent))}:"$PATH"')
     if "helm" in sb.bin_dir:  # the operator stage's helm (fleetctl diff/apply read FLEET_HELM)
         print(f"export FLEET_HELM={shlex.quote(str(sb.binary('helm')))}")
+    if sb.forge is not None:  # the forge's API and git over HTTP, as its admin
+        print(f"export FLEET_FORGE_URL={shlex.quote(sb.forge.url)}")
+        print(f"export FLEET_FORGE_TOKEN={shlex.quote(sb.forge.token)}")
     return 0
 
 
@@ -174,6 +186,8 @@ def _status(args: argparse.Namespace) -> int:
     print(f"sandbox  {'up' if st['up'] else 'DOWN'}  {st.get('server', '')}  ({st['directory']})")
     for c in st.get("components", []):
         print(f"  {c['name']:24} pid {c['pid']:<8} {'running' if c['running'] else 'STOPPED'}")
+    if st.get("forge"):
+        print(f"  forge (Gitea)            {st['forge']}")
     if st["up"]:
         print(
             f"  nodes {st['nodes']}, devices {st['devices']}, pools {st['pools']}, CPU pools {st.get('cpu_pools', {})}"

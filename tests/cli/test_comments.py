@@ -63,7 +63,7 @@ def test_findings_get_space_before_diffs_and_every_cluster_gets_its_share() -> N
     tokens = parse(text)
     assert headings(tokens, 2) == ["east", "west"]
     assert len([i for i in items(tokens) if "**team-quota**" in i]) == 10, "every finding of both clusters"
-    assert "`repo/teams/a.yaml:5:3`" in items(tokens)[4]
+    assert "`teams/a.yaml:5:3`" in items(tokens)[4], "outside git: relative to the fleet's folder"
     per_cluster = text.split("## west")
     assert abs(len(details(parse(per_cluster[0]))) - len(details(parse(per_cluster[1])))) <= 1
 
@@ -108,5 +108,5 @@ def test_a_pipe_in_a_file_name_stays_in_its_table_cell() -> None:
         "m", "t", [comments.Section("## c\n\n", comments.claims_part([claim], repo=Path("r"), base=None))]
     )
     (claims,) = tables(parse(text))
-    assert claims[1][:3] == ["`ResourceClaimTemplate/ml/a`", "added", "`r/teams/ml/a|b.yaml:2`"], "one cell, unescaped"
+    assert claims[1][:3] == ["`ResourceClaimTemplate/ml/a`", "added", "`teams/ml/a|b.yaml:2`"], "one cell, unescaped"
     assert len(claims[1]) == len(claims[0])

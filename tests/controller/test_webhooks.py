@@ -74,6 +74,33 @@ def test_gitlab_token() -> None:
     assert call(gitlab({"ref": "refs/tags/main"}, event="Tag Push Hook")).result == "accepted"
 
 
+def gitea(payload: object, *, secret: bytes = SECRET, forgejo: bool = False) -> dict[str, object]:
+    """A delivery as Gitea sends it: its own bare-hex signature, and GitHub's headers beside it."""
+    body = json.dumps(payload, indent=2).encode()
+    signature = hmac.new(secret, body, hashlib.sha256).hexdigest()
+    prefix = "X-Forgejo" if forgejo else "X-Gitea"
+    headers = {
+        f"{prefix}-Event": "push",
+        f"{prefix}-Delivery": "g-1",
+        f"{prefix}-Signature": signature,
+        "X-GitHub-Event": "push",
+        "X-Hub-Signature-256": "sha256=" + signature,
+    }
+    return {"headers": headers, "body": body}
+
+
+def test_gitea_signature_is_its_own() -> None:
+    assert call(gitea({"ref": "refs/heads/main"})).result == "accepted"
+    assert call(gitea({"ref": "refs/heads/main"}, forgejo=True)).result == "accepted"
+    wrong = gitea({"ref": "refs/heads/main"}, secret=b"other")
+    verdict = call(wrong)
+    assert (verdict.status, verdict.reason) == (401, "missing or wrong X-Gitea-Signature")
+    forged = gitea({"ref": "refs/heads/main"})
+    headers = dict(forged["headers"])  # type: ignore[call-overload]
+    headers["X-Gitea-Signature"] = "0" * 64  # a valid GitHub copy does not rescue a wrong Gitea signature
+    assert call({"headers": headers, "body": forged["body"]}).status == 401
+
+
 def test_unknown_sender_is_unauthorized() -> None:
     verdict = call({"headers": {"Content-Type": "application/json"}, "body": b'{"ref": "refs/heads/main"}'})
     assert verdict.status == 401 and not verdict.triggers

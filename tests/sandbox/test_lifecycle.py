@@ -81,15 +81,18 @@ def test_a_ca_file_still_empty_is_not_ready_rather_than_an_error(tmp_path: Path)
     assert processes.probe("https://127.0.0.1:1/readyz", ca_file=empty) is False
 
 
-def test_etcd_and_apiserver_stop_and_start_on_their_ports_with_their_data(tmp_path: Path) -> None:
+def test_etcd_apiserver_and_gitea_stop_and_start_on_their_ports_with_their_data(tmp_path: Path) -> None:
     d = tmp_path / "sb"
     flag = "--watch-cache-sizes=configmaps#0"
-    sb = clusters.up(directory=d, profile=profiles.parse({"pools": {"l4x1": 1}}), apiserver_flags=(flag,))
+    profile = profiles.parse({"pools": {"l4x1": 1}})
+    sb = clusters.up(directory=d, profile=profile, apiserver_flags=(flag,), forge=True)
     try:
         sb.kubectl("create", "configmap", "kept", "-n", "default", "--from-literal=a=1")
         with pytest.raises(SandboxError, match="still running"):
             clusters.start_component(sb, "etcd")
-        with pytest.raises(SandboxError, match="choose one of etcd, kube-apiserver"):
+        assert sb.forge is not None
+        sb.forge.api().create_repository("kept")
+        with pytest.raises(SandboxError, match="choose one of etcd, kube-apiserver, gitea"):
             clusters.stop_component(sb, "kwok")
         before = {c.name: c.pid for c in sb.components}
         for name in clusters.RESTARTABLE:
@@ -109,6 +112,8 @@ def test_etcd_and_apiserver_stop_and_start_on_their_ports_with_their_data(tmp_pa
         assert flag.encode() in Path(f"/proc/{apiserver.pid}/cmdline").read_bytes().split(b"\0")
         got = sb.kubectl("get", "configmap", "kept", "-n", "default", "-o", "jsonpath={.data.a}")
         assert got.stdout == "1", "etcd came back with its data"
+        assert saved.forge == sb.forge and saved.forge is not None
+        assert saved.forge.api().call("GET", "/repos/fleet/kept")["private"], "Gitea came back with its data and token"
     finally:
         clusters.down(directory=d)
 

@@ -128,11 +128,12 @@ def test_a_branch_lists_what_it_adds_and_changes_against_the_merge_base(checkout
         "`ResourceClaimTemplate/ml-research/single-gpu`": "changed",  # by gpu-east's overlay
     }
     pair = next(row for row in claims[1:] if "h200-pair" in row[0])
+    assert pair[2] == "`teams/ml-research/h200-pair.yaml:2`", "named from the repository's root, as the forge links it"
     assert pair[3] == "h200: 2 nodes, 16 devices, 8 at once" and pair[4] == "8"
     assert ["ml-research", "`gpu.nvidia.com`", "16 → **6**", "5 → **9**", "❌ over quota"] in quota
     findings = items(east)
     (over,) = [f for f in findings if "**team-quota**" in f]
-    assert f"`{checkout}/teams/ml-research/team.yaml:" in over and "over the quota of 6" in over
+    assert "`teams/ml-research/team.yaml:" in over and "over the quota of 6" in over
 
 
 def test_an_unknown_base_is_an_error_exit_2(checkout: Path) -> None:
@@ -183,6 +184,11 @@ def test_a_repository_in_a_sub_folder_is_read_from_the_base_commit(tmp_path: Pat
     tokens = parse(result.stdout)
     assert [t for t in tables(tokens) if t[0][0] == "claim"] == [], "no claim added or changed"
     assert paragraphs(tokens).count("None.") == 2
+    two = top / "fleets" / "prod" / "teams" / "ml-research" / "two-gpus.yaml"
+    two.write_text(two.read_text().replace("count: 2", "count: 1"))
+    result = fleetctl("validate", str(top / "fleets" / "prod"), "-o", "markdown", "--base", "HEAD")
+    rows = [row for t in tables(parse(result.stdout)) if t[0][0] == "claim" for row in t[1:]]
+    assert [row[2] for row in rows] == ["`fleets/prod/teams/ml-research/two-gpus.yaml:2`"] * 2, "from the git root"
 
 
 def test_a_snapshot_adds_its_counts_beside_the_declared_pools(tmp_path: Path) -> None:
@@ -200,5 +206,5 @@ def test_a_snapshot_adds_its_counts_beside_the_declared_pools(tmp_path: Path) ->
     assert rows["`ResourceClaimTemplate/ml-research/single-gpu`"][3] == "h100: 2 nodes, 16 devices, 16 at once"
     assert tables(per_cluster["gpu-east"])[0][0][-1] == "copies that fit", "no snapshot for gpu-east"
     (unsatisfiable,) = [i for i in items(per_cluster["gpu-west"]) if "claim-unsatisfiable" in i]
-    assert unsatisfiable.startswith(f"❌ `{EXAMPLE}/teams/ml-research/h100-gpu.yaml:17:21` **claim-unsatisfiable**")
+    assert unsatisfiable.startswith("❌ `examples/fleet/teams/ml-research/h100-gpu.yaml:17:21` **claim-unsatisfiable**")
     assert unsatisfiable not in items(per_cluster["gpu-east"]), "a finding of gpu-west only"
