@@ -7,6 +7,8 @@ dependencies are installed (``tools/ktestenv/gomod.py`` runs it with runpy).
 KUBERNETES = "v1.36.3"
 KWOK = "v0.8.0"
 HELM = "v3.21.4"
+JAEGER = "v1.75.0"
+"""Jaeger v2 (``cmd/jaeger``), the trace backend of the tracing tests; ``tools/jaeger/go.mod`` pins the same."""
 GO_DIRECTIVE = "1.26.0"
 
-__all__ = ["GO_DIRECTIVE", "HELM", "KUBERNETES", "KWOK"]
+__all__ = ["GO_DIRECTIVE", "HELM", "JAEGER", "KUBERNETES", "KWOK"]
