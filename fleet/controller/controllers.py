@@ -90,7 +90,6 @@ logger = logging.getLogger(__name__)
 class Checkout(Protocol):
     revision: str
     path: Path
-    fetched_in: trace.SpanContext | None
 
 
 class Source(Protocol):
@@ -285,7 +284,7 @@ class Controller:
             self.queue.add(self.key, reason="source reachable again")
         if self.checkout is None or checkout.revision != self.checkout.revision:
             self.checkout = checkout
-            found = checkout.fetched_in
+            found = getattr(checkout, "fetched_in", None)  # a source that does not trace has none
             self._journey = (checkout.revision, found) if found is not None and found.is_valid else None
             self.queue.add(self.key, reason=f"revision {checkout.revision[:12]}")
 

@@ -8,10 +8,13 @@ down for an hour would write thousands of lines that all say the same thing.
 ``Guarded`` wraps the exporter: it turns an outage into one WARNING (the endpoint, the first
 reason, and that the controller goes on), and the first export that succeeds again into one
 INFO line with the number of spans lost meanwhile. The exporter's own retry and give-up lines
-are kept out of the log while an export runs (``Muffle``); a full queue is said once per
-process, with the setting that sizes it. Memory stays bounded by the batch processor's own
-queue (``OTEL_BSP_MAX_QUEUE_SIZE``, 2048 spans by default): a full queue drops the oldest
-span, and a failed batch is dropped, never queued again.
+are kept out of the log while an export runs (``Muffle``). A queue that overflows while
+exports succeed (spans end faster than they go) is said once per process, with the setting
+that sizes it; while the collector is down, overflowing is part of the outage already said.
+
+Memory stays bounded by the batch processor's own queue (``OTEL_BSP_MAX_QUEUE_SIZE``, 2048
+spans by default): a full queue drops the oldest span, and a failed batch is dropped, never
+queued again.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ looked up in Jaeger's query API and must tell what happened to the commit: the `
 that found it at the root, then ``reconcile``, ``validate``, ``render``, each stage, each
 written object with its cluster, revision, stage, kind, namespace and name, and each helm
 run of the operator stage. A drift repair is a trace of its own, linked to the revision's,
-and leaves status naming the revision's trace; a refused commit's trace has error status.
+and leaves status naming the revision's trace. The trace of a refused commit, and of one that
+fails to apply, has error status.
 
 With the collector down, the controller applies commits as before and says so once.
 """
@@ -205,6 +206,27 @@ def test_a_revision_is_one_trace_in_jaeger_from_its_fetch_to_each_object_and_hel
             got = tags(named(spans, name)[0])
             assert (got.get("otel.status_code"), got.get("error")) == ("ERROR", True), (name, got)
         assert "teams/ml/team.yaml" in tags(named(spans, "reconcile")[0])["otel.status_description"]
+
+        # A commit that fails to apply (a chart version the repository lacks): error status, with the error.
+        repo.version = "v99.0.0"
+        broken = remote.push(repo, message="an operator version the chart repository does not have")
+        wait_for(
+            lambda: (
+                status(sandbox, cluster).get("lastAttemptedRevision") == broken
+                and "cannot read chart" in status(sandbox, cluster).get("lastError", "")
+            ),
+            within=120,
+            what="the failed apply in status",
+        )
+        failed_trace = status(sandbox, cluster)["traceID"]
+        assert failed_trace not in (trace_id, bad_trace)
+
+        def failed() -> list[dict[str, Any]]:
+            spans = named(trace_spans(jaeger, failed_trace), "reconcile")
+            return [s for s in spans if tags(s).get("otel.status_code") == "ERROR"]
+
+        wait_for(lambda: bool(failed()), within=60, what="the failed reconcile in Jaeger")
+        assert "cannot read chart" in tags(failed()[0])["otel.status_description"]
 
 
 def test_with_the_collector_down_the_controller_goes_on_and_says_so_once(
