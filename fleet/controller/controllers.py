@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
-from opentelemetry import trace
+from opentelemetry import context, trace
 
 from fleet import engine, helm, hosts
 from fleet.controller import caches, heaps, leaders, statuses
@@ -188,6 +188,11 @@ class Controller:
     """The API server failure (no answer, 5xx, 429) that ended the last sync, if one did."""
     _frozen: int = 0
     """Objects out of the collector's sight (``heaps``) at the last sweep."""
+    _journey: tuple[str, trace.SpanContext] | None = None
+    """The newest revision and the ``git fetch`` span that found it, until the revision is applied
+    or refused: every reconcile meanwhile continues that trace (FleetSync ``status.traceID``)."""
+    _journeyed: trace.SpanContext | None = None
+    """The ``git fetch`` span of the last revision applied or refused: other reconciles link to it."""
 
     def __post_init__(self) -> None:
         self.report = statuses.Report(cluster=self.options.cluster)
@@ -294,6 +299,8 @@ class Controller:
             self.queue.add(self.key, reason="source reachable again")
         if self.checkout is None or checkout.revision != self.checkout.revision:
             self.checkout = checkout
+            found = getattr(checkout, "fetched_in", None)  # a source that does not trace has none
+            self._journey = (checkout.revision, found) if found is not None and found.is_valid else None
             self.queue.add(self.key, reason=f"revision {checkout.revision[:12]}")
 
     async def _resync(self) -> None:
@@ -381,20 +388,31 @@ class Controller:
     # -- one reconcile -----------------------------------------------------------------------
 
     async def reconcile(self, *, reasons: tuple[str, ...] = ()) -> bool:
-        """Plan the newest checkout (if new) and apply the newest good plan; True when nothing failed."""
+        """Plan the newest checkout (if new) and apply the newest good plan; True when nothing failed.
+
+        Until the newest revision is applied or refused, the reconcile's span is a child of the
+        ``git fetch`` span that found it, and status names that trace; any other reconcile (a
+        resync, drift) is a trace of its own, linked to the fetch of the last revision concluded.
+        """
         self.stats.reconciles += 1
         tracer = tracing.tracer()
+        journey = self._journey
+        parent, links = context.Context(), [trace.Link(self._journeyed)] if self._journeyed else []
+        if journey is not None:
+            parent, links = trace.set_span_in_context(trace.NonRecordingSpan(journey[1]), parent), []
+            self.report.trace_id = f"{journey[1].trace_id:032x}"
         with tracer.start_as_current_span(
-            "reconcile", attributes={tracing.CLUSTER: self.options.cluster, "fleet.reasons": list(reasons)}
+            "reconcile",
+            context=parent,
+            links=links,
+            attributes={tracing.CLUSTER: self.options.cluster, "fleet.reasons": list(reasons)},
         ) as span:
-            ctx = span.get_span_context()
-            self.report.trace_id = f"{ctx.trace_id:032x}" if ctx.trace_id else ""
             self.report.last_reconcile = statuses.now()
             await self._plan()
             plan = self.good
             if plan is None:
                 await self._write_status()
-                return self.checkout is None or not self.report.findings
+                return self._traced(span, ok=self.checkout is None or not self.report.findings)
             span.set_attribute(tracing.REVISION, plan.revision)
             self.report.enforced = plan.revision
             self.report.reconciling = True
@@ -411,14 +429,32 @@ class Controller:
                 return True
             self.report.reconciling = False
             if self._unavailable is not None:
-                return False
+                return self._traced(span, ok=False)
             if ok:
                 self._notify(plan.revision, "success", f"applied {_objects(len(plan.objects))}")
             else:
                 failed = statuses.last_error(self.report) or "see the FleetSync status"
                 self._notify(plan.revision, "failure", f"failed: {failed.splitlines()[0]}")
             await self._write_status()
-            return ok and self.report.source_reachable
+            return self._traced(span, ok=ok and self.report.source_reachable)
+
+    def _traced(self, span: trace.Span, *, ok: bool) -> bool:
+        """Close the reconcile's span: error status when it failed; the journey ends once applied."""
+        if not ok:
+            first = self.report.findings[0] if self.report.findings else None
+            why = (
+                statuses.last_error(self.report)
+                or self.report.source_error
+                or (f"{first.location} {first.rule}: {first.message}" if first else "see the FleetSync status")
+            )
+            span.set_status(trace.StatusCode.ERROR, why.splitlines()[0][:300])
+        if self._journey is not None and self._journey[0] == self.report.applied:
+            self._conclude(self.report.applied)
+        return ok
+
+    def _conclude(self, revision: str) -> None:
+        if self._journey is not None and self._journey[0] == revision:
+            self._journeyed, self._journey = self._journey[1], None
 
     async def _plan(self) -> None:
         checkout = self.checkout
@@ -450,6 +486,10 @@ class Controller:
         else:
             first = checked.findings[0]
             more = f" (and {len(checked.findings) - 1} more)" if len(checked.findings) > 1 else ""
+            trace.get_current_span().set_status(
+                trace.StatusCode.ERROR, f"revision {checkout.revision[:12]} refused: {first.location} {first.rule}"
+            )
+            self._conclude(checkout.revision)
             self._notify(checkout.revision, "failure", f"{first.location} {first.rule}: {first.message}{more}")
             await self.writer.event(
                 reason="ValidationFailed",

@@ -54,12 +54,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     if config.log_level != "debug":
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request (Lease renewals every 2 s)
     try:
+        provider = tracing.setup()
+    except FleetError as err:  # an OTEL_* setting fleet cannot honour
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    try:
         anyio.run(run, config)
     except FleetError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         pass
+    finally:
+        tracing.close(provider)  # the last reconcile's spans, within a few seconds of the grace period
 
 
 async def connect(config: settings.Settings, *, user_agent: str = "") -> kube.Client:
@@ -172,7 +179,6 @@ def helm_kubeconfig(*, account: Path, path: Path) -> Path:
 
 
 async def run(config: settings.Settings) -> None:
-    tracing.setup()
     identity = config.identity or f"{socket.gethostname()}_{os.getpid()}"
     client = await connect(config, user_agent=f"fleet-controller/{identity}")
     metrics = Metrics()

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+from opentelemetry import trace
 
 from fleet import kube
 from fleet.engine import listings, plancaches, plans
@@ -149,7 +150,8 @@ def _check_and_plan(
 ) -> Checked:
     require_checkout(repo)
     tracer = tracing.tracer()
-    with tracer.start_as_current_span("validate", attributes={tracing.CLUSTER: cluster}) as span:
+    attributes = {tracing.CLUSTER: cluster} | ({tracing.REVISION: revision} if revision else {})
+    with tracer.start_as_current_span("validate", attributes=attributes) as span:
         if cache is not None:
             cache.tree.begin(now=time.time())
         files, problems = read_tree(repo, limits=Limits(), cache=cache.tree if cache else None)
@@ -191,6 +193,8 @@ def _check_and_plan(
             return Checked(revision=revision or "", plan=None, findings=read)
         findings = tuple(f for f in found if f.severity == "error")
         span.set_attribute("fleet.findings", len(findings))
+        if findings:
+            span.set_status(trace.StatusCode.ERROR, f"{findings[0].location} {findings[0].rule}")
     sha = sha or revision or revision_id(repo, files=files, loadable=loadable)
     if findings:
         return Checked(revision=sha, plan=None, findings=findings)

@@ -28,8 +28,11 @@ import anyio
 import yaml
 
 from fleet.helm.errors import FORBIDDEN_HINT, HelmError, HelmMissing, HelmTimeout, forbidden
+from fleet.telemetry import tracing
 
 MANAGED_LABEL = "app.kubernetes.io/managed-by=fleet"
+COMMAND = "fleet.helm.command"
+"""The ``run helm`` span's attribute: helm's subcommand (``upgrade``, ``status``, ``template``...)."""
 
 
 @dataclass(frozen=True)
@@ -307,24 +310,27 @@ class Helm:
         full = [str(self.settings.binary), *argv]
         if cluster and self.settings.context:
             full += ["--kube-context", self.settings.context]
-        try:
-            with anyio.fail_after(self.settings.timeout):
-                done = await anyio.run_process(full, env=self._env(), check=False)
-        except TimeoutError as err:
-            raise HelmTimeout(
-                f"helm {argv[0]} did not finish within {self.settings.timeout:g}s",
-                where=" ".join(argv[:3]),
-                hint="check the cluster and the chart repository can be reached, or raise the helm timeout",
-            ) from err
-        stdout = done.stdout.decode(errors="replace")
-        if done.returncode != 0:
-            stderr = done.stderr.decode(errors="replace").strip()
-            what = _error_text(stderr) or f"helm exited {done.returncode}"
-            failed = HelmError(f"helm {argv[0]} failed: {what}", where=" ".join(argv[:2]), stderr=stderr)
-            if forbidden(failed):
-                failed.hint = FORBIDDEN_HINT
-            raise failed
-        return stdout
+        # One span per process: the command only (the arguments hold paths and repository URLs).
+        with tracing.tracer().start_as_current_span("run helm", attributes={COMMAND: argv[0]}) as span:
+            try:
+                with anyio.fail_after(self.settings.timeout):
+                    done = await anyio.run_process(full, env=self._env(), check=False)
+            except TimeoutError as err:
+                raise HelmTimeout(
+                    f"helm {argv[0]} did not finish within {self.settings.timeout:g}s",
+                    where=" ".join(argv[:3]),
+                    hint="check the cluster and the chart repository can be reached, or raise the helm timeout",
+                ) from err
+            span.set_attribute("process.exit.code", done.returncode)
+            stdout = done.stdout.decode(errors="replace")
+            if done.returncode != 0:
+                stderr = done.stderr.decode(errors="replace").strip()
+                what = _error_text(stderr) or f"helm exited {done.returncode}"
+                failed = HelmError(f"helm {argv[0]} failed: {what}", where=" ".join(argv[:2]), stderr=stderr)
+                if forbidden(failed):
+                    failed.hint = FORBIDDEN_HINT
+                raise failed
+            return stdout
 
 
 def _error_text(stderr: str) -> str:
@@ -373,4 +379,4 @@ def _parse_documents(text: str) -> list[dict[str, Any]]:
     return [d for d in yaml.load_all(text, Loader=loader) if isinstance(d, dict)]
 
 
-__all__ = ["MANAGED_LABEL", "ChartRef", "Helm", "Release", "Settings"]
+__all__ = ["COMMAND", "MANAGED_LABEL", "ChartRef", "Helm", "Release", "Settings"]

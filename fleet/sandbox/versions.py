@@ -8,6 +8,8 @@ dependencies are installed (``tools/ktestenv/gomod.py`` runs it with runpy), and
 KUBERNETES = "v1.36.3"
 KWOK = "v0.8.0"
 HELM = "v3.21.4"
+JAEGER = "v1.75.0"
+"""Jaeger v2 (``cmd/jaeger``), the trace backend of the tracing tests; ``tools/jaeger/go.mod`` pins the same."""
 GO_DIRECTIVE = "1.26.0"
 GPU_OPERATOR = "v26.7.0"
 """NVIDIA/gpu-operator's tag vendored in tests/data/gpu-operator (its chart and manifests)."""
@@ -17,4 +19,4 @@ GITEA_TAGS = "sqlite sqlite_unlock_notify"
 """Gitea's build tags: SQLite (pure Go) without the ``bindata`` tag, so it reads its templates and
 locales from its source copy (``STATIC_ROOT_PATH``)."""
 
-__all__ = ["GITEA", "GITEA_TAGS", "GO_DIRECTIVE", "GPU_OPERATOR", "HELM", "KUBERNETES", "KWOK"]
+__all__ = ["GITEA", "GITEA_TAGS", "GO_DIRECTIVE", "GPU_OPERATOR", "HELM", "JAEGER", "KUBERNETES", "KWOK"]

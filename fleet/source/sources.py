@@ -58,6 +58,7 @@ without credentials; git's own message is quoted with secrets scrubbed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -73,6 +74,7 @@ from pathlib import Path, PurePosixPath
 import anyio
 import anyio.to_thread
 import git
+from opentelemetry import trace
 
 from fleet.source import credentials as creds
 from fleet.source import errors, urls
@@ -111,6 +113,9 @@ class Checkout:
     """The fleet repository's directory (the checkout's root joined with the source's ``path``)."""
     fetched_at: float
     """``time.time()`` when the fetch finished."""
+    fetched_in: trace.SpanContext | None = None
+    """The ``git fetch`` span that brought it: the controller continues that trace while it
+    applies (or refuses) the revision, so one trace tells what happened to the commit."""
 
 
 class GitSource:
@@ -183,7 +188,7 @@ class GitSource:
                     span.set_attribute("error.type", err.reason)
                     raise
                 span.set_attribute(tracing.REVISION, checkout.revision)
-                return checkout
+                return dataclasses.replace(checkout, fetched_in=span.get_span_context())
 
     async def collect(self) -> None:
         """Repack the cache repository if packs piled up (``git gc``), as ``sync()`` does after a

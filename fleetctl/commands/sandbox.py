@@ -21,7 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import TaskID
 
-from fleet.sandbox import binaries, clusters, profiles
+from fleet.sandbox import binaries, clusters, jaegers, profiles
 from fleetctl import reports
 
 
@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
     )
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
-    build = verbs.add_parser("build", help="build the binaries for the pinned versions (cached)")
+    build = verbs.add_parser("build", help="build the binaries for the pinned versions (cached), Jaeger too")
     build.add_argument("--force", action="store_true", help="rebuild even if cached")
     build.set_defaults(func=_build)
 
@@ -90,11 +90,12 @@ def _build(args: argparse.Namespace) -> int:
     err = reports.console(sys.stderr)
     with building(err) as progress:
         found, timings = binaries.build(force=args.force, progress=progress)
-    if not timings:
+        jaeger, built = jaegers.build(force=args.force, progress=progress)
+    if not timings and not built:
         err.print("binaries up to date:")
     out = reports.console(sys.stdout)
     gitea = binaries.locate_gitea()
-    paths = found.paths | ({"gitea": gitea.binary} if gitea is not None else {})
+    paths = found.paths | {"jaeger": jaeger} | ({"gitea": gitea.binary} if gitea is not None else {})
     for name, path in sorted(paths.items()):
         out.print(f"{name:24} {path}")  # paths are never cut to the terminal's width
     return 0

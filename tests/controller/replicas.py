@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,11 +32,15 @@ class Replicas:
         self.sandbox, self.remote, self.cluster, self.root = sandbox, remote, cluster, root
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(self, identity: str, *args: str, traces: bool = False) -> subprocess.Popen[bytes]:
-        """Start replica ``identity``; ``args`` are further flags (``--lease-duration 10s``...)."""
+    def start(
+        self, identity: str, *args: str, traces: bool = False, otel: Mapping[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start replica ``identity``; ``args`` are further flags (``--lease-duration 10s``...), ``otel``
+        its ``OTEL_*`` variables (none of the test's own are passed on)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "OTEL_")) and k != "KUBECONFIG"}
         if traces:
             env.update(OTEL_TRACES_EXPORTER="console", OTEL_SERVICE_NAME="fleet-controller")
+        env.update(otel or {})
         argv = [
             sys.executable, "-m", "fleet.controller",
             "--repo", self.remote.url, "--ref", "main", "--cluster", self.cluster,

@@ -94,6 +94,23 @@ def test_the_entry_point_fails_with_one_line_per_setting_and_no_traceback() -> N
     assert "--interval / FLEET_INTERVAL: 'often' is not a duration" in proc.stderr
 
 
+def test_an_otlp_protocol_fleet_does_not_send_stops_it_at_start_with_a_hint() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "OTEL_"))}
+    env |= {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "fleet.controller", "--repo", "file:///nowhere", "--cluster", "c"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "OTEL_EXPORTER_OTLP_PROTOCOL=grpc: fleet exports traces over OTLP/HTTP (protobuf) only" in proc.stderr
+    assert "hint: set it to http/protobuf" in proc.stderr
+
+
 def test_taking_fields_from_other_managers_and_the_git_size_limit_are_opt_in(
     environment: pytest.MonkeyPatch,
 ) -> None:
