@@ -217,20 +217,23 @@ class Tally:
     """The distinct ``renewTime`` values one node's Lease showed at the samples."""
 
 
-def scrape(text: str) -> tuple[dict[str, float], dict[str, float], float]:
-    """(cache → entries, result → reconciles, fleet_drift_repaired_total) from a /metrics page."""
+def scrape(text: str) -> tuple[dict[str, float], dict[str, float], float, float]:
+    """(cache → entries, result → reconciles, seconds all reconciles took, fleet_drift_repaired_total)
+    from a /metrics page."""
     caches: dict[str, float] = {}
     reconciles: dict[str, float] = {}
-    repaired = 0.0
+    seconds = repaired = 0.0
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             if s.name == "fleet_cache_entries":
                 caches[s.labels.get("cache", "")] = s.value
             elif s.name == "fleet_reconcile_duration_seconds_count":
                 reconciles[s.labels.get("result", "")] = s.value
+            elif s.name == "fleet_reconcile_duration_seconds_sum":
+                seconds += s.value
             elif s.name == "fleet_drift_repaired_total":
                 repaired += s.value
-    return caches, reconciles, repaired
+    return caches, reconciles, seconds, repaired
 
 
 def slope_per_hour(points: list[tuple[float, float]]) -> float:
@@ -489,7 +492,7 @@ async def sampler(
             return  # the controller is gone (or a zombie): the run reports it
         try:
             response = await http.get(url)
-            caches, reconciles, _ = scrape(response.text)
+            caches, reconciles, _, _ = scrape(response.text)
         except (httpx.HTTPError, ValueError):
             tally.scrape_errors += 1
             caches, reconciles = {}, {}
@@ -605,10 +608,11 @@ async def run(sb: Sandbox, root: Path, args: Any) -> int:
             alive = processes.alive(ctl)
             final_caches: dict[str, float] = {}
             final_reconciles: dict[str, float] = {}
-            repaired_metric = 0.0
+            reconcile_seconds = repaired_metric = 0.0
             if alive:
                 with contextlib.suppress(httpx.HTTPError, ValueError):
-                    final_caches, final_reconciles, repaired_metric = scrape((await http.get(f"{base}/metrics")).text)
+                    page = (await http.get(f"{base}/metrics")).text
+                    final_caches, final_reconciles, reconcile_seconds, repaired_metric = scrape(page)
     finally:
         await client.close()
         await probe.close()
@@ -617,6 +621,7 @@ async def run(sb: Sandbox, root: Path, args: Any) -> int:
         shutil.copyfile(ctl.log, args.keep_log)
     processes.stop(ctl)
     report(args=args, tally=tally, limit=limit, alive=alive, initial=initial, final_reconciles=final_reconciles,
+           reconcile_seconds=reconcile_seconds,
            final_caches=final_caches, repaired_metric=repaired_metric, log_errors=log_errors, log_failed=log_failed,
            shown=shown, nodes=len(node_names))  # fmt: skip
     return 0
@@ -635,6 +640,7 @@ def report(
     alive: bool,
     initial: float,
     final_reconciles: dict[str, float],
+    reconcile_seconds: float,
     final_caches: dict[str, float],
     repaired_metric: float,
     log_errors: int,
@@ -650,6 +656,7 @@ def report(
     growth = (end_rss - start_rss) / start_rss * 100 if after else float("nan")
     in_30_days = end_rss + slope * 24 * 30
     limit_day = "never" if slope <= 0 or not after else f"{max(0.0, (limit - end_rss) / slope / 24):.1f}"
+    hours = f", {(limit - end_rss) / slope:.1f} hours" if limit_day != "never" else ""
     names = sorted({name for s in after for name in s.caches} | set(final_caches))
     reconciles = final_reconciles or (tally.samples[-1].reconciles if tally.samples else {})
     total = sum(reconciles.values())
@@ -665,7 +672,10 @@ def report(
     print(f"  {'slope (least squares)':<34} {slope:9.2f} MiB/hour")
     print(f"  {'growth over the window':<34} {growth:9.2f} %   (target over 30 min: ≤ 2 %)")
     print(f"  {'extrapolated to 30 days':<34} {in_30_days:9.1f} MiB   (Deployment limit {limit:g} MiB, "
-          f"reached on day {limit_day})")  # fmt: skip
+          f"reached on day {limit_day}{hours})")  # fmt: skip
+    step = max(1, len(tally.samples) // 40)
+    print("  RSS (min since the first apply: MiB): "
+          + ", ".join(f"{s.at / 60:.1f}: {s.rss:.0f}" for s in tally.samples[::step]))  # fmt: skip
     if names:
         print(f"  {'cache':<20} {'first':>9} {'last':>9} {'max':>9}  flat")
         for name in names:
@@ -677,7 +687,9 @@ def report(
                   f"{'yes' if flat(points) else 'NO'}")  # fmt: skip
     else:
         print("  caches: no fleet_cache_entries series on /metrics")
-    print(f"  reconciles {total:.0f} ({', '.join(f'{k} {v:.0f}' for k, v in sorted(reconciles.items())) or 'none'}); "
+    mean = f"{reconcile_seconds / total:.2f} s" if total else "-"
+    by_result = ", ".join(f"{k} {v:.0f}" for k, v in sorted(reconciles.items())) or "none"
+    print(f"  reconciles {total:.0f}, {mean} each on average ({by_result}); "
           f"errors {errors:.0f}; log: {log_errors} ERROR lines, {log_failed} 'reconcile failed' lines; "
           f"/metrics scrape failures {tally.scrape_errors}")  # fmt: skip
     for line in shown:
