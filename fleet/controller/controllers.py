@@ -495,7 +495,7 @@ class Controller:
         reported = {(d["kind"], d["namespace"], d["name"], d["action"]) for d in statuses.drift_of(changes)}
         reported |= {(c["kind"], c["namespace"], c["name"], "conflict") for c in statuses.conflicts_of(changes)}
         # An Event the server did not take ends the reconcile's Events: with kube-apiserver down, each
-        # of the 16 objects in flight failed and each Event spent the client's six attempts.
+        # further Event would spend the client's whole retry budget too.
         recorded = True
         for reason, message, warning in statuses.events_for(changes, already=self._reported):
             recorded = await self.writer.event(reason=reason, message=message, warning=warning)
