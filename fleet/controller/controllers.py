@@ -348,6 +348,8 @@ class Controller:
             return
         if etype == "ADDED":
             return  # fleet's own creations; a re-creation by someone else is not drift
+        if etype == "MODIFIED" and declared_shape(new) == declared_shape(old):
+            return  # status only (a quota's usage): nothing fleet declares can have changed
         meta = new.get("metadata") or {}
         where = f"{meta.get('namespace')}/" if meta.get("namespace") else ""
         self.queue.add(self.key, reason=f"{new.get('kind')} {where}{meta.get('name')} {etype.lower()}")
@@ -581,6 +583,20 @@ def _empty(cluster: str, good: engine.Plan | None) -> Finding:
 def _unplannable(err: FleetError, cluster: str) -> Finding:
     where = err.where.split(" (cluster ")[0] if err.where else f"clusters/{cluster}.yaml"
     return Finding(location=Location(where), rule="revision", message=err.what, hint=err.hint)
+
+
+_SERVER_SET = frozenset({"resourceVersion", "managedFields", "generation", "uid", "creationTimestamp"})
+
+
+def declared_shape(obj: dict[str, Any] | None) -> tuple[Any, ...]:
+    """What a change to ``obj`` could be drift in: everything but its status and the server's bookkeeping.
+
+    A managed object's status changes all the time (a ResourceQuota's ``used`` with every pod that
+    holds a claim); each such change is an event, and none of them can touch a field fleet declares."""
+    obj = obj or {}
+    meta = obj.get("metadata") or {}
+    rest = {k: v for k, v in obj.items() if k not in ("status", "metadata")}
+    return (rest, {k: v for k, v in meta.items() if k not in _SERVER_SET})
 
 
 def _node_shape(node: dict[str, Any] | None) -> tuple[Any, ...]:
