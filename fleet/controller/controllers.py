@@ -355,6 +355,8 @@ class Controller:
             return
         if etype == "ADDED":
             return  # fleet's own creations; a re-creation by someone else is not drift
+        if etype == "MODIFIED" and declared_shape(new) == declared_shape(old):
+            return  # status only (a quota's usage): nothing fleet declares can have changed
         meta = new.get("metadata") or {}
         where = f"{meta.get('namespace')}/" if meta.get("namespace") else ""
         self.queue.add(self.key, reason=f"{new.get('kind')} {where}{meta.get('name')} {etype.lower()}")
@@ -535,7 +537,7 @@ class Controller:
         reported = {(d["kind"], d["namespace"], d["name"], d["action"]) for d in statuses.drift_of(changes)}
         reported |= {(c["kind"], c["namespace"], c["name"], "conflict") for c in statuses.conflicts_of(changes)}
         # An Event the server did not take ends the reconcile's Events: with kube-apiserver down, each
-        # of the 16 objects in flight failed and each Event spent the client's six attempts.
+        # further Event would spend the client's whole retry budget too.
         recorded = True
         for reason, message, warning in statuses.events_for(changes, already=self._reported):
             recorded = await self.writer.event(reason=reason, message=message, warning=warning)
@@ -622,6 +624,20 @@ def _empty(cluster: str, good: engine.Plan | None) -> Finding:
 def _unplannable(err: FleetError, cluster: str) -> Finding:
     where = err.where.split(" (cluster ")[0] if err.where else f"clusters/{cluster}.yaml"
     return Finding(location=Location(where), rule="revision", message=err.what, hint=err.hint)
+
+
+_SERVER_SET = frozenset({"resourceVersion", "managedFields", "generation", "uid", "creationTimestamp"})
+
+
+def declared_shape(obj: dict[str, Any] | None) -> tuple[Any, ...]:
+    """What a change to ``obj`` could be drift in: everything but its status and the server's bookkeeping.
+
+    A managed object's status changes all the time (a ResourceQuota's ``used`` with every pod that
+    holds a claim); each such change is an event, and none of them can touch a field fleet declares."""
+    obj = obj or {}
+    meta = obj.get("metadata") or {}
+    rest = {k: v for k, v in obj.items() if k not in ("status", "metadata")}
+    return (rest, {k: v for k, v in meta.items() if k not in _SERVER_SET})
 
 
 def _node_shape(node: dict[str, Any] | None) -> tuple[Any, ...]:

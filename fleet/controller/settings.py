@@ -268,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
         kwargs: dict[str, Any] = {
             "dest": name,
             "default": argparse.SUPPRESS,
-            "help": f"{info.description} [{env_var(name)}]",
+            "help": f"{(info.description or '').replace('%', '%%')} [{env_var(name)}]",  # argparse formats help
         }
         if name in ("leader_elect", "force_conflicts"):
             kwargs["action"] = argparse.BooleanOptionalAction

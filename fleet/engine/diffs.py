@@ -126,7 +126,7 @@ async def diff_objects(
             client=client, d=d, live=live.get(d.ref.key), ignored=ignored, force=force, preview=preview
         )
 
-    # The pure test is CPU work over every object (about 1 s per 10,000): a worker thread keeps
+    # The pure test is CPU work over every object: a worker thread keeps
     # the event loop free for the controller's Lease renewals, probes and webhooks.
     answers = await anyio.to_thread.run_sync(lambda: _answers(desired, live, unchanged))
     asked: list[int] = []

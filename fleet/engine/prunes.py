@@ -99,7 +99,9 @@ async def _delete(sync: Sync, change: Change, *, ours: set[str]) -> None:
     started = time.monotonic()
     live = sync.live.get(change.ref.key)
     client = sync.client
-    with tracing.tracer().start_as_current_span("apply object", attributes=span_attributes(change.ref, change.action)):
+    attributes = span_attributes(change.ref, change.action)
+    attributes[tracing.STAGE] = change.stage or "claims"
+    with tracing.tracer().start_as_current_span("apply object", attributes=attributes):
         try:
             if guarded(change) and refuse(change, await blocked(sync, change, ours=ours)):
                 pass

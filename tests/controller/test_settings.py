@@ -204,3 +204,8 @@ def test_commit_statuses_are_off_without_a_token_and_checked_at_start(
     assert caught.value.problems == [
         "--commit-status-provider needs --commit-status-token-file (commit statuses are off without a token)"
     ]
+
+
+def test_help_prints_every_flag_s_description_as_written() -> None:
+    text = settings.build_parser().format_help()
+    assert "helm's own --timeout is 10% shorter" in " ".join(text.split())
