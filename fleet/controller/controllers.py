@@ -591,11 +591,21 @@ def _upgrade_state(node: dict[str, Any] | None) -> str:
 
 
 def _with_policy(plan: engine.Plan, policy: str | None) -> engine.Plan:
-    """``--drift-policy`` replaces the policy of every object whose repository left it at the default."""
+    """``--drift-policy`` replaces the policy of every object whose repository left it at the default.
+
+    Each changed object is a copy that keeps what the original computed once (its Ref, its leaves):
+    ``dataclasses.replace`` would make every commit recompute them for every object."""
     if policy is None:
         return plan
-    objects = tuple(dataclasses.replace(d, drift=policy) if d.drift == "enforce" else d for d in plan.objects)
+    objects = tuple(_drifting(d, policy) if d.drift == "enforce" else d for d in plan.objects)
     return dataclasses.replace(plan, objects=objects)
+
+
+def _drifting(desired: engine.Desired, policy: str) -> engine.Desired:
+    copy = object.__new__(type(desired))
+    copy.__dict__.update(desired.__dict__)
+    copy.__dict__["drift"] = policy
+    return copy
 
 
 __all__ = ["Controller", "Options", "Source", "Stats"]

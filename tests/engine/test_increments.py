@@ -210,3 +210,19 @@ def test_a_fleet_wide_change_checks_everything() -> None:
     assert state.full_checks == 2
     assert {f.rule for f in got.findings} == {"team-quota"}
     assert got.findings == reference(files, revision="r1")[0]
+
+
+def test_a_carried_object_is_the_rendered_one_for_the_new_revision() -> None:
+    """``renders.carried`` keeps the Ref and leaves computed once, and equals a fresh render (of the
+    declared objects: a team's objects carry the revision in their body and are rendered afresh)."""
+    files = example()
+    old = reference(files, revision="r1")[1]
+    new = reference(files, revision="r2")[1]
+    assert old is not None and new is not None
+    declared = [(b, a) for b, a in zip(old.objects, new.objects, strict=True) if b.revision]
+    assert len(declared) >= 10
+    for before, after in declared:
+        assert before.leaves  # computed once, for the first revision
+        copy = renders.carried(before, revision="r2")
+        assert copy == after and copy.obj == after.obj and copy.leaves == after.leaves
+        assert copy.__dict__["ref"] is before.__dict__["ref"]
