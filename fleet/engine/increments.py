@@ -24,8 +24,9 @@ the last check's. Its plan is the sub-revision's (teams, classes, pools, the cha
 units' claims, all rendered for the new revision) plus the other units' claims of the
 last plan, carried over with the new revision (``renders.carried``).
 
-Claims meet claims of other folders in one place only, a duplicate identity; a change
-that touches an identity held twice (before or after it) is checked fully. So is a
+Claims meet claims of other folders in one place only, a duplicate identity (its finding
+may be located in either folder); a change that touches an identity held twice (before
+or after it), or a folder holding one, is checked fully. So is a
 revision whose overlays patch claims, or one where claims produce findings outside their
 folder (a DeviceClass's CEL failing on a claim: ``orphans``). Every other commit is
 incremental, and ``tests/engine/test_increments.py`` holds its result equal to a full
@@ -118,7 +119,8 @@ class Increments:
             return self._full(files, cluster=cluster, revision=revision, read=read, cache=cache)
         changed = [p for p, content in files.items() if self.files.get(p) is not content]
         changed = [p for p in changed if self.files.get(p) != files[p]]
-        if len(files) - len(changed) != len(self.files):
+        added = sum(1 for p in changed if p not in self.files)
+        if len(files) - added != len(self.files):  # some went
             changed += [p for p in self.files if p not in files]
         if not changed and self.outcome is not None and (revision == self.revision or self.outcome.plan is None):
             return self.outcome  # the same files (findings do not depend on the revision)
@@ -276,7 +278,7 @@ class Increments:
             self.claims = _claims_by_unit(plan, units=self.units)
         else:
             made = renders.plan(resolve(sub, cluster=self.cluster), revision=revision)
-            rendered = _claims_by_unit(made, units=self.units)
+            rendered = _claims_by_unit(made, units={u: self.units[u] for u in touched if u in self.units})
             objects = list(made.objects)  # the teams, classes, pools and the touched units' claims
             for unit, claims in list(self.claims.items()):
                 if unit in touched:
