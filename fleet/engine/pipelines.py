@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from opentelemetry import trace
 
 from fleet import kube
 from fleet.engine import listings, plancaches, plans
@@ -171,8 +170,12 @@ def _check_and_plan(
                 span.set_attribute("fleet.cached", "disk")
                 return Checked(revision=sha, plan=stored)
         if cache is not None:
-            return _incremental(repo, files, problems=problems, cluster=cluster, sha=sha or revision, cache=cache,
-                                store=store, key=key, span=span)  # fmt: skip
+            done = _incremental(
+                repo, files, problems=problems, cluster=cluster, sha=sha or revision, cache=cache, store=store, key=key
+            )
+            for name, value in done[1].items():
+                span.set_attribute(name, value)
+            return done[0]
         # Only now, with no plan at hand: the repository's models, the policy checks and the
         # renderer (about 130 ms of imports, which a process taking a stored plan does without).
         from fleet.engine import renders
@@ -214,31 +217,38 @@ def _incremental(
     cache: LoadCache,
     store: plancaches.PlanCache | None,
     key: str,
-    span: trace.Span,
-) -> Checked:
-    """``check_and_plan`` made from the last check kept in ``cache`` (``fleet.engine.increments``)."""
+) -> tuple[Checked, dict[str, str | int]]:
+    """``check_and_plan`` made from the last check kept in ``cache`` (``fleet.engine.increments``),
+    and the ``validate`` span's attributes: ``fleet.check`` is ``full`` or ``partial``, or
+    ``fleet.cached`` is ``memory`` (the same files at the same revision: the same answer)."""
     from fleet.engine import increments  # the models, the policy and the renderer: see above
 
     if cache.increments is None:
         cache.increments = increments.Increments()
     state: increments.Increments = cache.increments
     sha = sha or revision_id(repo, files=files, loadable=loadable)
-    full = state.full_checks
+    before = (state.full_checks, state.partial_checks)
     try:
         outcome = state.check(files, cluster=cluster, revision=sha, read=tuple(problems), cache=cache.parsed)
     except FleetError:
         read = tuple(f for f in problems if f.severity == "error")  # as in ``_check_and_plan``
         if not read:
             raise
-        return Checked(revision=sha, plan=None, findings=read)
-    span.set_attribute("fleet.findings", len(outcome.findings))
-    span.set_attribute("fleet.check", "full" if state.full_checks > full else "partial")
-    if state.full_checks > full:
-        cache.parsed.release()  # a partial check releases what it made itself
+        return Checked(revision=sha, plan=None, findings=read), {}
+    finally:
+        if state.full_checks > before[0]:
+            cache.parsed.release()  # a partial check releases what it made itself
+    attributes: dict[str, str | int] = {"fleet.findings": len(outcome.findings)}
+    if state.full_checks > before[0]:
+        attributes["fleet.check"] = "full"
+    elif state.partial_checks > before[1]:
+        attributes["fleet.check"] = "partial"
+    else:
+        attributes["fleet.cached"] = "memory"
     if outcome.plan is None:
-        return Checked(revision=sha, plan=None, findings=outcome.findings)
+        return Checked(revision=sha, plan=None, findings=outcome.findings), attributes
     _store(store, key, outcome.plan, cluster=cluster)
-    return Checked(revision=sha, plan=outcome.plan)
+    return Checked(revision=sha, plan=outcome.plan), attributes
 
 
 def _store(store: plancaches.PlanCache | None, key: str, plan: plans.Plan, *, cluster: str) -> None:
