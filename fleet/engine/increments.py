@@ -48,6 +48,7 @@ from fleet.manifests.limits import Limits
 from fleet.manifests.revisions import Manifest, Revision, check_path, load_file
 from fleet.manifests.views import resolve
 from fleet.policy import validate
+from fleet.telemetry import tracing
 
 CLAIM_KINDS = ("ResourceClaimTemplate", "ResourceClaim")
 
@@ -165,7 +166,7 @@ class Increments:
         found = _errors(validate(whole, clusters=[cluster]).findings)
         plan = None
         if not found:
-            plan = renders.plan(resolve(whole, cluster=cluster), revision=revision)
+            plan = _render(whole, cluster=cluster, revision_id=revision)
         outcome = Outcome(findings=found, plan=plan)
         self.cluster, self.revision, self.files, self.parsed, self.keys = cluster, revision, dict(files), parsed, keys
         self.plan, self.outcome = plan, outcome
@@ -274,10 +275,10 @@ class Increments:
             return self.outcome
         if self.plan is None:
             whole = _revision(self.parsed, sorted(self.parsed))
-            plan = renders.plan(resolve(whole, cluster=self.cluster), revision=revision)
+            plan = _render(whole, cluster=self.cluster, revision_id=revision)
             self.claims = _claims_by_unit(plan, units=self.units)
         else:
-            made = renders.plan(resolve(sub, cluster=self.cluster), revision=revision)
+            made = _render(sub, cluster=self.cluster, revision_id=revision)
             rendered = _claims_by_unit(made, units={u: self.units[u] for u in touched if u in self.units})
             objects = list(made.objects)  # the teams, classes, pools and the touched units' claims
             for unit, claims in list(self.claims.items()):
@@ -310,6 +311,12 @@ def _parse(path: str, content: bytes, *, cache: ParseCache, key: tuple[str, byte
         parsed = load_file(file=path, content=content, limits=LIMITS)
         cache.put(key, parsed)
     return parsed
+
+
+def _render(revision: Revision, *, cluster: str, revision_id: str) -> plans.Plan:
+    attributes = {tracing.CLUSTER: cluster, tracing.REVISION: revision_id}
+    with tracing.tracer().start_as_current_span("render", attributes=attributes):
+        return renders.plan(resolve(revision, cluster=cluster), revision=revision_id)
 
 
 def _revision(parsed: Mapping[str, Parsed], paths: Iterable[str], *, read: tuple[Finding, ...] = ()) -> Revision:
