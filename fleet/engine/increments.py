@@ -52,8 +52,6 @@ from fleet.telemetry import tracing
 
 CLAIM_KINDS = ("ResourceClaimTemplate", "ResourceClaim")
 
-Identity = tuple[str, str, str, str]
-
 
 def folder_of(file: str) -> str | None:
     """``teams/<team>/...`` → ``<team>`` (a file's or a finding's team folder); None elsewhere."""
@@ -89,15 +87,15 @@ class Increments:
     revision: str = ""
     files: dict[str, bytes] = field(default_factory=dict)
     parsed: dict[str, Parsed] = field(default_factory=dict)
-    keys: dict[str, tuple[str, bytes, Limits]] = field(default_factory=dict)
-    """Each file's ``ParseCache`` key, so a changed file's old entry is dropped at once."""
     wide: list[str] = field(default_factory=list)
     """The fleet-wide files, sorted."""
     units: dict[str, set[str]] = field(default_factory=dict)
     """Team folder → its unit files."""
     errors: dict[str | None, tuple[Finding, ...]] = field(default_factory=dict)
     """Error findings by the team folder they are located in (None: outside every team folder)."""
-    identities: Counter[Identity] = field(default_factory=Counter)
+    identities: Counter[int] = field(default_factory=Counter)
+    """How many manifests hold each identity, by its hash: two identities of one hash only make
+    a check full that need not be."""
     claims: dict[str, tuple[plans.Desired, ...]] = field(default_factory=dict)
     """Team folder → the rendered claims of its unit files in ``plan``."""
     plan: plans.Plan | None = None
@@ -156,11 +154,9 @@ class Increments:
     ) -> Outcome:
         self.full_checks += 1
         self.incremental = False
-        keys: dict[str, tuple[str, bytes, Limits]] = {}
         parsed: dict[str, Parsed] = {}
         for path in sorted(files):
-            keys[path] = ParseCache.key(path, files[path], LIMITS)
-            parsed[path] = _parse(path, files[path], cache=cache, key=keys[path])
+            parsed[path] = _parse(path, files[path], cache=cache)
         cache.sweep()
         whole = _revision(parsed, sorted(parsed), read=read)
         found = _errors(validate(whole, clusters=[cluster]).findings)
@@ -168,7 +164,7 @@ class Increments:
         if not found:
             plan = _render(whole, cluster=cluster, revision_id=revision)
         outcome = Outcome(findings=found, plan=plan)
-        self.cluster, self.revision, self.files, self.parsed, self.keys = cluster, revision, dict(files), parsed, keys
+        self.cluster, self.revision, self.files, self.parsed = cluster, revision, dict(files), parsed
         self.plan, self.outcome = plan, outcome
         if read:
             return outcome
@@ -180,7 +176,7 @@ class Increments:
                 units.setdefault(unit, set()).add(path)
         self.wide, self.units = wide, units
         self.errors = _by_folder(found)
-        self.identities = Counter(m.identity for result in parsed.values() for m in result[0])
+        self.identities = Counter(hash(m.identity) for result in parsed.values() for m in result[0])
         self.claims = _claims_by_unit(plan, units=units) if plan is not None else {}
         self.incremental = self._buildable(whole, cluster=cluster)
         return outcome
@@ -205,12 +201,12 @@ class Increments:
     def _identities_alone(self, changed: Iterable[str], fresh: Mapping[str, Parsed]) -> bool:
         """Apply the changed files to the identity counts; False (counts untouched) when an
         identity they hold is held by another manifest, before or after the change."""
-        old: Counter[Identity] = Counter()
-        new: Counter[Identity] = Counter()
+        old: Counter[int] = Counter()
+        new: Counter[int] = Counter()
         for path in changed:
             before = self.parsed.get(path)
-            old.update(m.identity for m in (before[0] if before is not None else ()))
-            new.update(m.identity for m in (fresh[path][0] if path in fresh else ()))
+            old.update(hash(m.identity) for m in (before[0] if before is not None else ()))
+            new.update(hash(m.identity) for m in (fresh[path][0] if path in fresh else ()))
         for identity in old.keys() | new.keys():
             others = self.identities.get(identity, 0) - old[identity]
             if others or old[identity] > 1 or new[identity] > 1:
@@ -236,21 +232,19 @@ class Increments:
         self.incremental = False  # until this check is whole: an exception leaves the next one full
         self.revision = revision
         for path in changed:
-            old_key = self.keys.pop(path, None)
-            if old_key is not None:
-                cache.forget(old_key)
+            if path in self.files:  # its old entry goes now: the cache holds one per file
+                cache.forget(ParseCache.key(path, self.files[path], LIMITS))
             self.parsed.pop(path, None)
             unit = folder_of(path) or ""
             self.units.get(unit, set()).discard(path)
             if path in fresh:
                 self.parsed[path] = fresh[path]
-                self.keys[path] = ParseCache.key(path, files[path], LIMITS)
                 self.units.setdefault(unit, set()).add(path)
         for unit in [u for u in touched if not self.units.get(u)]:
             self.units.pop(unit, None)
         self.files = dict(files)
         mine = [p for u in touched for p in self.units.get(u, ())]
-        if any(self.identities[m.identity] > 1 for p in mine for m in self.parsed[p][0]):
+        if any(self.identities[hash(m.identity)] > 1 for p in mine for m in self.parsed[p][0]):
             # a duplicate across folders: its finding is located in either of them
             return self._full(files, cluster=self.cluster, revision=revision, read=(), cache=cache)
         paths = sorted([*self.wide, *mine])
@@ -301,11 +295,11 @@ class Increments:
 LIMITS = Limits()
 
 
-def _parse(path: str, content: bytes, *, cache: ParseCache, key: tuple[str, bytes, Limits] | None = None) -> Parsed:
+def _parse(path: str, content: bytes, *, cache: ParseCache) -> Parsed:
     problem = check_path(path)
     if problem is not None:
         return ((), (problem,))
-    key = key or ParseCache.key(path, content, LIMITS)
+    key = ParseCache.key(path, content, LIMITS)
     parsed = cache.get(key)
     if parsed is None:
         parsed = load_file(file=path, content=content, limits=LIMITS)
