@@ -389,8 +389,15 @@ def _declared(
         freeze = _freeze(obj)
         source = str(manifest.location)
         stamped = _SHAPES.share(ownership.stamp(obj, cluster=cluster, revision="", source=source))
+        kept = [k for k in manifest.memo if k.startswith("plan\0")]
+        if len(kept) >= _RENDERS_KEPT:  # bounded: a team whose namespaces keep changing adds a key each time
+            del manifest.memo[kept[0]]
         found = manifest.memo[key] = (stamped, adopt, take, Ref.of(stamped), source, freeze)
     return found
+
+
+_RENDERS_KEPT = 8
+"""Renders a manifest keeps (per cluster, team and default namespace): a fleet's clusters, a few times over."""
 
 
 _SHAPES = Shapes()
