@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from fleet.engine import plans, renders
 from fleet.errors import FleetError
+from fleet.manifests import kinds
 from fleet.manifests.caches import ParseCache, Parsed
 from fleet.manifests.findings import Finding
 from fleet.manifests.limits import Limits
@@ -185,10 +186,11 @@ class Increments:
         """Whether the next check may be made from this one: no overlay patches a claim, and the
         fleet-wide files alone give the findings outside every team folder that all files give."""
         for manifest in whole.manifests:
-            if manifest.kind == "Overlay":
-                patches = manifest.data.get("spec", {}).get("patches") or []
-                if any(not isinstance(p, dict) or (p.get("target") or {}).get("kind") in CLAIM_KINDS for p in patches):
-                    return False
+            if manifest.kind != "Overlay":
+                continue
+            model = manifest.model
+            if not isinstance(model, kinds.Overlay) or any(p.target.kind in CLAIM_KINDS for p in model.spec.patches):
+                return False
         try:
             alone = _errors(validate(_revision(self.parsed, self.wide), clusters=[cluster]).findings)
         except FleetError:

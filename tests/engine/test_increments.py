@@ -226,3 +226,22 @@ def test_a_carried_object_is_the_rendered_one_for_the_new_revision() -> None:
         copy = renders.carried(before, revision="r2")
         assert copy == after and copy.obj == after.obj and copy.leaves == after.leaves
         assert copy.__dict__["ref"] is before.__dict__["ref"]
+
+
+def test_an_overlay_patching_a_claim_makes_every_check_full() -> None:
+    """A claim's overlay lives outside its folder: a change to the claim reaches the overlay's findings."""
+    files = example()
+    files["overlays/claims/overlay.yaml"] = (
+        b"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Overlay\nmetadata:\n  name: claims\nspec:\n"
+        b"  clusters:\n    names: [gpu-east]\n  patches:\n  - target:\n      apiVersion: resource.k8s.io/v1\n"
+        b"      kind: ResourceClaimTemplate\n      name: single-gpu\n      namespace: ml-research\n"
+        b"    patch:\n      metadata:\n        labels: {tier: gold}\n"
+    )
+    state = increments.Increments()
+    cache = ParseCache()
+    state.check(dict(files), cluster=CLUSTER, revision="r0", read=(), cache=cache)
+    del files["teams/ml-research/single-gpu.yaml"]  # the overlay's target goes: a finding in the overlay
+    got = state.check(dict(files), cluster=CLUSTER, revision="r1", read=(), cache=cache)
+    assert (state.full_checks, state.partial_checks) == (2, 0)
+    assert {f.location.file for f in got.findings} == {"overlays/claims/overlay.yaml"}
+    assert (got.findings, got.plan) == reference(files, revision="r1")
