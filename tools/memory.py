@@ -56,7 +56,7 @@ def main() -> None:
             "memos (render, requests, findings)": retained_mib(*[m.memo for m in manifests], seen=seen),
             "manifests, the rest": retained_mib(*manifests, seen=seen),
             "ParseCache, the rest": retained_mib(cache.parsed, seen=seen),
-            "last plan": retained_mib(cache.last, seen=seen),
+            "last check and plan (Increments)": retained_mib(cache.increments, seen=seen),
         }
         total = sum(parts.values())
     print(f"{len(manifests)} manifests; RSS after imports {imported:.0f} MiB, after the first load {loaded:.0f} MiB")

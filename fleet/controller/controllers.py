@@ -215,9 +215,11 @@ class Controller:
         sizes = self.memory.sizes()
         sizes["watch"] = self.cache.size()
         sizes["shapes"] = len(self.cache.shapes.table)
-        sizes["parsed_files"] = len(self.loads.parsed.entries)
-        sizes["file_stats"] = len(self.loads.tree.files)
-        sizes["plans"] = int(self.loads.last is not None) + int(self.good is not None)
+        loads = self.loads.sizes()
+        sizes["parsed_files"] = loads["parsed"]
+        sizes["file_stats"] = loads["tree"]
+        sizes["last_check"] = loads["increments"]
+        sizes["plans"] = int(self.good is not None)
         sizes["drift_announced"] = len(self._reported)
         sizes["stuck_announced"] = len(self._stuck)
         sizes["repairs"] = len(self.report.repairs)
@@ -650,11 +652,21 @@ def _upgrade_state(node: dict[str, Any] | None) -> str:
 
 
 def _with_policy(plan: engine.Plan, policy: str | None) -> engine.Plan:
-    """``--drift-policy`` replaces the policy of every object whose repository left it at the default."""
+    """``--drift-policy`` replaces the policy of every object whose repository left it at the default.
+
+    Each changed object is a copy that keeps what the original computed once (its Ref, its leaves):
+    ``dataclasses.replace`` would make every commit recompute them for every object."""
     if policy is None:
         return plan
-    objects = tuple(dataclasses.replace(d, drift=policy) if d.drift == "enforce" else d for d in plan.objects)
+    objects = tuple(_drifting(d, policy) if d.drift == "enforce" else d for d in plan.objects)
     return dataclasses.replace(plan, objects=objects)
+
+
+def _drifting(desired: engine.Desired, policy: str) -> engine.Desired:
+    copy = object.__new__(type(desired))
+    copy.__dict__.update(desired.__dict__)
+    copy.__dict__["drift"] = policy
+    return copy
 
 
 __all__ = ["Controller", "Options", "Source", "Stats"]

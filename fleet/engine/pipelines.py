@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 from opentelemetry import trace
@@ -95,13 +96,19 @@ class LoadCache:
 
     ``tree``: a file whose stat did not change is not read again (``fleet.manifests.TreeCache``).
     ``parsed``: each file is parsed once per content (``fleet.manifests.ParseCache``).
-    ``last``: the plan of the last load, reused whole when every file, the cluster and
-    the revision id are the same: validation and planning are pure functions of those.
+    ``increments``: the last check, from which the next is made by redoing only what the changed
+    files reach (``fleet.engine.increments``); an unchanged repository at the same revision gets
+    the same plan back. Each holds one repository's worth (``len`` of each: its entries).
     """
 
     parsed: ParseCache = field(default_factory=ParseCache)
     tree: TreeCache = field(default_factory=TreeCache)
-    last: tuple[bytes, str, str, plans.Plan] | None = None
+    increments: Any = None
+    """A ``fleet.engine.increments.Increments`` once a load made one (imported with the models)."""
+
+    def sizes(self) -> dict[str, int]:
+        """Entries per cache, for ``fleet_cache_entries``."""
+        return {"tree": len(self.tree), "parsed": len(self.parsed), "increments": len(self.increments or ())}
 
 
 def _digest(files: dict[str, bytes]) -> bytes:
@@ -138,11 +145,7 @@ def check_and_plan(
     a plan another process made of the same content is taken from disk, and a plan
     made here is put there (``fleet.engine.plancaches``).
     """
-    try:
-        return _check_and_plan(repo, cluster=cluster, revision=revision, cache=cache, store=store)
-    finally:
-        if cache is not None:
-            cache.parsed.release()
+    return _check_and_plan(repo, cluster=cluster, revision=revision, cache=cache, store=store)
 
 
 def _check_and_plan(
@@ -156,22 +159,21 @@ def _check_and_plan(
             cache.tree.begin(now=time.time())
         files, problems = read_tree(repo, limits=Limits(), cache=cache.tree if cache else None)
         sha = ""
-        digest = b""
         key = ""
-        if (cache is not None or store is not None) and not problems:
-            digest = _digest(files)
+        if store is not None and not problems:
             sha = revision or revision_id(repo, files=files, loadable=loadable)  # git: a worker thread
-            if cache is not None and cache.last is not None and cache.last[:3] == (digest, cluster, sha):
-                span.set_attribute("fleet.cached", "memory")
-                return Checked(revision=sha, plan=cache.last[3])
-            if store is not None:
-                key = store.key(digest=digest, cluster=cluster, revision=sha)
-                stored = store.get(key)
-                if stored is not None:
-                    span.set_attribute("fleet.cached", "disk")
-                    if cache is not None:
-                        cache.last = (digest, cluster, sha, stored)
-                    return Checked(revision=sha, plan=stored)
+            key = store.key(digest=_digest(files), cluster=cluster, revision=sha)
+            stored = store.get(key)
+            if stored is not None:
+                span.set_attribute("fleet.cached", "disk")
+                return Checked(revision=sha, plan=stored)
+        if cache is not None:
+            done = _incremental(
+                repo, files, problems=problems, cluster=cluster, sha=sha or revision, cache=cache, store=store, key=key
+            )
+            for name, value in done[1].items():
+                span.set_attribute(name, value)
+            return done[0]
         # Only now, with no plan at hand: the repository's models, the policy checks and the
         # renderer (imports a process taking a stored plan does without).
         from fleet.engine import renders
@@ -179,7 +181,7 @@ def _check_and_plan(
         from fleet.manifests.views import resolve
         from fleet.policy import validate
 
-        loaded = load_revision(files, findings=tuple(problems), cache=cache.parsed if cache else None)
+        loaded = load_revision(files, findings=tuple(problems))
         # The checks ``fleetctl validate`` makes, satisfiability on the declared pools included:
         # what CI rejects, the controller and apply reject too.
         try:
@@ -201,12 +203,58 @@ def _check_and_plan(
     view = resolve(loaded, cluster=cluster)
     with tracer.start_as_current_span("render", attributes={tracing.CLUSTER: cluster, tracing.REVISION: sha}):
         plan = renders.plan(view, revision=sha)
-    if cache is not None and not problems:
-        cache.last = (digest, cluster, sha, plan)
-    if store is not None and key:
-        with tracer.start_as_current_span("store plan", attributes={tracing.CLUSTER: cluster}) as stored_span:
-            stored_span.set_attribute("fleet.stored", store.put(key, plan))
+    _store(store, key, plan, cluster=cluster)
     return Checked(revision=sha, plan=plan)
+
+
+def _incremental(
+    repo: Path,
+    files: dict[str, bytes],
+    *,
+    problems: list[Finding],
+    cluster: str,
+    sha: str | None,
+    cache: LoadCache,
+    store: plancaches.PlanCache | None,
+    key: str,
+) -> tuple[Checked, dict[str, str | int]]:
+    """``check_and_plan`` made from the last check kept in ``cache`` (``fleet.engine.increments``),
+    and the ``validate`` span's attributes: ``fleet.check`` is ``full`` or ``partial``, or
+    ``fleet.cached`` is ``memory`` (the same files at the same revision: the same answer)."""
+    from fleet.engine import increments  # the models, the policy and the renderer: see above
+
+    if cache.increments is None:
+        cache.increments = increments.Increments()
+    state: increments.Increments = cache.increments
+    sha = sha or revision_id(repo, files=files, loadable=loadable)
+    before = (state.full_checks, state.partial_checks)
+    try:
+        outcome = state.check(files, cluster=cluster, revision=sha, read=tuple(problems), cache=cache.parsed)
+    except FleetError:
+        read = tuple(f for f in problems if f.severity == "error")  # as in ``_check_and_plan``
+        if not read:
+            raise
+        return Checked(revision=sha, plan=None, findings=read), {}
+    finally:
+        if state.full_checks > before[0]:
+            cache.parsed.release()  # a partial check releases what it made itself
+    attributes: dict[str, str | int] = {"fleet.findings": len(outcome.findings)}
+    if state.full_checks > before[0]:
+        attributes["fleet.check"] = "full"
+    elif state.partial_checks > before[1]:
+        attributes["fleet.check"] = "partial"
+    else:
+        attributes["fleet.cached"] = "memory"
+    if outcome.plan is None:
+        return Checked(revision=sha, plan=None, findings=outcome.findings), attributes
+    _store(store, key, outcome.plan, cluster=cluster)
+    return Checked(revision=sha, plan=outcome.plan), attributes
+
+
+def _store(store: plancaches.PlanCache | None, key: str, plan: plans.Plan, *, cluster: str) -> None:
+    if store is not None and key:
+        with tracing.tracer().start_as_current_span("store plan", attributes={tracing.CLUSTER: cluster}) as span:
+            span.set_attribute("fleet.stored", store.put(key, plan))
 
 
 def require_checkout(repo: Path) -> None:

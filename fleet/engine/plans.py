@@ -67,6 +67,12 @@ class Desired:
         return Ref.of(self.obj)
 
     @functools.cached_property
+    def order(self) -> tuple[int, str, str, str, str]:
+        """Apply order: the stage, then the Ref (as ``Ref``'s own ordering, without comparing dataclasses)."""
+        ref = self.ref
+        return (stages.index(self.stage), ref.api_version, ref.kind, ref.namespace, ref.name)
+
+    @functools.cached_property
     def leaves(self) -> frozenset[tuple[str, ...]]:
         """The field paths applying ``obj`` sets (``normalizations.desired_leaves``), computed once."""
         return frozenset(normalizations.desired_leaves(self.obj))

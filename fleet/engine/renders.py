@@ -151,12 +151,11 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         team_name = folder_to_team.get(manifest.team or "", manifest.team or "")
         add_declared(manifest, team_name, default_ns.get(team_name))
     pools = tuple(_pool_rule(p.model, str(p.location)) for p in view.pools if isinstance(p.model, kinds.GPUNodePool))
-    ordered = sorted(out, key=_order)
     declared = view.operator
     return Plan(
         cluster=cluster,
         revision=revision,
-        objects=tuple(ordered),
+        objects=ordered(out),
         pools=pools,
         teams=teams,
         operator=_operator(declared.model, str(declared.location), cluster=view.cluster.model) if declared else None,
@@ -330,10 +329,33 @@ def _subject(kind: str, name: str, namespace: str | None) -> dict[str, str]:
     return {"kind": kind, "apiGroup": "rbac.authorization.k8s.io", "name": name}
 
 
+def ordered(objects: list[Desired]) -> tuple[Desired, ...]:
+    """A plan's objects in apply order (``Desired.order``): runs already in order (each unit's claims
+    carried from the last plan) are merged, not sorted again."""
+    return tuple(sorted(objects, key=_order))
+
+
+def carried(desired: Desired, *, revision: str) -> Desired:
+    """A declared object of an earlier plan, for ``revision``: what ``plan`` makes of the same manifest
+    (the body is the memoised render; only the revision differs). Its cached Ref carries over, and
+    so do its applied leaves when both revisions are set (the annotation is there either way)."""
+    copy = object.__new__(Desired)
+    copy.__dict__.update(desired.__dict__)
+    copy.__dict__["revision"] = revision
+    if not (revision and desired.revision):
+        copy.__dict__.pop("leaves", None)
+    return copy
+
+
+def source_file(source: str) -> str:
+    """The file of a Desired's ``source`` (``file:line:col``, or the file alone)."""
+    head, _, col = source.rpartition(":")
+    file, _, line = head.rpartition(":")
+    return file if file and line.isdigit() and col.isdigit() else source
+
+
 def _order(d: Desired) -> tuple[int, str, str, str, str]:
-    """Stage order, then Ref order (as ``Ref``'s own ordering, without comparing dataclasses)."""
-    ref = d.ref
-    return (stages.index(d.stage), ref.api_version, ref.kind, ref.namespace, ref.name)
+    return d.order
 
 
 def _declared(
@@ -367,8 +389,15 @@ def _declared(
         freeze = _freeze(obj)
         source = str(manifest.location)
         stamped = _SHAPES.share(ownership.stamp(obj, cluster=cluster, revision="", source=source))
+        kept = [k for k in manifest.memo if k.startswith("plan\0")]
+        if len(kept) >= _RENDERS_KEPT:  # bounded: a team whose namespaces keep changing adds a key each time
+            del manifest.memo[kept[0]]
         found = manifest.memo[key] = (stamped, adopt, take, Ref.of(stamped), source, freeze)
     return found
+
+
+_RENDERS_KEPT = 8
+"""Renders a manifest keeps (per cluster, team and default namespace): a fleet's clusters, a few times over."""
 
 
 _SHAPES = Shapes()
@@ -390,8 +419,11 @@ __all__ = [
     "CLAIM_VERBS",
     "QUOTA_NAME",
     "TEAM_ROLE",
+    "carried",
     "drift_policy",
+    "ordered",
     "plan",
     "quota_keys",
+    "source_file",
     "team_objects",
 ]

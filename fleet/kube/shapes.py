@@ -35,6 +35,9 @@ class Shapes:
         self.limit = limit
         self.table: dict[int, Any] = {}
 
+    def __len__(self) -> int:
+        return len(self.table)
+
     def share(self, obj: dict[str, Any]) -> dict[str, Any]:
         """``obj``, changed in place: its ``spec``, labels and managedFields' field sets are the shared copies."""
         meta = obj.get("metadata")

@@ -40,6 +40,9 @@ class ParseCache:
     misses: int = 0
     _used: set[Key] = field(default_factory=set, repr=False)
 
+    def __len__(self) -> int:
+        return len(self.entries)
+
     @staticmethod
     def key(file: str, content: bytes, limits: Limits) -> Key:
         return (file, hashlib.blake2b(content, digest_size=16).digest(), limits)
@@ -56,6 +59,11 @@ class ParseCache:
     def put(self, key: Key, parsed: Parsed) -> None:
         self.entries[key] = parsed
         self._used.add(key)
+
+    def forget(self, key: Key) -> None:
+        """Drop one file's entry now (its file changed or went), without a ``sweep``."""
+        self.entries.pop(key, None)
+        self._used.discard(key)
 
     def sweep(self) -> None:
         """Forget every file the last load did not use (removed or changed since)."""
@@ -119,6 +127,9 @@ class TreeCache:
     def put(self, stamp: Stamp, content: bytes) -> None:
         self.reads += 1
         self.files[(stamp[4], stamp[3])] = (stamp, self.now, content, self.generation)
+
+    def __len__(self) -> int:
+        return len(self.files)
 
     def sweep(self) -> None:
         """Forget files not seen in the last ``GENERATIONS`` reads (removed, changed, or their checkout gone)."""

@@ -64,7 +64,15 @@ async def test_caches_stay_flat_while_managed_objects_churn(
         after = cache_entries(ctl)
     assert ctl.stats.finished >= CHURNS
     assert after["settled"] <= declared, f"one answer per declared object at most, not one per version: {after}"
-    for name in ("settled", "operator_releases", "helm_indexes", "parsed_files", "plans", "drift_announced"):
+    for name in (
+        "settled",
+        "operator_releases",
+        "helm_indexes",
+        "parsed_files",
+        "last_check",
+        "plans",
+        "drift_announced",
+    ):
         assert after[name] <= max(before[name], declared), f"{name} grew: {before[name]} -> {after[name]}"
     for node in nodes:
         sandbox.kubectl("label", "node", node, f"{churn}-")
