@@ -28,8 +28,8 @@ many as they like. Names follow Prometheus conventions (``_seconds``, ``_total``
 | ``fleet_commit_status_posts_total`` | counter | ``result`` (posted, unchanged, dropped, ``HostError.reason``) |
 
 ``record_changeset`` turns an engine ChangeSet into the object counters, so metrics
-are a view of ChangeSets, not a second bookkeeping. ``watch_loop_lag`` is a task for
-the controller's task group that keeps ``fleet_loop_lag_seconds`` current. The git
+are a view of ChangeSets, not a second bookkeeping. The controller's ``lag`` task keeps
+``fleet_loop_lag_seconds`` current. The git
 source does not know about metrics (it is an adapter below the controller): the
 controller times ``source.sync()`` with ``fetch_duration`` and counts a
 ``SourceError`` by its ``reason`` in ``fetch_errors``.
@@ -37,9 +37,6 @@ controller times ``source.sync()`` with ``fetch_duration`` and counts a
 
 from __future__ import annotations
 
-import time
-
-import anyio
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 
@@ -146,15 +143,4 @@ class Metrics:
         return encoder(self.registry), content_type
 
 
-async def watch_loop_lag(*, metrics: Metrics, interval: float = 1.0) -> None:
-    """Forever: sleep ``interval`` and record how much later than asked the loop woke up.
-
-    A loop that runs CPU work or blocking I/O wakes late; the lag is what probes,
-    webhooks and Lease renewals wait on top of their own work."""
-    while True:
-        asked = time.monotonic()
-        await anyio.sleep(interval)
-        metrics.loop_lag.set(max(0.0, time.monotonic() - asked - interval))
-
-
-__all__ = ["Metrics", "watch_loop_lag"]
+__all__ = ["Metrics"]

@@ -13,7 +13,7 @@ retries, error types and request accounting are decided once, here.
     client.counts.writes, client.counts.snapshot()         # requests sent, by verb
     async for event in kube.watch(client=client, kind=k):  # list, then watch; 410 -> relist
         ...                                                # LISTED..., SYNCED, ADDED/MODIFIED/DELETED
-    text = await client.metrics()                          # /metrics; parse with fleet.kube.metrics
+    text = await client.metrics()                          # /metrics (tests/servermetrics.py parses it)
     await client.close()
 
 - ``Client.request`` is the single request path: a timeout on every call, retries with

@@ -20,9 +20,9 @@ import pytest
 from fleet import helm, kube
 from fleet.controller import controllers
 from fleet.engine import drivers, stages
-from fleet.kube import metrics
 from fleet.sandbox import Sandbox, credentials
 from fleet.sandbox.operators import StandInOperator
+from tests import servermetrics as metrics
 from tests.conftest import NAMESPACE, RELEASE, Kubectl
 from tests.controller.conftest import Remote, eventually, running
 from tests.controller.test_loop import fleetctl_status, fleetsync

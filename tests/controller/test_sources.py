@@ -17,8 +17,8 @@ import pytest
 
 from fleet import kube
 from fleet.controller import caches, servers
-from fleet.kube import metrics as server_metrics
 from fleet.sandbox import Sandbox
+from tests import servermetrics as server_metrics
 from tests.apply.repos import Repo
 from tests.controller.conftest import Remote, eventually, running
 from tests.controller.test_loop import condition, fleetsync, get

@@ -50,8 +50,8 @@ import pytest
 from fleet import kube
 from fleet.controller import caches
 from fleet.kube import clients, watches
-from fleet.kube import metrics as server_metrics
 from fleet.sandbox import Sandbox, clusters, credentials
+from tests import servermetrics as server_metrics
 from tests.controller.conftest import Remote, eventually, running
 from tests.faults.conftest import service_account_kubeconfig
 from tests.faults.helpers import delta, many_templates, ready_at, templates, wrong_templates

@@ -18,9 +18,9 @@ import pytest
 
 from fleet import kube
 from fleet.engine import stages
-from fleet.kube import metrics
 from fleet.sandbox import Sandbox, credentials
 from fleetctl import cli
+from tests import servermetrics as metrics
 from tests.conftest import Kubectl
 from tests.hostile_prs.corpus import PullRequest, pull_requests
 

@@ -34,8 +34,8 @@ import pytest
 
 from fleet import kube
 from fleet.engine import ownership, stages
-from fleet.kube import metrics
 from fleet.sandbox import Sandbox
+from tests import servermetrics as metrics
 from tests.controller.conftest import Remote, eventually, fleetsync_crd, git, running
 from tests.controller.test_loop import condition, fleetsync
 from tests.hostile_prs.corpus import PullRequest, pull_requests
