@@ -39,8 +39,8 @@ from common import result, sandbox
 from fleet import engine, kube
 from fleet.engine import ownership, stages
 from fleet.engine.pipelines import load_plan
-from fleet.kube import metrics
 from fleet.sandbox import Sandbox, binaries
+from tests import servermetrics as metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 RESOURCES = stages.WRITTEN_RESOURCES

@@ -32,9 +32,9 @@ from diff import CLUSTER, apply_all, fleetctl, server_counts, write_repo
 
 from fleet import engine, kube
 from fleet.engine import diffs, listings, pipelines, stages
-from fleet.kube import metrics
 from fleet.kube.clients import WRITE_VERBS
 from fleet.sandbox import Sandbox, binaries
+from tests import servermetrics as metrics
 
 
 class Watched:

@@ -30,9 +30,9 @@ from common import result, sandbox
 
 from fleet import engine, helm, kube
 from fleet.engine import operators, pipelines, stages
-from fleet.kube import metrics
 from fleet.sandbox import binaries, charts, credentials
 from fleet.sandbox.operators import StandInOperator
+from tests import servermetrics as metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM = charts.Upstream(ROOT / "tests" / "data" / "gpu-operator")

@@ -13,6 +13,9 @@ can print any of them the same way and exit 2.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 
 class FleetError(Exception):
     """An error with a location and a hint, printed to users as is."""
@@ -44,4 +47,24 @@ def user_errors(group: BaseExceptionGroup[BaseException]) -> list[FleetError]:
     return found
 
 
-__all__ = ["FleetError", "user_errors"]
+@contextlib.contextmanager
+def unwrapped() -> Iterator[None]:
+    """Raise a task group's ExceptionGroup of one exception as that exception.
+
+    A task group that runs one piece of work beside helpers it cancels when the work ends (a
+    signal watcher, a Lease's renewal) fails with the work's own error wrapped in a group.
+    Around such a task group, this gives the caller that error as if no task group were there:
+    a FleetError to print, a KeyboardInterrupt to exit on. A group of several stays a group.
+    """
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        error: BaseException = group
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        if isinstance(error, BaseExceptionGroup):
+            raise
+        raise error from error.__cause__
+
+
+__all__ = ["FleetError", "unwrapped", "user_errors"]

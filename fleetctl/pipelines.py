@@ -19,6 +19,7 @@ import anyio
 
 from fleet import engine, helm, kube
 from fleet.engine import listings, pipelines, plancaches
+from fleet.errors import unwrapped
 from fleet.telemetry import tracing
 
 T = TypeVar("T")
@@ -173,7 +174,7 @@ def interruptible(main: Callable[[], Awaitable[T]]) -> T:
 async def _interruptible(main: Callable[[], Awaitable[T]]) -> T:
     outcome: list[T] = []
     interrupted = anyio.Event()
-    try:
+    with unwrapped():  # the command's own error, as if no task group were there
         async with anyio.create_task_group() as tg:
 
             async def on_sigint() -> None:
@@ -189,11 +190,6 @@ async def _interruptible(main: Callable[[], Awaitable[T]]) -> T:
 
             tg.start_soon(on_sigint)
             tg.start_soon(run)
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:  # the command's own error, as if no task group were there
-            error = group.exceptions[0]
-            raise error from error.__cause__
-        raise
     if interrupted.is_set() or not outcome:
         raise KeyboardInterrupt
     return outcome[0]

@@ -39,8 +39,8 @@ sets the three status gauges from the controller's ``statuses.Report`` with the 
 functions the FleetSync status uses (``is_ready``, ``is_stalled``), each time the status is
 written: they are what ``kubectl get fleetsync`` shows, as numbers an alert can wait on. Only
 a replica that has reconciled (the leader) has them; the alerts in ``overlays/monitoring``
-also ask ``fleet_leader`` so a deposed leader's last values do not count. ``watch_loop_lag`` is a task for
-the controller's task group that keeps ``fleet_loop_lag_seconds`` current. The git
+also ask ``fleet_leader`` so a deposed leader's last values do not count. The controller's ``lag`` task keeps
+``fleet_loop_lag_seconds`` current. The git
 source does not know about metrics (it is an adapter below the controller): the
 controller times ``source.sync()`` with ``fetch_duration`` and counts a
 ``SourceError`` by its ``reason`` in ``fetch_errors``.
@@ -48,10 +48,8 @@ controller times ``source.sync()`` with ``fetch_duration`` and counts a
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 
-import anyio
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
@@ -216,15 +214,4 @@ class _CacheSizes(Collector):
         yield family
 
 
-async def watch_loop_lag(*, metrics: Metrics, interval: float = 1.0) -> None:
-    """Forever: sleep ``interval`` and record how much later than asked the loop woke up.
-
-    A loop that runs CPU work or blocking I/O wakes late; the lag is what probes,
-    webhooks and Lease renewals wait on top of their own work."""
-    while True:
-        asked = time.monotonic()
-        await anyio.sleep(interval)
-        metrics.loop_lag.set(max(0.0, time.monotonic() - asked - interval))
-
-
-__all__ = ["Metrics", "watch_loop_lag"]
+__all__ = ["Metrics"]

@@ -61,7 +61,7 @@ from typing import Any
 
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.engine.drifts import Freeze
-from fleet.kube import Client, Conflict, KubeError, NotFound, Ref
+from fleet.kube import Client, Conflict, KubeError, NotFound, Ref, timestamps
 from fleet.manifests.findings import Finding
 
 logger = logging.getLogger(__name__)
@@ -167,17 +167,10 @@ def keep_repairs(rows: list[dict[str, Any]], *, now: datetime.datetime) -> list[
     """The repairs status keeps: newest first, at most ``MAX_REPAIRS``, none older than ``REPAIR_MEMORY``."""
     kept = []
     for row in rows:
-        when = _parse(str(row.get("time") or ""))
+        when = timestamps.parse(row.get("time"))
         if when is not None and now - when <= REPAIR_MEMORY:
             kept.append(row)
     return kept[:MAX_REPAIRS]
-
-
-def _parse(stamp: str) -> datetime.datetime | None:
-    try:
-        return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def frozen_of(found: list[tuple[Ref, Freeze]]) -> list[dict[str, str]]:

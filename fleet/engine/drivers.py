@@ -23,7 +23,7 @@ import datetime
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.kube import Client, Forbidden, NotFound
+from fleet.kube import Client, Forbidden, timestamps
 
 UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
 DONE_STATES = frozenset({"upgrade-done", ""})
@@ -97,21 +97,13 @@ def label_since(node: dict[str, Any], label: str) -> datetime.datetime | None:
     for entry in (node.get("metadata") or {}).get("managedFields") or ():
         labels = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
         if key in labels and entry.get("time"):
-            return datetime.datetime.fromisoformat(str(entry["time"]).replace("Z", "+00:00"))
+            return timestamps.parse(entry["time"])
     return None
-
-
-async def _items(client: Client, *, api_version: str, kind: str, **kw: Any) -> list[dict[str, Any]]:
-    try:
-        k = await client.kind(api_version=api_version, kind=kind)
-        return (await client.list(k, **kw)).items
-    except NotFound:
-        return []
 
 
 async def driver_states(client: Client) -> list[DriverState]:
     """Every node carrying the operator's driver-upgrade label, with since when, and its recent events."""
-    nodes = await _items(client, api_version="v1", kind="Node", label_selector=UPGRADE_STATE)
+    nodes = await client.list_if_served(api_version="v1", kind="Node", label_selector=UPGRADE_STATE)
     out = []
     for n in nodes:
         name = n["metadata"]["name"]
@@ -127,8 +119,7 @@ async def _node_events(client: Client, node: str) -> tuple[str, ...]:
     """The node's newest Events, as ``reason: message``; they only explain, so a role that may
     not list Events (the in-cluster ``fleet-applier``) gets a line saying so, not a failed run."""
     try:
-        found = await _items(
-            client,
+        found = await client.list_if_served(
             api_version="v1",
             kind="Event",
             namespace="default",

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 
 from fleet.engine.stages import STAGES
-from fleet.kube import Client, NotFound, Ref
+from fleet.kube import Client, Ref
 from fleet.kube.kinds import builtin as kinds_table
 from fleet.kube.shapes import Shapes
 
@@ -36,11 +36,7 @@ async def live_index(*, client: Client, kinds: Iterable[tuple[str, str]]) -> Liv
     shapes = Shapes()
 
     async def fetch(api_version: str, kind: str) -> None:
-        try:
-            k = await client.kind(api_version=api_version, kind=kind)
-        except NotFound:
-            return  # a kind the server does not serve has no live objects
-        for item in (await client.list(k, each=shapes.share)).items:
+        for item in await client.list_if_served(api_version=api_version, kind=kind, each=shapes.share):
             index[Ref.of(item).key] = item
 
     async with anyio.create_task_group() as tg:

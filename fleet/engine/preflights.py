@@ -37,7 +37,7 @@ from typing import Any
 from fleet import helm
 from fleet.engine import healths
 from fleet.engine.plans import OperatorRelease, Plan
-from fleet.kube import Client, NotFound
+from fleet.kube import Client
 
 MIN_KUBERNETES = (1, 34, 2)
 MIN_DRIVER = 580
@@ -134,7 +134,7 @@ async def run(
             )
         )
     if "no-clusterpolicy" in only:
-        policies = await _items(client, "nvidia.com/v1", "ClusterPolicy")
+        policies = await client.list_if_served(api_version="nvidia.com/v1", kind="ClusterPolicy")
         names = sorted(p["metadata"]["name"] for p in policies)
         out.append(
             Check(
@@ -150,7 +150,7 @@ async def run(
         )
     if "no-dra-driver-release" in only:
         out.append(await _dra_releases(h, plan))
-    nodes = await _items(client, "v1", "Node")
+    nodes = await client.list_if_served(api_version="v1", kind="Node")
     gpu_nodes = _gpu_nodes(nodes, plan)
     if "gpu-nodes" in only:
         not_ready = sorted(n["metadata"]["name"] for n in gpu_nodes if not _ready(n))
@@ -173,7 +173,7 @@ async def run(
             )
         )
     if "driver-version" in only or "pool-inventory" in only:
-        slices = await _items(client, "resource.k8s.io/v1", "ResourceSlice")
+        slices = await client.list_if_served(api_version="resource.k8s.io/v1", kind="ResourceSlice")
         if "driver-version" in only:
             managed = plan is not None and plan.operator is not None and operator_manages_driver(plan.operator.values)
             if managed and plan is not None and plan.operator is not None:
@@ -201,8 +201,11 @@ async def pool_inventory_problems(*, client: Client, plan: Plan) -> list[str]:
     (``healths.slice_problems``) over a fresh list, the one place the operator stage and preflight ask it."""
     if not plan.pools:
         return []
-    nodes = {n["metadata"]["name"]: n for n in await _items(client, "v1", "Node")}
-    slices = {s["metadata"]["name"]: s for s in await _items(client, "resource.k8s.io/v1", "ResourceSlice")}
+    nodes = {n["metadata"]["name"]: n for n in await client.list_if_served(api_version="v1", kind="Node")}
+    slices = {
+        s["metadata"]["name"]: s
+        for s in await client.list_if_served(api_version="resource.k8s.io/v1", kind="ResourceSlice")
+    }
     return healths.slice_problems(plan, nodes=nodes, slices=slices)
 
 
@@ -301,17 +304,6 @@ async def _operator_driver(h: helm.Helm | None, desired: OperatorRelease) -> Che
         if ok
         else f"set values driver.version to {MIN_DRIVER} or later (the DRA guide needs driver >= {MIN_DRIVER})",
     )
-
-
-async def _items(client: Client, api_version: str, kind: str) -> list[dict[str, Any]]:
-    try:
-        k = await client.kind(api_version=api_version, kind=kind)
-    except NotFound:
-        return []
-    try:
-        return (await client.list(k)).items
-    except NotFound:  # the CRD went away since discovery
-        return []
 
 
 def table(checks: list[Check]) -> str:

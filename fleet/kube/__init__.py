@@ -6,6 +6,7 @@ retries, error types and request accounting are decided once, here.
     client = await kube.connect(kubeconfig=None, context=None, timeout=30)   # like kubectl
     k = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
     slices = (await client.list(k)).items                  # paginated; apiVersion/kind filled in
+    pods = await client.list_if_served(api_version="v1", kind="Pod")  # [] when the kind is not served
     obj = await client.get(kube.Ref(api_version="v1", kind="Namespace", namespace="", name="team-a"))
     live = await client.apply(desired, field_manager="fleet", force=False, dry_run=True)
     await client.delete(ref, propagation="Background", uid=..., resource_version=...)
@@ -13,7 +14,7 @@ retries, error types and request accounting are decided once, here.
     client.counts.writes, client.counts.snapshot()         # requests sent, by verb
     async for event in kube.watch(client=client, kind=k):  # list, then watch; 410 -> relist
         ...                                                # LISTED..., SYNCED, ADDED/MODIFIED/DELETED
-    text = await client.metrics()                          # /metrics; parse with fleet.kube.metrics
+    text = await client.metrics()                          # /metrics (tests/servermetrics.py parses it)
     await client.close()
 
 - ``Client.request`` is the single request path: a timeout on every call, retries with
@@ -25,6 +26,7 @@ retries, error types and request accounting are decided once, here.
   ``Unreachable``); see ``fleet.kube.errors`` for the tree.
 - ``Kind`` names a resource type (group, version, plural, scope); ``Ref`` names one
   object and its inventory ``key``.
+- ``fleet.kube.timestamps.parse`` reads the API server's RFC 3339 timestamps.
 - ``fleet.kube.leases`` holds a ``coordination.k8s.io`` Lease: acquire, renew in the
   background, release, and cancel the work under it when it is lost.
 """

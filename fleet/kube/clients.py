@@ -21,6 +21,7 @@ over ``request``; ``update`` always carries the resourceVersion it read (never a
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
@@ -292,6 +293,27 @@ class Client:
             if not token:
                 return ListResult(items=items, resource_version=str(meta.get("resourceVersion", "")))
             params["continue"] = token
+
+    async def list_if_served(
+        self,
+        *,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        each: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> builtins.list[dict[str, Any]]:  # ``list`` is the method above here
+        """Every object of a kind, or ``[]`` when the server does not serve it: a CRD not installed
+        (an operator's kinds before its first install), or removed since discovery."""
+        try:
+            k = await self.kind(api_version=api_version, kind=kind)
+            listed = await self.list(
+                k, namespace=namespace, label_selector=label_selector, field_selector=field_selector, each=each
+            )
+        except errors.NotFound:
+            return []
+        return listed.items
 
     async def apply(
         self,

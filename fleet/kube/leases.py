@@ -55,7 +55,8 @@ from typing import Any
 
 import anyio
 
-from fleet.errors import FleetError
+from fleet.errors import FleetError, unwrapped
+from fleet.kube import timestamps
 from fleet.kube.clients import Client
 from fleet.kube.errors import Conflict, KubeError, NotFound
 from fleet.kube.kinds import Ref
@@ -103,8 +104,8 @@ class Record:
         spec = lease.get("spec") or {}
         return cls(
             holder=str(spec.get("holderIdentity") or ""),
-            acquired=_parse(spec.get("acquireTime")),
-            renewed=_parse(spec.get("renewTime")),
+            acquired=timestamps.parse(spec.get("acquireTime")),
+            renewed=timestamps.parse(spec.get("renewTime")),
             duration=int(spec.get("leaseDurationSeconds") or 0),
             transitions=int(spec.get("leaseTransitions") or 0),
             resource_version=str((lease.get("metadata") or {}).get("resourceVersion") or ""),
@@ -349,17 +350,19 @@ async def hold(
     )
     body = anyio.CancelScope()
     lost: list[Lost] = []
-    failure: Exception | None = None
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_keep, client, holding, timings, body, lost)
-            try:
-                with body:
-                    yield holding
-            except Exception as exc:
-                failure = exc  # raised after the task group, which would wrap it in an ExceptionGroup
-            finally:
-                tg.cancel_scope.cancel()
+        with unwrapped():
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_keep, client, holding, timings, body, lost)
+                try:
+                    with body:
+                        yield holding
+                finally:
+                    tg.cancel_scope.cancel()
+    except Exception as failure:
+        if lost:
+            raise lost[0] from failure
+        raise
     finally:
         if not lost:
             with anyio.CancelScope(shield=True), anyio.move_on_after(timings.renew_deadline):
@@ -368,9 +371,7 @@ async def hold(
                 except KubeError as err:  # it expires on its own
                     logger.warning("could not release %s: %s", ref, err)
     if lost:
-        raise lost[0] from failure
-    if failure is not None:
-        raise failure
+        raise lost[0]
 
 
 async def _keep(client: Client, holding: Holding, timings: Timings, body: anyio.CancelScope, lost: list[Lost]) -> None:
@@ -423,13 +424,6 @@ def _body(ref: Ref, record: Record) -> dict[str, Any]:
 
 def _format(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # MicroTime
-
-
-def _parse(value: Any) -> datetime | None:
-    if not value:
-        return None
-    parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 __all__ = [

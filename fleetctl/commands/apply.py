@@ -30,7 +30,7 @@ from rich.progress import TaskID
 
 from fleet import engine, kube
 from fleet.engine import listings, operators, writers
-from fleet.errors import FleetError
+from fleet.errors import FleetError, unwrapped
 from fleet.kube import leases
 from fleet.telemetry import tracing
 from fleetctl import documents, reports
@@ -74,18 +74,14 @@ def run(args: argparse.Namespace) -> int:
 
 async def _apply(args: argparse.Namespace) -> int:
     """The run, stopped (and its Lease released) on SIGTERM as on Ctrl-C."""
-    failure: Exception | None = None
     code = TERMINATED
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_stop_on_sigterm, tg.cancel_scope)
-        try:
-            code = await _run(args)
-        except Exception as exc:  # raised below: a task group would wrap it in an ExceptionGroup
-            failure = exc
-        finally:
-            tg.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
+    with unwrapped():
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_stop_on_sigterm, tg.cancel_scope)
+            try:
+                code = await _run(args)
+            finally:
+                tg.cancel_scope.cancel()
     if code == TERMINATED:
         print("terminated", file=sys.stderr)
     return code

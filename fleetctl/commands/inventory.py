@@ -39,12 +39,6 @@ def register(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
-async def read_slices(*, context: str | None, kubeconfig: str | None) -> tuple[str, list[dict[str, Any]]]:
-    """(context name, ResourceSlices) of the cluster."""
-    context, slices, _ = await read_cluster(context=context, kubeconfig=kubeconfig)
-    return context, slices
-
-
 async def read_cluster(
     *, context: str | None, kubeconfig: str | None
 ) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:

@@ -37,6 +37,7 @@ from fleet import kube
 from fleet.controller import statuses
 from fleet.engine import pipelines
 from fleet.errors import FleetError
+from fleet.kube import timestamps
 
 STAGE_COLUMNS = ("created", "configured", "unchanged", "deleted", "skipped", "failed")
 
@@ -83,11 +84,8 @@ async def read(*, context: str | None, kubeconfig: str | None, cluster: str | No
                 return [await client.get(statuses.ref(cluster))]
             except kube.NotFound:
                 return []
-        try:
-            kind = await client.kind(api_version=statuses.API_VERSION, kind=statuses.KIND)
-            return (await client.list(kind)).items
-        except kube.NotFound:  # the CRD is not installed: no controller runs here
-            return []
+        # [] when the CRD is not installed: no controller runs here
+        return await client.list_if_served(api_version=statuses.API_VERSION, kind=statuses.KIND)
     finally:
         await client.close()
 
@@ -110,7 +108,7 @@ def operator_lines(operator: dict[str, Any], *, now: datetime.datetime) -> list[
     for n in nodes:
         text = f"  {n.get('node', ''):<{width}}  {n.get('state', '')}"
         if n.get("stuck"):
-            since = _parse(n.get("since", ""))
+            since = timestamps.parse(n.get("since"))
             minutes = f" for {int((now - since).total_seconds() // 60)} min" if since else ""
             limit = int(operator.get("driverStateTimeout") or 0) // 60
             text += f"  STUCK{minutes} (driverStateTimeout {limit} min)"
@@ -118,13 +116,6 @@ def operator_lines(operator: dict[str, Any], *, now: datetime.datetime) -> list[
             text += f"; events: {' | '.join(events)}" if events else "; no recent events"
         lines.append(text)
     return lines
-
-
-def _parse(stamp: str) -> datetime.datetime | None:
-    try:
-        return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def render(obj: dict[str, Any], *, now: datetime.datetime | None = None) -> str:

@@ -12,8 +12,8 @@ import pytest
 from fleet import engine, kube
 from fleet.engine import stages
 from fleet.engine.pipelines import load_plan
-from fleet.kube import metrics
 from fleet.sandbox import Sandbox, credentials
+from tests import servermetrics as metrics
 from tests.apply.repos import Repo
 
 T = TypeVar("T")

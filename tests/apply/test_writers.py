@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from fleet.engine import writers
 from fleet.kube import leases
 from fleet.sandbox import Sandbox
 from fleetctl import cli
+from tests import waits
 from tests.apply.conftest import Engine
 from tests.apply.repos import Repo
 from tests.conftest import Kubectl
@@ -33,13 +33,6 @@ def fleetctl(sandbox: Sandbox, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "fleetctl", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
-
-
-def wait_for(what: str, check: object, *, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.2)
 
 
 def holder(kubectl: Kubectl, cluster: str) -> str:
@@ -63,10 +56,15 @@ def slow_writer(sandbox: Sandbox, repo: Repo, tmp_path: Path, kubectl: Kubectl) 
     )
     proc = fleetctl(sandbox, "apply", str(first.write()), "--cluster", repo.cluster, "--health-timeout", "25")
     try:
-        wait_for("the first apply holds the Lease", lambda: holder(kubectl, repo.cluster).endswith(f":{proc.pid}"))
-        wait_for(
-            "the first apply waits in its pools gate",
+        waits.wait_for(
+            lambda: holder(kubectl, repo.cluster).endswith(f":{proc.pid}"),
+            what="the first apply holds the Lease",
+            within=120,
+        )
+        waits.wait_for(
             lambda: label in kubectl("get", "node", POOL_NODE, "-o", "jsonpath={.metadata.labels}").stdout,
+            what="the first apply waits in its pools gate",
+            within=120,
         )
         yield proc
     finally:

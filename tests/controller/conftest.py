@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -123,18 +123,6 @@ async def running(
             tg.cancel_scope.cancel()
     finally:
         await client.close()
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], *, within: float = 60.0, what: str = "") -> Any:
-    """Poll ``check`` until it returns something truthy; fail naming ``what`` after ``within`` seconds."""
-    last: Any = None
-    with anyio.move_on_after(within):
-        while True:
-            last = await check()
-            if last:
-                return last
-            await anyio.sleep(0.1)
-    raise AssertionError(f"not within {within:g}s: {what} (last: {last!r})")
 
 
 def fleetsync_events(sandbox: Sandbox, cluster: str) -> list[dict[str, Any]]:

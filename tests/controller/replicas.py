@@ -15,8 +15,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -114,16 +113,6 @@ def console_spans(text: str) -> list[dict[str, Any]]:
                 spans.append(json.loads("\n".join(lines)))
             lines = None
     return spans
-
-
-def wait_for(check: Callable[[], object], *, within: float, what: str) -> float:
-    """Seconds until ``check()`` is truthy; AssertionError after ``within`` seconds."""
-    started = time.monotonic()
-    while time.monotonic() - started < within:
-        if check():
-            return time.monotonic() - started
-        time.sleep(0.1)
-    raise AssertionError(f"not within {within:g}s: {what}")
 
 
 def ready_at(sandbox: Sandbox, cluster: str, revision: str) -> bool:

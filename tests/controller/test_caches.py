@@ -22,7 +22,8 @@ from fleet import kube
 from fleet.controller import controllers
 from fleet.sandbox import Sandbox
 from tests.apply.repos import Repo
-from tests.controller.conftest import Remote, eventually, running
+from tests.controller.conftest import Remote, running
+from tests.waits import eventually
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.anyio, pytest.mark.usefixtures("fleetsync_crd")]
 

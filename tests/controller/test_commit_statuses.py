@@ -18,9 +18,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleet.sandbox import Sandbox
+from tests import waits
 from tests.apply.repos import Repo
 from tests.controller.conftest import Remote
-from tests.controller.replicas import Replicas, wait_for
+from tests.controller.replicas import Replicas
 from tests.hosts.apis import Received, StatusAPI
 from tests.install.test_in_cluster import free_port
 
@@ -73,14 +74,18 @@ def test_applied_is_success_and_rejected_is_failure_with_file_and_line(
                 "--commit-status-repository=org/fleet",
                 "--commit-status-target-url=https://dash.example.com/{cluster}/{sha}",
             )
-            wait_for(lambda: last_state(api, good) == "success", within=120, what="success posted for the good commit")
+            waits.wait_for(
+                lambda: last_state(api, good) == "success", within=120, what="success posted for the good commit"
+            )
 
             def break_team(work: Path) -> None:
                 team = work / "teams" / "ml" / "team.yaml"
                 team.write_text(team.read_text().replace("spec:\n", "spec:\n  bogus: true\n", 1))
 
             bad = remote.push(repo, message="bad: unknown field", edit=break_team)
-            wait_for(lambda: last_state(api, bad) == "failure", within=120, what="failure posted for the bad commit")
+            waits.wait_for(
+                lambda: last_state(api, bad) == "failure", within=120, what="failure posted for the bad commit"
+            )
             seen = metrics(port)
         finally:
             replicas.stop()

@@ -22,8 +22,9 @@ import pytest
 
 from fleet import kube
 from fleet.sandbox import Sandbox
+from tests import waits
 from tests.apply.repos import Repo
-from tests.controller.conftest import Remote, eventually, fleetsync_events, running
+from tests.controller.conftest import Remote, fleetsync_events, running
 from tests.controller.test_loop import _fleet_default_drift, _ready_at, fleetctl_status, fleetsync, get
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.anyio, pytest.mark.usefixtures("fleetsync_crd")]
@@ -57,12 +58,12 @@ async def test_a_patched_field_is_repaired_announced_and_counted_and_a_foreign_l
     dc, ns = repo.device_class_name, repo.ns("ml")
     first = remote.push(repo, message="a team, a template, a DeviceClass (enforce: the default)")
     async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache") as ctl:
-        await eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
+        await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
         sandbox.kubectl("label", "deviceclass", dc, "owner=alice")
         sandbox.kubectl("label", "resourceclaimtemplate", "single-gpu", "-n", ns, "owner=alice")
         sandbox.kubectl("patch", "deviceclass", dc, "--type=merge", "-p", PATCH)
 
-        await eventually(
+        await waits.eventually(
             lambda: _expression_is(admin_client, dc, repo.device_class_expression),
             within=REPAIR_DEADLINE,
             what="the DeviceClass's selectors put back to git's",
@@ -77,7 +78,7 @@ async def test_a_patched_field_is_repaired_announced_and_counted_and_a_foreign_l
         def repaired_event() -> list[dict[str, Any]]:
             return [e for e in fleetsync_events(sandbox, repo.cluster) if e["reason"] == "DriftRepaired"]
 
-        [event] = await eventually(lambda: anyio.to_thread.run_sync(repaired_event), what="a DriftRepaired Event")
+        [event] = await waits.eventually(lambda: anyio.to_thread.run_sync(repaired_event), what="a DriftRepaired Event")
         assert "kubectl-patch" in event["message"] and '"expression":"true"' in event["message"], event["message"]
         assert repo.device_class_expression in event["message"] and ".spec.selectors" in event["message"]
 
@@ -85,21 +86,23 @@ async def test_a_patched_field_is_repaired_announced_and_counted_and_a_foreign_l
             drift = ((await fleetsync(admin_client, repo.cluster)).get("status") or {}).get("drift") or []
             return next((d for d in drift if d["name"] == dc and d["action"] == "repaired"), None)
 
-        row = await eventually(repaired_in_status, what="drift[] lists the repair")
+        row = await waits.eventually(repaired_in_status, what="drift[] lists the repair")
         assert row["manager"] == "kubectl-patch" and row["time"].endswith("Z")
         [field] = row["fields"]
         assert (field["field"], field["manager"]) == (".spec.selectors", "kubectl-patch")
         assert field["before"] == '[{"cel":{"expression":"true"}}]' and repo.device_class_expression in field["after"]
         scraped = ctl.metrics.render()[0].decode()
         assert 'fleet_drift_repaired_total{manager="kubectl-patch",stage="classes"} 1.0' in scraped
-        obj = await eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready after the repair")
+        obj = await waits.eventually(
+            lambda: _ready_at(admin_client, repo.cluster, first), what="Ready after the repair"
+        )
         assert obj["status"]["conflicts"] == []
         print(f"\nEvent: {event['message']}\ndrift[]: {row}")
 
         # A person's annotation in fleet's domain that is no freeze: the forced repair leaves it on.
         sandbox.kubectl("annotate", "deviceclass", dc, f"{DRIFT}=enforce")
         sandbox.kubectl("patch", "deviceclass", dc, "--type=merge", "-p", PATCH)
-        await eventually(
+        await waits.eventually(
             lambda: _expression_is(admin_client, dc, repo.device_class_expression),
             within=REPAIR_DEADLINE,
             what="the second patch repaired",
@@ -116,7 +119,7 @@ async def test_a_frozen_object_is_left_alone_and_listed_until_unfrozen(
     dc = repo.device_class_name
     first = remote.push(repo, message="a team, a template, a DeviceClass")
     async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache") as ctl:
-        await eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
+        await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
         sandbox.kubectl("annotate", "deviceclass", dc, f"{DRIFT}=report")
         sandbox.kubectl("patch", "deviceclass", dc, "--type=merge", "-p", PATCH)
 
@@ -125,7 +128,9 @@ async def test_a_frozen_object_is_left_alone_and_listed_until_unfrozen(
             reported = any(d["name"] == dc and d["action"] == "reported" for d in status.get("drift") or ())
             return status if reported and status.get("frozen") else None
 
-        status = await eventually(frozen_and_reported, within=30, what="the frozen DeviceClass listed, drift reported")
+        status = await waits.eventually(
+            frozen_and_reported, within=30, what="the frozen DeviceClass listed, drift reported"
+        )
         [frozen] = status["frozen"]
         assert (frozen["kind"], frozen["name"], frozen["mode"], frozen["by"]) == (
             "DeviceClass",
@@ -148,12 +153,12 @@ async def test_a_frozen_object_is_left_alone_and_listed_until_unfrozen(
             "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
         )
         second = remote.push(repo, message="narrow the class while it is frozen")
-        held = await eventually(lambda: _ready_at(admin_client, repo.cluster, second), within=30, what="Ready")
+        held = await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, second), within=30, what="Ready")
         assert "1 object(s) frozen" in next(c for c in held["status"]["conditions"] if c["type"] == "Ready")["message"]
         assert _expression(await get(admin_client, RCT, "DeviceClass", dc)) == "true", "a commit wrote a frozen object"
 
         sandbox.kubectl("annotate", "deviceclass", dc, f"{DRIFT}-")
-        await eventually(
+        await waits.eventually(
             lambda: _expression_is(admin_client, dc, repo.device_class_expression),
             within=REPAIR_DEADLINE,
             what="unfrozen: git's newest content applied",
@@ -163,7 +168,7 @@ async def test_a_frozen_object_is_left_alone_and_listed_until_unfrozen(
             status = (await fleetsync(admin_client, repo.cluster)).get("status") or {}
             return status.get("frozenCount") == 0
 
-        await eventually(unlisted, what="no frozen object listed")
+        await waits.eventually(unlisted, what="no frozen object listed")
         assert "fleet_objects_frozen 0.0" in ctl.metrics.render()[0].decode()
 
 
@@ -174,7 +179,7 @@ async def test_under_report_a_commit_on_a_person_s_field_is_a_conflict_until_git
     dc = repo.device_class_name
     first = remote.push(repo, message="report", edit=lambda work: _fleet_default_drift(work, "report"))
     async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache"):
-        await eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
+        await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
         drifted = "device.driver == 'drifted'"
         sandbox.kubectl("patch", "deviceclass", dc, "--type=merge", "-p", PATCH.replace('"true"', json.dumps(drifted)))
         repo.device_class_expression = (
@@ -187,7 +192,7 @@ async def test_under_report_a_commit_on_a_person_s_field_is_a_conflict_until_git
             status = obj.get("status") or {}
             return obj if status.get("lastAttemptedRevision") == second and status.get("conflicts") else None
 
-        obj = await eventually(conflicted, within=30, what="the conflict reported")
+        obj = await waits.eventually(conflicted, within=30, what="the conflict reported")
         status = obj["status"]
         assert [(c["kind"], c["name"], c["manager"]) for c in status["conflicts"]] == [
             ("DeviceClass", dc, "kubectl-patch")
@@ -207,7 +212,7 @@ async def test_under_report_a_commit_on_a_person_s_field_is_a_conflict_until_git
             path.write_text(text.replace(f"  name: {dc}\n", f"  name: {dc}\n{annotation}", 1))
 
         third = remote.push(repo, message="take the DeviceClass's selectors back", edit=take)
-        synced = await eventually(
+        synced = await waits.eventually(
             lambda: _ready_at(admin_client, repo.cluster, third), within=30, what="Ready once git takes ownership"
         )
         assert synced["status"]["conflicts"] == [] and synced["status"]["conflictCount"] == 0

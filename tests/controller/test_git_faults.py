@@ -17,8 +17,9 @@ import pytest
 
 from fleet import kube
 from fleet.sandbox import Sandbox
+from tests import waits
 from tests.apply.repos import Repo
-from tests.controller.conftest import Remote, eventually, git, running
+from tests.controller.conftest import Remote, git, running
 from tests.controller.test_loop import _absent, _condition_at, _ready_at, condition, fleetsync, get, managed_versions
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.anyio, pytest.mark.usefixtures("fleetsync_crd")]
@@ -37,7 +38,7 @@ def repo(tmp_path: Path) -> Repo:
 async def _repaired_meanwhile(sandbox: Sandbox, client: kube.Client, namespace: str) -> None:
     """The last good revision is still enforced: a RoleBinding deleted now is re-created."""
     sandbox.kubectl("delete", "rolebinding", "fleet-team-claims", "-n", namespace)
-    await eventually(
+    await waits.eventually(
         lambda: get(client, RBAC, "RoleBinding", "fleet-team-claims", namespace),
         within=30,
         what="RoleBinding repaired while the newest commit is not applied",
@@ -51,10 +52,10 @@ async def test_a_force_pushed_history_is_followed_and_what_only_the_old_history_
     repo.claim_template("ml", "kept")
     first = remote.push(repo, message="a team and a template")
     async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache"):
-        await eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
+        await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
         repo.claim_template("ml", "dropped")
         second = remote.push(repo, message="a template the force-push will drop")
-        await eventually(lambda: _ready_at(admin_client, repo.cluster, second), what="Ready at the second commit")
+        await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, second), what="Ready at the second commit")
         assert await get(admin_client, RCT, "ResourceClaimTemplate", "dropped", ns)
 
         # Someone rewrites main: back to the first commit, then another commit on top, pushed --force.
@@ -65,12 +66,12 @@ async def test_a_force_pushed_history_is_followed_and_what_only_the_old_history_
         ancestry = git(remote.work, "merge-base", second, third)
         assert ancestry == first, "the new head does not descend from the old one"
 
-        synced = await eventually(
+        synced = await waits.eventually(
             lambda: _ready_at(admin_client, repo.cluster, third), within=30, what="Ready at the rewritten head"
         )
         status = synced["status"]
         assert status["lastAttemptedRevision"] == third and status["enforcedRevision"] == third
-        await eventually(
+        await waits.eventually(
             lambda: _absent(admin_client, RCT, "ResourceClaimTemplate", "dropped", ns),
             what="the template only the discarded history declared, pruned",
         )
@@ -85,7 +86,7 @@ async def test_a_commit_deleting_everything_is_refused_until_the_fleet_allows_an
     repo.claim_template("ml", "single-gpu")
     good = remote.push(repo, message="a team and a template")
     async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache"):
-        await eventually(lambda: _ready_at(admin_client, repo.cluster, good), what="Ready at the good commit")
+        await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, good), what="Ready at the good commit")
         before = managed_versions(sandbox, repo.cluster)
         assert len(before) >= 6
 
@@ -96,7 +97,7 @@ async def test_a_commit_deleting_everything_is_refused_until_the_fleet_allows_an
                     shutil.rmtree(child) if child.is_dir() else child.unlink()
 
         gone = remote.push(repo, message="delete every file", edit=delete_all)
-        stalled = await eventually(
+        stalled = await waits.eventually(
             lambda: _condition_at(admin_client, repo.cluster, "Stalled", "True", attempted=gone),
             within=30,
             what="Stalled at the commit deleting every file",
@@ -112,7 +113,7 @@ async def test_a_commit_deleting_everything_is_refused_until_the_fleet_allows_an
         repo.claims.clear()
         repo.device_class = False
         empty = remote.push(repo, message="delete every object")
-        stalled = await eventually(
+        stalled = await waits.eventually(
             lambda: _condition_at(admin_client, repo.cluster, "Stalled", "True", attempted=empty),
             within=30,
             what="Stalled at the empty commit",
@@ -132,10 +133,12 @@ async def test_a_commit_deleting_everything_is_refused_until_the_fleet_allows_an
             fleet.write_text(fleet.read_text().replace("spec:\n", "spec:\n  allowEmpty: true\n", 1))
 
         allowed = remote.push(repo, message="empty on purpose", edit=allow_empty)
-        await eventually(
+        await waits.eventually(
             lambda: _ready_at(admin_client, repo.cluster, allowed), within=90, what="Ready at the allowed empty commit"
         )
-        await eventually(lambda: _absent(admin_client, RCT, "ResourceClaimTemplate", "single-gpu", ns), what="pruned")
+        await waits.eventually(
+            lambda: _absent(admin_client, RCT, "ResourceClaimTemplate", "single-gpu", ns), what="pruned"
+        )
         left = managed_versions(sandbox, repo.cluster)
         assert {k for k in left if not k.startswith("Namespace/")} == set(), left
 
@@ -147,7 +150,7 @@ async def test_a_repository_over_the_size_limit_is_refused_and_the_last_good_rev
     limit = 1024 * 1024
     good = remote.push(repo, message="a team")
     async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", max_bytes=limit):
-        await eventually(lambda: _ready_at(admin_client, repo.cluster, good), what="Ready at the small commit")
+        await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, good), what="Ready at the small commit")
 
         def big_file(work: Path) -> None:
             (work / "data.bin").write_bytes(os.urandom(2 * limit))  # incompressible: the pack is as large
@@ -158,7 +161,7 @@ async def test_a_repository_over_the_size_limit_is_refused_and_the_last_good_rev
             obj = await fleetsync(admin_client, repo.cluster)
             return obj if (obj.get("status") or {}).get("sourceReason") == "too-large" else None
 
-        obj = await eventually(too_large, within=30, what="sourceReason too-large")
+        obj = await waits.eventually(too_large, within=30, what="sourceReason too-large")
         status = obj["status"]
         assert status["sourceReachable"] is False
         assert f"limit of {limit} bytes" in status["sourceError"], status["sourceError"]
@@ -172,7 +175,7 @@ async def test_a_repository_over_the_size_limit_is_refused_and_the_last_good_rev
             (work / "data.bin").unlink()
 
         small = remote.push(repo, message="the file removed", edit=drop_big_file)
-        recovered = await eventually(
+        recovered = await waits.eventually(
             lambda: _ready_at(admin_client, repo.cluster, small), within=30, what="Ready once the file is gone"
         )
         assert recovered["status"]["sourceReachable"] is True and recovered["status"]["sourceReason"] == ""

@@ -20,8 +20,9 @@ from fleet import kube
 from fleet.engine import pipelines
 from fleet.sandbox import Sandbox
 from fleet.source import GitSource
+from tests import waits
 from tests.apply.repos import Repo
-from tests.controller.conftest import Remote, eventually, running
+from tests.controller.conftest import Remote, running
 from tests.controller.test_loop import _condition_at, _ready_at
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.anyio, pytest.mark.slow, pytest.mark.usefixtures("fleetsync_crd")]
@@ -75,7 +76,7 @@ async def test_a_50000_file_repository_is_followed_and_50000_yaml_files_are_refu
         sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", interval=1.0, health_timeout=30.0
     ) as ctl:
         t0 = time.monotonic()
-        await eventually(
+        await waits.eventually(
             lambda: _ready_at(admin_client, repo.cluster, good), within=300, what="Ready at the 50,000-file commit"
         )
         print(f"controller: Ready at the 50,000-file commit {time.monotonic() - t0:.1f} s after it started")
@@ -86,7 +87,7 @@ async def test_a_50000_file_repository_is_followed_and_50000_yaml_files_are_refu
 
         bad = remote.push(repo, message="the assets as 50,000 YAML files", edit=yaml_everywhere)
         t0 = time.monotonic()
-        stalled: dict[str, Any] = await eventually(
+        stalled: dict[str, Any] = await waits.eventually(
             lambda: _condition_at(admin_client, repo.cluster, "Stalled", "True", attempted=bad),
             within=300,
             what="Stalled at the 50,000-YAML-file commit",

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from fleet.sandbox import Sandbox, credentials
+from tests import waits
 from tests.apply.repos import Repo
 from tests.controller.conftest import Remote
-from tests.controller.replicas import Replicas, ready_at, replicas, templates, wait_for
+from tests.controller.replicas import Replicas, ready_at, replicas, templates
 
 __all__ = ["replicas"]  # the fixture
 
@@ -33,22 +34,33 @@ def test_sigkill_of_the_leader_mid_apply_hands_over_and_the_follower_converges(
     ns = repo.ns("ml")
     first = remote.push(repo, message="a team")
     replicas.start("a")
-    wait_for(lambda: replicas.holder() == "a", within=60, what="a holds the Lease\n" + replicas.log("a"))
+    waits.wait_for(
+        lambda: replicas.holder() == "a", within=60, what="a holds the Lease", details=lambda: replicas.log("a")
+    )
     replicas.start("b")
-    wait_for(lambda: ready_at(sandbox, replicas.cluster, first), within=60, what="Ready\n" + replicas.log("a"))
+    waits.wait_for(
+        lambda: ready_at(sandbox, replicas.cluster, first), within=60, what="Ready", details=lambda: replicas.log("a")
+    )
     assert replicas.holder() == "a"
 
     for i in range(150):
         repo.claim_template("ml", f"gpu-{i:03d}")
     second = remote.push(repo, message="ml: 150 claim templates")
-    wait_for(lambda: templates(sandbox, ns) > 0, within=60, what="the apply started")
+    waits.wait_for(lambda: templates(sandbox, ns) > 0, within=60, what="the apply started")
     os.killpg(replicas.procs["a"].pid, signal.SIGKILL)
     killed = datetime.now(UTC)  # after the signal: a's last renewal came before this
     applied_when_killed = templates(sandbox, ns)
 
-    wait_for(lambda: replicas.holder() == "b", within=30, what="b takes the Lease\n" + replicas.log("b"))
+    waits.wait_for(
+        lambda: replicas.holder() == "b", within=30, what="b takes the Lease", details=lambda: replicas.log("b")
+    )
     takeover = (replicas.acquired() - killed).total_seconds()
-    wait_for(lambda: ready_at(sandbox, replicas.cluster, second), within=60, what="b converges\n" + replicas.log("b"))
+    waits.wait_for(
+        lambda: ready_at(sandbox, replicas.cluster, second),
+        within=60,
+        what="b converges",
+        details=lambda: replicas.log("b"),
+    )
     assert templates(sandbox, ns) == 150
     print(f"RESULT takeover_s={takeover:.2f} applied_before_kill={applied_when_killed}")
     # b watched every renewal of a's, so it takes over one Lease duration (15 s) after a's last
@@ -63,7 +75,9 @@ def test_sigterm_releases_the_lease_and_exits_cleanly(
     repo.team("ml", namespaces=["ml"], group="ml-research", quota=4)
     first = remote.push(repo, message="a team")
     proc = replicas.start("a")
-    wait_for(lambda: ready_at(sandbox, replicas.cluster, first), within=60, what="Ready\n" + replicas.log("a"))
+    waits.wait_for(
+        lambda: ready_at(sandbox, replicas.cluster, first), within=60, what="Ready", details=lambda: replicas.log("a")
+    )
     # While the controller leads, `fleetctl apply` is refused before it writes, naming the holder.
     work = remote.work
     applied = subprocess.run(
@@ -74,11 +88,16 @@ def test_sigterm_releases_the_lease_and_exits_cleanly(
     assert applied.returncode == 2, applied.stdout + applied.stderr
     assert f"Lease fleet-system/fleet-{replicas.cluster} is held by a" in applied.stderr, applied.stderr
     replicas.start("b")
-    wait_for(lambda: "following: Lease held by a" in replicas.log("b"), within=60, what="b follows")
+    waits.wait_for(lambda: "following: Lease held by a" in replicas.log("b"), within=60, what="b follows")
     signalled = datetime.now(UTC)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0, replicas.log("a")
-    wait_for(lambda: replicas.holder() == "b", within=10, what="b takes the released Lease\n" + replicas.log("b"))
+    waits.wait_for(
+        lambda: replicas.holder() == "b",
+        within=10,
+        what="b takes the released Lease",
+        details=lambda: replicas.log("b"),
+    )
     # Measured on the API server's record, not by this test's polling: SIGTERM → b's acquireTime.
     lease = json.loads(
         sandbox.kubectl("get", "lease", "-n", "fleet-system", f"fleet-{replicas.cluster}", "-o", "json").stdout

@@ -21,8 +21,9 @@ from fleet.controller import statuses
 from fleet.engine import ownership, plancaches
 from fleet.engine.plans import Plan
 from fleet.sandbox import Sandbox, credentials
+from tests import waits
 from tests.apply.repos import Repo
-from tests.controller.conftest import Remote, eventually, fleetsync_events, running
+from tests.controller.conftest import Remote, fleetsync_events, running
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.anyio, pytest.mark.usefixtures("fleetsync_crd")]
 
@@ -79,23 +80,25 @@ async def test_a_commit_is_applied_and_its_revert_prunes_it(
     first = remote.push(repo, message="a team")
     ns = repo.ns("ml")
     async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache") as ctl:
-        await eventually(lambda: get(admin_client, "v1", "Namespace", ns), what=f"namespace {ns}")
-        synced = await eventually(
+        await waits.eventually(lambda: get(admin_client, "v1", "Namespace", ns), what=f"namespace {ns}")
+        synced = await waits.eventually(
             lambda: _ready_at(admin_client, repo.cluster, first), what="FleetSync Ready at the first commit"
         )
         assert synced["status"]["lastAppliedRevision"] == first
 
         repo.claim_template("ml", "single-gpu")
         second = remote.push(repo, message="ml: a claim template")
-        await eventually(lambda: get(admin_client, RCT, "ResourceClaimTemplate", "single-gpu", ns), what="template")
-        await eventually(lambda: _ready_at(admin_client, repo.cluster, second), what="Ready at the second commit")
+        await waits.eventually(
+            lambda: get(admin_client, RCT, "ResourceClaimTemplate", "single-gpu", ns), what="template"
+        )
+        await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, second), what="Ready at the second commit")
 
         repo.claims.clear()
         third = remote.push(repo, message="Revert: ml: a claim template")
-        await eventually(
+        await waits.eventually(
             lambda: _absent(admin_client, RCT, "ResourceClaimTemplate", "single-gpu", ns), what="template pruned"
         )
-        await eventually(lambda: _ready_at(admin_client, repo.cluster, third), what="Ready at the revert")
+        await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, third), what="Ready at the revert")
         assert ctl.stats.plans == 3
 
 
@@ -125,7 +128,7 @@ async def test_a_restarted_controller_takes_the_plan_it_stored(
     first = remote.push(repo, message="a team")
     before = RecordingStore(tmp_path / "state" / "plans")
     async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", store=before):
-        await eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
+        await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
     assert before.found == [False] and before.stored == [first]
     applied = managed_versions(sandbox, repo.cluster)
 
@@ -135,7 +138,7 @@ async def test_a_restarted_controller_takes_the_plan_it_stored(
         async def reconciled() -> bool:
             return ctl.stats.finished >= 1
 
-        await eventually(reconciled, what="the restarted controller's first reconcile")
+        await waits.eventually(reconciled, what="the restarted controller's first reconcile")
     assert after.found == [True] and after.stored == [], "the stored plan, not a new one"
     assert managed_versions(sandbox, repo.cluster) == applied, "nothing written"
 
@@ -146,7 +149,7 @@ async def test_a_bad_commit_changes_nothing_and_the_fix_recovers(
     repo.claim_template("ml", "single-gpu")
     good = remote.push(repo, message="good")
     async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache"):
-        await eventually(lambda: _ready_at(admin_client, repo.cluster, good), what="Ready at the good commit")
+        await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, good), what="Ready at the good commit")
         before = managed_versions(sandbox, repo.cluster)
         assert len(before) >= 6
 
@@ -155,7 +158,7 @@ async def test_a_bad_commit_changes_nothing_and_the_fix_recovers(
             team.write_text(team.read_text().replace("spec:\n", "spec:\n  bogus: true\n", 1))
 
         bad = remote.push(repo, message="bad: unknown field", edit=break_quota)
-        stalled = await eventually(
+        stalled = await waits.eventually(
             lambda: _condition_at(admin_client, repo.cluster, "Stalled", "True", attempted=bad), what="Stalled"
         )
         status = stalled["status"]
@@ -172,7 +175,7 @@ async def test_a_bad_commit_changes_nothing_and_the_fix_recovers(
         assert f"applied    {good}" in shown.stdout and f"attempted  {bad}" in shown.stdout
 
         fixed = remote.push(repo, message="fix")
-        await eventually(lambda: _ready_at(admin_client, repo.cluster, fixed), what="Ready after the fix")
+        await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, fixed), what="Ready after the fix")
         assert condition(await fleetsync(admin_client, repo.cluster), "Stalled") == "False"
         shown = fleetctl_status(sandbox, repo.cluster, "-o", "json")
         assert shown.returncode == 0, shown.stdout + shown.stderr
@@ -195,7 +198,7 @@ async def test_drift_from_watch_events_follows_the_policy(
     # The DeviceClass edit below takes its selectors under kubectl's field manager: under enforce fleet
     # takes them back with force (tests/controller/test_conflicts.py), under report it leaves them.
     async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache") as ctl:
-        await eventually(lambda: _ready_at(admin_client, repo.cluster, revision), what="Ready")
+        await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, revision), what="Ready")
         reconciles = ctl.stats.reconciles
         patch = json.dumps({"spec": {"selectors": [{"cel": {"expression": "device.driver == 'drifted'"}}]}})
         sandbox.kubectl("patch", "deviceclass", dc, "--type=merge", "-p", patch)
@@ -209,7 +212,7 @@ async def test_drift_from_watch_events_follows_the_policy(
                 expression = (live or {})["spec"]["selectors"][0]["cel"]["expression"]
                 return rb is not None and expression == repo.device_class_expression
 
-            await eventually(repaired, within=30, what="DeviceClass and RoleBinding repaired")
+            await waits.eventually(repaired, within=30, what="DeviceClass and RoleBinding repaired")
         else:
 
             async def reported() -> dict[str, Any] | None:
@@ -217,7 +220,7 @@ async def test_drift_from_watch_events_follows_the_policy(
                 kinds = {d["kind"] for d in (obj.get("status") or {}).get("drift") or ()}
                 return obj if {"DeviceClass", "RoleBinding"} <= kinds else None
 
-            obj = await eventually(reported, within=30, what="drift in status")
+            obj = await waits.eventually(reported, within=30, what="drift in status")
             assert {d["action"] for d in obj["status"]["drift"]} == {"reported"}
             assert obj["status"]["driftCount"] >= 2
             live = await get(admin_client, RCT, "DeviceClass", dc)

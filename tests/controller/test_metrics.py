@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import functools
-import time
 
-import anyio
-import anyio.lowlevel
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleet import builds
 from fleet.controller import statuses
-from fleet.controller.metrics import Metrics, watch_loop_lag
+from fleet.controller.metrics import Metrics
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.engine.drivers import ReleaseStatus
 from fleet.kube import Ref
@@ -87,20 +82,6 @@ def test_every_instrument_is_exposed_and_registries_are_separate() -> None:
     assert found[("fleet_reconcile_duration_seconds_count", (("result", "success"),))] == 1
     assert found[("fleet_git_fetch_errors_total", (("reason", "unreachable"),))] == 1
     assert values(second)[("fleet_leader", ())] == 0
-
-
-@pytest.mark.anyio
-async def test_loop_lag_sees_a_blocked_loop() -> None:
-    metrics = Metrics()
-    async with anyio.create_task_group() as group:
-        group.start_soon(functools.partial(watch_loop_lag, metrics=metrics, interval=0.05))
-        await anyio.sleep(0.01)  # the watcher is asleep now, due in 0.05 s
-        time.sleep(0.3)  # noqa: ASYNC251 - block the loop: exactly what the gauge is there to show
-        for _ in range(3):
-            await anyio.lowlevel.checkpoint()  # let the watcher wake (late) and record
-        lag = values(metrics)[("fleet_loop_lag_seconds", ())]
-        group.cancel_scope.cancel()
-    assert lag >= 0.2
 
 
 def test_the_status_gauges_follow_the_report_as_the_fleetsync_does() -> None:

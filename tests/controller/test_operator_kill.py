@@ -20,9 +20,10 @@ import pytest
 
 from fleet.sandbox import Sandbox, charts, credentials
 from fleet.sandbox.operators import StandInOperator
+from tests import waits
 from tests.conftest import NAMESPACE, RELEASE
 from tests.controller.conftest import Remote, fleetsync_events
-from tests.controller.replicas import Replicas, ready_at, replicas, wait_for
+from tests.controller.replicas import Replicas, ready_at, replicas
 from tests.operator.conftest import UPSTREAM
 from tests.operator.repos import OperatorRepo
 from tests.paths import CHARTS
@@ -63,13 +64,13 @@ def test_a_controller_killed_during_helm_upgrade_converges_after_restart(
     flags += ("--renew-deadline", "4s", "--retry-period", "1s")
     with StandInOperator(sandbox, upstream=UPSTREAM):
         replicas.start("a", *flags)
-        wait_for(lambda: ready_at(sandbox, replicas.cluster, first), within=180, what="revision 1 applied")
+        waits.wait_for(lambda: ready_at(sandbox, replicas.cluster, first), within=180, what="revision 1 applied")
 
         sandbox.kubectl("taint", "node", "system-01", TAINT)
         try:
             repo.values = {**repo.values, "dcgmExporter": {"enabled": False}}  # the chart's pre-upgrade hook runs
             second = remote.push(repo, message="disable the DCGM exporter (a pre-upgrade hook runs)")
-            wait_for(
+            waits.wait_for(
                 lambda: [h["status"] for h in _history(sandbox, helm_binary)][-1:] == ["pending-upgrade"],
                 within=120,
                 what="helm upgrade running (release pending-upgrade)",
@@ -80,7 +81,9 @@ def test_a_controller_killed_during_helm_upgrade_converges_after_restart(
         assert [h["status"] for h in _history(sandbox, helm_binary)][-1] == "pending-upgrade"
 
         replicas.start("b", *flags)
-        wait_for(lambda: ready_at(sandbox, replicas.cluster, second), within=240, what="revision 2 after the restart")
+        waits.wait_for(
+            lambda: ready_at(sandbox, replicas.cluster, second), within=240, what="revision 2 after the restart"
+        )
     history = _history(sandbox, helm_binary)
     assert history[-1]["status"] == "deployed", history
     operator = _status(sandbox, replicas.cluster)["operator"]

@@ -20,11 +20,12 @@ import pytest
 from fleet import helm, kube
 from fleet.controller import controllers
 from fleet.engine import drivers, stages
-from fleet.kube import metrics
 from fleet.sandbox import Sandbox, credentials
 from fleet.sandbox.operators import StandInOperator
+from tests import servermetrics as metrics
+from tests import waits
 from tests.conftest import NAMESPACE, RELEASE, Kubectl
-from tests.controller.conftest import Remote, eventually, running
+from tests.controller.conftest import Remote, running
 from tests.controller.test_loop import fleetctl_status, fleetsync
 from tests.operator.conftest import UPSTREAM
 from tests.operator.repos import OperatorRepo
@@ -74,7 +75,7 @@ async def test_the_controller_installs_the_operator_and_reports_driver_upgrades(
                 status = synced.get("status") or {}
                 return synced if status.get("lastAppliedRevision") == first and status.get("operator") else None
 
-            synced = await eventually(installed, within=180, what="FleetSync applied with status.operator")
+            synced = await waits.eventually(installed, within=180, what="FleetSync applied with status.operator")
             assert synced["status"]["operator"] == {
                 "release": f"{NAMESPACE}/{RELEASE}",
                 "version": "v26.7.0",
@@ -90,7 +91,7 @@ async def test_the_controller_installs_the_operator_and_reports_driver_upgrades(
             )
 
             # A no-op reconcile: the release matches, so no helm write and no API write.
-            await eventually(lambda: _idle(ctl), what="the controller idle after the install")
+            await waits.eventually(lambda: _idle(ctl), what="the controller idle after the install")
             finished = ctl.stats.finished
             before = metrics.request_totals(await admin_client.metrics())
             ctl.queue.add(ctl.key, reason="test: no-op")
@@ -98,7 +99,7 @@ async def test_the_controller_installs_the_operator_and_reports_driver_upgrades(
             async def reconciled() -> bool:
                 return ctl.stats.finished > finished and "test: no-op" in ctl.stats.last_reasons
 
-            await eventually(reconciled, what="the test's reconcile")
+            await waits.eventually(reconciled, what="the test's reconcile")
             after = metrics.request_totals(await admin_client.metrics())
             writes = metrics.writes(before, after, resources=set(HELM_WRITES))
             print(f"\nno-op reconcile with the operator stage: {writes} writes to {sorted(HELM_WRITES)}")
@@ -106,7 +107,7 @@ async def test_the_controller_installs_the_operator_and_reports_driver_upgrades(
             assert _release(helm_settings)["revision"] == "1"
             entry = ctl.report.operator
             assert entry is not None and (str(entry.action), entry.error) == ("unchanged", "")
-            await eventually(
+            await waits.eventually(
                 lambda: _has(admin_client, cluster, action="unchanged"), what="status.operator.action unchanged"
             )
 
@@ -114,7 +115,7 @@ async def test_the_controller_installs_the_operator_and_reports_driver_upgrades(
             # (the controller is idle and no pool selects the node: nothing else would, for 10 min).
             kubectl("label", "node", NODE, f"{drivers.UPGRADE_STATE}=upgrade-required")
             try:
-                op = await eventually(
+                op = await waits.eventually(
                     lambda: _has(admin_client, cluster, node=NODE), what=f"status.operator shows {NODE}"
                 )
                 item = next(n for n in op["driverUpgrade"] if n["node"] == NODE)
@@ -130,11 +131,13 @@ async def test_the_controller_installs_the_operator_and_reports_driver_upgrades(
                 assert printed[0]["status"]["operator"]["driverUpgrade"] == op["driverUpgrade"]
             finally:
                 kubectl("label", "node", NODE, f"{drivers.UPGRADE_STATE}-")
-            await eventually(lambda: _cleared(admin_client, cluster), what="the node gone from status.operator")
+            await waits.eventually(lambda: _cleared(admin_client, cluster), what="the node gone from status.operator")
 
             # A major upgrade not allowed is refused before helm runs: status says so, with the version deployed.
             major = remote.push(_with_version(repo, "v27.1.0"), message="GPU Operator v27")
-            op = await eventually(lambda: _has(admin_client, cluster, action="refused"), what="the refusal in status")
+            op = await waits.eventually(
+                lambda: _has(admin_client, cluster, action="refused"), what="the refusal in status"
+            )
             assert op["version"] == "v26.7.0", op
             assert "v26.7.0 → v27.1.0 crosses a major version" in op["error"], op
             assert "set spec.upgrade.allowMajor: true" in op["error"], op
@@ -195,15 +198,15 @@ async def test_a_node_stuck_past_the_timeout_is_reported_once_with_its_events(
         async with running(
             sandbox, remote, cluster=cluster, cache_dir=tmp_path / "cache", helm=helm_settings, health_timeout=120
         ):
-            await eventually(lambda: _has(admin_client, cluster, action="created"), within=180, what="installed")
+            await waits.eventually(lambda: _has(admin_client, cluster, action="created"), within=180, what="installed")
             kubectl("label", "node", NODE, f"{drivers.UPGRADE_STATE}=cordon-required")
             kubectl(
                 "create", "-f", "-", stdin=json.dumps(_node_event(NODE, "DrainBlocked", "pod ml/train-0 has a PDB"))
             )
             try:
-                await eventually(lambda: _has(admin_client, cluster, node=NODE), what=f"{NODE} in status")
+                await waits.eventually(lambda: _has(admin_client, cluster, node=NODE), what=f"{NODE} in status")
                 # No event on the node until the deadline: the controller re-checks by itself then.
-                op = await eventually(lambda: _stuck(admin_client, cluster), within=120, what=f"{NODE} stuck")
+                op = await waits.eventually(lambda: _stuck(admin_client, cluster), within=120, what=f"{NODE} stuck")
                 item = next(n for n in op["driverUpgrade"] if n["node"] == NODE)
                 assert (item["state"], item["stuck"], op["stuckCount"]) == ("cordon-required", True, 1)
                 assert "DrainBlocked: pod ml/train-0 has a PDB" in item["events"], item
@@ -213,10 +216,12 @@ async def test_a_node_stuck_past_the_timeout_is_reported_once_with_its_events(
                 assert "cordon-required  STUCK for 1 min (driverStateTimeout 1 min)" in line, line
                 assert "; events: " in line and "DrainBlocked: pod ml/train-0 has a PDB" in line, line
                 # Another reconcile sees it stuck still: still one Event.
-                await eventually(lambda: _stuck_events(kubectl, cluster), what="the DriverUpgradeStuck Event")
+                await waits.eventually(lambda: _stuck_events(kubectl, cluster), what="the DriverUpgradeStuck Event")
                 before = await _operator(admin_client, cluster)
                 kubectl("label", "node", "h100x8-02", f"{drivers.UPGRADE_STATE}=upgrade-done")
-                await eventually(lambda: _has(admin_client, cluster, node="h100x8-02"), what="h100x8-02 in status")
+                await waits.eventually(
+                    lambda: _has(admin_client, cluster, node="h100x8-02"), what="h100x8-02 in status"
+                )
                 assert before["stuckCount"] == 1
                 events = await _stuck_events(kubectl, cluster)
                 assert len(events) == 1 and events[0]["type"] == "Warning", events

@@ -67,7 +67,7 @@ async def test_add_after_waits_for_its_time() -> None:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(consume)
-        await anyio.sleep(0.05)
+        await anyio.wait_all_tasks_blocked()  # the consumer waits in get()
         assert got == []
         clock.now += 31.0
         queue.add("other", reason="wake")  # any add re-checks the due times
@@ -83,5 +83,5 @@ async def test_close_ends_a_waiting_get() -> None:
                 await queue.get()
 
         tg.start_soon(consume)
-        await anyio.sleep(0.01)
+        await anyio.wait_all_tasks_blocked()  # the consumer waits in get()
         queue.close()

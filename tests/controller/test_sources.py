@@ -8,6 +8,7 @@ import functools
 import hashlib
 import hmac
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,13 @@ import httpx
 import pytest
 
 from fleet import kube
-from fleet.controller import caches, servers
-from fleet.kube import metrics as server_metrics
+from fleet.controller import caches, controllers, servers
+from fleet.engine import ownership
 from fleet.sandbox import Sandbox
+from tests import servermetrics as server_metrics
+from tests import waits
 from tests.apply.repos import Repo
-from tests.controller.conftest import Remote, eventually, running
+from tests.controller.conftest import Remote, running
 from tests.controller.test_loop import condition, fleetsync, get
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.anyio, pytest.mark.usefixtures("fleetsync_crd")]
@@ -51,6 +54,29 @@ async def _ready_at(client: kube.Client, cluster: str, revision: str) -> dict[st
     return obj if ok else None
 
 
+async def _settled(ctl: controllers.Controller, client: kube.Client) -> bool:
+    """What the controller's own writes set off is over: the quota controller has filled in every
+    ResourceQuota it made, its watches hold the server's version of every object it manages, and no
+    reconcile is queued, running, or started meanwhile."""
+    started = ctl.stats.reconciles
+    if ctl.stats.finished != started or len(ctl.queue):
+        return False
+    cluster = ctl.options.cluster
+    selector = f"{ownership.MANAGED_BY}={ownership.MANAGER},{ownership.CLUSTER_LABEL}={cluster}"
+    for kind in ctl.cache.kinds:
+        live = (await client.list(kind, label_selector=selector)).items
+        if kind.kind == "ResourceQuota" and not all((o.get("status") or {}).get("hard") for o in live):
+            return False
+        cached = ctl.cache.objects[(kind.api_version, kind.kind)].values()
+        if _versions(live) != _versions(o for o in cached if ownership.marked_for(o, cluster=cluster)):
+            return False
+    return ctl.stats.reconciles == ctl.stats.finished == started and not len(ctl.queue)
+
+
+def _versions(objects: Iterable[dict[str, Any]]) -> dict[str, str]:
+    return {kube.Ref.of(o).key: str(o["metadata"].get("resourceVersion")) for o in objects}
+
+
 async def test_a_forged_webhook_is_refused_and_fetches_nothing_a_signed_one_applies_the_commit(
     sandbox: Sandbox, remote: Remote, repo: Repo, admin_client: kube.Client, tmp_path: Path
 ) -> None:
@@ -67,7 +93,9 @@ async def test_a_forged_webhook_is_refused_and_fetches_nothing_a_signed_one_appl
         async with anyio.create_task_group() as tg:
             port = await tg.start(functools.partial(servers.serve, app=app, host="127.0.0.1", port=0))
             url = f"http://127.0.0.1:{port}/webhook"
-            await eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
+            await waits.eventually(
+                lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit"
+            )
             fetches = ctl.stats.fetches
 
             repo.claim_template("ml", "single-gpu")
@@ -86,7 +114,7 @@ async def test_a_forged_webhook_is_refused_and_fetches_nothing_a_signed_one_appl
 
                 accepted = await http.post(url, content=body, headers=signed(body, SECRET))
                 assert accepted.status_code == 202, accepted.text
-            await eventually(
+            await waits.eventually(
                 lambda: get(admin_client, RCT, "ResourceClaimTemplate", "single-gpu", repo.ns("ml")),
                 within=10,
                 what="the template after a signed webhook",
@@ -103,7 +131,7 @@ async def test_an_unreachable_remote_is_reported_the_last_good_state_stays_enfor
     first = remote.push(repo, message="a team")
     ns = repo.ns("ml")
     async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", interval=1.0):
-        await eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready")
+        await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready")
         moved = remote.bare.with_name("moved.git")
         remote.bare.rename(moved)
 
@@ -112,21 +140,23 @@ async def test_an_unreachable_remote_is_reported_the_last_good_state_stays_enfor
             status = obj.get("status") or {}
             return obj if status.get("sourceReachable") is False else None
 
-        obj = await eventually(unreachable, within=30, what="sourceReachable: false")
+        obj = await waits.eventually(unreachable, within=30, what="sourceReachable: false")
         assert obj["status"]["sourceError"]
         assert condition(obj, "Ready") == "False"
         assert [c["reason"] for c in obj["status"]["conditions"] if c["type"] == "Ready"] == ["SourceUnreachable"]
 
         # The last good revision is still enforced: a deleted RoleBinding comes back.
         sandbox.kubectl("delete", "rolebinding", "fleet-team-claims", "-n", ns)
-        await eventually(
+        await waits.eventually(
             lambda: get(admin_client, "rbac.authorization.k8s.io/v1", "RoleBinding", "fleet-team-claims", ns),
             within=30,
             what="RoleBinding repaired while the remote is unreachable",
         )
 
         moved.rename(remote.bare)
-        recovered = await eventually(lambda: _ready_at(admin_client, repo.cluster, first), within=30, what="recovery")
+        recovered = await waits.eventually(
+            lambda: _ready_at(admin_client, repo.cluster, first), within=30, what="recovery"
+        )
         assert recovered["status"]["sourceReachable"] is True and not recovered["status"]["sourceError"]
 
 
@@ -136,8 +166,8 @@ async def test_an_idle_controller_only_watches(
     repo.claim_template("ml", "single-gpu")
     first = remote.push(repo, message="a team and a template")
     async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", interval=1.0) as ctl:
-        await eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready")
-        await anyio.sleep(3.0)  # let the events of its own writes settle
+        await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready")
+        await waits.eventually(lambda: _settled(ctl, admin_client), within=60, what="its own writes' events settled")
         client_before = dict(ctl.client.counts.by_verb)
         reconciles = ctl.stats.reconciles
         server_before = server_metrics.request_totals(await admin_client.metrics())

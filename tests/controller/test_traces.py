@@ -34,10 +34,11 @@ from fleet.telemetry import tracing
 from tests.apply.repos import Repo
 from tests.conftest import NAMESPACE, RELEASE
 from tests.controller.conftest import Remote
-from tests.controller.replicas import Replicas, ready_at, replicas, wait_for
+from tests.controller.replicas import Replicas, ready_at, replicas
 from tests.controller.test_loop import managed_versions
 from tests.operator.conftest import UPSTREAM
 from tests.operator.repos import OperatorRepo
+from tests.waits import wait_for
 
 __all__ = ["replicas"]  # the fixture
 

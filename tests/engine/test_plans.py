@@ -63,10 +63,12 @@ def test_team_selected_by_cluster_labels_only() -> None:
 
 
 def test_no_team_is_granted_anything_on_classes_or_slices() -> None:
-    for d in _plan().objects:
-        if d.ref.kind == "Role":
-            for rule in d.obj["rules"]:
-                assert not {"deviceclasses", "resourceslices"} & set(rule["resources"])
+    plan = _plan()
+    roles = [d for d in plan.objects if d.ref.kind in ("Role", "ClusterRole")]
+    namespaces = {d.ref.name for d in plan.objects if d.ref.kind == "Namespace"}
+    assert namespaces and {d.ref.namespace for d in roles} == namespaces, "every team namespace has its Role"
+    granted = {resource for d in roles for rule in d.obj["rules"] for resource in rule["resources"]}
+    assert granted == {"resourceclaims", "resourceclaimtemplates"}  # never deviceclasses or resourceslices
 
 
 def test_every_object_is_stamped_and_in_stage_order() -> None:

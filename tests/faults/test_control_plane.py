@@ -50,9 +50,10 @@ import pytest
 from fleet import kube
 from fleet.controller import caches
 from fleet.kube import clients, watches
-from fleet.kube import metrics as server_metrics
 from fleet.sandbox import Sandbox, clusters, credentials
-from tests.controller.conftest import Remote, eventually, running
+from tests import servermetrics as server_metrics
+from tests import waits
+from tests.controller.conftest import Remote, running
 from tests.faults.conftest import service_account_kubeconfig
 from tests.faults.helpers import delta, many_templates, ready_at, templates, wrong_templates
 
@@ -107,7 +108,7 @@ async def test_a_restart_mid_apply_is_retried_with_backoff_and_converges(
             resumed = dict(ctl.client.counts.by_verb)
             back = await anyio.to_thread.run_sync(lambda: clusters.start_component(own_sandbox, component))
             recovered = time.monotonic()
-            await eventually(
+            await waits.eventually(
                 lambda: ready_at(client, repo.cluster, revision), within=RECOVERY, what=f"Ready within {RECOVERY:g} s"
             )
             converged = time.monotonic() - recovered
@@ -117,7 +118,7 @@ async def test_a_restart_mid_apply_is_retried_with_backoff_and_converges(
 
             own_sandbox.kubectl("delete", "resourceclaimtemplate", "t-000", "-n", ns)
             deleted = time.monotonic()
-            await eventually(
+            await waits.eventually(
                 lambda: _exists(client, ns, "t-000"), within=RECOVERY, what="t-000 put back by a watch event"
             )
             repaired = time.monotonic() - deleted
@@ -247,23 +248,26 @@ async def test_throttled_by_priority_and_fairness_the_run_completes_and_drops_no
         async with running(
             throttled, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", kubeconfig=kubeconfig
         ) as ctl:
-            await eventually(lambda: ready_at(client, repo.cluster, revision), within=300, what="Ready while throttled")
+            await waits.eventually(
+                lambda: ready_at(client, repo.cluster, revision), within=300, what="Ready while throttled"
+            )
             took = time.monotonic() - started
             counts = ctl.client.counts
             throttled_attempts = counts.failed[429]
             requests = counts.total
         rejected = server_metrics.rejected_requests(await client.metrics(), priority_level=THROTTLED) - rejected_before
         live = await templates(client, repo.ns("ml"))
-        waits = [r.args for r in caplog.records if r.msg == clients.RETRYING and r.args and r.args[2] is not None]
+        retries = [r.args for r in caplog.records if r.msg == clients.RETRYING and r.args and r.args[2] is not None]
         print(
             f"\nthrottled run: Ready in {took:.1f} s; {requests} requests, {throttled_attempts} answered 429 "
             f"(client), {rejected} rejected by the server's priority level {THROTTLED}; failed attempts "
-            f"{dict(counts.failed)}; {len(waits)} retries after a Retry-After of "
-            f"{sorted({w[2] for w in waits})} s waited {min(w[1] for w in waits):.2f}-{max(w[1] for w in waits):.2f} s"
+            f"{dict(counts.failed)}; {len(retries)} retries after a Retry-After of "
+            f"{sorted({w[2] for w in retries})} s waited "
+            f"{min(w[1] for w in retries):.2f}-{max(w[1] for w in retries):.2f} s"
         )
         assert throttled_attempts > 0 and rejected > 0, "the priority level must have throttled the controller"
-        assert waits, "429s were retried after waiting"
-        assert all(wait >= after for _, wait, after, _ in waits), f"a retry came before Retry-After: {waits}"
+        assert retries, "429s were retried after waiting"
+        assert all(wait >= after for _, wait, after, _ in retries), f"a retry came before Retry-After: {retries}"
         assert wrong_templates(live, repo, count=TEMPLATES) == []
     finally:
         await client.close()
@@ -300,7 +304,7 @@ async def test_watch_expiry_after_an_etcd_compaction_relists_once_per_watch(
         async with running(
             uncached, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", watch_timeout=WATCH_TIMEOUT
         ) as ctl:
-            await eventually(lambda: ready_at(client, repo.cluster, revision), what="Ready")
+            await waits.eventually(lambda: ready_at(client, repo.cluster, revision), what="Ready")
             await anyio.sleep(2 * WATCH_TIMEOUT)  # every watch resumed at least once
             caplog.clear()
             before = dict(ctl.client.counts.by_verb)
@@ -326,7 +330,7 @@ async def test_watch_expiry_after_an_etcd_compaction_relists_once_per_watch(
 
             ns = repo.ns("ml")
             uncached.kubectl("delete", "rolebinding", "fleet-team-claims", "-n", ns)
-            await eventually(
+            await waits.eventually(
                 lambda: _get(client, "rbac.authorization.k8s.io/v1", "RoleBinding", "fleet-team-claims", ns),
                 within=30,
                 what="the RoleBinding put back after the relist (the watches still deliver events)",

@@ -37,10 +37,11 @@ from typing import Any
 import pytest
 
 from fleet.sandbox import Sandbox
+from tests import waits
 from tests.apply.repos import Repo
 from tests.conftest import Kubectl
 from tests.controller.conftest import Remote
-from tests.controller.replicas import Replicas, ready_at, wait_for
+from tests.controller.replicas import Replicas, ready_at
 
 pytestmark = [
     pytest.mark.sandbox,
@@ -161,7 +162,12 @@ def test_controller_sigkilled_at_random_points_then_live_equals_desired(
     _templates(repo, dict.fromkeys(A, 1))
     first = remote.push(repo, message="rev A: 2,000 templates")
     replicas.start("r00", *LEASE, traces=True)
-    wait_for(lambda: ready_at(sandbox, replicas.cluster, first), within=600, what="A applied\n" + replicas.log("r00"))
+    waits.wait_for(
+        lambda: ready_at(sandbox, replicas.cluster, first),
+        within=600,
+        what="A applied",
+        details=lambda: replicas.log("r00"),
+    )
     applied_a = time.monotonic() - started
     team = {kind: kubectl("get", kind, "-n", ns, "-o", "name").stdout.split() for kind in ("roles", "rolebindings")}
 
@@ -192,22 +198,33 @@ def test_controller_sigkilled_at_random_points_then_live_equals_desired(
         written, pruned = _done(_counts(kubectl, ns))
         nxt = f"r{k:02d}"
         replicas.start(nxt, *LEASE, traces=True)
-        wait_for(lambda: replicas.holder() == nxt, within=60, what=f"{nxt} takes the Lease\n" + replicas.log(nxt))  # noqa: B023
+        waits.wait_for(
+            lambda: replicas.holder() == nxt,  # noqa: B023 - called before the loop moves on
+            within=60,
+            what=f"{nxt} takes the Lease",
+            details=lambda: replicas.log(nxt),  # noqa: B023
+        )
         takeover = (replicas.acquired() - killed).total_seconds()
         kills.append({"kill": k, "killed": leader, "where": where, "written": written, "pruned": pruned,
                       "left": progress, "next": nxt, "takeover_s": round(takeover, 1),
                       "killed_at": killed})  # fmt: skip
         print({k: v for k, v in kills[-1].items() if k != "killed_at"}, flush=True)
         leader = nxt
-    wait_for(lambda: ready_at(sandbox, replicas.cluster, second), within=600, what="B applied\n" + replicas.log(leader))
+    waits.wait_for(
+        lambda: ready_at(sandbox, replicas.cluster, second),
+        within=600,
+        what="B applied",
+        details=lambda: replicas.log(leader),
+    )
     total = time.monotonic() - started
     # The FleetSync may have been Ready before the last kill (a kill after the rollout): the last
     # replica's own run is what the checks below read, so wait until it has read the ledger.
     last = kills[-1]["next"]
-    wait_for(
+    waits.wait_for(
         lambda: _resumed_at(replicas, last, second) is not None,
         within=120,
-        what=f"{last} read the ledger\n" + replicas.log(last),
+        what=f"{last} read the ledger",
+        details=lambda: replicas.log(last),
     )
 
     for kill in kills:

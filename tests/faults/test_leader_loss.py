@@ -23,10 +23,11 @@ from typing import Any
 import pytest
 
 from fleet.sandbox import Sandbox, SandboxError
+from tests import waits
 from tests.apply.repos import Repo
 from tests.conftest import Kubectl
 from tests.controller.conftest import Remote
-from tests.controller.replicas import Replicas, ready_at, templates, wait_for
+from tests.controller.replicas import Replicas, ready_at, templates
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.usefixtures("fleetsync_crd")]
 
@@ -73,11 +74,21 @@ def test_a_stolen_lease_stops_the_old_leader_within_its_renew_deadline(
     ns = repo.ns("ml")
     first = remote.push(repo, message="a team")
     replicas.start("victim")
-    wait_for(lambda: ready_at(sandbox, replicas.cluster, first), within=120, what="Ready\n" + replicas.log("victim"))
+    waits.wait_for(
+        lambda: ready_at(sandbox, replicas.cluster, first),
+        within=120,
+        what="Ready",
+        details=lambda: replicas.log("victim"),
+    )
     for i in range(800):
         repo.claim_template("ml", f"gpu-{i:03d}")
     remote.push(repo, message="ml: 800 claim templates")
-    wait_for(lambda: templates(sandbox, ns) >= 20, within=120, what="the apply started\n" + replicas.log("victim"))
+    waits.wait_for(
+        lambda: templates(sandbox, ns) >= 20,
+        within=120,
+        what="the apply started",
+        details=lambda: replicas.log("victim"),
+    )
 
     for attempt in range(5):
         try:
@@ -87,7 +98,9 @@ def test_a_stolen_lease_stops_the_old_leader_within_its_renew_deadline(
             if attempt == 4:
                 raise
     applied_at_steal = templates(sandbox, ns)
-    wait_for(lambda: "lost the Lease" in replicas.log("victim"), within=RENEW_DEADLINE + 5, what="the victim saw it")
+    waits.wait_for(
+        lambda: "lost the Lease" in replicas.log("victim"), within=RENEW_DEADLINE + 5, what="the victim saw it"
+    )
     time.sleep(RENEW_DEADLINE + 5)  # anything the victim would still send lands in the audit log by now
 
     events = _audit(sandbox)

@@ -27,11 +27,12 @@ import pytest
 
 from fleet.sandbox import Sandbox, clusters, credentials, forges, processes, versions
 from tests.apply.repos import Repo
-from tests.controller.replicas import Replicas, ready_at, wait_for
+from tests.controller.replicas import Replicas, ready_at
 from tests.controller.test_commit_statuses import metrics
 from tests.forge.conftest import ForgeRemote, Server
 from tests.install.test_in_cluster import free_port
 from tests.validate.test_ci_recipes import recipes
+from tests.waits import wait_for
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("fleetsync_crd")]
 

@@ -34,9 +34,10 @@ import pytest
 
 from fleet import kube
 from fleet.engine import ownership, stages
-from fleet.kube import metrics
 from fleet.sandbox import Sandbox
-from tests.controller.conftest import Remote, eventually, fleetsync_crd, git, running
+from tests import servermetrics as metrics
+from tests import waits
+from tests.controller.conftest import Remote, fleetsync_crd, git, running
 from tests.controller.test_loop import condition, fleetsync
 from tests.hostile_prs.corpus import PullRequest, pull_requests
 from tests.manifests.repos import EXAMPLE
@@ -149,7 +150,7 @@ async def test_the_controller_refuses_every_hostile_pr_with_zero_change(
     async with running(
         sandbox, remote, cluster="gpu-east", cache_dir=tmp_path / "east", interval=3600.0, health_timeout=1.0
     ) as ctl:
-        await eventually(lambda: _applied(admin_client, base), within=180, what="the example applied")
+        await waits.eventually(lambda: _applied(admin_client, base), within=180, what="the example applied")
         versions = await _settled(sandbox)
         good = base
         counters = metrics.request_totals(await admin_client.metrics())
@@ -157,7 +158,7 @@ async def test_the_controller_refuses_every_hostile_pr_with_zero_change(
             started = anyio.current_time()
             bad = _commit(remote, f"hostile PR: {pr.subject}", pr=pr)
             ctl.poke(reason=pr.name)
-            obj = await eventually(
+            obj = await waits.eventually(
                 lambda bad=bad: _at(admin_client, "gpu-east", bad, "Stalled"), within=60, what=f"{pr.name} refused"
             )
             status = obj["status"]
@@ -168,7 +169,7 @@ async def test_the_controller_refuses_every_hostile_pr_with_zero_change(
 
             revert = _commit(remote, f"Revert: {pr.subject}")
             ctl.poke(reason=f"revert {pr.name}")
-            await eventually(
+            await waits.eventually(
                 lambda revert=revert: _applied(admin_client, revert),
                 within=60,
                 what=f"the revert of {pr.name} enforced",
@@ -188,7 +189,7 @@ async def test_the_controller_refuses_every_hostile_pr_with_zero_change(
         async with running(
             sandbox, remote, cluster="gpu-west", cache_dir=tmp_path / f"west-{pr.name}", interval=3600.0
         ):
-            obj = await eventually(
+            obj = await waits.eventually(
                 lambda bad=bad: _at(admin_client, "gpu-west", bad, "Stalled"), within=60, what=f"{pr.name} refused"
             )
             assert _found(obj) == _expected(pr, "gpu-west"), f"{pr.name}: {obj['status']['findings']}"

@@ -32,9 +32,9 @@ import yaml
 from fleet.sandbox import Sandbox, binaries, charts, clusters, credentials, profiles
 from fleet.sandbox.operators import StandInOperator
 from fleetctl.commands.demo import sandbox_overlay
+from tests import waits
 from tests.controller.conftest import Remote, git
 from tests.install.test_in_cluster import free_port
-from tests.install.test_surfaces import wait_for
 from tests.operator.conftest import UPSTREAM
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
@@ -149,7 +149,12 @@ def test_one_table_for_the_fleet(gpu_east: Sandbox, gpu_west: Sandbox, tmp_path:
 
         with controller(gpu_east, cluster="gpu-east", remote=remote, helm=found["helm"], root=tmp_path) as east_log:
             applied = ("True", "Applied", revision)
-            wait_for(lambda: ready_of(gpu_east, "gpu-east") == applied, within=300, what="gpu-east Ready")
+            waits.wait_for(
+                lambda: ready_of(gpu_east, "gpu-east") == applied,
+                within=300,
+                what="gpu-east Ready",
+                details=lambda: east_log.read_text()[-2000:],
+            )
 
             one = status_all(checkout, kubeconfig)
             assert one.returncode == 1, one.stdout + one.stderr
@@ -169,10 +174,11 @@ def test_one_table_for_the_fleet(gpu_east: Sandbox, gpu_west: Sandbox, tmp_path:
                 gpu_west, cluster="gpu-west", remote=remote, helm=found["helm"], root=tmp_path, health_timeout="5s"
             )
             with west as west_log:
-                wait_for(
+                waits.wait_for(
                     lambda: ready_of(gpu_west, "gpu-west")[:2] == ("False", "ReconcileFailed"),
                     within=300,
-                    what=f"gpu-west's reconcile failed\n{west_log.read_text()[-2000:]}",
+                    what="gpu-west's reconcile failed",
+                    details=lambda: west_log.read_text()[-2000:],
                 )
                 both = status_all(checkout, kubeconfig, "-o", "json")
                 assert both.returncode == 1, both.stdout + both.stderr
@@ -191,10 +197,11 @@ def test_one_table_for_the_fleet(gpu_east: Sandbox, gpu_west: Sandbox, tmp_path:
 
                 # The GPU is healthy again: the controller converges and the whole fleet is Ready.
                 assert taint(gpu_west, *xid, "gpu.nvidia.com/xid-") == 0
-                wait_for(
+                waits.wait_for(
                     lambda: ready_of(gpu_west, "gpu-west") == ("True", "Applied", revision),
                     within=300,
-                    what=f"gpu-west Ready\n{west_log.read_text()[-2000:]}",
+                    what="gpu-west Ready",
+                    details=lambda: west_log.read_text()[-2000:],
                 )
                 ok = status_all(checkout, kubeconfig)
                 assert ok.returncode == 0, ok.stdout + ok.stderr + east_log.read_text()[-2000:]

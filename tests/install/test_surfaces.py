@@ -17,8 +17,8 @@
 2. **Webhook flood.** 1,000 requests per second of garbage from a separate process
    (``tests.install.flood``) for 30 s while the controller reconciles: a commit announced
    by a signed webhook during the flood is applied, a drift made during the flood is
-   repaired; reconciles and the loop lag (``fleet_loop_lag_seconds``, measured every
-   0.5 s) are reported.
+   repaired, and ``/healthz`` answers every probe within the liveness probe's timeout;
+   reconciles and the loop lag (``fleet_loop_lag_seconds``, measured every 0.5 s) are reported.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import yaml
@@ -50,6 +51,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from fleet.sandbox import Sandbox, binaries, charts, credentials
 from fleet.sandbox.operators import StandInOperator
 from fleetctl.commands.demo import sandbox_overlay
+from tests import waits
 from tests.hosts.apis import StatusAPI
 from tests.install.test_in_cluster import free_port
 from tests.operator.conftest import UPSTREAM
@@ -58,6 +60,7 @@ from tests.source.gitservers import SmartHttp, Sshd, Upstream, git, tls_context
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "gpu-east"
+T = TypeVar("T")
 PROBE = """apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata:
@@ -106,8 +109,20 @@ class Running:
                 found[f"{sample.name}{{{labels}}}"] = sample.value
         return found
 
+    def tail(self) -> str:
+        return self.log.read_text()[-4000:]
+
     def alive(self) -> None:
-        assert self.proc.poll() is None, "the controller exited:\n" + self.log.read_text()[-4000:]
+        assert self.proc.poll() is None, "the controller exited:\n" + self.tail()
+
+    def wait_for(self, check: Callable[[], T], *, within: float, what: str) -> T:
+        """``waits.wait_for`` while the controller runs: fails at once if it exits, and with the log's tail."""
+
+        def running() -> T:
+            self.alive()
+            return check()
+
+        return waits.wait_for(running, within=within, what=what, every=0.5, details=self.tail)
 
 
 @contextlib.contextmanager
@@ -152,19 +167,6 @@ def applied(sandbox: Sandbox, revision: str) -> bool:
     status = fleetsync(sandbox).get("status") or {}
     ready = [c for c in status.get("conditions") or () if c["type"] == "Ready"]  # type: ignore[attr-defined]
     return bool(ready) and ready[0]["status"] == "True" and status.get("lastAppliedRevision") == revision  # type: ignore[attr-defined]
-
-
-def wait_for(check: Callable[[], object], *, within: float, what: str, running: Running | None = None) -> float:
-    """Poll ``check`` until truthy; seconds taken. Fails naming ``what`` (and the log's tail)."""
-    start = time.monotonic()
-    while time.monotonic() - start < within:
-        if running is not None:
-            running.alive()
-        if check():
-            return time.monotonic() - start
-        time.sleep(0.5)
-    tail = running.log.read_text()[-4000:] if running is not None else ""
-    raise AssertionError(f"not within {within:g}s: {what}\n{tail}")
 
 
 def example_into(upstream: Upstream, *, chart_repository: str | None) -> str:
@@ -348,8 +350,8 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
             ProcessWatch(running.proc.pid, needles) as watch,
         ):
             logs.append(running.log)
-            took = wait_for(lambda: applied(gpu_east, first), within=300, what=f"Ready at {first}", running=running)
-            print(f"\nhttps: Ready at the example in {took:.1f}s ({time.monotonic() - started:.0f}s since the start)")
+            running.wait_for(lambda: applied(gpu_east, first), within=300, what=f"Ready at {first}")
+            print(f"\nhttps: Ready at the example {time.monotonic() - started:.0f}s after the start")
 
             # A Secret a person keeps in a namespace fleet created and manages.
             gpu_east.kubectl(
@@ -367,11 +369,11 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
             forged = {"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": webhook.decode()[:-1] + "x"}
             status, answer = running.post(push_body(second), forged)
             assert status == 401 and webhook.decode() not in json.dumps(answer)
-            wait_for(lambda: applied(gpu_east, second), within=120, what=f"Ready at {second}", running=running)
+            running.wait_for(lambda: applied(gpu_east, second), within=120, what=f"Ready at {second}")
 
             # A drift: the controller recreates what a person deleted, and says so in an Event.
             gpu_east.kubectl("delete", "resourceclaimtemplate", "-n", "inference", "single-gpu")
-            wait_for(
+            running.wait_for(
                 lambda: (
                     gpu_east.kubectl(
                         "get", "resourceclaimtemplate", "-n", "inference", "single-gpu", check=False
@@ -380,7 +382,6 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
                 ),
                 within=60,
                 what="the deleted claim template recreated",
-                running=running,
             )
             scraped["https /metrics"] = running.get("/metrics")
             https_metrics = running.metrics()
@@ -415,11 +416,10 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
             ProcessWatch(running.proc.pid, needles) as ssh_watch,
         ):
             logs.append(running.log)
-            took = wait_for(lambda: applied(gpu_east, third), within=240, what=f"Ready at {third}", running=running)
-            print(f"ssh: Ready at the next commit in {took:.1f}s")
+            running.wait_for(lambda: applied(gpu_east, third), within=240, what=f"Ready at {third}")
             # A fetch's ssh lives for a few tens of milliseconds: a fast controller can be Ready before
             # a 20 ms sample caught one, so keep sampling through its next polls (every 2 s).
-            wait_for(lambda: "ssh" in ssh_watch.programs(), within=30, what="an ssh process sampled", running=running)
+            running.wait_for(lambda: "ssh" in ssh_watch.programs(), within=30, what="an ssh process sampled")
             scraped["ssh /metrics"] = running.get("/metrics")
 
     # Every surface, every credential.
@@ -475,19 +475,40 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
 # --- the flood ------------------------------------------------------------------------------
 
 
-def lag_and_health(running: Running, stop: threading.Event, lags: list[float], health: list[float]) -> None:
-    """Until ``stop``: every 0.25 s the loop-lag gauge (deduplicated per 0.5 s measurement) and /healthz's latency."""
+def lag_and_health(
+    running: Running, stop: threading.Event, lags: list[float], health: list[float], failed: list[str]
+) -> None:
+    """Until ``stop``: every 0.25 s /healthz's latency (or why it failed) and the loop-lag gauge
+    (deduplicated per 0.5 s measurement)."""
     last: float | None = None
     while not stop.is_set():
         start = time.monotonic()
-        with contextlib.suppress(OSError):
+        try:
             running.get("/healthz")
+        except OSError as err:
+            failed.append(f"{time.monotonic() - start:.1f}s: {err}")
+        else:
             health.append(time.monotonic() - start)
+        with contextlib.suppress(OSError):
             lag = running.metrics()["fleet_loop_lag_seconds{}"]
             if lag != last:
                 lags.append(lag)
                 last = lag
         stop.wait(0.25)
+
+
+def liveness_timeout() -> float:
+    """Seconds the kubelet gives the installed controller's liveness probe (``timeoutSeconds``, default 1)."""
+    for doc in yaml.safe_load_all((ROOT / "overlays" / "base" / "controller.yaml").read_text()):
+        if doc and doc["kind"] == "Deployment":
+            [container] = doc["spec"]["template"]["spec"]["containers"]
+            return float(container["livenessProbe"].get("timeoutSeconds", 1))
+    raise AssertionError("overlays/base/controller.yaml has no Deployment")
+
+
+def fetches(running: Running) -> float:
+    """Git fetches the controller has finished."""
+    return running.metrics().get("fleet_git_fetch_duration_seconds_count{}", 0.0)
 
 
 def oversized(running: Running) -> int:
@@ -522,10 +543,11 @@ def test_webhook_refuses_attacks_and_survives_a_flood_while_reconciling(gpu_east
         gpu_east, tmp_path, "flood", repo=upstream.url, ref="main", interval="10m", resync="10m",
         webhook_secret_file=str(tmp_path / "webhook"),
     ) as running:  # fmt: skip
-        wait_for(lambda: applied(gpu_east, first), within=300, what=f"Ready at {first}", running=running)
+        running.wait_for(lambda: applied(gpu_east, first), within=300, what=f"Ready at {first}")
 
         # Forged, oversized and replayed deliveries, against the real process.
         body = push_body(first)
+        fetched = fetches(running)
         assert running.post(body, github(body, secret=b"not-the-secret", delivery="f-1"))[0] == 401
         assert oversized(running) == 413
         assert running.post(body, github(body, secret=secret, delivery="f-3")) == (
@@ -537,13 +559,15 @@ def test_webhook_refuses_attacks_and_survives_a_flood_while_reconciling(gpu_east
         counted = running.metrics()
         for result, n in (("unauthorized", 1), ("too-large", 1), ("accepted", 1), ("replayed", 2)):
             assert counted[f"fleet_webhook_requests_total{{result={result}}}"] == n, (result, counted)
-        time.sleep(3)  # the fetch that webhook woke is over (nothing new)
+        # The accepted webhook woke one fetch; it finds nothing new, so no reconcile follows it.
+        running.wait_for(lambda: fetches(running) > fetched, within=30, what="the fetch the webhook woke")
 
         before = reconciles(running)
         stop = threading.Event()
         lags: list[float] = []
         health: list[float] = []
-        sampler = threading.Thread(target=lag_and_health, args=(running, stop, lags, health), daemon=True)
+        failed: list[str] = []
+        sampler = threading.Thread(target=lag_and_health, args=(running, stop, lags, health, failed), daemon=True)
         flood = subprocess.Popen(
             [sys.executable, "-m", "tests.install.flood", "--port", str(running.port), "--rate", "1000",
              "--seconds", "30"],
@@ -563,12 +587,12 @@ def test_webhook_refuses_attacks_and_survives_a_flood_while_reconciling(gpu_east
                         break
                 assert attempts < 50, "the genuine webhook never got through the flood"
                 time.sleep(0.2)
-            took_commit = wait_for(
-                lambda: applied(gpu_east, second), within=25, what="the commit applied in the flood", running=running
-            )
+            announced = time.monotonic()
+            running.wait_for(lambda: applied(gpu_east, second), within=25, what="the commit applied in the flood")
+            took_commit = time.monotonic() - announced
             gpu_east.kubectl("delete", "resourceclaimtemplate", "-n", "inference", "single-gpu")
             drift_at = time.monotonic()
-            wait_for(
+            running.wait_for(
                 lambda: (
                     gpu_east.kubectl(
                         "get", "resourceclaimtemplate", "-n", "inference", "single-gpu", check=False
@@ -577,7 +601,6 @@ def test_webhook_refuses_attacks_and_survives_a_flood_while_reconciling(gpu_east
                 ),
                 within=max(1.0, flood_start + 30 - time.monotonic()),
                 what="the drift repaired during the flood",
-                running=running,
             )
             took_drift = time.monotonic() - drift_at
             assert flood.poll() is None, "the flood was still going when both had happened"
@@ -607,6 +630,11 @@ def test_webhook_refuses_attacks_and_survives_a_flood_while_reconciling(gpu_east
         assert counted["fleet_webhook_requests_total{result=unauthorized}"] >= result["statuses"].get("401", 0)
         assert after - before >= 2, "the commit and the drift were each reconciled"
         assert lags, "the loop lag was measured during the flood"
+        # An answer slower than the liveness probe's timeout is a failed probe (enough in a row: a restart).
+        assert health and not failed, f"/healthz failed during the flood: {failed}"
+        timeout = liveness_timeout()
+        slow = [f"{s:.2f}s" for s in health if s >= timeout]
+        assert not slow, f"/healthz answered after the liveness probe's {timeout:g}s timeout: {slow}"
         log = running.log.read_text()
         refused_lines = log.count("webhook from 127.0.0.1: 401") + log.count("Invalid HTTP request received")
         print(f"log lines about refused requests during the flood: {refused_lines}")

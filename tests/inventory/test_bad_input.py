@@ -138,4 +138,9 @@ def test_tolerations_the_api_refuses() -> None:
 
 
 def test_findings_serialise() -> None:
-    json.dumps([p.__dict__ for _, _, p in snapshots.problems(snapshot_text(dynamic_slices()))])
+    """A snapshot's problems are plain data: JSON carries each one whole."""
+    slices = dynamic_slices()
+    slices[1]["spec"]["devices"][1]["consumesCounters"][0]["counters"]["memory-slice-9"] = {"value": "1"}
+    found = [problem.__dict__ for _, _, problem in snapshots.problems(snapshot_text(slices))]
+    assert [p["rule"] for p in found] == ["counter-unknown"]
+    assert json.loads(json.dumps(found)) == [{**p, "path": list(p["path"])} for p in found]

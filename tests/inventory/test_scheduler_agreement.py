@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from fleet.inventory import Checker, Inventory
+from tests import waits
 from tests.sandbox import guide
 
 pytestmark = pytest.mark.sandbox
@@ -147,12 +148,12 @@ def test_predicted_copies_are_what_the_scheduler_allocates(
             assert running <= predicted, f"{case}: scheduler ran {running} pods, fleet predicted {predicted}"
             return phases if running == predicted else None
 
-        phases = guide.wait_for(settled, timeout=180, what=f"{predicted} running pods ({case})")
+        phases = waits.wait_for(settled, within=180, what=f"{predicted} running pods ({case})")
         pending = sorted(n for n, phase in phases.items() if phase != "Running")
         assert len(pending) == 1
-        guide.wait_for(
+        waits.wait_for(
             lambda: failed_scheduling(kubectl, namespace, pending[0]),
-            timeout=120,
+            within=120,
             what=f"FailedScheduling for the extra pod {pending[0]} ({case})",
         )
         final = guide.pod_phases(kubectl, namespace)
@@ -160,9 +161,9 @@ def test_predicted_copies_are_what_the_scheduler_allocates(
         assert len({claim for claim, _, _ in guide.allocated(kubectl, namespace)}) == predicted
     finally:
         kubectl("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force", "--wait=true", check=False)
-        guide.wait_for(
+        waits.wait_for(
             lambda: not guide.get_json(kubectl, "resourceclaims", "-n", namespace)["items"],
-            timeout=120,
+            within=120,
             what=f"claims of {case} released",
         )
 

@@ -72,6 +72,17 @@ async def test_list_follows_continue_tokens(admin_client: kube.Client, namespace
     assert all(o["kind"] == "ResourceClaimTemplate" for o in listed.items) and listed.resource_version
 
 
+async def test_list_if_served_lists_a_served_kind_and_answers_none_for_an_unserved_one(
+    admin_client: kube.Client, namespace: str
+) -> None:
+    await admin_client.apply(_template(namespace, "served"))
+    listed = await admin_client.list_if_served(
+        api_version="resource.k8s.io/v1", kind="ResourceClaimTemplate", namespace=namespace
+    )
+    assert [o["metadata"]["name"] for o in listed] == ["served"]
+    assert await admin_client.list_if_served(api_version="example.com/v1", kind="Nothing") == []
+
+
 async def test_delete_with_a_stale_uid_is_a_conflict(admin_client: kube.Client, namespace: str) -> None:
     live = await admin_client.apply(_template(namespace, "gone"))
     ref = kube.Ref.of(live)

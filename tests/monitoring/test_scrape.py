@@ -37,11 +37,12 @@ import yaml
 from fleet.sandbox import Sandbox
 from tests.apply.repos import Repo
 from tests.controller.conftest import CRD, Remote
-from tests.controller.replicas import Replicas, ready_at, wait_for
+from tests.controller.replicas import Replicas, ready_at
 from tests.hosts.apis import StatusAPI
 from tests.install.test_in_cluster import free_port
 from tests.monitoring import prometheus
 from tests.monitoring.prometheus import DASHBOARD, RULES, api, check_metrics, query
+from tests.waits import wait_for
 
 pytestmark = pytest.mark.sandbox
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -43,17 +42,6 @@ def pod(name: str, *, template: str, namespace: str, claim: str = "gpu") -> dict
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         },
     }
-
-
-def wait_for(check: Callable[[], Any], *, timeout: float = 60, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.3)
 
 
 def get_json(kubectl: Callable[..., Any], *args: str) -> Any:

@@ -17,7 +17,8 @@ import pytest
 
 from fleet.engine import renders
 from fleet.sandbox import Sandbox, gpus
-from tests.sandbox.guide import get_json, published_devices, wait_for
+from tests import waits
+from tests.sandbox.guide import get_json, published_devices
 
 pytestmark = pytest.mark.sandbox
 Kubectl = Callable[..., Any]
@@ -58,7 +59,7 @@ def team_quota(kubectl: Kubectl, namespace: str, devices: int) -> dict[str, str]
         "spec": {"hard": hard},
     }
     kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(quota))
-    wait_for(
+    waits.wait_for(
         lambda: get_json(kubectl, "resourcequota", "-n", namespace, renders.QUOTA_NAME).get("status", {}).get("hard"),
         what="the quota controller to take the quota",
     )
@@ -79,7 +80,7 @@ def test_pod_asking_nvidia_gpu_gets_a_dra_device_and_the_quota_counts_it(
     hard = team_quota(kubectl, namespace, 1)
 
     kubectl("create", "-n", namespace, "-f", "-", stdin=json.dumps(extended_pod("first")))
-    pod = wait_for(
+    pod = waits.wait_for(
         lambda: (
             (p := get_json(kubectl, "pod", "-n", namespace, "first"))["spec"].get("nodeName")
             and (p.get("status", {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
@@ -97,7 +98,7 @@ def test_pod_asking_nvidia_gpu_gets_a_dra_device_and_the_quota_counts_it(
     device = published_devices(kubectl)[(result["pool"], result["device"])]
     assert device["attributes"]["type"] == {"string": "gpu"}
 
-    used = wait_for(
+    used = waits.wait_for(
         lambda: (
             (
                 u := get_json(kubectl, "resourcequota", "-n", namespace, renders.QUOTA_NAME)["status"].get("used", {})

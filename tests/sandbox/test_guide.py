@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests import waits
 from tests.sandbox import guide
 
 pytestmark = pytest.mark.sandbox
@@ -51,11 +52,11 @@ def exhaust(
         phases = guide.pod_phases(kubectl, namespace)
         return phases if list(phases.values()).count("Running") == len(expected) else None
 
-    phases = guide.wait_for(settled, timeout=120, what=f"{len(expected)} running pods")
+    phases = waits.wait_for(settled, within=120, what=f"{len(expected)} running pods")
     pending = [n for n, phase in phases.items() if phase != "Running"]
     assert len(pending) == 1
     # The extra pod was really evaluated against the whole inventory and refused.
-    guide.wait_for(
+    waits.wait_for(
         lambda: [
             e
             for e in guide.get_json(kubectl, "events", "-n", namespace)["items"]
@@ -70,7 +71,7 @@ def exhaust(
 
 def test_single_gpu_pod_runs_on_a_published_device(kubectl: Callable[..., Any], namespace: str) -> None:
     apply(kubectl, guide.seed("single-gpu-pod.yaml", namespace=namespace))
-    guide.wait_for(lambda: guide.pod_phases(kubectl, namespace).get("gpu-pod") == "Running", what="gpu-pod Running")
+    waits.wait_for(lambda: guide.pod_phases(kubectl, namespace).get("gpu-pod") == "Running", what="gpu-pod Running")
     pod = guide.get_json(kubectl, "pod", "gpu-pod", "-n", namespace)
     claim_name = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
     assert claim_name.startswith("gpu-pod-gpu-")  # generated, with a suffix, as the guide says
@@ -135,7 +136,7 @@ def test_hopper_over_80gi_picks_only_h200(kubectl: Callable[..., Any], namespace
 def test_two_gpus_come_from_one_node(kubectl: Callable[..., Any], namespace: str) -> None:
     apply(kubectl, guide.seed("two-gpus.yaml", namespace=namespace))
     apply(kubectl, [guide.pod("trainer", template="two-gpus", namespace=namespace, claim="gpus")])
-    guide.wait_for(lambda: guide.pod_phases(kubectl, namespace).get("trainer") == "Running", what="trainer Running")
+    waits.wait_for(lambda: guide.pod_phases(kubectl, namespace).get("trainer") == "Running", what="trainer Running")
     results = guide.allocated(kubectl, namespace)
     assert len(results) == 2
     assert len({pool for _, pool, _ in results}) == 1
@@ -145,7 +146,7 @@ def test_two_gpus_come_from_one_node(kubectl: Callable[..., Any], namespace: str
 def test_deployment_replicas_get_distinct_claims_and_devices(kubectl: Callable[..., Any], namespace: str) -> None:
     apply(kubectl, guide.seed("single-gpu-pod.yaml", namespace=namespace)[:1])  # the single-gpu template
     apply(kubectl, guide.seed("gpu-workers-deployment.yaml", namespace=namespace))
-    guide.wait_for(
+    waits.wait_for(
         lambda: list(guide.pod_phases(kubectl, namespace).values()).count("Running") == 2,
         what="two gpu-workers Running",
     )
@@ -156,10 +157,10 @@ def test_deployment_replicas_get_distinct_claims_and_devices(kubectl: Callable[.
 
 def test_deleting_the_pod_deletes_its_claim_and_frees_the_device(kubectl: Callable[..., Any], namespace: str) -> None:
     apply(kubectl, guide.seed("single-gpu-pod.yaml", namespace=namespace))
-    guide.wait_for(lambda: guide.allocated(kubectl, namespace), what="an allocation")
+    waits.wait_for(lambda: guide.allocated(kubectl, namespace), what="an allocation")
     [(claim, pool, device)] = guide.allocated(kubectl, namespace)
     kubectl("delete", "pod", "gpu-pod", "-n", namespace, "--wait=true")
-    guide.wait_for(
+    waits.wait_for(
         lambda: not guide.get_json(kubectl, "resourceclaims", "-n", namespace)["items"], what=f"claim {claim} deleted"
     )
     assert (pool, device) not in guide.all_allocated(kubectl)
@@ -174,7 +175,7 @@ def test_h100_pod_stays_pending_without_h100_and_the_scheduler_says_why(tmp_path
         sb.kubectl("create", "namespace", ns)
         objs = [*guide.seed("h100-gpu.yaml", namespace=ns), guide.pod("gpu-pod", template="h100-gpu", namespace=ns)]
         sb.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
-        events = guide.wait_for(
+        events = waits.wait_for(
             lambda: [
                 e
                 for e in json.loads(sb.kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]

@@ -76,10 +76,13 @@ def test_a_team_that_allows_admin_access_gets_labelled_namespaces(repo: Path) ->
 
 def test_teams_without_admin_access_get_no_label() -> None:
     revision = load(read_tree_of(EXAMPLE))
-    for manifest in revision.manifests:
-        if isinstance(manifest.model, kinds.Team):
-            for obj in renders.team_objects(manifest.model):
-                assert kinds.ADMIN_ACCESS_LABEL not in obj["metadata"].get("labels", {})
+    teams = [m.model for m in revision.manifests if isinstance(m.model, kinds.Team)]
+    namespaces = [o for team in teams for o in renders.team_objects(team) if o["kind"] == "Namespace"]
+    assert len(namespaces) >= len(teams) >= 2, "the example's teams and their namespaces"
+    labelled = [
+        n["metadata"]["name"] for n in namespaces if kinds.ADMIN_ACCESS_LABEL in n["metadata"].get("labels", {})
+    ]
+    assert labelled == []
 
 
 def _template(namespace: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from fleet.sandbox import Sandbox, credentials
+from tests import waits
 from tests.manifests.repos import EXAMPLE
 from tests.sandbox import guide
 from tests.validate.test_cli import fleetctl
@@ -85,9 +86,9 @@ def test_fits_now_subtracts_what_live_claims_hold(
     }
     pods = [guide.pod(f"hold-{i}", template="hold-h200", namespace=namespace) for i in range(h200)]
     kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [hold, *pods]}))
-    guide.wait_for(
+    waits.wait_for(
         lambda: list(guide.pod_phases(kubectl, namespace).values()).count("Running") == h200,
-        timeout=180,
+        within=180,
         what="pods holding every H200",
     )
     result = fleetctl(

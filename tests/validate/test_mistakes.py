@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import waits
 from tests.manifests.repos import EXAMPLE
 from tests.sandbox import guide
 from tests.validate.test_cli import fleetctl
@@ -154,15 +155,15 @@ def test_the_cluster_agrees(
     assert created.returncode == 0, created.stderr
     kubectl("create", "-f", "-", stdin=json.dumps(guide.pod("p", template=name, namespace=namespace)))
     if mistake.cluster == RUNS:
-        guide.wait_for(lambda: guide.pod_phases(kubectl, namespace).get("p") == "Running", timeout=120, what="Running")
+        waits.wait_for(lambda: guide.pod_phases(kubectl, namespace).get("p") == "Running", within=120, what="Running")
         assert not errors
         return
-    guide.wait_for(
+    waits.wait_for(
         lambda: any(
             e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == "p"
             for e in guide.get_json(kubectl, "events", "-n", namespace)["items"]
         ),
-        timeout=120,
+        within=120,
         what=f"FailedScheduling ({name})",
     )
     assert guide.pod_phases(kubectl, namespace).get("p") != "Running"

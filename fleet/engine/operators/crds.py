@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 
 from fleet.engine.operators.guards import Problem
-from fleet.engine.operators.releases import OperatorRefused, condition, items
+from fleet.engine.operators.releases import OperatorRefused, condition
 from fleet.kube import Client
 
 
@@ -77,7 +77,7 @@ def uses(obj: dict[str, Any], path: str) -> bool:
 
 async def live_crds(client: Client) -> dict[str, dict[str, Any]]:
     """Every CRD the cluster has, by name."""
-    found = await items(client, api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+    found = await client.list_if_served(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
     return {c["metadata"]["name"]: c for c in found}
 
 
@@ -90,7 +90,7 @@ async def dropped(client: Client, chart_crds: list[dict[str, Any]], live: dict[s
             continue
         for version, paths in dropped_fields(old, crd).items():
             group = crd["spec"]["group"]
-            objects = await items(client, api_version=f"{group}/{version}", kind=crd["spec"]["names"]["kind"])
+            objects = await client.list_if_served(api_version=f"{group}/{version}", kind=crd["spec"]["names"]["kind"])
             for path in paths:
                 users = sorted(
                     "/".join(filter(None, (o["metadata"].get("namespace"), o["metadata"]["name"])))
@@ -116,7 +116,7 @@ async def apply(client: Client, crds: list[dict[str, Any]], *, timeout: float, w
     pending: set[str] = set(names)
     with anyio.move_on_after(timeout):
         while pending:
-            live = await items(client, api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+            live = await client.list_if_served(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
             pending = {
                 c["metadata"]["name"]
                 for c in live

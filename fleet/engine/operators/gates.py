@@ -18,7 +18,7 @@ import anyio
 
 from fleet.engine import healths, preflights, stages
 from fleet.engine.drivers import driver_states
-from fleet.engine.operators.releases import DEVICE_CLASSES, GPUCLUSTER, KUBELET_PLUGIN, condition, events, items
+from fleet.engine.operators.releases import DEVICE_CLASSES, GPUCLUSTER, KUBELET_PLUGIN, condition, events
 from fleet.engine.plans import Plan
 from fleet.kube import Client, NotFound
 from fleet.kube import watch as kube_watch
@@ -51,8 +51,7 @@ async def ready_problems(*, client: Client, plan: Plan) -> list[str]:
             )
             seen = await events(client, kind="GPUCluster", name="gpu-cluster")
             problems.append(f"GPUCluster gpu-cluster: state {status.get('state') or 'unset'} ({conds}){seen}")
-    ds = await items(
-        client,
+    ds = await client.list_if_served(
         api_version="apps/v1",
         kind="DaemonSet",
         namespace=desired.namespace,
@@ -66,7 +65,9 @@ async def ready_problems(*, client: Client, plan: Plan) -> list[str]:
         if want == 0 or have < want:
             seen = await events(client, kind="DaemonSet", name=KUBELET_PLUGIN, namespace=desired.namespace)
             problems.append(f"DaemonSet {desired.namespace}/{KUBELET_PLUGIN}: {have} of {want} pods available{seen}")
-    classes = {c["metadata"]["name"] for c in await items(client, api_version="resource.k8s.io/v1", kind="DeviceClass")}
+    classes = {
+        c["metadata"]["name"] for c in await client.list_if_served(api_version="resource.k8s.io/v1", kind="DeviceClass")
+    }
     missing = [c for c in DEVICE_CLASSES if c not in classes]
     if missing:
         problems.append(f"DeviceClass {', '.join(missing)}: not installed by the driver")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fleet.engine.operators.releases import CLUSTERPOLICY_API, DRIVER, items
+from fleet.engine.operators.releases import CLUSTERPOLICY_API, DRIVER
 from fleet.engine.plans import OperatorRelease
 from fleet.engine.preflights import dra_release_problem
 from fleet.kube import Client
@@ -85,7 +85,7 @@ def crd_owner_problems(
 
 
 async def clusterpolicy_problem(client: Client, *, desired: OperatorRelease) -> Problem | None:
-    policies = await items(client, api_version=CLUSTERPOLICY_API, kind="ClusterPolicy")
+    policies = await client.list_if_served(api_version=CLUSTERPOLICY_API, kind="ClusterPolicy")
     if not policies:
         return None
     names = ", ".join(sorted(p["metadata"]["name"] for p in policies))
@@ -102,7 +102,7 @@ async def allocated_claims(client: Client, *, node: str | None = None) -> list[s
     """``namespace/name (pods A, B)`` for every ResourceClaim allocated devices of the NVIDIA driver
     (on ``node`` only, when given: the driver publishes one pool per node, named after it)."""
     out = []
-    for claim in await items(client, api_version="resource.k8s.io/v1", kind="ResourceClaim"):
+    for claim in await client.list_if_served(api_version="resource.k8s.io/v1", kind="ResourceClaim"):
         status = claim.get("status") or {}
         results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or ()
         if not any(r.get("driver") == DRIVER and (node is None or r.get("pool") == node) for r in results):

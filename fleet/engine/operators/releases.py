@@ -13,7 +13,7 @@ from typing import Any
 from fleet import helm
 from fleet.engine.changesets import Change
 from fleet.errors import FleetError
-from fleet.kube import Client, NotFound, Ref
+from fleet.kube import Client, Ref
 
 KUBELET_PLUGIN = "nvidia-dra-driver-kubelet-plugin"
 DEVICE_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com")
@@ -73,18 +73,6 @@ async def observe(*, h: helm.Helm, release: str, namespace: str) -> Observed:
     return obs
 
 
-async def items(client: Client, *, api_version: str, kind: str, **kw: Any) -> list[dict[str, Any]]:
-    """Every object of a kind, or none when the kind is not served (its CRD is not installed)."""
-    try:
-        k = await client.kind(api_version=api_version, kind=kind)
-    except NotFound:
-        return []
-    try:
-        return (await client.list(k, **kw)).items
-    except NotFound:  # the CRD went away since discovery
-        return []
-
-
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
     """The object's status condition ``kind`` when it is True."""
     for c in (obj.get("status") or {}).get("conditions") or ():
@@ -95,8 +83,7 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 async def events(client: Client, *, kind: str, name: str, namespace: str | None = None) -> str:
     """The object's last three Events as ``; events: Reason: message | ...`` ("" when none)."""
-    found = await items(
-        client,
+    found = await client.list_if_served(
         api_version="v1",
         kind="Event",
         namespace=namespace,
@@ -131,7 +118,6 @@ __all__ = [
     "OperatorRefused",
     "condition",
     "events",
-    "items",
     "observe",
     "release_ref",
     "summary",

@@ -30,10 +30,10 @@ from typing import Any
 
 from fleet import helm
 from fleet.engine.changesets import Change
-from fleet.engine.operators.releases import condition, events, items
+from fleet.engine.operators.releases import condition, events
 from fleet.engine.operators.renders import refusal
 from fleet.engine.plans import OperatorRelease
-from fleet.kube import Client, KubeError, NotFound, Ref
+from fleet.kube import Client, KubeError, NotFound, Ref, timestamps
 
 PENDING = ("pending-install", "pending-upgrade", "pending-rollback")
 GOOD = ("deployed", "superseded")
@@ -142,20 +142,7 @@ class Locked(helm.HelmError):
 
 def updated(entry: dict[str, Any]) -> datetime.datetime | None:
     """When helm wrote a history entry (``updated``: RFC 3339 with nanoseconds)."""
-    text = str(entry.get("updated") or "")
-    if not text:
-        return None
-    head, _, rest = text.partition(".")
-    zone = ""
-    if rest:
-        digits = len(rest) - len(rest.lstrip("0123456789"))
-        zone = rest[digits:]
-        head += "." + rest[: min(digits, 6)]
-    try:
-        when = datetime.datetime.fromisoformat(head + (zone.replace("Z", "+00:00") or "+00:00"))
-    except ValueError:
-        return None
-    return when.astimezone(datetime.UTC)
+    return timestamps.parse(entry.get("updated"))
 
 
 def _stamp(when: datetime.datetime | None) -> str:
@@ -198,7 +185,9 @@ async def _hook_problem(client: Client, *, kind: str, namespace: str, name: str)
         if condition(obj, "Complete"):
             return ""
         failed = condition(obj, "Failed")
-        pods = await items(client, api_version="v1", kind="Pod", namespace=namespace, label_selector=f"job-name={name}")
+        pods = await client.list_if_served(
+            api_version="v1", kind="Pod", namespace=namespace, label_selector=f"job-name={name}"
+        )
         states = [await _pod_problem(client, pod) for pod in pods[-3:]]
         head = f"failed ({failed.get('reason')}: {failed.get('message')})" if failed else "did not complete"
         detail = "; ".join(s for s in states if s) or await _gone_pods(client, namespace=namespace, job=name)
@@ -208,8 +197,8 @@ async def _hook_problem(client: Client, *, kind: str, namespace: str, name: str)
 
 async def _gone_pods(client: Client, *, namespace: str, job: str) -> str:
     """What the Events of a Job's pods said after the Job controller deleted them (a deadline)."""
-    found = await items(
-        client, api_version="v1", kind="Event", namespace=namespace, field_selector="involvedObject.kind=Pod"
+    found = await client.list_if_served(
+        api_version="v1", kind="Event", namespace=namespace, field_selector="involvedObject.kind=Pod"
     )
     mine = [e for e in found if str((e.get("involvedObject") or {}).get("name", "")).startswith(f"{job}-")]
     recent = sorted(mine, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")[-3:]

@@ -1,8 +1,8 @@
-"""``fleet.kube.metrics``: the API server's Prometheus text read as counts (pure functions)."""
+"""``tests.servermetrics``: the API server's Prometheus text read as counts (pure functions)."""
 
 from __future__ import annotations
 
-from fleet.kube import metrics
+from tests import servermetrics
 
 TEXT = """\
 # HELP apiserver_flowcontrol_rejected_requests_total [BETA] Number of requests rejected by API Priority and Fairness
@@ -16,10 +16,10 @@ apiserver_request_total{code="429",dry_run="",group="",resource="configmaps",sub
 
 
 def test_rejected_requests_sums_every_reason_of_one_priority_level() -> None:
-    assert metrics.rejected_requests(TEXT, priority_level="fleet") == 33
-    assert metrics.rejected_requests(TEXT, priority_level="workload-low") == 7
-    assert metrics.rejected_requests(TEXT, priority_level="absent") == 0
+    assert servermetrics.rejected_requests(TEXT, priority_level="fleet") == 33
+    assert servermetrics.rejected_requests(TEXT, priority_level="workload-low") == 7
+    assert servermetrics.rejected_requests(TEXT, priority_level="absent") == 0
 
 
 def test_request_totals_sum_codes() -> None:
-    assert metrics.request_totals(TEXT)[("LIST", "configmaps", "", "")] == 7
+    assert servermetrics.request_totals(TEXT)[("LIST", "configmaps", "", "")] == 7
