@@ -195,13 +195,11 @@ class Pod:
     def exec(self, *command: str) -> subprocess.CompletedProcess[str]:
         return self.image.podman("exec", self.container, *command, check=False)
 
-    def rss_mib(self) -> float:
-        """Resident memory of the container's main process (fleet-controller), in MiB."""
+    def memory_mib(self) -> tuple[float, float]:
+        """Resident memory of the container's main process (fleet-controller) and its peak, in MiB."""
         pid = self.state()["Pid"]
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+        return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
     def stop(self) -> float:
         """SIGTERM, SIGKILL after the manifest's ``terminationGracePeriodSeconds`` as a kubelet does; seconds taken."""

@@ -286,7 +286,7 @@ def test_the_overlays_pod_runs_the_image_as_written(
             assert lease_holder(gpu_east) == pod.name
 
             # SIGTERM: the Lease released, exit 0, within the manifest's grace period.
-            rss = pod.rss_mib()
+            rss, _ = pod.memory_mib()
             took = pod.stop()
             state = pod.state()
             assert state["ExitCode"] == 0, (state, pod.logs()[-4000:])
