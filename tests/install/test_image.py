@@ -174,13 +174,26 @@ def signed(body: bytes, secret: bytes) -> dict[str, str]:
 
 
 @pytest.fixture()
-def installed(gpu_east: Sandbox) -> Iterator[None]:
-    """The single-replica overlay and the GPU Operator stage's rights, applied as docs/install.md says."""
+def installed(gpu_east: Sandbox, helm_binary: Path) -> Iterator[None]:
+    """The single-replica overlay and the GPU Operator stage's rights, applied as docs/install.md says;
+    afterwards the operator's release and those rights are removed again (the sandbox is shared)."""
     rendered = gpu_east.kubectl("kustomize", str(ROOT / "overlays" / "single-replica")).stdout
     gpu_east.kubectl("apply", "--server-side", "-f", "-", stdin=rendered)
     gpu_east.kubectl("apply", "--server-side", "-f", str(ROOT / "overlays" / "gpu-operator" / "operator.yaml"))
     gpu_east.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
-    yield
+    try:
+        yield
+    finally:
+        subprocess.run(
+            [
+                str(helm_binary), "uninstall", "gpu-operator", "-n", "gpu-operator", "--wait",
+                "--kubeconfig", str(gpu_east.kubeconfig), "--kube-context", credentials.CLUSTER,
+            ],
+            capture_output=True, timeout=180, check=False,
+        )  # fmt: skip
+        gpu_east.kubectl("delete", "gpucluster,clusterpolicy", "--all", "--ignore-not-found", check=False)
+        gpu_east.kubectl("delete", "clusterrolebinding", "fleet-gpu-operator", "--ignore-not-found")
+        gpu_east.kubectl("delete", "rolebinding", "-n", "gpu-operator", "fleet-gpu-operator", "--ignore-not-found")
 
 
 @pytest.mark.usefixtures("installed")
