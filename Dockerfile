@@ -17,13 +17,27 @@ RUN CGO_ENABLED=0 GOBIN=/out go install \
 
 FROM python:3.11-slim AS build
 ARG REVISION=unknown
+# A CA bundle for pip where a TLS-intercepting proxy re-signs PyPI (./dev image passes the host's);
+# empty: pip's own.
+ARG PIP_CERT=
+# binutils: strip debug symbols from the wheels' compiled modules (cel_expr_python ships them).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends binutils \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml constraints.txt README.md ./
 COPY fleet ./fleet
 COPY fleetctl ./fleetctl
+# The venv holds fleet and what it imports, nothing else: not the venv's seed (pip, setuptools),
+# not rich's Markdown renderer (markdown-it-py, mdurl) or cffi's C parser (pycparser), which fleet
+# never reaches; no C sources shipped beside compiled modules; no debug symbols.
 RUN printf '{"revision": "%s"}\n' "${REVISION}" > fleet/build.json \
  && python -m venv /opt/fleet \
- && /opt/fleet/bin/pip install --no-cache-dir -c constraints.txt .
+ && /opt/fleet/bin/pip install --no-cache-dir -c constraints.txt . \
+ && /opt/fleet/bin/pip uninstall --yes --quiet markdown-it-py mdurl pycparser setuptools \
+ && /opt/fleet/bin/pip uninstall --yes --quiet pip \
+ && find /opt/fleet -type f \( -name '*.c' -o -name '*.pyx' -o -name '*.pxd' \) -delete \
+ && find /opt/fleet -type f -name '*.so*' -exec strip --strip-unneeded {} +
 
 FROM python:3.11-slim
 ARG VERSION=0.1.0
@@ -36,9 +50,18 @@ LABEL org.opencontainers.image.title="fleet" \
       org.opencontainers.image.source="${SOURCE}" \
       org.opencontainers.image.licenses="Apache-2.0"
 # git: the controller's source (and fleetctl on a checkout) runs git; ssh for ssh:// remotes.
-RUN apt-get update \
+# dpkg leaves out what fleet never runs: Perl (git depends on it only for send-email, svn and the
+# like; the base image's perl-base stays), git's servers and mail tools, and OpenSSH's tools
+# but the ssh client and agent (whose package script needs it): scp, sftp, the setuid ssh-keysign.
+RUN printf 'path-exclude=%s\n' /usr/share/perl/\* /usr/share/perl5/\* '/usr/lib/*/perl/*' '/usr/lib/*/libperl.so*' \
+      /usr/lib/git-core/git-daemon /usr/lib/git-core/git-http-backend /usr/lib/git-core/git-http-push \
+      /usr/lib/git-core/git-imap-send /usr/lib/git-core/git-shell /usr/lib/git-core/scalar \
+      /usr/bin/scp /usr/bin/sftp /usr/bin/ssh-add /usr/bin/ssh-keygen /usr/bin/ssh-keyscan \
+      /usr/lib/openssh/\* \
+      > /etc/dpkg/dpkg.cfg.d/fleet-unused \
+ && apt-get update \
  && apt-get install -y --no-install-recommends git openssh-client ca-certificates \
- && rm -rf /var/lib/apt/lists/* \
+ && apt-get clean && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log \
  && useradd --uid 65532 --no-create-home --home-dir /var/cache/fleet fleet \
  && mkdir -p /var/cache/fleet && chown 65532:65532 /var/cache/fleet
 COPY --from=build /opt/fleet /opt/fleet

@@ -6,6 +6,7 @@ It only wires existing pieces together (``docs/controller.md``,
 (``fleet.engine.writers``), around a loop of its own. Modules:
 
 - ``settings``     flags and ``FLEET_*`` variables, checked at start (one line per invalid one)
+- ``startups``     what settings cannot check: a writable state directory, the pod's token and CA
 - ``queues``       de-duplicating, rate-limited work queue with per-key backoff
 - ``caches``       list→watch per kind: the engine's live state and health-gate reader
 - ``controllers``  the task group: poll/webhook → queue → reconcile; drift from watch events

@@ -1,9 +1,10 @@
 """``fleet-controller`` (and ``python -m fleet.controller``): settings in, one task group out.
 
 Start-up is where a controller must be strict: invalid settings end the process
-with exit 2 and one line per setting (``settings.SettingsError``), an unreachable
-API server or an unusable kubeconfig with exit 1 and the usual what/where/hint —
-never a traceback. After that the process runs until SIGTERM/SIGINT:
+with exit 2 and one line per setting (``settings.SettingsError``), so do a state
+directory it cannot write and a pod whose service account token or CA it cannot read
+(``startups.StartError``); an unreachable API server or an unusable kubeconfig end it
+with exit 1 and the usual what/where/hint — never a traceback. After that the process runs until SIGTERM/SIGINT:
 
 - the HTTP server (``servers``: /webhook, /healthz, /readyz, /metrics),
 - leader election (``leaders.elect``),
@@ -32,7 +33,7 @@ from pathlib import Path
 import anyio
 
 from fleet import helm, hosts, kube
-from fleet.controller import controllers, leaders, servers, settings
+from fleet.controller import controllers, leaders, servers, settings, startups
 from fleet.controller.metrics import Metrics
 from fleet.engine import plancaches
 from fleet.errors import FleetError
@@ -45,7 +46,8 @@ logger = logging.getLogger("fleet.controller")
 def main(argv: Sequence[str] | None = None) -> None:
     try:
         config = settings.parse(sys.argv[1:] if argv is None else argv)
-    except settings.SettingsError as err:
+        startups.check(config)
+    except (settings.SettingsError, startups.StartError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     logging.basicConfig(

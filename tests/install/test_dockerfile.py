@@ -1,9 +1,9 @@
 """The Dockerfile ships what the controller runs: the pinned helm, git, a non-root user, a health check.
 
-No Docker engine runs here, so the image is not built in the tests; what can drift
-silently is checked against the code it must agree with: helm's version and build
-command are the sandbox's (``fleet.sandbox.versions``, ``fleet.sandbox.binaries``),
-so the GPU Operator stage runs the helm the tests ran.
+tests/install/test_image.py builds the image and runs it; what can drift silently is checked
+here against the code it must agree with, without building: helm's version and build
+command are the sandbox's (``fleet.sandbox.versions``, ``fleet.sandbox.binaries``), so the
+GPU Operator stage runs the helm the tests ran.
 """
 
 from __future__ import annotations

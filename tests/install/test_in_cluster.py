@@ -128,7 +128,7 @@ def test_the_installed_controller_reconciles_the_example_as_its_service_account(
                 proc.wait(timeout=30)
 
 
-@pytest.mark.parametrize(("overlay", "replicas", "leader_elect"), [("single-replica", 1, "false"), ("ha", 2, "true")])
+@pytest.mark.parametrize(("overlay", "replicas", "leader_elect"), [("single-replica", 1, "true"), ("ha", 2, "true")])
 def test_controller_overlays_render_a_locked_down_deployment(
     gpu_east: Sandbox, overlay: str, replicas: int, leader_elect: str
 ) -> None:
