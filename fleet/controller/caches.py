@@ -137,6 +137,10 @@ class Cache:
             if result is not None:
                 await result
 
+    def renew_shapes(self) -> None:
+        """Keep in the shapes table only what the cached objects hold (``Shapes.renew``)."""
+        self.shapes.renew(o for key, store in self.objects.items() if key not in READ_ONLY for o in store.values())
+
     def size(self) -> int:
         """Objects held: bounded by the cluster's objects of the watched kinds, as an informer's store is."""
         return sum(len(objects) for objects in self.objects.values())

@@ -308,6 +308,7 @@ class Controller:
     async def _resync(self) -> None:
         while True:
             await anyio.sleep(self.options.resync)
+            self.cache.renew_shapes()  # shapes of objects gone or changed since the last period go
             heaps.sweep()  # the one full collection per period (see heaps)
             heaps.trim()
             self._frozen = heaps.frozen()  # walks the frozen list: not on every tick, nor at each scrape
@@ -382,6 +383,8 @@ class Controller:
                 self.queue.done(item.key)
                 heaps.settle()
                 heaps.trim()
+                if not self._frozen:  # until the first resync's sweep measures it
+                    self._frozen = heaps.frozen()
             if ok:
                 self.queue.forget(item.key)
             else:

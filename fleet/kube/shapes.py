@@ -23,6 +23,7 @@ do not accumulate over months; objects keep what they already share.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -37,6 +38,16 @@ class Shapes:
 
     def __len__(self) -> int:
         return len(self.table)
+
+    def renew(self, objects: Iterable[dict[str, Any]]) -> None:
+        """Forget every shape, then learn the ones ``objects`` hold: the table keeps what is live.
+
+        Shapes of objects that changed or went stay in the table until it is renewed (a commit
+        that relabels a template leaves its old labels behind); the controller renews it once per
+        resync from what its watch cache holds, so its size follows the cluster, not the churn."""
+        self.table = {}
+        for obj in objects:
+            self.share(obj)
 
     def share(self, obj: dict[str, Any]) -> dict[str, Any]:
         """``obj``, changed in place: its ``spec``, labels and managedFields' field sets are the shared copies."""

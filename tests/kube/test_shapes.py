@@ -71,3 +71,19 @@ def test_the_table_is_cleared_at_its_limit() -> None:
     assert len(shapes.table) <= 4
     again = shapes.share(_live("x", count=9))
     assert again["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 9
+
+
+def test_renewing_keeps_only_the_shapes_live_objects_hold() -> None:
+    shapes = Shapes()
+    kept = [shapes.share(_live(f"t{i}")) for i in range(3)]
+    for count in range(2, 12):  # each commit changes the template: a new spec shape, the old one left
+        shapes.share(_live("changing", count=count))
+    before = len(shapes)
+    shapes.renew(kept)
+    assert len(shapes) < before
+    assert len(shapes) == len(
+        {id(v) for o in kept for v in (o["spec"], o["metadata"]["labels"])}
+        | {id(e["fieldsV1"]) for o in kept for e in o["metadata"]["managedFields"]}
+    )
+    again = shapes.share(_live("t9"))
+    assert again["spec"] is kept[0]["spec"], "what live objects hold is still shared"
