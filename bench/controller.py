@@ -408,7 +408,7 @@ async def run(
                 "watch cache (live objects)": retained_mib(ctl.cache.objects, seen=seen),
                 "parsed repository and memos (LoadCache)": retained_mib(ctl.loads, seen=seen),
                 "plan of the enforced revision": retained_mib(ctl.good, seen=seen),
-                "unchanged-object memo (Settled)": retained_mib(ctl.settled, seen=seen),
+                "unchanged-object memo (Settled)": retained_mib(ctl.memory.settled, seen=seen),
             }
             print("  retained by the controller's long-lived parts (object sizes, no allocator overhead): "
                   + ", ".join(f"{k} {v:.0f} MiB" for k, v in parts_mib.items()))  # fmt: skip

@@ -5,7 +5,7 @@ the way the controller does on every poll: load the repository (with a
 ``pipelines.LoadCache`` kept between runs), connect, reconcile with prune, the live
 objects coming from watches the process keeps open (``Watched``, as the controller's
 cache: a reconcile lists only the ledger). The first run is cold (nothing cached),
-the second warm. The process keeps one ``diffs.Settled`` for all its runs too. Writes are counted by the API server
+the second warm. The process keeps one ``engine.Memory`` for all its runs too. Writes are counted by the API server
 (``apiserver_request_total``), requests by fleet's client.
 
 Part 2 (``--big``, default 100,000; 0 skips it): the fleet grows to that many objects
@@ -31,7 +31,7 @@ from common import result, sandbox
 from diff import CLUSTER, apply_all, fleetctl, server_counts, write_repo
 
 from fleet import engine, kube
-from fleet.engine import diffs, listings, pipelines, stages
+from fleet.engine import listings, pipelines, stages
 from fleet.kube.clients import WRITE_VERBS
 from fleet.sandbox import Sandbox, binaries
 from tests import servermetrics as metrics
@@ -79,7 +79,7 @@ class Watched:
 
 
 async def reconcile_once(
-    client: kube.Client, repo: Path, cache: pipelines.LoadCache, watched: Watched, settled: diffs.Settled
+    client: kube.Client, repo: Path, cache: pipelines.LoadCache, watched: Watched, memory: engine.Memory
 ) -> dict[str, float]:
     """One controller-style reconcile; its wall time split into load and engine, and its counts.
 
@@ -95,7 +95,7 @@ async def reconcile_once(
         plan=plan,
         options=engine.Options(concurrency=32, prune=True, health_timeout=300),
         prefetched=watched.prefetched(),
-        settled=settled,
+        memory=memory,
     )
     done = time.monotonic()
     assert not changes.failed, [e.error for e in changes.failed][:3]
@@ -118,15 +118,15 @@ def controller_runs(sb: Sandbox, repo: Path) -> tuple[dict[str, float], dict[str
         pipelines.tune_gc()
         cache = pipelines.LoadCache()
         watched = Watched()
-        settled = diffs.Settled()
+        memory = engine.Memory()
         client = await kube.connect(kubeconfig=str(sb.kubeconfig), timeout=60)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(watched.run, client)
                 await watched.ready.wait()
-                cold = await reconcile_once(client, repo, cache, watched, settled)
+                cold = await reconcile_once(client, repo, cache, watched, memory)
                 before = metrics.request_totals(await client.metrics())
-                warm = await reconcile_once(client, repo, cache, watched, settled)
+                warm = await reconcile_once(client, repo, cache, watched, memory)
                 after = metrics.request_totals(await client.metrics())
                 tg.cancel_scope.cancel()
         finally:
