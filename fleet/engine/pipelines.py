@@ -173,6 +173,9 @@ def _check_and_plan(
             )
             for name, value in done[1].items():
                 span.set_attribute(name, value)
+            refused = done[0].findings if done[0].plan is None else ()
+            if refused:
+                span.set_status(trace.StatusCode.ERROR, f"{refused[0].location} {refused[0].rule}")
             return done[0]
         # Only now, with no plan at hand: the repository's models, the policy checks and the
         # renderer (imports a process taking a stored plan does without).

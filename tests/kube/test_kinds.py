@@ -71,8 +71,8 @@ def test_public_surface_is_sorted_and_complete() -> None:
         "errors",
         "kinds",
         "leases",
-        "metrics",
         "retries",
         "shapes",
+        "timestamps",
         "watches",
     }
