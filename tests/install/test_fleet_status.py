@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -32,7 +31,7 @@ import yaml
 from fleet.sandbox import Sandbox, binaries, charts, clusters, credentials, profiles
 from fleet.sandbox.operators import StandInOperator
 from fleetctl.commands.demo import sandbox_overlay
-from tests import waits
+from tests import processes, waits
 from tests.controller.conftest import Remote, git
 from tests.install.test_in_cluster import free_port
 from tests.operator.conftest import UPSTREAM
@@ -89,12 +88,7 @@ def controller(
     try:
         yield log
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+        processes.stop(proc)
 
 
 def ready_of(sb: Sandbox, cluster: str) -> tuple[str, str, str]:

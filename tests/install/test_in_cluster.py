@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import pytest
 import yaml
 
 from fleet.sandbox import Sandbox
+from tests import processes
 from tests.controller.conftest import Remote, git
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
@@ -119,13 +119,7 @@ def test_the_installed_controller_reconciles_the_example_as_its_service_account(
         printed = gpu_east.kubectl("get", "fleetsyncs").stdout
         assert "gpu-east" in printed and revision in printed and "True" in printed
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
+        processes.stop(proc)
 
 
 @pytest.mark.parametrize(("overlay", "replicas", "leader_elect"), [("single-replica", 1, "true"), ("ha", 2, "true")])

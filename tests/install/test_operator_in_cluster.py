@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ import pytest
 from fleet import helm
 from fleet.sandbox import Sandbox, credentials
 from fleet.sandbox.operators import StandInOperator
+from tests import processes
 from tests.conftest import NAMESPACE, RELEASE, Kubectl
 from tests.controller.conftest import Remote
 from tests.install.test_in_cluster import free_port
@@ -172,13 +172,7 @@ def test_the_installed_controller_runs_the_operator_stage_with_the_overlay_only(
                 assert can.stdout.strip() == "no", ns
             assert "Traceback" not in log.read_text(), log.read_text()[-4000:]
         finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(timeout=30)
+            processes.stop(proc)
 
 
 def _history(settings: helm.Settings) -> list[dict[str, Any]] | None:

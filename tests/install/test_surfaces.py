@@ -51,7 +51,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from fleet.sandbox import Sandbox, binaries, charts, credentials
 from fleet.sandbox.operators import StandInOperator
 from fleetctl.commands.demo import sandbox_overlay
-from tests import waits
+from tests import processes, waits
 from tests.hosts.apis import StatusAPI
 from tests.install.test_in_cluster import free_port
 from tests.operator.conftest import UPSTREAM
@@ -149,13 +149,7 @@ def controller(sandbox: Sandbox, tmp_path: Path, name: str, **settings: str) -> 
     try:
         yield Running(proc=proc, log=log, port=port)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
+        processes.stop(proc)
 
 
 def fleetsync(sandbox: Sandbox) -> dict[str, object]:

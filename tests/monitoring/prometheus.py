@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 import urllib.parse
@@ -29,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import processes
 from tests.install.test_in_cluster import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,13 +102,7 @@ def running(*, directory: Path, targets: list[str], rule_files: list[Path]) -> I
             time.sleep(0.2)
         yield url
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
+        processes.stop(proc)
 
 
 def _ready(url: str) -> bool:
