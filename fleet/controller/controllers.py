@@ -224,8 +224,6 @@ class Controller:
         sizes["stuck_announced"] = len(self._stuck)
         sizes["repairs"] = len(self.report.repairs)
         sizes["heaps"] = self._frozen
-        if self.store is not None:
-            sizes["plans_on_disk"] = len(self.store)
         if self.poster is not None:
             sizes["commit_statuses"] = self.poster.size()
         return sizes

@@ -93,13 +93,6 @@ class PlanCache:
             h.update(len(part).to_bytes(4, "big") + part)
         return h.hexdigest()
 
-    def __len__(self) -> int:
-        """Plans stored (at most ``keep``)."""
-        try:
-            return sum(1 for _ in self.directory.glob("*" + SUFFIX))
-        except OSError:
-            return 0
-
     def get(self, key: str) -> plans.Plan | None:
         """The plan stored under ``key``, or None: missing, unreadable, not a plan, or an unsafe directory."""
         if not self._trusted():

@@ -31,6 +31,7 @@ import pytest
 from fleet.sandbox import Sandbox, credentials
 from fleet.sandbox.operators import StandInOperator
 from fleetctl.commands.demo import sandbox_overlay
+from tests import waits
 from tests.install import pods
 from tests.operator.conftest import UPSTREAM
 from tests.source.gitservers import Upstream, daemon, free_port
@@ -138,14 +139,9 @@ def test_a_place_the_controller_cannot_run_in_is_one_error_in_the_container(
     assert lines[1].startswith("  hint: ") and "Traceback" not in proc.stderr
 
 
-def wait_for(check: Callable[[], Any], *, within: float, what: str, pod: pods.Pod) -> float:
-    """Poll ``check`` until truthy, failing with the container's log; seconds taken."""
-    start = time.monotonic()
-    while time.monotonic() - start < within:
-        if check():
-            return time.monotonic() - start
-        time.sleep(0.5)
-    raise AssertionError(f"not within {within:g}s: {what}\n{pod.state()}\n{pod.logs()[-6000:]}")
+def wait_for(check: Callable[[], Any], *, within: float, what: str, pod: pods.Pod) -> Any:
+    """``waits.wait_for``, failing with the container's state and log."""
+    return waits.wait_for(check, within=within, what=what, details=lambda: f"{pod.state()}\n{pod.logs()[-6000:]}")
 
 
 def fleetsync(sandbox: Sandbox) -> dict[str, Any]:

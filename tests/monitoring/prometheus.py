@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -28,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import processes
+from tests import processes, waits
 from tests.install.test_in_cluster import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,11 +94,12 @@ def running(*, directory: Path, targets: list[str], rule_files: list[Path]) -> I
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while not _ready(url):
+
+        def ready() -> bool:
             assert proc.poll() is None, f"prometheus exited {proc.returncode}:\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"prometheus not ready within 60s:\n{log.read_text()[-3000:]}"
-            time.sleep(0.2)
+            return _ready(url)
+
+        waits.wait_for(ready, within=60, what="prometheus ready", details=lambda: log.read_text()[-3000:])
         yield url
     finally:
         processes.stop(proc)

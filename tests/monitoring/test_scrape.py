@@ -23,7 +23,6 @@ import hmac
 import json
 import math
 import re
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -189,13 +188,12 @@ def test_every_dashboard_panel_has_data_after_the_demo_flow(observed: Observed) 
     assert len({title for title, _ in queries}) == len(json.loads(DASHBOARD.read_text())["panels"])
     for title, expr in queries:
         # The last changes reach Prometheus with its next scrape and rule evaluation: poll.
-        deadline = time.monotonic() + 30
-        while True:
-            result = query(observed.prometheus_url, expr)
-            if any(not math.isnan(float(s["value"][1])) for s in result):
-                break
-            assert time.monotonic() < deadline, f"panel {title!r}: {expr} returns no number: {result}"
-            time.sleep(0.5)
+        wait_for(
+            lambda expr=expr: any(not math.isnan(float(s["value"][1])) for s in query(observed.prometheus_url, expr)),
+            within=30,
+            what=f"panel {title!r}: {expr} returns a number",
+            details=lambda expr=expr: str(query(observed.prometheus_url, expr)),
+        )
 
 
 def test_the_status_gauges_say_what_the_fleetsync_says(observed: Observed, sandbox: Sandbox) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import http.server
 import logging
 import threading
-import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 
@@ -21,16 +20,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from fleet.errors import FleetError
 from fleet.sandbox import processes
 from fleet.telemetry import exporters, tracing
+from tests import waits
 
 QUEUE = 256
-
-
-def until(check: Callable[[], object], *, within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {within:g}s: {what}")
-        time.sleep(0.05)
 
 
 def batch_processor(provider: TracerProvider) -> BatchSpanProcessor:
@@ -105,7 +97,7 @@ def test_a_collector_down_is_one_warning_and_the_queue_stays_bounded(
                     pass
                 peak = max(peak, len(queue))
             held.append(tracemalloc.get_traced_memory()[0])
-        until(lambda: guarded.dropped >= 2 * 64, within=60, what="batches tried and dropped")
+        waits.wait_for(lambda: guarded.dropped >= 2 * 64, within=60, what="batches tried and dropped")
     finally:
         tracemalloc.stop()
         guarded.abort()  # what is still queued fails at once instead of retrying for 3 s a batch
