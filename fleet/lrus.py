@@ -34,6 +34,14 @@ class LRU(MutableMapping[K, V]):
         self._data.move_to_end(key)
         return value
 
+    def get(self, key: K, default: V | None = None) -> V | None:  # type: ignore[override]
+        """The value (made the most recent), or ``default``: one lookup, no exception."""
+        data = self._data
+        if key not in data:
+            return default
+        data.move_to_end(key)
+        return data[key]
+
     def __setitem__(self, key: K, value: V) -> None:
         self._data[key] = value
         self._data.move_to_end(key)

@@ -475,6 +475,7 @@ class Controller:
                     revision=checkout.revision,
                     cache=self.loads,
                     store=self.store,
+                    changed=getattr(checkout, "changed", None),  # a source that does not diff has none
                 )
             )
         except FleetError as err:

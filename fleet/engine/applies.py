@@ -108,6 +108,8 @@ class Sync:
     """Objects fleet may not write (not its own, not to be adopted; Nodes two pools select), by key."""
     _operator_run: operators.Stage | None = field(init=False, default=None)
     """The operator stage, prepared (chart fetched and rendered) before the first write."""
+    _live_freezes: dict[str, drifts.Freeze] = field(init=False, default_factory=dict)
+    """The live objects a person froze, by key (``drifts.live_freezes`` of what ``start`` listed)."""
 
     def __post_init__(self) -> None:
         self.changes = ChangeSet(cluster=self.plan.cluster, revision=self.plan.revision)
@@ -147,6 +149,7 @@ class Sync:
             self.live = await listings.live_index(client=self.client, kinds=kinds - done)
             if self.prefetched:
                 self.live.update(self.prefetched.live)
+        self._live_freezes = drifts.live_freezes(self.live)
         self.steps = [s.name for s in stages.STAGES] + ["prune", "record"]
         refused = adoptions.conflicts(
             desired=self.plan.objects, live=self.live, ledger=self.ledger.entries, cluster=self.plan.cluster
@@ -194,7 +197,7 @@ class Sync:
 
     def _freeze(self, d: plans.Desired) -> drifts.Freeze | None:
         """A person's freeze on the live object (it wins), else the manifest's drift annotation."""
-        found = drifts.live_freeze(self.live.get(d.ref.key))
+        found = self._live_freezes.get(d.ref.key)
         if found is None and d.freeze:
             found = drifts.Freeze(mode=d.freeze, by="git", source=d.source)
         return found
@@ -208,7 +211,7 @@ class Sync:
             if found is not None:
                 out[d.ref.key] = (d.ref, found)
         for key, entry in self.ledger.entries.items():
-            live_freeze = drifts.live_freeze(self.live.get(key)) if key not in out else None
+            live_freeze = self._live_freezes.get(key) if key not in out else None
             if live_freeze is not None:
                 out[key] = (Ref.from_key(key, version=entry.api_version.rpartition("/")[2]), live_freeze)
         return [out[k] for k in sorted(out)]

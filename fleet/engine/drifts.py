@@ -26,7 +26,7 @@ reported or ignored, and commits to the object still apply.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,6 +135,19 @@ def live_freeze(live: dict[str, Any] | None) -> Freeze | None:
     return Freeze(mode=mode, by=by, since=since)
 
 
+def live_freezes(live: Mapping[str, dict[str, Any]]) -> dict[str, Freeze]:
+    """Every listed object a person froze, by key: one pass that reads only the annotations, so
+    a run asks a dict, not each of its objects, whether it is frozen."""
+    out: dict[str, Freeze] = {}
+    for key, obj in live.items():
+        annotations = (obj.get("metadata") or {}).get("annotations")
+        if annotations and ownership.DRIFT in annotations:
+            found = live_freeze(obj)
+            if found is not None:
+                out[key] = found
+    return out
+
+
 def annotation_writer(live: dict[str, Any], key: str) -> tuple[str, str]:
     """(manager, time) of the managedFields entry that owns annotation ``key`` ("" when none does)."""
     for entry in (live.get("metadata") or {}).get("managedFields") or ():
@@ -178,6 +191,7 @@ __all__ = [
     "annotation_writer",
     "field_text",
     "live_freeze",
+    "live_freezes",
     "managers",
     "repairs",
 ]

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from opentelemetry import trace
@@ -39,10 +39,13 @@ from fleet.errors import FleetError
 from fleet.manifests.caches import ParseCache, TreeCache
 from fleet.manifests.findings import Finding
 from fleet.manifests.limits import Limits
-from fleet.manifests.trees import loadable, read_tree
+from fleet.manifests.trees import loadable, read_changed, read_tree
 from fleet.manifests.yamls import parse
 from fleet.source import revision_id
 from fleet.telemetry import tracing
+
+if TYPE_CHECKING:
+    from fleet.source import Changed
 
 
 def tune_gc() -> None:
@@ -95,6 +98,9 @@ class LoadCache:
     """What a long-running process (the controller) keeps between loads of one repository.
 
     ``tree``: a file whose stat did not change is not read again (``fleet.manifests.TreeCache``).
+    ``last``: the files read at the last revision, from which the next revision's are made by
+    reading only what git says changed (``fleet.source.Changed``): a commit's read does not
+    walk the whole tree. ``digests``: each file's hash for the plan store's key, per content.
     ``parsed``: each file is parsed once per content (``fleet.manifests.ParseCache``).
     ``increments``: the last check, from which the next is made by redoing only what the changed
     files reach (``fleet.engine.increments``); an unchanged repository at the same revision gets
@@ -105,16 +111,60 @@ class LoadCache:
     tree: TreeCache = field(default_factory=TreeCache)
     increments: Any = None
     """A ``fleet.engine.increments.Increments`` once a load made one (imported with the models)."""
+    last: tuple[str, dict[str, bytes]] | None = None
+    digests: dict[str, tuple[bytes, bytes]] = field(default_factory=dict)
+    whole_reads: int = 0
+    changed_reads: int = 0
 
     def sizes(self) -> dict[str, int]:
         """Entries per cache, for ``fleet_cache_entries``."""
-        return {"tree": len(self.tree), "parsed": len(self.parsed), "increments": len(self.increments or ())}
+        return {
+            "tree": len(self.tree),
+            "parsed": len(self.parsed),
+            "increments": len(self.increments or ()),
+            "last": len(self.last[1]) if self.last else 0,
+            "digests": len(self.digests),
+        }
 
 
-def _digest(files: dict[str, bytes]) -> bytes:
+def _read(
+    repo: Path, *, cache: LoadCache | None, revision: str | None, changed: Changed | None
+) -> tuple[dict[str, bytes], list[Finding]]:
+    """The checkout's files and the findings about files not read: only the changed files when the
+    cache holds the files of the commit ``changed`` is relative to, else the whole tree."""
+    if cache is None:
+        return read_tree(repo, limits=Limits())
+    last = cache.last
+    span = trace.get_current_span()
+    if changed is not None and revision and last is not None and last[0] == changed.since:
+        files = read_changed(repo, files=last[1], paths=changed.paths, limits=Limits())
+        if files is not None:
+            cache.last = (revision, files)
+            cache.changed_reads += 1
+            span.set_attribute("fleet.read", f"{len(changed.paths)} changed")
+            return files, []
+    cache.tree.begin(now=time.time())
+    files, problems = read_tree(repo, limits=Limits(), cache=cache.tree)
+    cache.whole_reads += 1
+    span.set_attribute("fleet.read", "tree")
+    cache.last = (revision, files) if revision and not problems and not cache.tree.linked else None
+    return files, problems
+
+
+def _digest(files: dict[str, bytes], *, memo: dict[str, tuple[bytes, bytes]] | None = None) -> bytes:
+    """A hash of the files' names and contents; ``memo`` keeps each file's hash per content object."""
     h = hashlib.blake2b(digest_size=20)
     for name in sorted(files):
-        h.update(os.fsencode(name) + b"\0" + hashlib.blake2b(files[name], digest_size=16).digest())
+        content = files[name]
+        found = memo.get(name) if memo is not None else None
+        if found is None or found[0] is not content:
+            found = (content, hashlib.blake2b(content, digest_size=16).digest())
+            if memo is not None:
+                memo[name] = found
+        h.update(os.fsencode(name) + b"\0" + found[1])
+    if memo is not None and len(memo) > len(files):
+        for name in [n for n in memo if n not in files]:
+            del memo[name]
     return h.digest()
 
 
@@ -134,6 +184,7 @@ def check_and_plan(
     revision: str | None = None,
     cache: LoadCache | None = None,
     store: plancaches.PlanCache | None = None,
+    changed: Changed | None = None,
 ) -> Checked:
     """Validate ``repo`` for ``cluster`` and plan it if it validates (CPU work: run it in a thread).
 
@@ -143,26 +194,32 @@ def check_and_plan(
     repository is not validated or planned again; the cached manifests' position maps
     are released once the load is checked (``ParseCache.release``). With a ``store``,
     a plan another process made of the same content is taken from disk, and a plan
-    made here is put there (``fleet.engine.plancaches``).
+    made here is put there (``fleet.engine.plancaches``). ``changed`` (the git source's, with
+    ``revision`` and a ``cache``) lets the read skip the files that did not change.
     """
-    return _check_and_plan(repo, cluster=cluster, revision=revision, cache=cache, store=store)
+    return _check_and_plan(repo, cluster=cluster, revision=revision, cache=cache, store=store, changed=changed)
 
 
 def _check_and_plan(
-    repo: Path, *, cluster: str, revision: str | None, cache: LoadCache | None, store: plancaches.PlanCache | None
+    repo: Path,
+    *,
+    cluster: str,
+    revision: str | None,
+    cache: LoadCache | None,
+    store: plancaches.PlanCache | None,
+    changed: Changed | None = None,
 ) -> Checked:
     require_checkout(repo)
     tracer = tracing.tracer()
     attributes = {tracing.CLUSTER: cluster} | ({tracing.REVISION: revision} if revision else {})
     with tracer.start_as_current_span("validate", attributes=attributes) as span:
-        if cache is not None:
-            cache.tree.begin(now=time.time())
-        files, problems = read_tree(repo, limits=Limits(), cache=cache.tree if cache else None)
+        files, problems = _read(repo, cache=cache, revision=revision, changed=changed)
         sha = ""
         key = ""
         if store is not None and not problems:
             sha = revision or revision_id(repo, files=files, loadable=loadable)  # git: a worker thread
-            key = store.key(digest=_digest(files), cluster=cluster, revision=sha)
+            digest = _digest(files, memo=cache.digests if cache is not None else None)
+            key = store.key(digest=digest, cluster=cluster, revision=sha)
             stored = store.get(key)
             if stored is not None:
                 span.set_attribute("fleet.cached", "disk")

@@ -110,6 +110,9 @@ class TreeCache:
     generation: int = 0
     reads: int = 0
     reused: int = 0
+    linked: bool = False
+    """The last read met a symlink: a tree read again only where git says it changed
+    (``trees.read_changed``) could miss a change of the link's target."""
 
     def begin(self, *, now: float) -> None:
         self.now = now

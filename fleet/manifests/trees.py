@@ -12,6 +12,8 @@ the cap. Hidden files and directories (``.git``, ``.github``,
 from __future__ import annotations
 
 import os
+import stat
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -44,6 +46,7 @@ def read_tree(root: Path, *, limits: Limits, cache: TreeCache | None = None) -> 
     files: dict[str, bytes] = {}
     findings: list[Finding] = []
     base = str(root)
+    linked = False
 
     def walk(directory: str, rel_dir: str) -> bool:
         """Read ``directory``; False once the file cap is reached (stop everything)."""
@@ -59,8 +62,12 @@ def read_tree(root: Path, *, limits: Limits, cache: TreeCache | None = None) -> 
                 subdirs.append(entry)
             elif not entry.is_dir(follow_symlinks=True):
                 names.append(entry)
+        nonlocal linked
         for entry in [*subdirs, *names]:
-            if entry.is_symlink() and not _inside(Path(entry.path).resolve(), root):
+            if not entry.is_symlink():
+                continue
+            linked = True
+            if not _inside(Path(entry.path).resolve(), root):
                 rel = rel_dir + entry.name
                 findings.append(
                     Finding(
@@ -120,8 +127,40 @@ def read_tree(root: Path, *, limits: Limits, cache: TreeCache | None = None) -> 
 
     walk(base, "")
     if cache is not None:
+        cache.linked = linked
         cache.sweep()
     return files, findings
+
+
+def read_changed(
+    root: Path, *, files: Mapping[str, bytes], paths: Iterable[str], limits: Limits
+) -> dict[str, bytes] | None:
+    """What ``read_tree`` would read now, from what it read at an earlier commit (``files``) and the
+    paths git says changed since (``paths``): only those are read again. None where only a whole
+    read can tell, with its findings: a changed path that is a symlink or a directory now, a file
+    over the size cap, more files than the cap. The caller makes sure ``files`` held no symlink's
+    content (``TreeCache.linked``): a link's target can change while the link does not."""
+    base = str(root.resolve())
+    out = dict(files)
+    for rel in paths:
+        if not loadable(rel):
+            continue
+        path = os.path.join(base, rel)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            out.pop(rel, None)
+            continue
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limits.max_file_bytes:
+            return None
+        try:
+            with open(path, "rb") as handle:
+                out[rel] = _read_capped(handle, st.st_size, limits.max_file_bytes)
+        except OSError:
+            return None
+    return out if len(out) <= limits.max_files else None
 
 
 def read_revision(root: Path, *, limits: Limits | None = None) -> Revision:
@@ -152,4 +191,4 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-__all__ = ["SUFFIXES", "loadable", "read_revision", "read_tree"]
+__all__ = ["SUFFIXES", "loadable", "read_changed", "read_revision", "read_tree"]

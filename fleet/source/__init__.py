@@ -24,13 +24,14 @@ from fleet.source.credentials import Credentials
 from fleet.source.errors import PathNotFound, RefNotFound, SourceError, TooLarge, Unauthorized, Unreachable
 
 if TYPE_CHECKING:
-    from fleet.source.sources import Checkout, GitSource
+    from fleet.source.sources import Changed, Checkout, GitSource
 
 # The git source is imported on first use (PEP 562): it imports GitPython, which a
 # fleetctl command, needing only ``revision_id``, never uses.
-__getattr__ = exports.lazy(__name__, {"sources": "Checkout GitSource"})
+__getattr__ = exports.lazy(__name__, {"sources": "Changed Checkout GitSource"})
 
 __all__ = [
+    "Changed",
     "Checkout",
     "Credentials",
     "GitSource",

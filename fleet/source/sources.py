@@ -104,6 +104,15 @@ PACK_LIMIT = 20
 
 
 @dataclass(frozen=True)
+class Changed:
+    """The files (relative to the source's ``path``) that differ between two commits, as git says."""
+
+    since: str
+    """The earlier commit: the last one this source checked out before."""
+    paths: frozenset[str]
+
+
+@dataclass(frozen=True)
 class Checkout:
     """One fetched revision, checked out in a directory of its own that does not change."""
 
@@ -116,6 +125,9 @@ class Checkout:
     fetched_in: trace.SpanContext | None = None
     """The ``git fetch`` span that brought it: the controller continues that trace while it
     applies (or refuses) the revision, so one trace tells what happened to the commit."""
+    changed: Changed | None = None
+    """What changed since the checkout before (None for the first, or when git could not tell):
+    a reader that kept that checkout's files re-reads only these (``trees.read_changed``)."""
 
 
 class GitSource:
@@ -155,6 +167,8 @@ class GitSource:
         self._checkouts = cache_dir / "checkouts"
         self._shallow = True
         self._lock = anyio.Lock()
+        self._last: str | None = None
+        """The commit the last ``sync`` returned."""
 
     async def sync(self, *, collect: bool = True) -> Checkout:
         """Fetch the newest commit of the ref and check it out; raises ``SourceError``.
@@ -234,9 +248,11 @@ class GitSource:
                     hint="check the source's path setting against the repository layout at that commit",
                 )
             self._forget_old(current=sha)
+            changed = self._changed(since=self._last, sha=sha, deadline=deadline)
             if collect:
                 self._collect(deadline=deadline)
-            return Checkout(revision=sha, path=target, fetched_at=time.time())
+            self._last = sha
+            return Checkout(revision=sha, path=target, fetched_at=time.time(), changed=changed)
         finally:
             done.set()
 
@@ -245,6 +261,26 @@ class GitSource:
         self._fetch(repo, env=env, deadline=deadline, stop=stop)
         sha = self._git(repo, ["rev-parse", "--verify", f"{TARGET}^{{commit}}"], deadline=deadline).strip()
         return sha, self._checkout(repo, sha=sha, deadline=deadline)
+
+    def _changed(self, *, since: str | None, sha: str, deadline: float) -> Changed | None:
+        """The loadable paths under ``path`` that differ between ``since`` and ``sha``: one ``git
+        diff-tree`` of two trees the cache repository holds. None when it cannot say (the earlier
+        commit was collected, a name git cannot give as text): the reader then reads the whole tree."""
+        if since is None:
+            return None
+        if since == sha:
+            return Changed(since=since, paths=frozenset())
+        prefix = f"{self.path.strip('/')}/" if self.path.strip("/") else ""
+        args = ["diff-tree", "-r", "-z", "--name-only", "--no-renames", since, sha]
+        try:
+            out = self._git(git.Repo(self._git_dir), [*args, "--", prefix] if prefix else args, deadline=deadline)
+        except (errors.SourceError, git.GitError) as err:
+            logger.debug("%s: git diff-tree %s %s failed, the whole tree is read: %s", self.where, since, sha, err)
+            return None
+        names = [name for name in out.split("\0") if name]
+        if any("\ufffd" in name for name in names):
+            return None
+        return Changed(since=since, paths=frozenset(n[len(prefix) :] for n in names if n.startswith(prefix)))
 
     def _repo(self) -> git.Repo:
         if (self._git_dir / "HEAD").exists():
@@ -574,4 +610,4 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-__all__ = ["TARGET", "Checkout", "GitSource"]
+__all__ = ["TARGET", "Changed", "Checkout", "GitSource"]

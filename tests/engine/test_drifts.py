@@ -125,6 +125,15 @@ def test_a_live_freeze_says_who_set_it_and_when() -> None:
     assert drifts.live_freeze(live) is None
 
 
+def test_a_listing_s_freezes_are_its_frozen_objects_alone() -> None:
+    frozen, enforced, plain, bare = _live(GIT), _live(GIT), _live(GIT), {"kind": "Node"}
+    frozen["metadata"]["annotations"][ownership.DRIFT] = "ignore"
+    enforced["metadata"]["annotations"][ownership.DRIFT] = "enforce"
+    listing = {"a": frozen, "b": enforced, "c": plain, "d": bare}
+    assert drifts.live_freezes(listing) == {"a": drifts.live_freeze(frozen)}
+    assert drifts.live_freezes(listing)["a"].mode == "ignore"
+
+
 def test_a_frozen_object_is_not_pruned_and_its_freeze_survives_a_release() -> None:
     live = _live(GIT)
     live["metadata"]["annotations"][ownership.DRIFT] = "ignore"

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
+
+import pytest
 
 from fleet.engine.ownership import ADOPT, APPLIED
 from fleet.engine.pipelines import Checked, LoadCache, check_and_plan, load_plan
 from fleet.manifests import Limits, load_revision, read_tree
 from fleet.policy import validate
+from fleet.source import GitSource
 from tests.apply.repos import Repo
+from tests.source.gitservers import Upstream
 
 
 def test_unchanged_repository_returns_the_same_plan(tmp_path: Path) -> None:
@@ -111,3 +116,65 @@ def test_a_valid_repository_is_checked_without_making_positions(tmp_path: Path) 
     checked = check_and_plan(repo.write(), cluster=repo.cluster)
     over = [f for f in checked.findings if f.rule == "team-quota" and f.location.file.endswith("a.yaml")]
     assert over and all(f.location.line > 1 for f in over), checked.findings
+
+
+@pytest.mark.anyio
+async def test_a_commit_read_from_what_git_says_changed_equals_a_whole_read(tmp_path: Path) -> None:
+    """The controller reads only the files a commit changed (``Checkout.changed``): after every commit
+    of a random sequence (edits, additions, deletions, a file over the size cap, a symlink), the
+    warm check equals a cold one, and only a tree git cannot vouch for is walked again."""
+    upstream = Upstream(tmp_path / "upstream")
+    repo = Repo(root=tmp_path / "repo")
+    repo.team("ml", namespaces=["ml", "ml-b"], group="ml-research", quota=64)
+    for i in range(12):
+        repo.claim_template("ml", f"c{i}", count=1)
+
+    def publish(extra: dict[str, str | bytes | None] | None = None) -> None:
+        root = repo.write()
+        files: dict[str, str | bytes | None] = {f"fleet/{k}": v for k, v in read_tree(root, limits=Limits())[0].items()}
+        known = {p.relative_to(upstream.work).as_posix() for p in (upstream.work / "fleet").rglob("*.yaml")}
+        files |= {p: None for p in known if p not in files and not (upstream.work / p).is_symlink()}
+        upstream.commit(files | (extra or {}))
+
+    src = GitSource(url=upstream.url, ref="main", path="fleet", cache_dir=tmp_path / "cache", timeout=30.0)
+    cache = LoadCache()
+    rng = random.Random(31)
+    publish()
+    script = ["edit", "add", "delete", "quota", "delete", "big", "edit", "link", "edit", "unlink", "add", "delete"]
+    vouched_before = False
+    for step, action in enumerate([*script, "edit", ""]):
+        checkout = await src.sync()
+        whole, changed = cache.whole_reads, cache.changed_reads
+        warm = check_and_plan(
+            checkout.path, cluster=repo.cluster, revision=checkout.revision, cache=cache, changed=checkout.changed
+        )
+        cold = check_and_plan(checkout.path, cluster=repo.cluster, revision=checkout.revision)
+        assert (warm.findings, warm.plan) == (cold.findings, cold.plan), f"step {step}"
+        # A symlink or a file over the cap: a whole read (with its findings), and the next one too.
+        cap = Limits().max_file_bytes
+        vouched = not any(p.is_symlink() or p.stat().st_size > cap for p in checkout.path.rglob("*"))
+        if vouched and vouched_before:
+            assert (cache.whole_reads, cache.changed_reads) == (whole, changed + 1), f"step {step}: read whole"
+        else:
+            assert cache.whole_reads == whole + 1, f"step {step}: a tree git cannot vouch for is read whole"
+        vouched_before = vouched
+        names = sorted(k.split("/", 1)[1] for k in repo.claims if k.startswith("ml/"))
+        extra: dict[str, str | bytes | None] = {}
+        if action == "link":
+            (upstream.work / "fleet" / "linked.yaml").symlink_to("teams/ml/c1.yaml")
+        elif action == "unlink":
+            extra = {"fleet/linked.yaml": None}
+        elif action == "big":
+            extra = {"fleet/teams/ml/huge.yaml": "a: " + "x" * (Limits().max_file_bytes + 10) + "\n"}
+        elif action == "quota":
+            repo.teams["ml"].quota = 1  # a Team's file: the claims overrun it
+        elif action == "delete":
+            del repo.claims[f"ml/{rng.choice(names)}"]
+        elif action == "add":
+            repo.claim_template("ml", f"n{step}", count=1)
+        elif action == "edit":
+            repo.teams["ml"].quota = 64
+            repo.claim_template("ml", rng.choice(names), count=rng.choice([1, 2]))
+        if action:
+            publish(extra)
+    assert cache.changed_reads >= 7, "most commits were read from what git said changed"

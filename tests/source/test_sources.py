@@ -390,3 +390,26 @@ async def test_a_sync_without_collect_leaves_the_repack_to_collect(
 def has_object(git_dir: Path, sha: str) -> bool:
     probe = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", sha], capture_output=True, check=False)
     return probe.returncode == 0
+
+
+async def test_each_sync_says_which_files_changed_since_the_one_before(upstream: Upstream, cache_dir: Path) -> None:
+    src = source(upstream.url, cache_dir)  # path "fleet": names are relative to it, others left out
+    upstream.commit({"fleet/a.yaml": "a: 1\n", "fleet/t/b.yaml": "b: 1\n"})
+    first = await src.sync()
+    assert first.changed is None, "nothing to compare the first checkout with"
+    upstream.commit({"fleet/a.yaml": None, "fleet/t/b.yaml": "b: 2\n", "fleet/t/c.yaml": "c: 1\n", "README.md": "x\n"})
+    second = await src.sync()
+    assert second.changed == sources.Changed(since=first.revision, paths=frozenset({"a.yaml", "t/b.yaml", "t/c.yaml"}))
+    again = await src.sync()
+    assert again.revision == second.revision
+    assert again.changed == sources.Changed(since=second.revision, paths=frozenset())
+
+
+async def test_changed_is_none_when_the_earlier_commit_is_gone(upstream: Upstream, cache_dir: Path) -> None:
+    src = source(upstream.url, cache_dir)
+    upstream.commit({"fleet/a.yaml": "a: 1\n"})
+    await src.sync()
+    upstream.commit({"fleet/a.yaml": "a: 2\n"})
+    src._last = "0" * 40  # as after a repack dropped the commit before (shallow history, rewritten)
+    second = await src.sync()
+    assert second.changed is None, "git could not compare: the reader reads the whole tree"
