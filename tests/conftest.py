@@ -28,10 +28,24 @@ from typing import Any
 import pytest
 
 from fleet import helm, kube
-from fleet.sandbox import Sandbox, binaries, charts, clusters, credentials
+from fleet.sandbox import Sandbox, binaries, charts, clusters, credentials, jaegers
 from tests import paths
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+EXTRAS = ("gitea", "jaeger", "image")
+"""What ``./dev test`` builds in the background while the suite runs, in its order."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``extras("gitea"|"jaeger"|"image")`` run last, in the order those are built."""
+
+    def rank(item: pytest.Item) -> int:
+        marker = item.get_closest_marker("extras")
+        return -1 if marker is None else EXTRAS.index(marker.args[0])
+
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")
@@ -55,6 +69,16 @@ def plan_cache_dir(tmp_path_factory: pytest.TempPathFactory, binaries_cache: Pat
         for entry in binaries_cache.iterdir():
             if entry.is_dir() and entry.name != "plans" and (entry / ".complete").exists():
                 (directory / entry.name).symlink_to(entry)
+    # Gitea and Jaeger may still be building (``./dev test`` builds them in the background while
+    # the suite runs): their folders and the build lock are linked before they exist, so a test
+    # that needs one waits for that build on the lock, then finds its result, rather than
+    # building it again in here.
+    binaries_cache.mkdir(parents=True, exist_ok=True)
+    (binaries_cache / ".build.lock").touch()
+    for name in (".build.lock", binaries.gitea_dir().name, jaegers.cache_dir().name):
+        link = directory / name
+        if not link.is_symlink():
+            link.symlink_to(binaries_cache / name)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("FLEET_CACHE_DIR", str(directory))
         yield directory

@@ -92,13 +92,13 @@ class Gitea:
     static_root: Path
 
 
-def _gitea_dir() -> Path:
+def gitea_dir() -> Path:
     return cache_root() / f"gitea-{versions.GITEA}"
 
 
 def locate_gitea() -> Gitea | None:
     """Gitea if it is built for the pinned version, else None."""
-    root = _gitea_dir()
+    root = gitea_dir()
     if not (root / ".complete").exists():
         return None
     return Gitea(binary=root / "bin" / "gitea", static_root=root / "src")
@@ -178,38 +178,38 @@ def _go_env(gobin: Path | None = None) -> dict[str, str]:
 
 
 def build(*, progress: Progress = _stderr, force: bool = False) -> tuple[Binaries, dict[str, float]]:
-    """Build whatever is missing for the pinned versions and return the binaries and step timings.
+    """Build whatever every sandbox needs (the control plane, KWOK, Helm) and is missing for the
+    pinned versions; return the binaries and step timings. Gitea is ``build_gitea``.
 
-    Builders on one machine (two test runs, a test run and ``./dev demo``) take turns on
-    an exclusive lock of the cache: each stages into the same ``.partial`` folders, and a
+    Builders on one machine (two test runs, a test run and ``./dev demo``, ``./dev test``'s
+    background build of Gitea and Jaeger and a test that needs them) take turns on an
+    exclusive lock of the cache: each stages into the same ``.partial`` folders, and a
     second builder arriving while the first works waits for it, then finds its result.
     """
     found = None if force else locate()
-    if found is not None and locate_gitea() is not None:
+    if found is not None:
         return found, {}
     with _build_lock(progress):
-        found, timings = _build(progress=progress, force=force)
+        return _build(progress=progress, force=force)
+
+
+def build_gitea(*, progress: Progress = _stderr, force: bool = False) -> tuple[Gitea, dict[str, float]]:
+    """Gitea for the pinned version, built if it is not in the cache yet (or ``force``); its step's timing."""
+    found = None if force else locate_gitea()
+    if found is not None:
+        return found, {}
+    timings: dict[str, float] = {}
+    with _build_lock(progress):
         if force or locate_gitea() is None:
             timings["gitea"] = _build_gitea(progress=progress)
-        return found, timings
-
-
-def build_gitea(*, progress: Progress = _stderr) -> Gitea:
-    """Gitea for the pinned version, built if it is not in the cache yet."""
-    found = locate_gitea()
-    if found is not None:
-        return found
-    with _build_lock(progress):
-        if locate_gitea() is None:
-            _build_gitea(progress=progress)
     built = locate_gitea()
     assert built is not None  # _build_gitea wrote the marker or raised
-    return built
+    return built, timings
 
 
 def _build_gitea(*, progress: Progress) -> float:
     """Download the module, copy it somewhere writable, ``go build`` inside it; seconds taken."""
-    root = _gitea_dir()
+    root = gitea_dir()
     staging = root.with_name(root.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "bin").mkdir(parents=True)
@@ -338,4 +338,15 @@ def _build(*, progress: Progress, force: bool) -> tuple[Binaries, dict[str, floa
     return found, timings
 
 
-__all__ = ["ALL", "CONTROL_PLANE", "Binaries", "Gitea", "build", "build_gitea", "cache_root", "locate", "locate_gitea"]
+__all__ = [
+    "ALL",
+    "CONTROL_PLANE",
+    "Binaries",
+    "Gitea",
+    "build",
+    "build_gitea",
+    "cache_root",
+    "gitea_dir",
+    "locate",
+    "locate_gitea",
+]

@@ -567,7 +567,7 @@ def _up_once(
 
 def start_forge(sb: Sandbox, *, progress: Progress = _stderr) -> forges.Forge:
     """Start Gitea as a component of ``sb`` (built first if the cache lacks it) and return it."""
-    gitea = binaries.build_gitea(progress=progress)
+    gitea, _ = binaries.build_gitea(progress=progress)
     t = time.monotonic()
     forge, running = forges.start(directory=sb.directory / "forge", gitea=gitea, logs=sb.directory / "logs")
     sb.components.append(running)

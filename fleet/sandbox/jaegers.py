@@ -30,13 +30,13 @@ MODULE = binaries._TOOLS / "jaeger"
 PACKAGE = "github.com/jaegertracing/jaeger/cmd/jaeger"
 
 
-def _dir() -> Path:
+def cache_dir() -> Path:
     return binaries.cache_root() / f"jaeger-{versions.JAEGER}-{binaries._module_hash(MODULE)}"
 
 
 def locate() -> Path | None:
     """The built ``jaeger`` binary, or None."""
-    root = _dir()
+    root = cache_dir()
     return root / "bin" / "jaeger" if (root / ".complete").exists() else None
 
 
@@ -49,7 +49,7 @@ def build(*, progress: binaries.Progress = binaries._stderr, force: bool = False
         found = None if force else locate()
         if found is not None:
             return found, {}
-        root = _dir()
+        root = cache_dir()
         staging = root.with_name(root.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         (staging / "bin").mkdir(parents=True)
@@ -137,4 +137,4 @@ def _wait_port(running: processes.Running, port: int, *, timeout: float) -> None
         time.sleep(0.1)
 
 
-__all__ = ["PACKAGE", "Jaeger", "build", "config", "locate", "serve"]
+__all__ = ["PACKAGE", "Jaeger", "build", "cache_dir", "config", "locate", "serve"]

@@ -40,8 +40,17 @@ def register(sub: Any) -> None:
     )
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
-    build = verbs.add_parser("build", help="build the binaries for the pinned versions (cached), Jaeger too")
+    build = verbs.add_parser(
+        "build", help="build the binaries for the pinned versions (cached): the control plane, Gitea, Jaeger"
+    )
     build.add_argument("--force", action="store_true", help="rebuild even if cached")
+    build.add_argument(
+        "--only",
+        choices=("core", "extras"),
+        default=None,
+        help="core: what every sandbox needs (etcd, Kubernetes, KWOK, helm); extras: the git forge and the "
+        "trace backend (Gitea, Jaeger). Default: both",
+    )
     build.set_defaults(func=_build)
 
     upp = verbs.add_parser("up", help="start the sandbox (a no-op when it already runs)")
@@ -88,14 +97,22 @@ def register(sub: Any) -> None:
 
 def _build(args: argparse.Namespace) -> int:
     err = reports.console(sys.stderr)
+    paths: dict[str, Path] = {}
+    timings: dict[str, float] = {}
     with building(err) as progress:
-        found, timings = binaries.build(force=args.force, progress=progress)
-        jaeger, built = jaegers.build(force=args.force, progress=progress)
-    if not timings and not built:
+        if args.only in (None, "core"):
+            found, built = binaries.build(force=args.force, progress=progress)
+            paths |= found.paths
+            timings |= built
+        if args.only in (None, "extras"):
+            gitea, built = binaries.build_gitea(force=args.force, progress=progress)
+            timings |= built
+            jaeger, built = jaegers.build(force=args.force, progress=progress)
+            timings |= built
+            paths |= {"gitea": gitea.binary, "jaeger": jaeger}
+    if not timings:
         err.print("binaries up to date:")
     out = reports.console(sys.stdout)
-    gitea = binaries.locate_gitea()
-    paths = found.paths | {"jaeger": jaeger} | ({"gitea": gitea.binary} if gitea is not None else {})
     for name, path in sorted(paths.items()):
         out.print(f"{name:24} {path}")  # paths are never cut to the terminal's width
     return 0

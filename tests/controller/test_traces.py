@@ -42,7 +42,7 @@ from tests.waits import wait_for
 
 __all__ = ["replicas"]  # the fixture
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("fleetsync_crd")]
+pytestmark = [pytest.mark.sandbox, pytest.mark.extras("jaeger"), pytest.mark.usefixtures("fleetsync_crd")]
 
 OBJECT_TAGS = (tracing.CLUSTER, tracing.REVISION, tracing.STAGE, tracing.KIND, tracing.NAMESPACE, tracing.NAME)
 

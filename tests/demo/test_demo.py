@@ -13,7 +13,7 @@ import pytest
 
 from fleet.sandbox import clusters, processes
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.extras("gitea")]
 
 
 def test_demo_applies_with_the_controller_merges_a_pr_rejects_a_bad_commit_and_runs_a_gpu_pod(tmp_path: Path) -> None:

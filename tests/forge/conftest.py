@@ -40,7 +40,7 @@ class Server:
 def gitea(tmp_path_factory: pytest.TempPathFactory, binaries_cache: Path) -> Iterator[Server]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("FLEET_CACHE_DIR", str(binaries_cache))
-        built = binaries.build_gitea()
+        built, _ = binaries.build_gitea()
     root = tmp_path_factory.mktemp("gitea")
     forge, running = forges.start(directory=root / "forge", gitea=built, logs=root / "logs")
     server = Server(forge=forge, gitea=built, running=running, logs=root / "logs")

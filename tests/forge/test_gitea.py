@@ -34,7 +34,7 @@ from tests.install.test_in_cluster import free_port
 from tests.validate.test_ci_recipes import recipes
 from tests.waits import wait_for
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("fleetsync_crd")]
+pytestmark = [pytest.mark.sandbox, pytest.mark.extras("gitea"), pytest.mark.usefixtures("fleetsync_crd")]
 
 SECRET = "gitea-hook-secret"
 

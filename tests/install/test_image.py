@@ -36,7 +36,7 @@ from tests.install import pods
 from tests.operator.conftest import UPSTREAM
 from tests.source.gitservers import Upstream, daemon, free_port
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.extras("image")]
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "gpu-east"
 UID = "65532"

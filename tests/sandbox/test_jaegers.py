@@ -7,6 +7,8 @@ import re
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from fleet.sandbox import jaegers, versions
 
 
@@ -19,6 +21,7 @@ def test_the_tool_module_pins_the_version_fleet_names() -> None:
     )
 
 
+@pytest.mark.extras("jaeger")
 def test_jaeger_listens_on_loopback_only_and_answers_its_query_api(tmp_path: Path) -> None:
     with jaegers.serve(tmp_path) as running:
         assert running.otlp_endpoint.startswith("http://127.0.0.1:")

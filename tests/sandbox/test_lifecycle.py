@@ -81,6 +81,7 @@ def test_a_ca_file_still_empty_is_not_ready_rather_than_an_error(tmp_path: Path)
     assert processes.probe("https://127.0.0.1:1/readyz", ca_file=empty) is False
 
 
+@pytest.mark.extras("gitea")
 def test_etcd_apiserver_and_gitea_stop_and_start_on_their_ports_with_their_data(tmp_path: Path) -> None:
     d = tmp_path / "sb"
     flag = "--watch-cache-sizes=configmaps#0"
