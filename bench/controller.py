@@ -47,6 +47,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from fleet import kube
 from fleet.controller import controllers, leaders
+from fleet.engine import plancaches
 from fleet.kube import leases
 from fleet.sandbox import Sandbox
 from fleet.source import GitSource
@@ -295,7 +296,8 @@ async def run(
     probe = await kube.connect(kubeconfig=str(sb.kubeconfig), timeout=60)
     source = GitSource(url=f"file://{bare}", ref="main", path="", cache_dir=root / "cache")
     options = controllers.Options(cluster=CLUSTER, interval=interval, health_timeout=600)
-    ctl = controllers.Controller(client=client, source=source, options=options)
+    store = plancaches.PlanCache(root / "state" / "plans")  # as the overlay's controller keeps plans on disk
+    ctl = controllers.Controller(client=client, source=source, options=options, store=store)
     lag = Lag()
     try:
         async with anyio.create_task_group() as tg:

@@ -178,6 +178,8 @@ class Controller:
     """The revision whose outcome (success or failure) was last handed to the poster: a reconcile
     retried after a failure posts no ``pending`` again, only a changed outcome."""
     _checked: str = ""
+    _unstored: pipelines.Checked | None = None
+    """The last plan made, until it is in ``store`` (after the reconcile that applies it)."""
     _reported: set[tuple[str, str, str, str]] = field(default_factory=set)
     """Drift already announced by an Event: drift left alone under ``report`` is seen by every
     reconcile, and one Event per object (until it changes or goes) is enough."""
@@ -441,7 +443,15 @@ class Controller:
                 failed = statuses.last_error(self.report) or "see the FleetSync status"
                 self._notify(plan.revision, "failure", f"failed: {failed.splitlines()[0]}")
             await self._write_status()
+            await self._store_plan()
             return self._traced(span, ok=ok and self.report.source_reachable)
+
+    async def _store_plan(self) -> None:
+        """Put the plan made for the last commit in the store once it was applied: for the next
+        start (or a ``fleetctl`` of the same content), never on the way to the cluster."""
+        unstored, self._unstored = self._unstored, None
+        if unstored is not None:
+            await anyio.to_thread.run_sync(lambda: pipelines.store_plan(self.store, unstored))
 
     def _traced(self, span: trace.Span, *, ok: bool) -> bool:
         """Close the reconcile's span: error status when it failed; the journey ends once applied."""
@@ -476,6 +486,7 @@ class Controller:
                     cache=self.loads,
                     store=self.store,
                     changed=getattr(checkout, "changed", None),  # a source that does not diff has none
+                    defer_store=True,
                 )
             )
         except FleetError as err:
@@ -483,6 +494,7 @@ class Controller:
             # namespace...): refused like a finding, the last good plan stays enforced.
             checked = pipelines.Checked(revision=checkout.revision, plan=None, findings=(_unplannable(err, self.key),))
         self._checked = checkout.revision
+        self._unstored = checked if checked.unstored else None
         if checked.plan is not None and checked.plan.empty and not checked.plan.allow_empty:
             checked = dataclasses.replace(checked, plan=None, findings=(_empty(self.options.cluster, self.good),))
         self.report.findings = checked.findings

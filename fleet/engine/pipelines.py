@@ -18,6 +18,7 @@ never run on the event loop); a writer calls it once it holds the cluster's Leas
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import itertools
@@ -175,6 +176,9 @@ class Checked:
     revision: str
     plan: plans.Plan | None
     findings: tuple[Finding, ...] = ()
+    unstored: str = ""
+    """With ``defer_store``: the store's key for the plan made here, which the caller stores
+    (``store_plan``) once it has applied it; "" when nothing is left to store."""
 
 
 def check_and_plan(
@@ -185,6 +189,7 @@ def check_and_plan(
     cache: LoadCache | None = None,
     store: plancaches.PlanCache | None = None,
     changed: Changed | None = None,
+    defer_store: bool = False,
 ) -> Checked:
     """Validate ``repo`` for ``cluster`` and plan it if it validates (CPU work: run it in a thread).
 
@@ -194,10 +199,16 @@ def check_and_plan(
     repository is not validated or planned again; the cached manifests' position maps
     are released once the load is checked (``ParseCache.release``). With a ``store``,
     a plan another process made of the same content is taken from disk, and a plan
-    made here is put there (``fleet.engine.plancaches``). ``changed`` (the git source's, with
-    ``revision`` and a ``cache``) lets the read skip the files that did not change.
+    made here is put there (``fleet.engine.plancaches``), or, with ``defer_store``, left for
+    the caller to put there after applying it (``Checked.unstored``, ``store_plan``): pickling
+    10,000 objects is no part of a commit's way to the cluster. ``changed`` (the git source's,
+    with ``revision`` and a ``cache``) lets the read skip the files that did not change.
     """
-    return _check_and_plan(repo, cluster=cluster, revision=revision, cache=cache, store=store, changed=changed)
+    checked = _check_and_plan(repo, cluster=cluster, revision=revision, cache=cache, store=store, changed=changed)
+    if checked.unstored and not defer_store:
+        store_plan(store, checked)
+        checked = dataclasses.replace(checked, unstored="")
+    return checked
 
 
 def _check_and_plan(
@@ -263,8 +274,7 @@ def _check_and_plan(
     view = resolve(loaded, cluster=cluster)
     with tracer.start_as_current_span("render", attributes={tracing.CLUSTER: cluster, tracing.REVISION: sha}):
         plan = renders.plan(view, revision=sha)
-    _store(store, key, plan, cluster=cluster)
-    return Checked(revision=sha, plan=plan)
+    return Checked(revision=sha, plan=plan, unstored=key if store is not None else "")
 
 
 def _incremental(
@@ -307,14 +317,16 @@ def _incremental(
         attributes["fleet.cached"] = "memory"
     if outcome.plan is None:
         return Checked(revision=sha, plan=None, findings=outcome.findings), attributes
-    _store(store, key, outcome.plan, cluster=cluster)
-    return Checked(revision=sha, plan=outcome.plan), attributes
+    return Checked(revision=sha, plan=outcome.plan, unstored=key if store is not None else ""), attributes
 
 
-def _store(store: plancaches.PlanCache | None, key: str, plan: plans.Plan, *, cluster: str) -> None:
-    if store is not None and key:
-        with tracing.tracer().start_as_current_span("store plan", attributes={tracing.CLUSTER: cluster}) as span:
-            span.set_attribute("fleet.stored", store.put(key, plan))
+def store_plan(store: plancaches.PlanCache | None, checked: Checked) -> None:
+    """Put ``checked``'s plan in ``store`` under ``checked.unstored`` (CPU and disk: a worker thread)."""
+    plan = checked.plan
+    if store is not None and checked.unstored and plan is not None:
+        attributes = {tracing.CLUSTER: plan.cluster, tracing.REVISION: plan.revision}
+        with tracing.tracer().start_as_current_span("store plan", attributes=attributes) as span:
+            span.set_attribute("fleet.stored", store.put(checked.unstored, plan))
 
 
 def require_checkout(repo: Path) -> None:
@@ -520,5 +532,6 @@ __all__ = [
     "plan_and_connect",
     "plan_and_list",
     "require_checkout",
+    "store_plan",
     "tune_gc",
 ]
