@@ -43,6 +43,7 @@ from fleet.kube import Client, Conflict, Invalid, KubeError, NotFound
 from fleet.lrus import LRU
 
 _Key = tuple[str, str, str, str, str]
+_NO_METADATA: dict[str, Any] = {}
 """An answer's key: the object, its live uid and resourceVersion, the desired content's hash, the field manager."""
 
 
@@ -67,17 +68,12 @@ class Settled:
         return len(self.answers)
 
     def unchanged(self, d: Desired, live: dict[str, Any]) -> bool:
-        meta = live.get("metadata") or {}
-        key = (
-            d.ref.key,
-            str(meta.get("uid", "")),
-            str(meta.get("resourceVersion", "")),
-            d.applied,
-            d.field_manager,
-        )
-        if len(self._asked) >= self.answers.limit:
-            self._asked.clear()  # a run larger than the limit: the LRU alone bounds what is kept
-        self._asked.add(key)
+        meta = live.get("metadata") or _NO_METADATA
+        key = (d.ref.key, meta.get("uid") or "", meta.get("resourceVersion") or "", d.applied, d.field_manager)
+        asked = self._asked
+        if len(asked) >= self.answers.limit:
+            asked.clear()  # a run larger than the limit: the LRU alone bounds what is kept
+        asked.add(key)
         found = self.answers.get(key)
         if found is None:
             found = self.answers[key] = _unchanged(d, live)

@@ -57,9 +57,10 @@ class Desired:
     def obj(self) -> dict[str, Any]:
         return ownership.with_revision(self.body, self.revision)
 
-    @property
+    @functools.cached_property
     def applied(self) -> str:
-        """The applied-hash annotation (the same with or without the revision, which it leaves out)."""
+        """The applied-hash annotation (the same with or without the revision, which it leaves out;
+        computed once: a commit asks it of every object of the plan)."""
         return normalizations.annotation(self.body, ownership.APPLIED)
 
     @functools.cached_property
