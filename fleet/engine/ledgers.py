@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
@@ -182,26 +182,35 @@ def stage_of_key(key: str) -> str:
         return "other"
 
 
-def layout(entries: Mapping[str, Entry], *, existing: Iterable[str]) -> dict[str, Entries]:
-    """Shard id → entries: each entry in the existing shard of its stage with the longest matching
-    prefix (``<stage>`` when none matches), splitting shards that would pass ``SPLIT_BYTES``."""
+def placer(existing: Iterable[str]) -> Callable[[str], str]:
+    """The shard id a key goes to among ``existing`` shards: the existing shard of its stage with
+    the longest prefix of its bits, ``<stage>`` when none matches."""
     prefixes: dict[str, set[str]] = {}
     for shard in existing:
         stage, _, prefix = shard.partition("-")
         prefixes.setdefault(stage, set()).add(prefix)
     # the prefix lengths each stage's shards have, longest first: what an entry's bits are tried at
     lengths = {stage: sorted({len(p) for p in known if p}, reverse=True) for stage, known in prefixes.items()}
-    groups: dict[str, Entries] = {}
-    for key, entry in entries.items():
+
+    def place(key: str) -> str:
         stage = stage_of_key(key)
         b = bits_of(key)
         known = prefixes.get(stage, set())
-        prefix = ""
         for n in lengths.get(stage, ()):
             if n <= MAX_BITS and b[:n] in known:
-                prefix = b[:n]
-                break
-        groups.setdefault(shard_id(stage, prefix), {})[key] = entry
+                return shard_id(stage, b[:n])
+        return shard_id(stage, "")
+
+    return place
+
+
+def layout(entries: Mapping[str, Entry], *, existing: Iterable[str]) -> dict[str, Entries]:
+    """Shard id → entries: each entry where ``placer`` puts it, splitting shards that would pass
+    ``SPLIT_BYTES``."""
+    place = placer(existing)
+    groups: dict[str, Entries] = {}
+    for key, entry in entries.items():
+        groups.setdefault(place(key), {})[key] = entry
     out: dict[str, Entries] = {}
     todo = list(groups.items())
     while todo:
@@ -314,10 +323,9 @@ async def save(*, client: Client, ledger: Ledger, progress: bool = True) -> int:
     the index if ``progress`` and it differs. Returns the number of writes."""
     writes = 0
     legacy = ledger.index is not None and "entries" in ledger.index.data
-    stored = {k: e for shard in ledger.shards.values() for k, e in shard.entries.items()}
-    if not legacy and stored == ledger.entries:
-        changed: list[str] = []  # the shards hold exactly these entries: nothing to lay out again
-        wanted: dict[str, Entries] = {}
+    wanted = None if legacy else changed_shards(ledger)
+    if wanted is not None:
+        changed = sorted(wanted)
     else:
         wanted = ledger.layout()
         changed = [s for s in sorted(wanted.keys() | ledger.shards.keys()) if _differs(ledger, s, wanted.get(s, {}))]
@@ -347,6 +355,42 @@ async def save(*, client: Client, ledger: Ledger, progress: bool = True) -> int:
             await _write_index(client=client, ledger=ledger, data=data)
             writes += 1
     return writes
+
+
+def changed_shards(ledger: Ledger) -> dict[str, Entries] | None:
+    """The shards whose entries change (``{}``: the shard goes) and their new entries, placed as
+    ``layout`` places them, found from the entries that changed alone: a commit that adds one
+    claim to 10,000 rewrites one shard without laying out the rest. None where only a whole
+    ``layout`` can say: a shard would pass ``SPLIT_BYTES`` and split."""
+    stored: Entries = {}
+    home: dict[str, str] = {}
+    for shard, held in ledger.shards.items():
+        for key, entry in held.entries.items():
+            stored[key] = entry
+            home[key] = shard
+    entries = ledger.entries
+    if stored == entries:
+        return {}
+    place = placer(ledger.shards.keys())
+    out: dict[str, Entries] = {}
+
+    def group(shard: str) -> Entries:
+        if shard not in out:
+            held = ledger.shards.get(shard)
+            out[shard] = dict(held.entries) if held is not None else {}
+        return out[shard]
+
+    for key in stored.keys() - entries.keys():
+        del group(home[key])[key]
+    for key, entry in entries.items():
+        if key in home:
+            if stored[key] == entry:
+                continue
+            del group(home[key])[key]
+        group(place(key))[key] = entry
+    if any(encoded_size(held) > SPLIT_BYTES for held in out.values()):
+        return None
+    return {shard: group for shard, group in out.items() if _differs(ledger, shard, group)}
 
 
 def _differs(ledger: Ledger, shard: str, ours: Entries) -> bool:
@@ -491,6 +535,7 @@ __all__ = [
     "Progress",
     "Stored",
     "bits_of",
+    "changed_shards",
     "decode",
     "decode_entries",
     "encode_entries",
@@ -499,6 +544,7 @@ __all__ = [
     "layout",
     "load",
     "merged",
+    "placer",
     "save",
     "shard_name",
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from fleet.engine import ledgers, stages
@@ -117,3 +119,52 @@ def test_an_old_single_config_map_ledger_is_read() -> None:
 
 def test_the_ledger_lives_in_the_namespace_teams_may_not_use() -> None:
     assert tenancy.reserved(ledgers.NAMESPACE) == "which is fleet's own"
+
+
+def test_the_shards_a_change_touches_are_what_a_whole_layout_gives() -> None:
+    """``save`` writes the shards ``changed_shards`` finds from the changed entries alone; on random
+    commits (adds, removals, an origin changed, whole namespaces, shards that must split) the
+    shards that result are what laying out every entry again gives, every entry in one shard."""
+    rng = random.Random(28)
+    entries = _entries(6_000, namespaces=40)
+    ledger = ledgers.Ledger(cluster="east", entries=dict(entries))
+    incremental = whole = 0
+    for step in range(60):
+        before = {s: dict(e.entries) for s, e in ledger.shards.items()}
+        found = ledgers.changed_shards(ledger)
+        expected = ledgers.layout(ledger.entries, existing=ledger.shards.keys())
+        if found is None:
+            whole += 1
+            after = expected
+        else:
+            incremental += 1
+            after = {**before, **found}
+            after = {s: e for s, e in after.items() if e}
+            assert after == expected, f"step {step}"
+        assert sorted(k for e in after.values() for k in e) == sorted(ledger.entries), "each entry once"
+        ledger.shards = {s: ledgers.Stored(name=s, resource_version=str(step), entries=e) for s, e in after.items()}
+        keys = sorted(ledger.entries)
+        kind = rng.choice(["add", "add", "remove", "origin", "namespace", "burst"])
+        if kind == "add":
+            for i in range(rng.randint(1, 5)):
+                ledger.entries[f"resource.k8s.io/ResourceClaimTemplate/team-{rng.randrange(40)}/n{step}-{i}"] = (
+                    ledgers.Entry("resource.k8s.io/v1")
+                )
+        elif kind == "remove":
+            for key in rng.sample(keys, rng.randint(1, 20)):
+                del ledger.entries[key]
+        elif kind == "origin":
+            key = rng.choice(keys)
+            ledger.entries[key] = ledger.entries[key]._replace(origin="adopted")
+        elif kind == "namespace":
+            gone = f"/team-{rng.randrange(40)}/"
+            ledger.entries = {k: e for k, e in ledger.entries.items() if gone not in k}
+        else:  # enough at once that a shard splits
+            for i in range(3_000):
+                ledger.entries[f"resource.k8s.io/ResourceClaimTemplate/team-1/b{step}-{i}"] = ledgers.Entry(
+                    "resource.k8s.io/v1"
+                )
+    assert incremental > 40 and whole >= 2, (incremental, whole)
+    settled = ledgers.layout(ledger.entries, existing=ledger.shards.keys())
+    ledger.shards = {s: ledgers.Stored(name=s, resource_version="last", entries=e) for s, e in settled.items()}
+    assert ledgers.changed_shards(ledger) == {}, "a no-op changes no shard"
