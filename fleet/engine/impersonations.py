@@ -77,7 +77,7 @@ def resolve(*, plan: plans.Plan, live: Mapping[str, dict[str, Any]], mode: Mode)
     """Each team's identity under ``mode``: its ServiceAccount in its first namespace, live or planned.
 
     Teams no longer in the plan (their objects are pruned) are found by the live ServiceAccount
-    carrying their team label."""
+    fleet made for them on this cluster (its team label)."""
     if mode == "off":
         return Identities(mode=mode)
     planned = {d.ref.key for d in plan.objects if d.ref.kind == "ServiceAccount"}
@@ -85,10 +85,12 @@ def resolve(*, plan: plans.Plan, live: Mapping[str, dict[str, Any]], mode: Mode)
     pending: set[str] = set()
     missing: dict[str, Ref] = {}
     for obj in live.values():
-        if obj.get("kind") == "ServiceAccount" and obj["metadata"].get("name") == SERVICE_ACCOUNT:
-            team = (obj["metadata"].get("labels") or {}).get(ownership.TEAM_LABEL)
-            if team:
-                users[team] = user(obj["metadata"]["namespace"])
+        meta = obj.get("metadata") or {}
+        if obj.get("kind") != "ServiceAccount" or meta.get("name") != SERVICE_ACCOUNT:
+            continue
+        team = (meta.get("labels") or {}).get(ownership.TEAM_LABEL)
+        if team and ownership.marked_for(obj, cluster=plan.cluster):  # fleet's own, never a look-alike
+            users[team] = user(meta["namespace"])
     teams = {d.team for d in plan.objects if d.team}
     for team, namespaces in plan.teams.items():
         ref = account(namespaces[0]) if namespaces else None
