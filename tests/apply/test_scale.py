@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,7 +86,7 @@ def test_100000_objects_sharded_ledger_prune_and_noop(sandbox: Sandbox, tmp_path
     fleet = Engine(sandbox, repo)
     cluster, device_class = repo.cluster, repo.device_class_name
     templates = SCALE - 1 - 4 * TEAMS  # namespace, ServiceAccount, role, binding per team (no quota); the class
-    options = {"concurrency": 64, "health_timeout": 600.0, "prune": True}
+    options: dict[str, Any] = {"concurrency": 64, "health_timeout": 600.0, "prune": True}
     try:
         _write(repo.root, cluster=cluster, device_class=device_class, templates=templates)
         started = time.monotonic()
