@@ -164,6 +164,18 @@ async def refusals(
 
 def refused(d: plans.Desired, *, user: str, err: KubeError) -> Change:
     """The entry of a team object the API server refused to ``user``: where it is declared, and why."""
+    if "cannot impersonate" in err.what:  # the applier's own rights, not the team's
+        return Change(
+            ref=d.ref,
+            stage=d.stage.name,
+            action=Action.SKIPPED,
+            refused=True,
+            error=(
+                f"declared at {d.source}: fleet may not act as team {d.team!r} ({user}): {err.what}.\n  hint: "
+                f"grant the applier impersonate on serviceaccounts named {SERVICE_ACCOUNT} "
+                "(overlays/base/clusterrole.yaml), or pass --team-impersonation=off"
+            ),
+        )
     return Change(
         ref=d.ref,
         stage=d.stage.name,

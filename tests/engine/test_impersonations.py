@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from fleet import kube
 from fleet.engine import impersonations, ownership, plans, renders
 from fleet.manifests.views import resolve
 from tests.manifests.repos import example_files, load
@@ -63,3 +64,17 @@ def test_a_removed_team_is_pruned_as_its_own_account_and_never_as_a_look_alike()
     identities = impersonations.resolve(plan=plan, live=live, mode="required")
     assert identities.user_of("gone") == "system:serviceaccount:gone:fleet-team"
     assert identities.user_of("other") == ""
+
+
+def test_a_refusal_says_whose_rights_are_missing() -> None:
+    template = next(d for d in _plan().objects if d.team)
+    user = impersonations.user("ml-research")
+    team = impersonations.refused(
+        template, user=user, err=kube.Forbidden(f'User "{user}" cannot patch resource "resourceclaimtemplates"')
+    )
+    assert team.refused and team.error.startswith(f"declared at {template.source}: the API server refuses it")
+    applier = impersonations.refused(
+        template, user=user, err=kube.Forbidden('User "ci" cannot impersonate resource "serviceaccounts"')
+    )
+    assert f"fleet may not act as team {template.team!r}" in applier.error
+    assert "impersonate on serviceaccounts named fleet-team" in applier.error
