@@ -2,7 +2,7 @@
 
 ``fleetctl validate`` refuses the hostile changes fleet knows of, but it is fleet's own code: an
 object it misses (a new kind, a namespace typo, a check someone turned off) would otherwise be
-written with the controller's cluster-wide rights. So every request that writes or dry-runs an
+written with the controller's cluster-wide rights. So every request that writes, dry-runs or prunes an
 object declared in a team's directory (``Desired.team``) carries ``Impersonate-User:
 system:serviceaccount:<first namespace>:fleet-team`` (``SERVICE_ACCOUNT``): the ServiceAccount
 the tenancy stage renders for the team, a subject of the team's RoleBindings and of nothing else.
@@ -13,8 +13,8 @@ Flux's ``spec.serviceAccountName`` and Argo CD's sync impersonation work the sam
 
 A refusal must leave the revision unwritten, not half applied. New objects are not dry-run before
 an apply (``fleet.engine.diffs``), and a stage writes its objects concurrently, so ``refusals``
-asks first: one impersonated dry-run apply per team, namespace and kind (RBAC decides by exactly
-those, never by name), before the first write of the run for teams whose ServiceAccount exists,
+asks first: one impersonated dry-run apply per team, namespace and kind (the team Role names no
+object, so RBAC decides by exactly those), before the first write of the run for teams whose ServiceAccount exists,
 and at the start of the team's stage for a team this run creates (its ServiceAccount and
 RoleBindings come from the tenancy stage). A 403 refuses every object of that group: each entry
 names the file:line that declares it and the API server's words.
