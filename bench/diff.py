@@ -58,13 +58,14 @@ RUSAGE = (
 def write_repo(
     root: Path, *, objects: int, changed: int = 0, prefix: str = "bench", cluster: str = CLUSTER, per_file: int = 1
 ) -> int:
-    """A fleet of about ``objects`` objects: 4 per team namespace, the rest templates. Returns the count.
+    """A fleet of about ``objects`` objects: 5 per team namespace (with the team's ServiceAccount), the rest
+    templates. Returns the count.
 
     ``prefix`` names the namespaces (``<prefix>-team<N>``) and ``cluster`` the cluster (so its
     ledger), so two fleets can live side by side in one sandbox. ``per_file`` templates share a
     file (YAML documents): above 20,000 files the loader refuses a repository (``Limits``)."""
     teams = max(1, objects // 200)
-    templates = objects - 1 - 4 * teams
+    templates = objects - 1 - 5 * teams
     files = {
         "fleet.yaml": f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Fleet\nmetadata:\n  name: bench\n"
         f"spec:\n  clusters: [{cluster}]\n",
@@ -100,7 +101,7 @@ def write_repo(
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-    return 1 + 4 * teams + templates
+    return 1 + 5 * teams + templates
 
 
 def commit(repo: Path) -> None:

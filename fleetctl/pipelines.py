@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import anyio
 
 from fleet import engine, helm, kube
-from fleet.engine import listings, pipelines, plancaches
+from fleet.engine import impersonations, listings, pipelines, plancaches
 from fleet.errors import unwrapped
 from fleet.telemetry import tracing
 
@@ -85,6 +85,17 @@ def add_base_arg(parser: argparse.ArgumentParser) -> None:
         metavar="REF",
         help="with -o markdown: the git revision the pull request is compared with (default: the merge-base "
         "of HEAD with origin/HEAD, origin/main or main, the first that exists; '' compares with nothing)",
+    )
+
+
+def add_impersonation_arg(parser: argparse.ArgumentParser) -> None:
+    """``--team-impersonation`` of apply and diff (``fleet.engine.impersonations``)."""
+    parser.add_argument(
+        "--team-impersonation",
+        choices=impersonations.MODES,
+        default="optional",
+        help="write (and dry-run) each team's objects as the team's ServiceAccount: required (a team "
+        "without one is an error), optional (default: such a team's objects are written as you), off",
     )
 
 

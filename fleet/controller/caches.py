@@ -43,7 +43,7 @@ OnEvent = Callable[[str, dict[str, Any], dict[str, Any] | None], Awaitable[None]
 WATCH_BACKOFF = RetryPolicy(attempts=1_000_000, base=0.2, cap=10.0)
 """Each watch's wait after a failure: 0.2 s doubling to 10 s (client-go's reflector goes to 30 s). After an
 outage the first watch to get an answer wakes the controller (``on_resume``), so this cap bounds how
-long a recovered API server goes unnoticed; 9 watches at 10 s are under one request per second."""
+long a recovered API server goes unnoticed; 10 watches at 10 s are one request per second."""
 READ_ONLY = (("resource.k8s.io/v1", "ResourceSlice"),)
 """Kinds the engine reads but never writes (the classes gate counts the driver's devices)."""
 

@@ -76,7 +76,7 @@ from fleet import engine, helm, hosts
 from fleet.controller import caches, heaps, leaders, statuses
 from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
-from fleet.engine import drivers, ownership, pipelines, plancaches
+from fleet.engine import drivers, impersonations, ownership, pipelines, plancaches
 from fleet.errors import FleetError
 from fleet.kube import Client, Kind, KubeError
 from fleet.manifests.findings import Finding
@@ -126,6 +126,8 @@ class Options:
     collects what was allocated since the last, so the shorter the period the shorter each pause."""
     helm: helm.Settings | None = None
     """How the operator stage runs helm; None skips the stage (reported as skipped)."""
+    team_impersonation: impersonations.Mode = "optional"
+    """As whom each team's objects are written (``--team-impersonation``, ``fleet.engine.impersonations``)."""
     force_conflicts: bool = False
     """Take fields other field managers own under every policy (``--force-conflicts``); default: ``enforce``
     takes back the fields fleet declares, ``report`` reports them as conflicts."""
@@ -520,6 +522,7 @@ class Controller:
         options = engine.Options(
             prune=plan.prune,
             force_conflicts=self.options.force_conflicts,
+            impersonation=self.options.team_impersonation,
             health_timeout=self.options.health_timeout,
             allow_empty=plan.allow_empty,
             helm=self.options.helm,

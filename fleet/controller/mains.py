@@ -106,6 +106,7 @@ def build(config: settings.Settings, *, client: kube.Client, metrics: Metrics) -
         health_timeout=config.health_timeout,
         drift_policy=config.drift_policy,
         force_conflicts=config.force_conflicts,
+        team_impersonation=config.team_impersonation,
         helm=_helm(config),
         commit_status_target_url=config.commit_status_target_url,
     )

@@ -110,6 +110,12 @@ class Settings(BaseSettings):
         "policy; default: enforce takes back the fields fleet declares, report reports each conflict with its "
         "manager (one object: annotate it fleet.gpufleet.dev/take-ownership)",
     )
+    team_impersonation: Literal["required", "optional", "off"] = Field(
+        "optional",
+        description="write each team's objects as the team's ServiceAccount: required (the overlays' setting; a "
+        "team without one is an error), optional (default: such a team's objects are written as the controller), "
+        "off (docs/security.md)",
+    )
     git_max_bytes: int | None = Field(
         None, gt=0, description="refuse a fetch or checkout larger than this many bytes (default: no limit)"
     )

@@ -15,6 +15,7 @@ Cut like gitops-engine and Flux's ssa package, one concept per module:
 - ``healths``        the gates between stages
 - ``ledgers``        what fleet applied, recorded in the cluster (the Ledger), created or adopted
 - ``adoptions``      pure: existing objects fleet may not take over, pools overlapping on a live Node
+- ``impersonations`` as whom a team's objects are written, and what the API server refuses the team
 - ``blockers``       what forbids a deletion: claims in use, what others put in a namespace
 - ``pipelines``      checkout → validate → plan, and connecting: shared by the CLI and the controller
 - ``applies``        ``Sync``: the step-wise run's state, and the apply of one stage

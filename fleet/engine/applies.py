@@ -47,10 +47,13 @@ from fleet.engine import (
     drifts,
     healths,
     holds,
+    impersonations,
     ledgers,
     listings,
     memories,
+    normalizations,
     operators,
+    ownership,
     plans,
     prunes,
     records,
@@ -74,6 +77,8 @@ class Options:
     ignore_managers: tuple[str, ...] = ()
     helm: helm.Settings | None = None
     """How to run helm for the operator stage; None: the stage reports the release as skipped."""
+    impersonation: impersonations.Mode = "optional"
+    """As whom a team's objects are written (``fleet.engine.impersonations``; ``--team-impersonation``)."""
 
 
 @dataclass
@@ -110,6 +115,8 @@ class Sync:
     """The operator stage, prepared (chart fetched and rendered) before the first write."""
     _live_freezes: dict[str, drifts.Freeze] = field(init=False, default_factory=dict)
     """The live objects a person froze, by key (``drifts.live_freezes`` of what ``start`` listed)."""
+    identities: impersonations.Identities = field(init=False, default_factory=impersonations.Identities)
+    """As whom each team's objects are written this run (decided in ``start``)."""
 
     def __post_init__(self) -> None:
         self.changes = ChangeSet(cluster=self.plan.cluster, revision=self.plan.revision)
@@ -155,6 +162,17 @@ class Sync:
             desired=self.plan.objects, live=self.live, ledger=self.ledger.entries, cluster=self.plan.cluster
         )
         refused += adoptions.overlaps(pools=self.plan.pools, nodes=self._nodes())
+        self.identities = impersonations.resolve(plan=self.plan, live=self.live, mode=self.options.impersonation)
+        refused += impersonations.unaccounted(self.identities, desired=self.plan.objects)
+        if not refused and not self.options.dry_run:
+            # Before the first write: what the API server refuses to a team stops the whole revision.
+            # (A diff dry-runs every changed object as its team anyway, and reports each refusal.)
+            refused += await impersonations.refusals(
+                client=self.client,
+                identities=self.identities,
+                desired=[d for d in self.plan.objects if d.team not in self.identities.pending and self._new(d)],
+                concurrency=self.options.concurrency,
+            )
         self._refused = {c.ref.key: c for c in refused}
         if refused and not self.options.dry_run:
             self.changes.entries.extend(refused)  # before any write: nothing is applied in part
@@ -194,6 +212,11 @@ class Sync:
         if d.force or d.ref.key in self.ledger.entries or d.ref.key not in self.live:
             return d
         return dataclasses.replace(d, force=True)
+
+    def _new(self, d: plans.Desired) -> bool:
+        """A team object this revision changes (not live with this content): the refusal check's subjects."""
+        live = self.live.get(d.ref.key)
+        return bool(d.team) and (live is None or normalizations.annotation(live, ownership.APPLIED) != d.applied)
 
     def _freeze(self, d: plans.Desired) -> drifts.Freeze | None:
         """A person's freeze on the live object (it wins), else the manifest's drift annotation."""
@@ -246,6 +269,18 @@ class Sync:
                 return
             refused = [self._refused[d.ref.key] for d in desired if d.ref.key in self._refused]
             desired = [self._adopting(d) for d in desired if d.ref.key not in self._refused]
+            if not self.options.dry_run and self.identities.pending:
+                # Teams this run set up: their ServiceAccount exists now; ask before the stage writes.
+                late = await impersonations.refusals(
+                    client=self.client,
+                    identities=self.identities,
+                    desired=[d for d in desired if d.team in self.identities.pending and self._new(d)],
+                    concurrency=self.options.concurrency,
+                )
+                if late:
+                    self.changes.entries.extend(refused + late)
+                    self.stopped = True
+                    return
             freezes = [self._freeze(d) for d in desired]
             # A frozen object is diffed under its freeze's policy: never forced, drift reported or ignored.
             desired = [
@@ -255,6 +290,7 @@ class Sync:
                 found = await diffs.diff_objects(
                     settled=self.memory.settled if self.memory is not None else None,
                     client=self.client,
+                    identities=self.identities,
                     desired=desired,
                     live=self.live,
                     concurrency=self.options.concurrency,

@@ -35,11 +35,11 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from fleet.engine import normalizations, ownership, workers
+from fleet.engine import impersonations, normalizations, ownership, workers
 from fleet.engine.changesets import Action, Change, FieldConflict
 from fleet.engine.listings import LiveIndex
 from fleet.engine.plans import Desired
-from fleet.kube import Client, Conflict, Invalid, KubeError, NotFound
+from fleet.kube import Client, Conflict, Forbidden, Invalid, KubeError, NotFound
 from fleet.lrus import LRU
 
 _Key = tuple[str, str, str, str, str]
@@ -102,6 +102,7 @@ async def diff_objects(
     force: bool = False,
     preview: bool = True,
     settled: Settled | None = None,
+    identities: impersonations.Identities | None = None,
 ) -> list[Change]:
     """One Change per desired object: created, configured or unchanged (or skipped, with the error).
 
@@ -110,17 +111,28 @@ async def diff_objects(
     forced result. ``preview=False`` (an apply) skips dry-running creations — the
     apply that follows says everything the dry-run would have — and fails an object
     on a conflict, as the apply would. ``settled`` remembers the no-dry-run answers
-    between runs (see ``Settled``).
+    between runs (see ``Settled``). ``identities`` says as whom each team object is dry-run
+    (``fleet.engine.impersonations``): a refusal of the API server is a refused entry naming the
+    object's file:line.
     """
+    identities = identities or impersonations.Identities()
     unchanged = settled.unchanged if settled is not None else _unchanged
     ignored = tuple(ignore_managers)
     changes: list[Change | None] = [None] * len(desired)
 
     async def one(i: int) -> None:
         d = desired[i]
-        changes[i] = await _diff_one(
-            client=client, d=d, live=live.get(d.ref.key), ignored=ignored, force=force, preview=preview
+        as_team = identities.client(client, d.team, preview=preview)
+        change = await _diff_one(
+            client=as_team, d=d, live=live.get(d.ref.key), ignored=ignored, force=force, preview=preview
         )
+        if d.team and not as_team.user and identities.mode != "off" and not change.reason:
+            change.reason = (
+                f"dry-run as fleet: team {d.team!r}'s ServiceAccount is created by this apply's tenancy stage"
+                if d.team in identities.pending
+                else f"written as fleet: team {d.team!r} has no ServiceAccount (--team-impersonation=optional)"
+            )
+        changes[i] = change
 
     # The pure test is CPU work over every object: a worker thread keeps
     # the event loop free for the controller's Lease renewals, probes and webhooks.
@@ -190,6 +202,12 @@ async def _diff_one(
         if live is not None and err.immutable:
             # e.g. a ResourceClaimTemplate's spec: replace it, as Flux's force does.
             return await _replacement(client=client, d=d, live=live, ignored=ignored, started=started)
+        return Change(
+            ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err), duration=time.monotonic() - started
+        )
+    except Forbidden as err:
+        if client.user:  # the team may not write this: a refusal, shown with where it is declared
+            return impersonations.refused(d, user=client.user, err=err)
         return Change(
             ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err), duration=time.monotonic() - started
         )

@@ -52,6 +52,9 @@ class Desired:
     """The repository allows fleet to take this object over if it exists already (it is then released, not deleted)."""
     revision: str = ""
     """The revision annotation ``obj`` adds to ``body`` (empty: ``body`` is ``obj``)."""
+    team: str = ""
+    """The Team whose directory declares the object ("" for the platform's): fleet writes it as that
+    team's ServiceAccount (``fleet.engine.impersonations``)."""
 
     @property
     def obj(self) -> dict[str, Any]:

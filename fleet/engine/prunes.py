@@ -98,7 +98,10 @@ async def blocked(sync: Sync, change: Change, *, ours: set[str]) -> str:
 async def _delete(sync: Sync, change: Change, *, ours: set[str]) -> None:
     started = time.monotonic()
     live = sync.live.get(change.ref.key)
-    client = sync.client
+    team = (((live or {}).get("metadata") or {}).get("labels") or {}).get(ownership.TEAM_LABEL, "")
+    # A team's claims are pruned as the team; its Namespace, Role and ServiceAccount (tenancy,
+    # the platform's) carry its label too, but are not rendered from its directory.
+    client = sync.identities.client(sync.client, team if change.stage == "claims" else "")
     attributes = span_attributes(change.ref, change.action)
     attributes[tracing.STAGE] = change.stage or "claims"
     with tracing.tracer().start_as_current_span("apply object", attributes=attributes):

@@ -5,10 +5,12 @@
 the work the DRA guide otherwise asks an operator to do by hand:
 
 - Team → a Namespace per team namespace; in each, a Role granting only
-  create/get/list/watch/update/delete on ``resourceclaims`` and
+  create/get/list/watch/update/patch/delete on ``resourceclaims`` and
   ``resourceclaimtemplates`` (nothing on DeviceClasses or ResourceSlices: those are
-  cluster-scoped and the platform's), a RoleBinding to the team's owners, and a
-  ResourceQuota capping devices per class (``<class>.deviceclass.resource.k8s.io/devices``). Where
+  cluster-scoped and the platform's), a RoleBinding to the team's owners and to the team's
+  ServiceAccount (``impersonations.SERVICE_ACCOUNT`` in the team's first namespace: fleet writes
+  the team's objects as it, ``fleet.engine.impersonations``), and a ResourceQuota capping
+  devices per class (``<class>.deviceclass.resource.k8s.io/devices``). Where
   the cluster has DRAExtendedResource (``fleet.policy.featuregates``), a pod may also get a class's
   devices by asking ``resources.limits`` for ``deviceclass.resource.kubernetes.io/<class>`` or the
   class's ``extendedResourceName`` (e.g. ``nvidia.com/gpu``): the quota then also holds
@@ -51,7 +53,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from fleet.engine import ownership, stages
+from fleet.engine import impersonations, ownership, stages
 from fleet.engine.plans import Desired, OperatorRelease, Plan, PoolRule
 from fleet.errors import FleetError
 from fleet.kube import Ref
@@ -62,7 +64,7 @@ from fleet.manifests.views import ClusterView
 from fleet.policy import extendedresources, featuregates, tenancy
 
 CLAIM_RESOURCES = ("resourceclaims", "resourceclaimtemplates")
-CLAIM_VERBS = ("create", "get", "list", "watch", "update", "delete")
+CLAIM_VERBS = ("create", "get", "list", "watch", "update", "patch", "delete")
 TEAM_ROLE = "fleet-team-claims"
 QUOTA_NAME = "fleet-devices"
 
@@ -137,6 +139,7 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
             force=take,
             revision=revision,
             freeze=freeze if freeze != "enforce" else "",
+            team=team,
         )
         # The revision annotation is the only difference from the memoised render, so its Ref (and
         # the Ref's cached key) carry over: a commit of one file does not rebuild 10,000 of them.
@@ -175,18 +178,30 @@ def drift_policy(kind: str, *, team: kinds.TeamSpec | None, defaults: kinds.Flee
 
 
 def team_objects(team: kinds.Team, *, extended: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """Namespace, Role, RoleBinding and ResourceQuota for every namespace of ``team``.
+    """Namespace, Role, RoleBinding and ResourceQuota for every namespace of ``team``, and the team's
+    ServiceAccount in its first namespace (a subject of every RoleBinding: exactly the Role's rights).
 
     ``extended`` (class → extendedResourceName, for a cluster with DRAExtendedResource; None
     without it) adds the extended-resource keys to the quota (see the module docstring)."""
     name = team.metadata.name
     subjects = [_subject(o.kind, o.name, o.namespace) for o in team.spec.owners]
+    home = team.spec.namespaces[0] if team.spec.namespaces else ""
+    subjects.append(_subject("ServiceAccount", impersonations.SERVICE_ACCOUNT, home))
     objs: list[dict[str, Any]] = []
     # without this label the API server refuses requests with adminAccess: true
     admin = {kinds.ADMIN_ACCESS_LABEL: "true"} if team.spec.admin_access else {}
     for ns in team.spec.namespaces:
         team_label = {ownership.TEAM_LABEL: name}
         objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": team_label | admin}})
+        if ns == home:
+            objs.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ServiceAccount",
+                    "metadata": {"name": impersonations.SERVICE_ACCOUNT, "namespace": ns, "labels": dict(team_label)},
+                    "automountServiceAccountToken": False,
+                }
+            )
         objs.append(
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -43,7 +43,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("namespaces", ("Namespace",), Gate.EXIST),
     Stage("operator", (), Gate.OPERATOR_READY),
     Stage("classes", ("DeviceClass",), Gate.CLASSES_PUBLISHED),
-    Stage("tenancy", ("Role", "RoleBinding", "ResourceQuota"), Gate.EXIST),
+    Stage("tenancy", ("ServiceAccount", "Role", "RoleBinding", "ResourceQuota"), Gate.EXIST),
     Stage("pools", ("Node",), Gate.POOLS_APPLIED),
     Stage("claims", ("ResourceClaimTemplate", "ResourceClaim"), Gate.EXIST),
 )
@@ -55,6 +55,7 @@ WRITTEN_RESOURCES = frozenset(
     {
         "namespaces",
         "deviceclasses",
+        "serviceaccounts",
         "roles",
         "rolebindings",
         "resourcequotas",

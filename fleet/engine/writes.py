@@ -68,7 +68,7 @@ async def write_all(sync: Sync, todo: list[tuple[Change, plans.Desired]]) -> Non
 
 
 async def _write(sync: Sync, change: Change, d: plans.Desired) -> None:
-    client = sync.client
+    client = sync.identities.client(sync.client, d.team)  # a team's object is written as the team
     if change.replace:
         preconditions = await free(sync, change, sync.live.get(d.ref.key))
         if preconditions is None:

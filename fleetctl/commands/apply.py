@@ -34,7 +34,7 @@ from fleet.errors import FleetError, unwrapped
 from fleet.kube import leases
 from fleet.telemetry import tracing
 from fleetctl import documents, reports
-from fleetctl.pipelines import add_cluster_args, connect, helm_settings, load_plan, run_async
+from fleetctl.pipelines import add_cluster_args, add_impersonation_arg, connect, helm_settings, load_plan, run_async
 
 TERMINATED = 143
 
@@ -53,6 +53,7 @@ def register(sub: Any) -> None:
         "--force-conflicts", action="store_true", help="take ownership of fields another field manager owns"
     )
     parser.add_argument("--allow-empty", action="store_true", help="allow a revision that declares no object")
+    add_impersonation_arg(parser)
     parser.add_argument(
         "--wait",
         action="store_true",
@@ -116,6 +117,7 @@ async def _run(args: argparse.Namespace) -> int:
         prune=args.prune,
         dry_run=args.dry_run,
         force_conflicts=args.force_conflicts,
+        impersonation=args.team_impersonation,
         allow_empty=args.allow_empty,
         concurrency=args.concurrency,
         ignore_managers=tuple(args.ignore_manager),

@@ -224,7 +224,7 @@ def _flow(args: argparse.Namespace, sb: clusters.Sandbox, *, repo: Path, helm: P
         "--kubeconfig", str(sb.kubeconfig), "--context", credentials.CLUSTER,
         "--interval", "30s", "--listen", f"127.0.0.1:{port}",
         "--webhook-secret-file", str(secret_file), "--state-dir", str(sb.directory / "controller"),
-        "--helm", str(helm),
+        "--helm", str(helm), "--team-impersonation", "required",
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
     env.setdefault("OTEL_TRACES_EXPORTER", "console")

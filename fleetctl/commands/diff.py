@@ -33,7 +33,15 @@ from fleet.engine.previews import unified
 from fleet.errors import FleetError
 from fleet.telemetry import tracing
 from fleetctl import documents, reports
-from fleetctl.pipelines import add_base_arg, add_cluster_args, helm_settings, live_devices, plan_and_connect, run_async
+from fleetctl.pipelines import (
+    add_base_arg,
+    add_cluster_args,
+    add_impersonation_arg,
+    helm_settings,
+    live_devices,
+    plan_and_connect,
+    run_async,
+)
 
 if TYPE_CHECKING:
     from fleetctl import comments
@@ -53,6 +61,7 @@ def register(sub: Any) -> None:
         help="preview fleetctl apply --force-conflicts: take the fields other field managers own",
     )
     add_base_arg(parser)
+    add_impersonation_arg(parser)
     parser.set_defaults(func=run)
 
 
@@ -98,6 +107,7 @@ async def _diff_cluster(args: argparse.Namespace, *, devices: bool) -> tuple[eng
                     concurrency=args.concurrency,
                     ignore_managers=tuple(args.ignore_manager),
                     force_conflicts=args.force_conflicts,
+                    impersonation=args.team_impersonation,
                     helm=helm_settings(args, client=client),
                 ),
             )

@@ -22,6 +22,7 @@ def test_create_then_noop_makes_zero_writes(fleet: Engine, repo: Repo) -> None:
     assert actions(created) == {
         f"Namespace {ns}": "created",
         f"DeviceClass {repo.device_class_name}": "created",
+        f"ServiceAccount {ns}/fleet-team": "created",
         f"Role {ns}/fleet-team-claims": "created",
         f"RoleBinding {ns}/fleet-team-claims": "created",
         f"ResourceQuota {ns}/fleet-devices": "created",

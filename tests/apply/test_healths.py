@@ -65,7 +65,8 @@ def test_exist_gate_needs_no_request_when_the_writes_prove_it(fleet: Engine, rep
         changes = await engine.reconcile(
             client=c, plan=plan, options=engine.Options(health_timeout=30), hooks=engine.Hooks(before_step=after_start)
         )
-        assert not changes.failed and len(changes.changed) == 6
+        # the class; the team's namespace, ServiceAccount, Role, RoleBinding, quota and template
+        assert not changes.failed and len(changes.changed) == 7
         return c.counts.by_verb["list"] - lists[0], c.counts.snapshot()
 
     lists, counts = fleet.run(main)

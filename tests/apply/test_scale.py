@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,14 +85,14 @@ def test_100000_objects_sharded_ledger_prune_and_noop(sandbox: Sandbox, tmp_path
     repo = Repo(root=tmp_path / "repo", id=uuid.uuid4().hex[:6])
     fleet = Engine(sandbox, repo)
     cluster, device_class = repo.cluster, repo.device_class_name
-    templates = SCALE - 1 - 4 * TEAMS  # namespace, role, binding per team (no quota) and the class
-    options = {"concurrency": 64, "health_timeout": 600.0, "prune": True}
+    templates = SCALE - 1 - 4 * TEAMS  # namespace, ServiceAccount, role, binding per team (no quota); the class
+    options: dict[str, Any] = {"concurrency": 64, "health_timeout": 600.0, "prune": True}
     try:
         _write(repo.root, cluster=cluster, device_class=device_class, templates=templates)
         started = time.monotonic()
         plan = fleet_plan(repo)
         _figure("load and plan", started)
-        assert len(plan.objects) == 1 + 3 * TEAMS + templates
+        assert len(plan.objects) == 1 + 4 * TEAMS + templates
         started = time.monotonic()
         created = fleet.run(lambda c: engine.reconcile(client=c, plan=plan, options=engine.Options(**options)))
         _figure(f"first apply of {len(plan.objects)} objects", started)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet.engine import STAGES, ownership, plans, renders, stages
+from fleet.engine import STAGES, impersonations, ownership, plans, renders, stages
 from fleet.manifests.views import resolve
 from tests.manifests.repos import example_files, load
 
@@ -18,13 +18,17 @@ def test_team_gets_namespaces_role_binding_and_quota() -> None:
         {
             "apiGroups": ["resource.k8s.io"],
             "resources": ["resourceclaims", "resourceclaimtemplates"],
-            "verbs": ["create", "get", "list", "watch", "update", "delete"],
+            "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"],
         }
     ]
     binding = objs[("RoleBinding", "inference-canary", renders.TEAM_ROLE)]
     assert binding["subjects"] == [
-        {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "inference-oncall"}
+        {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "inference-oncall"},
+        # the team's own identity, in its first namespace: fleet writes the team's objects as it
+        {"kind": "ServiceAccount", "name": impersonations.SERVICE_ACCOUNT, "namespace": "inference"},
     ]
+    assert ("ServiceAccount", "inference", impersonations.SERVICE_ACCOUNT) in objs
+    assert ("ServiceAccount", "inference-canary", impersonations.SERVICE_ACCOUNT) not in objs
     assert binding["roleRef"]["name"] == renders.TEAM_ROLE
     quota = objs[("ResourceQuota", "ml-research", renders.QUOTA_NAME)]
     assert quota["spec"]["hard"] == {

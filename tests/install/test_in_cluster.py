@@ -75,6 +75,10 @@ def test_the_installed_controller_reconciles_the_example_as_its_service_account(
         FLEET_IDENTITY="fleet-controller-test",
         HOME=str(tmp_path),
     )
+    # The overlay's own setting: teams' templates are written as the teams' ServiceAccounts.
+    config = next(d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "ConfigMap")
+    assert config["data"]["FLEET_TEAM_IMPERSONATION"] == "required"
+    env["FLEET_TEAM_IMPERSONATION"] = config["data"]["FLEET_TEAM_IMPERSONATION"]
     log = tmp_path / "controller.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(

@@ -71,6 +71,7 @@ def test_ci_runner_service_account_can_apply_and_prune_the_example(gpu_east: San
 APPLIER = ("base", ["-A", "--as=system:serviceaccount:fleet-system:fleet"])
 IN_FLEET_SYSTEM = ("base", ["-n", "fleet-system", "--as=system:serviceaccount:fleet-system:fleet"])
 IN_GPU_OPERATOR = ("base", ["-n", "gpu-operator", "--as=system:serviceaccount:fleet-system:fleet"])
+TOKENS = ("base", ["-A", "--as=system:serviceaccount:fleet-system:fleet", "--subresource=token"])
 READER = ("inventory-reader", ["--as=oncall", "--as-group=fleet:inventory-readers"])
 
 
@@ -92,6 +93,12 @@ READER = ("inventory-reader", ["--as=oncall", "--as-group=fleet:inventory-reader
         (APPLIER, "create", "fleetsyncs.fleet.gpufleet.dev", "yes"),
         (APPLIER, "delete", "fleetsyncs.fleet.gpufleet.dev", "no"),
         (APPLIER, "create", "events", "yes"),
+        # teams' objects are written as the teams' ServiceAccounts, named fleet-team, and as nobody else
+        (APPLIER, "impersonate", "serviceaccounts/fleet-team", "yes"),
+        (APPLIER, "impersonate", "serviceaccounts/default", "no"),
+        (APPLIER, "impersonate", "users/admin", "no"),
+        (APPLIER, "impersonate", "groups/system:masters", "no"),
+        (TOKENS, "create", "serviceaccounts", "no"),  # it makes them, and never a token of one
         # the writer Lease: read, watched, created, renewed and released in fleet-system only
         (IN_FLEET_SYSTEM, "update", "leases.coordination.k8s.io", "yes"),
         (IN_FLEET_SYSTEM, "create", "leases.coordination.k8s.io", "yes"),

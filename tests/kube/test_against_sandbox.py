@@ -222,3 +222,25 @@ async def test_discovery_says_which_kinds_can_be_listed(admin_client: kube.Clien
     assert found[("v1", "ConfigMap")].listable and "list" in found[("v1", "ConfigMap")].verbs
     binding = found[("v1", "Binding")]
     assert binding.namespaced and not binding.listable, "create-only: listing it would be a 405"
+
+
+async def test_an_impersonating_client_is_the_same_connection_acting_as_another_user(
+    admin_client: kube.Client, namespace: str
+) -> None:
+    """The API server answers a SelfSubjectReview as the impersonated user; a write it may not make is a
+    Forbidden naming that user; the requests count where the own client's do."""
+    user = f"system:serviceaccount:{namespace}:nobody"
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    path = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+    as_user = admin_client.impersonating(user)
+    assert as_user.impersonating(user) is as_user
+    answer = await as_user.request("POST", path, verb="create", body=review)
+    assert answer["status"]["userInfo"]["username"] == user
+    assert "system:serviceaccounts" in answer["status"]["userInfo"]["groups"]
+    for own in (admin_client, as_user.impersonating("")):
+        answer = await own.request("POST", path, verb="create", body=review)
+        assert answer["status"]["userInfo"]["username"] != user, "the own identity is not impersonated"
+    with pytest.raises(kube.Forbidden) as err:
+        await as_user.apply(_template(namespace, "as-nobody"), dry_run=True)
+    assert f'User "{user}" cannot patch resource "resourceclaimtemplates"' in err.value.what
+    assert admin_client.counts.by_verb["apply-dry-run"] == 1

@@ -1,0 +1,204 @@
+"""Team objects are written as the team: the API server's RBAC bounds a pull request too.
+
+``fleetctl validate`` refuses the hostile changes fleet knows of, but it is fleet's own code: an
+object it misses (a new kind, a namespace typo, a check someone turned off) would otherwise be
+written with the controller's cluster-wide rights. So every request that writes, dry-runs or prunes an
+object declared in a team's directory (``Desired.team``) carries ``Impersonate-User:
+system:serviceaccount:<first namespace>:fleet-team`` (``SERVICE_ACCOUNT``): the ServiceAccount
+the tenancy stage renders for the team, a subject of the team's RoleBindings and of nothing else.
+The API server then grants exactly what the team Role grants, in the team's namespaces. Reads
+(listings, health gates), the ledger and the platform's objects keep the controller's identity.
+Flux's ``spec.serviceAccountName`` and Argo CD's sync impersonation work the same way
+(docs/security.md).
+
+A refusal must leave the revision unwritten, not half applied. New objects are not dry-run before
+an apply (``fleet.engine.diffs``), and a stage writes its objects concurrently, so ``refusals``
+asks first: one impersonated dry-run apply per team, namespace and kind (the team Role names no
+object, so RBAC decides by exactly those), before the first write of the run for teams whose ServiceAccount exists,
+and at the start of the team's stage for a team this run creates (its ServiceAccount and
+RoleBindings come from the tenancy stage). A 403 refuses every object of that group: each entry
+names the file:line that declares it and the API server's words.
+
+``Mode`` is ``--team-impersonation``: ``required`` (the overlays' default) refuses to write the
+objects of a team without a ServiceAccount (neither live nor in the plan); ``optional`` writes them
+as the controller instead; ``off`` never impersonates. A diff of a team whose ServiceAccount this
+run would create cannot be previewed as the team (the API server knows no such binding yet): its
+objects are dry-run as the controller, and the entry says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from fleet.engine import ownership, plans, workers
+from fleet.engine.changesets import Action, Change
+from fleet.kube import Client, Forbidden, KubeError, Ref
+
+Mode = Literal["required", "optional", "off"]
+MODES: tuple[str, ...] = get_args(Mode)
+SERVICE_ACCOUNT = "fleet-team"
+"""The name of every team's ServiceAccount: the controller's ClusterRole may impersonate this name only."""
+
+
+def user(namespace: str) -> str:
+    """The username the API server gives the team ServiceAccount in ``namespace``."""
+    return f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}"
+
+
+def account(namespace: str) -> Ref:
+    return Ref("v1", "ServiceAccount", namespace, SERVICE_ACCOUNT)
+
+
+@dataclass(frozen=True)
+class Identities:
+    """As whom each team's objects are written, decided once per run from the plan and the live cluster."""
+
+    mode: Mode = "off"
+    users: Mapping[str, str] = field(default_factory=dict)
+    """Team → the user its objects are written as; a team not here is written as the controller."""
+    pending: frozenset[str] = frozenset()
+    """Teams whose ServiceAccount the plan declares but the cluster does not hold yet."""
+    missing: Mapping[str, Ref] = field(default_factory=dict)
+    """Teams with objects and no ServiceAccount (neither live nor planned) → the one they lack."""
+
+    def user_of(self, team: str, *, preview: bool = False) -> str:
+        """The user ``team``'s requests impersonate ("" for the controller's identity)."""
+        if not team or (preview and team in self.pending):
+            return ""
+        return self.users.get(team, "")
+
+    def client(self, client: Client, team: str, *, preview: bool = False) -> Client:
+        return client.impersonating(self.user_of(team, preview=preview))
+
+
+def resolve(*, plan: plans.Plan, live: Mapping[str, dict[str, Any]], mode: Mode) -> Identities:
+    """Each team's identity under ``mode``: its ServiceAccount in its first namespace, live or planned.
+
+    Teams no longer in the plan (their objects are pruned) are found by the live ServiceAccount
+    fleet made for them on this cluster (its team label)."""
+    if mode == "off":
+        return Identities(mode=mode)
+    planned = {d.ref.key for d in plan.objects if d.ref.kind == "ServiceAccount"}
+    users: dict[str, str] = {}
+    pending: set[str] = set()
+    missing: dict[str, Ref] = {}
+    for obj in live.values():
+        meta = obj.get("metadata") or {}
+        if obj.get("kind") != "ServiceAccount" or meta.get("name") != SERVICE_ACCOUNT:
+            continue
+        team = (meta.get("labels") or {}).get(ownership.TEAM_LABEL)
+        if team and ownership.marked_for(obj, cluster=plan.cluster):  # fleet's own, never a look-alike
+            users[team] = user(meta["namespace"])
+    teams = {d.team for d in plan.objects if d.team}
+    for team, namespaces in plan.teams.items():
+        ref = account(namespaces[0]) if namespaces else None
+        if ref is not None and ref.key in live:
+            users[team] = user(ref.namespace)
+        elif ref is not None and ref.key in planned:
+            users[team] = user(ref.namespace)
+            pending.add(team)
+        elif team in teams:
+            users.pop(team, None)
+            missing[team] = ref or account("")
+    return Identities(mode=mode, users=users, pending=frozenset(pending), missing=missing)
+
+
+def unaccounted(identities: Identities, *, desired: Iterable[plans.Desired]) -> list[Change]:
+    """Under ``required``, a refused Change for every object of a team without a ServiceAccount."""
+    if identities.mode != "required":
+        return []
+    out: list[Change] = []
+    for d in desired:
+        ref = identities.missing.get(d.team)
+        if ref is None:
+            continue
+        out.append(
+            Change(
+                ref=d.ref,
+                stage=d.stage.name,
+                action=Action.SKIPPED,
+                refused=True,
+                error=(
+                    f"declared at {d.source} by team {d.team!r}, which has no ServiceAccount "
+                    f"{ref.namespace}/{ref.name}: --team-impersonation=required writes a team's objects "
+                    "only as the team. fleet applies nothing while this stands.\n  hint: let the tenancy "
+                    "stage create it (the Team needs a namespace), or run with --team-impersonation=optional"
+                ),
+            )
+        )
+    return out
+
+
+async def refusals(
+    *, client: Client, identities: Identities, desired: Iterable[plans.Desired], concurrency: int = 16
+) -> list[Change]:
+    """A refused Change for every team object whose team may not write it, asked before any write.
+
+    One impersonated dry-run apply per (team, namespace, kind): RBAC decides by verb, resource and
+    namespace, so one answer holds for the group. Only a 403 refuses: anything else (a namespace
+    the run creates, an invalid object) is the diff's and the apply's to report per object."""
+    groups: dict[tuple[str, str, str, str], list[plans.Desired]] = {}
+    for d in desired:
+        name = identities.user_of(d.team)
+        if name:
+            groups.setdefault((name, d.ref.namespace, d.ref.api_version, d.ref.kind), []).append(d)
+    keys = sorted(groups)
+    answers: dict[tuple[str, str, str, str], Forbidden] = {}
+
+    async def ask(key: tuple[str, str, str, str]) -> None:
+        first = groups[key][0]
+        try:
+            await client.impersonating(key[0]).apply(
+                first.obj, field_manager=first.field_manager, dry_run=True, force=True
+            )
+        except Forbidden as err:
+            answers[key] = err
+        except KubeError:
+            pass
+
+    await workers.for_each(keys, ask, concurrency=concurrency)
+    return [refused(d, user=key[0], err=answers[key]) for key in keys if key in answers for d in groups[key]]
+
+
+def refused(d: plans.Desired, *, user: str, err: KubeError) -> Change:
+    """The entry of a team object the API server refused to ``user``: where it is declared, and why."""
+    if "cannot impersonate" in err.what:  # the applier's own rights, not the team's
+        return Change(
+            ref=d.ref,
+            stage=d.stage.name,
+            action=Action.SKIPPED,
+            refused=True,
+            error=(
+                f"declared at {d.source}: fleet may not act as team {d.team!r} ({user}): {err.what}.\n  hint: "
+                f"grant the applier impersonate on serviceaccounts named {SERVICE_ACCOUNT} "
+                "(overlays/base/clusterrole.yaml), or pass --team-impersonation=off"
+            ),
+        )
+    return Change(
+        ref=d.ref,
+        stage=d.stage.name,
+        action=Action.SKIPPED,
+        refused=True,
+        error=(
+            f"declared at {d.source}: the API server refuses it to team {d.team!r} (as {user}): {err.what}. "
+            "fleet writes nothing of this revision while this stands.\n  hint: a team directory holds "
+            "ResourceClaimTemplates and ResourceClaims in the team's own namespaces; fix the file, or "
+            "ask the platform team to widen the Team"
+        ),
+    )
+
+
+__all__ = [
+    "MODES",
+    "SERVICE_ACCOUNT",
+    "Identities",
+    "Mode",
+    "account",
+    "refusals",
+    "refused",
+    "resolve",
+    "unaccounted",
+    "user",
+]
