@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fleet.engine import ledgers, ownership, plans
-from fleet.engine.changesets import Action, Change
+from fleet.engine.changesets import Change
 from fleet.kube import Ref
 
 
@@ -41,11 +41,9 @@ def conflicts(
         owners = ownership.owners(current)
         by = f"managed by {', '.join(owners)}" if owners else "no manager recorded"
         out.append(
-            Change(
-                ref=d.ref,
+            Change.refusal(
+                d.ref,
                 stage=d.stage.name,
-                action=Action.SKIPPED,
-                refused=True,
                 error=(
                     f"already exists in cluster {cluster} and fleet did not create it ({by}); "
                     f"declared at {d.source}. fleet applies nothing while this stands.\n  hint: {_hint(d)}"
@@ -71,11 +69,9 @@ def _hint(d: plans.Desired) -> str:
 def overlaps(*, pools: tuple[plans.PoolRule, ...], nodes: list[dict[str, Any]]) -> list[Change]:
     """A failed Change for every live Node that two or more pools select."""
     return [
-        Change(
-            ref=Ref("v1", "Node", "", found.node),
+        Change.refusal(
+            Ref("v1", "Node", "", found.node),
             stage="pools",
-            action=Action.SKIPPED,
-            refused=True,
             error=f"{found.describe()}\n  hint: make the pools' nodeSelectors disjoint (a label only one pool's "
             "nodes carry), or relabel the node",
         )

@@ -75,6 +75,11 @@ class Change:
     """On the operator stage's release entry: the chart version deployed and the GPU nodes'
     driver-upgrade states the run saw (``fleet.engine.drivers``); None on every other entry."""
 
+    @classmethod
+    def refusal(cls, ref: Ref, *, stage: str, error: str, **more: Any) -> Change:
+        """What fleet refused for safety before writing: skipped, ``refused``, with why and what to do."""
+        return cls(ref=ref, stage=stage, action=Action.SKIPPED, refused=True, error=error, **more)
+
     @property
     def failed(self) -> bool:
         return bool(self.error)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from fleet.engine import ownership, plans, workers
-from fleet.engine.changesets import Action, Change
+from fleet.engine.changesets import Change
 from fleet.kube import Client, Forbidden, KubeError, Ref
 
 Mode = Literal["required", "optional", "off"]
@@ -115,11 +115,9 @@ def unaccounted(identities: Identities, *, desired: Iterable[plans.Desired]) -> 
         if ref is None:
             continue
         out.append(
-            Change(
-                ref=d.ref,
+            Change.refusal(
+                d.ref,
                 stage=d.stage.name,
-                action=Action.SKIPPED,
-                refused=True,
                 error=(
                     f"declared at {d.source} by team {d.team!r}, which has no ServiceAccount "
                     f"{ref.namespace}/{ref.name}: --team-impersonation=required writes a team's objects "
@@ -165,22 +163,18 @@ async def refusals(
 def refused(d: plans.Desired, *, user: str, err: KubeError) -> Change:
     """The entry of a team object the API server refused to ``user``: where it is declared, and why."""
     if "cannot impersonate" in err.what:  # the applier's own rights, not the team's
-        return Change(
-            ref=d.ref,
+        return Change.refusal(
+            d.ref,
             stage=d.stage.name,
-            action=Action.SKIPPED,
-            refused=True,
             error=(
                 f"declared at {d.source}: fleet may not act as team {d.team!r} ({user}): {err.what}.\n  hint: "
                 f"grant the applier impersonate on serviceaccounts named {SERVICE_ACCOUNT} "
                 "(overlays/base/clusterrole.yaml), or pass --team-impersonation=off"
             ),
         )
-    return Change(
-        ref=d.ref,
+    return Change.refusal(
+        d.ref,
         stage=d.stage.name,
-        action=Action.SKIPPED,
-        refused=True,
         error=(
             f"declared at {d.source}: the API server refuses it to team {d.team!r} (as {user}): {err.what}. "
             "fleet writes nothing of this revision while this stands.\n  hint: a team directory holds "

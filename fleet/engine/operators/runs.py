@@ -137,12 +137,10 @@ class Stage:
 
     def _refuse(self, ref: Ref, problem: guards.Problem, *, seen: ReleaseStatus) -> None:
         reason, fix = problem
-        change = Change(
-            ref=ref,
+        change = Change.refusal(
+            ref,
             stage="operator",
-            action=Action.SKIPPED,
             error=f"{reason}\n  hint: {fix}",
-            refused=True,
             reason=seen.text(),
             operator=seen,
         )
