@@ -223,6 +223,8 @@ class Controller:
         sizes["parsed_files"] = loads["parsed"]
         sizes["file_stats"] = loads["tree"]
         sizes["last_check"] = loads["increments"]
+        sizes["last_files"] = loads["last"]
+        sizes["file_hashes"] = loads["digests"]
         sizes["plans"] = int(self.good is not None)
         sizes["drift_announced"] = len(self._reported)
         sizes["stuck_announced"] = len(self._stuck)

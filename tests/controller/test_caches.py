@@ -71,6 +71,8 @@ async def test_caches_stay_flat_while_managed_objects_churn(
         "helm_indexes",
         "parsed_files",
         "last_check",
+        "last_files",
+        "file_hashes",
         "plans",
         "drift_announced",
     ):
