@@ -135,6 +135,8 @@ class Options:
     """Seconds the API server keeps each watch open (``timeoutSeconds``) before it is resumed."""
     commit_status_target_url: str = ""
     """The link posted with each commit status (``{sha}`` and ``{cluster}`` replaced); "" for none."""
+    store_after: float = 10.0
+    """Seconds without a newer plan before the last one is put in the plan store (and at shutdown)."""
 
 
 def poll_delay(interval: float, *, busy: float, jitter: float) -> float:
@@ -181,7 +183,8 @@ class Controller:
     retried after a failure posts no ``pending`` again, only a changed outcome."""
     _checked: str = ""
     _unstored: pipelines.Checked | None = None
-    """The last plan made, until it is in ``store`` (after the reconcile that applies it)."""
+    """The last plan made, until it is in ``store`` (``_stash``)."""
+    _planned_at: float = 0.0
     _reported: set[tuple[str, str, str, str]] = field(default_factory=set)
     """Drift already announced by an Event: drift left alone under ``report`` is seen by every
     reconcile, and one Event per object (until it changes or goes) is enough."""
@@ -244,6 +247,7 @@ class Controller:
             tg.start_soon(self._resync)
             tg.start_soon(self._lag)
             tg.start_soon(self._work)
+            tg.start_soon(self._stash)
             if self.poster is not None:
                 tg.start_soon(self.poster.run)
 
@@ -447,12 +451,24 @@ class Controller:
                 failed = statuses.last_error(self.report) or "see the FleetSync status"
                 self._notify(plan.revision, "failure", f"failed: {failed.splitlines()[0]}")
             await self._write_status()
-            await self._store_plan()
             return self._traced(span, ok=ok and self.report.source_reachable)
 
+    async def _stash(self) -> None:
+        """Put the last plan made in the store once no newer one came for ``store_after`` seconds,
+        and at shutdown: a restart then takes it back instead of planning the revision again.
+        Pickling 10,000 objects is CPU that no commit on its way to the cluster should wait for,
+        and a restart needs one plan, not one per commit."""
+        try:
+            while True:
+                await anyio.sleep(self.options.store_after / 2)
+                quiet = time.monotonic() - self._planned_at >= self.options.store_after
+                if self._unstored is not None and quiet and not self.report.reconciling:
+                    await self._store_plan()
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(self.options.store_after):
+                await self._store_plan()
+
     async def _store_plan(self) -> None:
-        """Put the plan made for the last commit in the store once it was applied: for the next
-        start (or a ``fleetctl`` of the same content), never on the way to the cluster."""
         unstored, self._unstored = self._unstored, None
         if unstored is not None:
             await anyio.to_thread.run_sync(lambda: pipelines.store_plan(self.store, unstored))
@@ -499,6 +515,7 @@ class Controller:
             checked = pipelines.Checked(revision=checkout.revision, plan=None, findings=(_unplannable(err, self.key),))
         self._checked = checkout.revision
         self._unstored = checked if checked.unstored else None
+        self._planned_at = time.monotonic()
         if checked.plan is not None and checked.plan.empty and not checked.plan.allow_empty:
             checked = dataclasses.replace(checked, plan=None, findings=(_empty(self.options.cluster, self.good),))
         self.report.findings = checked.findings

@@ -127,9 +127,15 @@ async def test_a_restarted_controller_takes_the_plan_it_stored(
     repo.claim_template("ml", "single-gpu")
     first = remote.push(repo, message="a team")
     before = RecordingStore(tmp_path / "state" / "plans")
-    async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", store=before):
+    cache = tmp_path / "cache"
+    async with running(sandbox, remote, cluster=repo.cluster, cache_dir=cache, store=before, store_after=0.5):
         await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
-    assert before.found == [False] and before.stored == [first]
+
+        async def stored() -> bool:
+            return before.stored == [first]
+
+        await waits.eventually(stored, what="the plan stored once no newer one came")
+    assert before.found == [False] and before.stored == [first], "stored once, not again at shutdown"
     applied = managed_versions(sandbox, repo.cluster)
 
     after = RecordingStore(tmp_path / "state" / "plans")
@@ -141,6 +147,21 @@ async def test_a_restarted_controller_takes_the_plan_it_stored(
         await waits.eventually(reconciled, what="the restarted controller's first reconcile")
     assert after.found == [True] and after.stored == [], "the stored plan, not a new one"
     assert managed_versions(sandbox, repo.cluster) == applied, "nothing written"
+
+
+async def test_a_controller_stopping_stores_the_plan_it_has_not_stored_yet(
+    sandbox: Sandbox, remote: Remote, repo: Repo, admin_client: kube.Client, tmp_path: Path
+) -> None:
+    """Commits in a row are not each pickled (``store_after``): the last plan is stored when the
+    controller stops, so the next start takes it back."""
+    repo.claim_template("ml", "single-gpu")
+    first = remote.push(repo, message="a team")
+    store = RecordingStore(tmp_path / "state" / "plans")
+    cache = tmp_path / "cache"
+    async with running(sandbox, remote, cluster=repo.cluster, cache_dir=cache, store=store, store_after=3600):
+        await waits.eventually(lambda: _ready_at(admin_client, repo.cluster, first), what="Ready at the first commit")
+        assert store.stored == [], "not stored while commits may still come"
+    assert store.stored == [first], "stored on the way out"
 
 
 async def test_a_bad_commit_changes_nothing_and_the_fix_recovers(
