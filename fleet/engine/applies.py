@@ -35,7 +35,7 @@ unless allowed.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +74,9 @@ class Options:
     ignore_managers: tuple[str, ...] = ()
     helm: helm.Settings | None = None
     """How to run helm for the operator stage; None: the stage reports the release as skipped."""
+    handover: Mapping[str, ledgers.Origin] = field(default_factory=dict)
+    """``Ref.key`` → origin: live objects ``fleetctl import`` hands to fleet. They are taken over
+    without a conflict, and the ledger records the origin given here (``created``: pruning deletes)."""
 
 
 @dataclass
@@ -149,7 +152,11 @@ class Sync:
                 self.live.update(self.prefetched.live)
         self.steps = [s.name for s in stages.STAGES] + ["prune", "record"]
         refused = adoptions.conflicts(
-            desired=self.plan.objects, live=self.live, ledger=self.ledger.entries, cluster=self.plan.cluster
+            desired=self.plan.objects,
+            live=self.live,
+            ledger=self.ledger.entries,
+            cluster=self.plan.cluster,
+            handover=self.options.handover,
         )
         refused += adoptions.overlaps(pools=self.plan.pools, nodes=self._nodes())
         self._refused = {c.ref.key: c for c in refused}
@@ -395,7 +402,7 @@ class Sync:
         return self._namespaced
 
     def origin(self, key: str) -> ledgers.Origin:
-        return adoptions.origin(key, ledger=self.ledger.entries, live_before=self.live)
+        return adoptions.origin(key, ledger=self.ledger.entries, live_before=self.live, handover=self.options.handover)
 
     async def save_progress(self) -> None:
         await records.save_progress(self)
