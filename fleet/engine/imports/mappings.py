@@ -111,7 +111,9 @@ def imported(
         _operator(live.operator, chart_repository=chart_repository, out=out)
     elif live.helm_problem:
         out.unmapped.append(Unmapped("the GPU Operator release", live.helm_problem))
-    classes = {str(c["metadata"]["name"]): c for c in live.device_classes}
+    classes = {str(c["metadata"]["name"]): c for c in _not_fleets(live.device_classes, out)}
+    live.templates = _not_fleets(live.templates, out)
+    live.claims = _not_fleets(live.claims, out)
     for name, obj in sorted(classes.items()):
         body = clean(obj)
         _annotate(body, ownership.ADOPT, ownership.ADOPT_VALUE)
@@ -120,6 +122,20 @@ def imported(
     _pools(live, cluster=cluster, out=out)
     _teams(live, cluster=cluster, context=context, classes=classes, operator_ns=str(operator_ns), out=out)
     return out
+
+
+def _not_fleets(objs: list[dict[str, Any]], out: Imported) -> list[dict[str, Any]]:
+    """``objs`` without those fleet manages already (another cluster's name, or this one's imported before)."""
+    kept: list[dict[str, Any]] = []
+    for o in objs:
+        if not ownership.managed(o):
+            kept.append(o)
+            continue
+        meta = o["metadata"]
+        name = f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else str(meta["name"])
+        cluster = (meta.get("labels") or {}).get(ownership.CLUSTER_LABEL, "?")
+        out.unmapped.append(Unmapped(f"{o['kind']} {name}", f"fleet manages it already, as part of cluster {cluster}"))
+    return kept
 
 
 # -- objects as people write them ------------------------------------------------------------
