@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from fleet.engine import stages
-from fleet.sandbox import Sandbox, clusters, credentials, profiles
-from fleet.sandbox.processes import StartError
+from fleet.sandbox import Sandbox, StartError, clusters, credentials, profiles
 from fleetctl import cli
 from tests import servermetrics as metrics
 from tests.apply.conftest import Engine
