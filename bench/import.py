@@ -4,8 +4,8 @@ The benchmark's own sandbox gets ``--nodes`` Nodes (H100, A100 and H200 in turn,
 feature discovery labels them, the H100s labelled and tainted by hand) with the
 ResourceSlices the NVIDIA driver publishes for them, ``--namespaces`` namespaces each
 holding ``--templates`` / ``--namespaces`` ResourceClaimTemplates and fleet's team Role
-and RoleBinding. The Nodes carry no KWOK annotation: nobody heartbeats them, so the
-control plane stays quiet while the import reads.
+and RoleBinding. KWOK keeps the Nodes Ready, as it does the sandbox's own: a Node nobody
+heartbeats gets the node lifecycle controller's taints, and its diff would show them.
 
 Timed, each as a whole process started from the shell: ``fleetctl import --no-adopt``
 (read, map, validate, write the files), and its peer ``kubectl get -o yaml`` of the same
@@ -51,8 +51,6 @@ def objects(*, nodes: int, namespaces: int, templates: int) -> list[dict[str, An
         model = [gpus.MODELS[k] for k in ("h100", "a100", "h200")][index % 3]
         spec = gpus.NodeSpec(name=f"gpu-{index:04d}", ordinal=index + 1, pool="bench", model=model, gpus=8)
         node = gpus.node_manifest(spec)
-        node.pop("status")
-        node["metadata"]["annotations"] = {}
         if index % 3 == 0:  # the H100s: labelled and tainted by hand
             node["metadata"]["labels"]["gpufleet.dev/team"] = "research"
             node["spec"]["taints"].append(
