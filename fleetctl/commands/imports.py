@@ -116,12 +116,11 @@ async def _import(args: argparse.Namespace) -> int:
             chart_repository=args.chart_repository,
         )
 
-        def lay_out() -> dict[str, str]:
+        def lay_out() -> tuple[dict[str, str], engine.Plan]:
             files = repositories.plan(root, found, cluster=args.cluster, fleet=args.fleet, context=client.context)
-            repositories.write(root, files, cluster=args.cluster)
-            return files
+            return files, repositories.write(root, files, cluster=args.cluster)
 
-        files = await anyio.to_thread.run_sync(lay_out)
+        files, plan = await anyio.to_thread.run_sync(lay_out)
         _say(f"wrote {len(files)} files to {root} ({len(found.unmapped)} not imported: {repositories.REPORT})")
         outcome: engine.Outcome | None = None
         if not args.no_adopt:
@@ -129,6 +128,7 @@ async def _import(args: argparse.Namespace) -> int:
             outcome = await imports.take_over(
                 root=root,
                 cluster=args.cluster,
+                plan=plan,
                 client=client,
                 handover=found.handover,
                 helm_settings=settings,

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 from ruamel.yaml import YAML
 
-from fleet.engine import pipelines
+from fleet.engine import pipelines, plans
 from fleet.engine.imports.mappings import Document, Imported, Unmapped
 from fleet.errors import FleetError
 
@@ -198,8 +198,11 @@ def _comparable(body: dict[str, Any]) -> dict[str, Any]:
     return out  # type: ignore[no-any-return]
 
 
-def write(root: Path, files: dict[str, str], *, cluster: str) -> None:
-    """Validate ``files`` laid over ``root`` in a staging copy, then write them into ``root``.
+def write(root: Path, files: dict[str, str], *, cluster: str) -> plans.Plan:
+    """Validate ``files`` laid over ``root`` in a staging copy, then write them into ``root``; the plan.
+
+    The plan is the staging copy's: the same files, so the same objects, sources (relative to the
+    root) and ledger keys; only a revision id may differ, which the diff ignores.
 
     A new ``root`` is the staging directory itself, renamed into place (it sits beside ``root``,
     on the same file system): the files are written once."""
@@ -212,7 +215,7 @@ def write(root: Path, files: dict[str, str], *, cluster: str) -> None:
             shutil.copytree(root, staged, ignore=shutil.ignore_patterns(".git"))
         _lay(staged, files)
         try:
-            pipelines.load_plan(staged, cluster=cluster)
+            plan = pipelines.load_plan(staged, cluster=cluster)
         except FleetError as err:
             raise FleetError(
                 f"the imported repository does not validate, so nothing was written: {err.what}",
@@ -223,8 +226,9 @@ def write(root: Path, files: dict[str, str], *, cluster: str) -> None:
             if root.exists():
                 root.rmdir()  # empty: checked above
             staged.rename(root)
-            return
+            return plan
     _lay(root, files)
+    return plan
 
 
 def _lay(root: Path, files: dict[str, str]) -> None:

@@ -18,20 +18,23 @@ from pathlib import Path
 import anyio
 
 from fleet import engine, helm, kube
-from fleet.engine import ledgers, listings, pipelines, writers
+from fleet.engine import ledgers, listings, pipelines, plans, writers
 
 
 async def take_over(
     *,
     root: Path,
     cluster: str,
+    plan: plans.Plan | None = None,
     client: kube.Client,
     handover: Mapping[str, ledgers.Origin],
     helm_settings: helm.Settings | None,
     health_timeout: float = 120.0,
 ) -> engine.Outcome:
-    """Apply ``root`` to ``cluster`` (no prune), recording ``handover``'s origins in the ledger."""
-    plan = await anyio.to_thread.run_sync(lambda: pipelines.load_plan(root, cluster=cluster))
+    """Apply ``root`` (``plan``, when already made) to ``cluster``, no prune, recording ``handover``'s
+    origins in the ledger."""
+    if plan is None:
+        plan = await anyio.to_thread.run_sync(lambda: pipelines.load_plan(root, cluster=cluster))
     options = engine.Options(handover=dict(handover), helm=helm_settings, health_timeout=health_timeout)
     async with writers.lock(client=client, cluster=cluster):
         prefetched = await listings.prefetch(client=client)
