@@ -254,3 +254,19 @@ def test_a_second_cluster_joins_an_existing_fleet_and_shares_its_files(tmp_path:
             fleet=None,
             context=CONTEXT,
         )
+
+
+def test_the_package_exports_what_the_cli_uses() -> None:
+    import fleet.engine.imports
+
+    assert fleet.engine.imports.__all__ == [
+        "Document",
+        "HelmRelease",
+        "Imported",
+        "Live",
+        "Unmapped",
+        "imported",
+        "read",
+        "require_dra",
+        "take_over",
+    ]

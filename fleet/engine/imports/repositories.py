@@ -101,7 +101,7 @@ def plan(root: Path, imported: Imported, *, cluster: str, fleet: str | None, con
             doc.body["metadata"]["name"] = fleet
         target = root / doc.path
         if existing is not None and target.exists():
-            files[doc.path] = _merged(target, doc, cluster=cluster)
+            files[doc.path] = _merged(root, target, doc, cluster=cluster)
             continue
         files[doc.path] = render(doc, emitter=emitter)
     section = report(imported.unmapped, cluster=cluster, context=context)
@@ -157,7 +157,7 @@ def _with_cluster(path: Path, data: dict[str, Any], *, cluster: str, fleet: str 
     return buf.getvalue()
 
 
-def _merged(path: Path, doc: Document, *, cluster: str) -> str:
+def _merged(root: Path, path: Path, doc: Document, *, cluster: str) -> str:
     """The existing file, with ``cluster`` added to its selector when it declares the same object."""
     rt = _yaml()
     text = path.read_text()
@@ -166,9 +166,8 @@ def _merged(path: Path, doc: Document, *, cluster: str) -> str:
     theirs = _comparable(_plain(current))
     if mine != theirs:
         raise FleetError(
-            f"{path.parent.parent if path.parent.name != path.parent.parent.name else path.parent} holds a "
-            f"different fleet: {path.name} declares {doc.body['kind']} {doc.body['metadata']['name']} otherwise "
-            "than the cluster has it; nothing was written",
+            f"{root} holds a different fleet: {path.relative_to(root)} declares {doc.body['kind']} "
+            f"{doc.body['metadata']['name']} otherwise than the cluster has it; nothing was written",
             where=f"{path}:1",
             hint="import into an empty directory and compare, or make the cluster match the fleet first",
         )
