@@ -270,3 +270,12 @@ def test_the_package_exports_what_the_cli_uses() -> None:
         "require_dra",
         "take_over",
     ]
+
+
+def test_a_dra_kind_fleet_does_not_declare_is_listed_once() -> None:
+    rule = {"apiVersion": "resource.k8s.io/v1beta2", "kind": "DeviceTaintRule", "metadata": {"name": "drain-gpu-3"}}
+    found = imported(_live(others=[rule, {**rule, "apiVersion": "resource.k8s.io/v1alpha3"}]), cluster="east",
+                     fleet="gpus", context=CONTEXT)  # fmt: skip
+    assert [(u.what, u.reason) for u in found.unmapped] == [
+        ("DeviceTaintRule drain-gpu-3", "a fleet repository declares no DeviceTaintRule; it stays as it is")
+    ]

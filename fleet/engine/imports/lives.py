@@ -55,6 +55,8 @@ class Live:
     roles: list[dict[str, Any]] = field(default_factory=list)
     role_bindings: list[dict[str, Any]] = field(default_factory=list)
     quotas: list[dict[str, Any]] = field(default_factory=list)
+    others: list[dict[str, Any]] = field(default_factory=list)
+    """Objects of DRA kinds fleet does not declare (DeviceTaintRules), listed in IMPORT.md."""
     operator: HelmRelease | None = None
     helm_problem: str = ""
     """Why helm's record could not be read ("" when it was, or there was no helm to ask)."""
@@ -73,9 +75,14 @@ KINDS = {
 }
 
 
-async def require_dra(client: kube.Client) -> set[str]:
-    """The served API versions; FleetError when ``resource.k8s.io/v1`` is not among them."""
-    served = {k.api_version for k in await client.discover()}
+UNDECLARED = ("DeviceTaintRule",)
+"""DRA kinds a fleet repository does not declare: imported as IMPORT.md rows."""
+
+
+async def require_dra(client: kube.Client) -> set[tuple[str, str]]:
+    """The served (apiVersion, kind) pairs; FleetError when ``resource.k8s.io/v1`` is not served."""
+    found = {(k.api_version, k.kind) for k in await client.discover()}
+    served = {v for v, _ in found}
     if DRA_API not in served:
         version = await client.version()
         older = sorted(v for v in served if v.startswith("resource.k8s.io/"))
@@ -87,12 +94,12 @@ async def require_dra(client: kube.Client) -> set[str]:
             hint="fleet manages resource.k8s.io/v1, served from Kubernetes 1.34 on: upgrade the control plane, "
             "or pass the --context of a cluster that serves it",
         )
-    return served
+    return found
 
 
 async def read(*, client: kube.Client, h: helm.Helm | None, release: str, namespace: str) -> Live:
     """Everything the import maps, read from the cluster behind ``client`` (and helm, when given)."""
-    await require_dra(client)
+    served = await require_dra(client)
     version = await client.version()
     minor = featuregates.minor_of(f"{version.get('major', '1')}.{version.get('minor', '0')}")
     default = featuregates.ClusterFeatures(cluster="", file="", minor=minor, enabled=featuregates.effective(minor, {}))
@@ -110,11 +117,18 @@ async def read(*, client: kube.Client, h: helm.Helm | None, release: str, namesp
         for attr, (api_version, kind_name) in KINDS.items():
             tg.start_soon(one, attr, api_version, kind_name)
         tg.start_soon(features)
+        for api_version, kind_name in sorted(served):
+            if kind_name in UNDECLARED and api_version.startswith("resource.k8s.io/"):
+                tg.start_soon(_others, live, client, api_version, kind_name)
         if h is not None:
             tg.start_soon(_operator, live, h, release, namespace)
     for attr, items in lists.items():
         setattr(live, attr, items)
     return live
+
+
+async def _others(live: Live, client: kube.Client, api_version: str, kind_name: str) -> None:
+    live.others += await client.list_if_served(api_version=api_version, kind=kind_name)
 
 
 async def _operator(live: Live, h: helm.Helm, release: str, namespace: str) -> None:
@@ -137,4 +151,4 @@ async def _operator(live: Live, h: helm.Helm, release: str, namespace: str) -> N
     )
 
 
-__all__ = ["DRA_API", "KINDS", "HelmRelease", "Live", "read", "require_dra"]
+__all__ = ["DRA_API", "KINDS", "UNDECLARED", "HelmRelease", "Live", "read", "require_dra"]

@@ -48,6 +48,12 @@ def imported(
     elif live.helm_problem:
         out.unmapped.append(Unmapped("the GPU Operator release", live.helm_problem))
     classes = {str(c["metadata"]["name"]): c for c in _not_fleets(live.device_classes, out)}
+    seen: set[str] = set()
+    for o in live.others:
+        name = f"{o['kind']} {o['metadata']['name']}"
+        if name not in seen:  # served under several versions: one row
+            seen.add(name)
+            out.unmapped.append(Unmapped(name, f"a fleet repository declares no {o['kind']}; it stays as it is"))
     templates = _not_fleets(live.templates, out)
     claims = _not_fleets(live.claims, out)
     for name, obj in sorted(classes.items()):
