@@ -115,6 +115,20 @@ async def create(sb: Sandbox, items: list[dict[str, Any]]) -> None:
         await client.close()
 
 
+def settled(sb: Sandbox, *, nodes: int, within: float = 600.0) -> None:
+    """Wait until KWOK has taken up every new Node (it labels and readies them): a Node still changing
+    under the import would show in the diff that follows it."""
+    deadline = time.monotonic() + within
+    selector = "beta.kubernetes.io/os,sandbox.fleet.gpufleet.dev/pool=bench"
+    while True:
+        found = len(sb.kubectl("get", "nodes", "-l", selector, "-o", "name").stdout.split())
+        if found >= nodes:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"KWOK took up {found} of {nodes} nodes in {within:g} s")
+        time.sleep(2)
+
+
 def timed(argv: list[str], *, env: dict[str, str], stdout: Any = subprocess.DEVNULL) -> tuple[float, int, str]:
     started = time.perf_counter()
     done = subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env, check=False)
@@ -133,6 +147,7 @@ def main(argv: list[str]) -> int:
         anyio.run(create, sb, [o for o in made if o["kind"] == "Namespace"])
         anyio.run(create, sb, [o for o in made if o["kind"] != "Namespace"] + rbac(args.namespaces))
         print(f"made {len(made) + 2 * args.namespaces} objects by hand in {time.perf_counter() - started:.1f} s")
+        settled(sb, nodes=args.nodes)
         env = {**os.environ, "KUBECONFIG": str(sb.kubeconfig), "NO_COLOR": "1"}
         fleetctl = str(Path(sys.executable).parent / "fleetctl")
         common = ["--context", credentials.CLUSTER, "--helm", str(sb.binary("helm"))]
