@@ -32,6 +32,7 @@ from tests.apply.conftest import Engine
 from tests.apply.repos import Repo
 from tests.conftest import Kubectl
 from tests.operator.conftest import NAMESPACE, RELEASE, UPSTREAM
+from tests.waits import wait_for
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("cleanup_release")]
 
@@ -115,6 +116,16 @@ def test_a_cluster_set_up_by_hand_imports_to_a_repository_that_diffs_to_zero(
         return code, {k: n for k, n in found.items() if metrics.writes(Counter(), Counter({k: n}), resources=resources)}
 
     with StandInOperator(sandbox, upstream=UPSTREAM):  # the operator's controller, played
+        # As on a real cluster, the operator has done its work (the DRA driver's objects, its
+        # DeviceClasses among them, then the GPUCluster's status) before anyone imports.
+        wait_for(
+            lambda: (
+                kubectl("get", "gpucluster", "gpu-cluster", "-o", "jsonpath={.status.state}", check=False).stdout
+                == "ready"
+            ),
+            what="the played operator reports GPUCluster gpu-cluster ready",
+            within=120,
+        )
         code = _cli(
             "import", str(root), "--cluster", cluster, "--chart-repository", chart_repo,
             sandbox=sandbox, settings=helm_settings,
