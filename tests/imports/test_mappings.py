@@ -279,3 +279,35 @@ def test_a_dra_kind_fleet_does_not_declare_is_listed_once() -> None:
     assert [(u.what, u.reason) for u in found.unmapped] == [
         ("DeviceTaintRule drain-gpu-3", "a fleet repository declares no DeviceTaintRule; it stays as it is")
     ]
+
+
+def test_the_files_are_validated_before_they_are_written_and_a_second_cluster_joins(tmp_path: Path) -> None:
+    from fleet.engine.imports.repositories import write
+
+    gpu_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu.nvidia.com"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]},
+    }
+    live = _live(templates=[_guide_template("two-gpus")], device_classes=[gpu_class])
+    root = tmp_path / "fleet"
+    east = imported(live, cluster="east", fleet="gpus", context=CONTEXT)
+    plan_east = write(root, plan(root, east, cluster="east", fleet="gpus", context=CONTEXT), cluster="east")
+    assert {d.ref.name for d in plan_east.objects} >= {"two-gpus", "gpu.nvidia.com", "gpu-example"}
+    assert not list(tmp_path.glob(".fleet.import-*")), "the staging directory is renamed into place"
+
+    west = imported(live, cluster="west", fleet="gpus", context=CONTEXT)
+    write(root, plan(root, west, cluster="west", fleet=None, context=CONTEXT), cluster="west")
+    assert yaml.safe_load((root / "teams/gpu-example/team.yaml").read_text())["spec"]["clusters"]["names"] == [
+        "east",
+        "west",
+    ]
+
+    broken = imported(live, cluster="north", fleet="gpus", context=CONTEXT)
+    files = plan(root, broken, cluster="north", fleet=None, context=CONTEXT)
+    files["clusters/north.yaml"] = files["clusters/north.yaml"].replace("'1.36'", "'one'")
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    with pytest.raises(FleetError, match="does not validate, so nothing was written"):
+        write(root, files, cluster="north")
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
