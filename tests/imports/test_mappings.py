@@ -311,3 +311,13 @@ def test_the_files_are_validated_before_they_are_written_and_a_second_cluster_jo
     with pytest.raises(FleetError, match="does not validate, so nothing was written"):
         write(root, files, cluster="north")
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+
+
+def test_a_template_another_tool_keeps_is_adopted_not_made_fleets() -> None:
+    charted = _guide_template("h100-gpu")
+    charted["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "Helm"}
+    charted["metadata"]["annotations"]["meta.helm.sh/release-name"] = "research"
+    found = imported(_live(templates=[charted, _guide_template("two-gpus")]), cluster="east", fleet="gpus",
+                     context=CONTEXT)  # fmt: skip
+    assert found.handover["resource.k8s.io/ResourceClaimTemplate/gpu-example/h100-gpu"] == "adopted"
+    assert found.handover["resource.k8s.io/ResourceClaimTemplate/gpu-example/two-gpus"] == "created"

@@ -4,8 +4,9 @@ A namespace holding ResourceClaimTemplates (or claims made by hand) becomes a Te
 that name. Its owners are the subjects of the RoleBindings whose Role grants no more
 than fleet's team Role; a binding that grants more stays outside the repository and is
 listed. Its quota is the ResourceQuota ``fleet-devices`` when it has exactly the keys
-fleet renders. The templates become fleet's (``created``: pruning deletes them); the
-namespace, fleet-shaped Role, RoleBinding and quota are adopted.
+fleet renders. Templates and claims people made (kubectl) become fleet's (``created``:
+pruning deletes them), those another tool keeps (Helm, an owner object) are adopted, as
+are the namespace and the fleet-shaped Role, RoleBinding and quota.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def _team(
         out.documents.append(
             Document(f"teams/{ns}/{name}{suffix}.yaml", body, origin(str(o["kind"]), f"{ns}/{name}", o, context))
         )
-        out.handover[Ref.of(body).key] = "created"
+        out.handover[Ref.of(body).key] = "adopted" if _tools(o) else "created"
     owners, role_notes = _owners(ns, live=live, out=out)
     quota = _quota(ns, live=live, extended=extended, out=out)
     used |= set(quota)
@@ -127,6 +128,15 @@ def _team(
         f"; {role_notes}" if role_notes else ""
     )
     out.documents.insert(len(out.documents) - len(objs), Document(f"teams/{ns}/team.yaml", body, comment))
+
+
+def _tools(obj: dict[str, Any]) -> bool:
+    """Whether another tool keeps ``obj`` (a Helm release, another ``managed-by``, an owner object): fleet
+    then adopts it (and only releases it when it is pruned), rather than making it its own."""
+    meta = obj.get("metadata") or {}
+    label = (meta.get("labels") or {}).get(ownership.MANAGED_BY)
+    helm_release = (meta.get("annotations") or {}).get(ownership.HELM_RELEASE)
+    return bool(helm_release or meta.get("ownerReferences") or (label and label != ownership.MANAGER))
 
 
 def _classes_named(body: dict[str, Any]) -> set[str]:
