@@ -12,8 +12,8 @@ then writes them (a refused import writes nothing), and ends by taking the objec
 over with an apply of the new repository that changes nothing but fleet's marks
 and ledger (``--no-adopt`` leaves the cluster alone; the first ``apply`` adopts
 then). Progress goes to stderr; the summary (or ``-o json``) to stdout. Exit 0
-imported, 1 the take-over failed (the files are written; the summary says what
-failed), 2 error (nothing written).
+imported, 1 the take-over failed or could not start (the files are written; the
+summary or the error says what failed), 2 error (nothing written).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import anyio
 from fleet import engine, helm, kube
 from fleet.engine import imports
 from fleet.engine.imports import mappings, repositories
+from fleet.errors import FleetError
 from fleet.manifests import kinds
 from fleetctl import reports
 from fleetctl.pipelines import helm_binary, run_async
@@ -125,15 +126,26 @@ async def _import(args: argparse.Namespace) -> int:
         outcome: engine.Outcome | None = None
         if not args.no_adopt:
             _say(f"taking over {len(found.handover)} objects and the pools' nodes (fleet's marks and ledger only)")
-            outcome = await imports.take_over(
-                root=root,
-                cluster=args.cluster,
-                plan=plan,
-                client=client,
-                handover=found.handover,
-                helm_settings=settings,
-                health_timeout=args.health_timeout,
-            )
+            try:
+                outcome = await imports.take_over(
+                    root=root,
+                    cluster=args.cluster,
+                    plan=plan,
+                    client=client,
+                    handover=found.handover,
+                    helm_settings=settings,
+                    health_timeout=args.health_timeout,
+                )
+            except FleetError as err:  # the Lease held by another writer, an unreachable server...
+                taken = FleetError(
+                    f"the repository is written, but fleet did not take the cluster over: "
+                    f"{err.what.removesuffix('; nothing was written')}",
+                    where=err.where,
+                    hint=f"{err.hint + '; then ' if err.hint else ''}run `fleetctl apply {root} --cluster "
+                    f"{args.cluster}` (it adopts; templates are then recorded as adopted, not as fleet's own)",
+                )
+                print(f"error: {taken}", file=sys.stderr)
+                return 1
     finally:
         with anyio.CancelScope(shield=True):
             await client.close()

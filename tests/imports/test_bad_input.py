@@ -7,13 +7,15 @@ DRA API (a control plane of this module's own, restarted with ``resource.k8s.io/
 
 from __future__ import annotations
 
+import datetime
 import hashlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from fleet.engine import stages
+from fleet.engine import stages, writers
 from fleet.sandbox import Sandbox, StartError, clusters, credentials, profiles
 from fleetctl import cli
 from tests import servermetrics as metrics
@@ -124,3 +126,30 @@ def test_a_cluster_without_the_dra_api(
     assert "does not serve the DRA API resource.k8s.io/v1" in err
     assert "hint: fleet manages resource.k8s.io/v1" in err
     assert not root.exists()
+
+
+def test_a_lease_held_by_another_writer_leaves_the_files_written_and_says_how_to_adopt(
+    sandbox: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = "leased"
+    ref = writers.lease_ref(cluster)
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": ref.name, "namespace": ref.namespace},
+        "spec": {"holderIdentity": "someone@elsewhere:1", "leaseDurationSeconds": 3600, "renewTime": now},
+    }
+    sandbox.kubectl("create", "namespace", ref.namespace, check=False)
+    sandbox.kubectl("apply", "-f", "-", stdin=json.dumps(lease))
+    try:
+        root = tmp_path / "fleet"
+        argv = ["import", str(root), "--cluster", cluster, "--kubeconfig", str(sandbox.kubeconfig)]
+        assert cli.run([*argv, "--context", credentials.CLUSTER]) == 1
+        err = capsys.readouterr().err
+        assert f"error: cluster {cluster}: the repository is written, but fleet did not take the cluster over" in err
+        assert "nothing was written" not in err
+        assert "someone@elsewhere:1" in err and f"run `fleetctl apply {root} --cluster {cluster}`" in err
+        assert (root / "fleet.yaml").exists() and (root / "IMPORT.md").exists()
+    finally:
+        sandbox.kubectl("delete", "lease", ref.name, "-n", ref.namespace, check=False)
