@@ -21,6 +21,9 @@ from fleet.builds import VersionAction
 from fleet.errors import FleetError, user_errors
 from fleetctl import commands
 
+MODULES = {"import": "imports"}
+"""Commands whose module has another name (``import`` is a Python keyword)."""
+
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser for ``argv``: only the named command's module is imported when ``argv`` names one.
@@ -44,6 +47,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     names = sorted(info.name for info in pkgutil.iter_modules(commands.__path__))
     named = next((arg for arg in argv if not arg.startswith("-")), None)  # the global options take no value
+    named = MODULES.get(named or "", named)
     for name in [named] if named in names else names:
         module = importlib.import_module(f"{commands.__name__}.{name}")
         module.register(sub)

@@ -31,12 +31,21 @@ def conflicts(
     live: Mapping[str, dict[str, Any]],
     ledger: Mapping[str, ledgers.Entry],
     cluster: str,
+    handover: Mapping[str, ledgers.Origin] | None = None,
 ) -> list[Change]:
-    """A failed Change for every desired object that exists, is not fleet's, and may not be adopted."""
+    """A failed Change for every desired object that exists, is not fleet's, and may not be adopted
+    (``handover``: objects ``fleetctl import`` hands to fleet, taken over like adopted ones)."""
     out: list[Change] = []
+    handed = handover or {}
     for d in desired:
         current = live.get(d.ref.key)
-        if current is None or d.ref.key in ledger or d.adopt or ownership.marked_for(current, cluster=cluster):
+        if (
+            current is None
+            or d.ref.key in ledger
+            or d.adopt
+            or d.ref.key in handed
+            or ownership.marked_for(current, cluster=cluster)
+        ):
             continue
         owners = ownership.owners(current)
         by = f"managed by {', '.join(owners)}" if owners else "no manager recorded"
@@ -79,10 +88,19 @@ def overlaps(*, pools: tuple[plans.PoolRule, ...], nodes: list[dict[str, Any]]) 
     ]
 
 
-def origin(key: str, *, ledger: Mapping[str, ledgers.Entry], live_before: Mapping[str, Any]) -> ledgers.Origin:
-    """The ledger's origin for ``key``: as recorded, else adopted if it existed before this run, else created."""
+def origin(
+    key: str,
+    *,
+    ledger: Mapping[str, ledgers.Entry],
+    live_before: Mapping[str, Any],
+    handover: Mapping[str, ledgers.Origin] | None = None,
+) -> ledgers.Origin:
+    """The ledger's origin for ``key``: as recorded, else as ``fleetctl import`` handed it over, else
+    adopted if it existed before this run, else created."""
     if key in ledger:
         return ledger[key].origin
+    if handover and key in handover and key in live_before:
+        return handover[key]
     return "adopted" if key in live_before else "created"
 
 

@@ -35,7 +35,7 @@ unless allowed.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +79,9 @@ class Options:
     """How to run helm for the operator stage; None: the stage reports the release as skipped."""
     impersonation: impersonations.Mode = "optional"
     """As whom a team's objects are written (``fleet.engine.impersonations``; ``--team-impersonation``)."""
+    handover: Mapping[str, ledgers.Origin] = field(default_factory=dict)
+    """``Ref.key`` → origin: live objects ``fleetctl import`` hands to fleet. They are taken over
+    without a conflict, and the ledger records the origin given here (``created``: pruning deletes)."""
 
 
 @dataclass
@@ -159,7 +162,11 @@ class Sync:
         self._live_freezes = drifts.live_freezes(self.live)
         self.steps = [s.name for s in stages.STAGES] + ["prune", "record"]
         refused = adoptions.conflicts(
-            desired=self.plan.objects, live=self.live, ledger=self.ledger.entries, cluster=self.plan.cluster
+            desired=self.plan.objects,
+            live=self.live,
+            ledger=self.ledger.entries,
+            cluster=self.plan.cluster,
+            handover=self.options.handover,
         )
         refused += adoptions.overlaps(pools=self.plan.pools, nodes=self._nodes())
         self.identities = impersonations.resolve(plan=self.plan, live=self.live, mode=self.options.impersonation)
@@ -434,7 +441,7 @@ class Sync:
         return self._namespaced
 
     def origin(self, key: str) -> ledgers.Origin:
-        return adoptions.origin(key, ledger=self.ledger.entries, live_before=self.live)
+        return adoptions.origin(key, ledger=self.ledger.entries, live_before=self.live, handover=self.options.handover)
 
     async def save_progress(self) -> None:
         await records.save_progress(self)

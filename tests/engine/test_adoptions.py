@@ -62,6 +62,19 @@ def test_an_existing_object_is_a_conflict_unless_fleets_or_adopted() -> None:
     assert adoptions.origin(ns.ref.key, ledger=in_ledger, live_before=live) == "created"
 
 
+def test_what_fleetctl_import_hands_over_is_taken_without_a_conflict_with_the_origin_it_chose() -> None:
+    plan = _plan()
+    ns = next(d for d in plan.objects if d.ref.kind == "Namespace")
+    live = {ns.ref.key: _live(ns.ref.name, managers=("kubectl-create",))}
+    handover: dict[str, ledgers.Origin] = {ns.ref.key: "created"}
+    assert adoptions.conflicts(desired=[ns], live=live, ledger={}, cluster="gpu-east", handover=handover) == []
+    assert adoptions.origin(ns.ref.key, ledger={}, live_before=live, handover=handover) == "created"
+    assert adoptions.origin(ns.ref.key, ledger={}, live_before=live, handover={ns.ref.key: "adopted"}) == "adopted"
+    recorded = {ns.ref.key: ledgers.Entry("v1", "adopted")}
+    assert adoptions.origin(ns.ref.key, ledger=recorded, live_before=live, handover=handover) == "adopted"
+    assert adoptions.origin(ns.ref.key, ledger={}, live_before={}, handover=handover) == "created"
+
+
 def test_adoption_is_declared_by_annotation_or_team_field_and_the_annotation_is_not_applied() -> None:
     plan = _plan()
     classes = [d for d in plan.objects if d.ref.kind == "DeviceClass"]

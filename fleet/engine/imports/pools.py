@@ -1,0 +1,181 @@
+"""Pure: GPU nodes grouped into GPUNodePools.
+
+Nodes that publish GPUs are grouped by ``node.kubernetes.io/instance-type`` (else GPU
+feature discovery's product label), which becomes the pool's ``nodeSelector``. The labels
+and taints every node of a group carries (Kubernetes' and the discovery tools' own labels
+aside) are what the pool keeps, so adopting the pool changes no node. The GPU model,
+count and memory come from the ResourceSlices the driver publishes; a node that differs
+from its group, or that nothing selects, is listed, not guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from fleet.engine.imports.documents import Document, Imported, Unmapped
+from fleet.engine.imports.lives import Live
+from fleet.manifests import kinds
+
+SYSTEM_LABEL_PREFIXES = (
+    "kubernetes.io/",
+    "beta.kubernetes.io/",
+    "node.kubernetes.io/",
+    "topology.kubernetes.io/",
+    "node-role.kubernetes.io/",
+    "feature.node.kubernetes.io/",
+    "nvidia.com/",
+    "kwok.x-k8s.io/",
+)
+"""Labels the kubelet, the cloud and the discovery tools (NFD, GFD) set: not a pool's to keep."""
+SYSTEM_TAINT_PREFIX = "node.kubernetes.io/"
+"""Taints the node lifecycle controller sets (not-ready, unschedulable...)."""
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_DRIVER = "gpu.nvidia.com"
+
+
+@dataclass(frozen=True)
+class _GPUs:
+    product: str
+    count: int
+    memory: str
+    mig: bool
+
+
+def _gpus(slices: Iterable[dict[str, Any]]) -> dict[str, _GPUs]:
+    """Per node: the GPUs the driver publishes there."""
+    devices: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for s in slices:
+        spec = s.get("spec") or {}
+        if spec.get("driver") == GPU_DRIVER and spec.get("nodeName"):
+            devices[str(spec["nodeName"])].extend(spec.get("devices") or ())
+    out: dict[str, _GPUs] = {}
+    for node, found in devices.items():
+        gpus = [d for d in found if _attr(d, "type") == "gpu"]
+        mig = any(_attr(d, "type") == "mig" for d in found)
+        if not gpus:
+            continue
+        products = Counter(_attr(d, "productName") for d in gpus)
+        memories = Counter(str(((d.get("capacity") or {}).get("memory") or {}).get("value", "")) for d in gpus)
+        out[node] = _GPUs(products.most_common(1)[0][0], len(gpus), memories.most_common(1)[0][0], mig)
+    return out
+
+
+def _attr(device: dict[str, Any], name: str) -> str:
+    value = (device.get("attributes") or {}).get(name) or {}
+    return str(value.get("string") or value.get("version") or "")
+
+
+def pools(live: Live, *, cluster: str, out: Imported) -> None:
+    gpus = _gpus(live.slices)
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for node in sorted(live.nodes, key=lambda n: str(n["metadata"]["name"])):
+        name = str(node["metadata"]["name"])
+        if name not in gpus:
+            continue
+        labels = node["metadata"].get("labels") or {}
+        key = INSTANCE_TYPE if labels.get(INSTANCE_TYPE) else GPU_PRODUCT_LABEL if labels.get(GPU_PRODUCT_LABEL) else ""
+        if not key:
+            out.unmapped.append(
+                Unmapped(
+                    f"Node {name}",
+                    f"it fits no pool: it publishes GPUs but carries neither {INSTANCE_TYPE} nor {GPU_PRODUCT_LABEL} "
+                    "to select it by; label it and import again",
+                )
+            )
+            continue
+        groups[(key, str(labels[key]))].append(node)
+    names: set[str] = set()
+    for (key, value), nodes in sorted(groups.items()):
+        pool = _pool_name(value, taken=names)
+        names.add(pool)
+        out.documents.append(_pool(pool, key=key, value=value, nodes=nodes, gpus=gpus, cluster=cluster, out=out))
+
+
+def _pool_name(value: str, *, taken: set[str]) -> str:
+    base = re.sub(r"[^a-z0-9-]+", "-", value.lower()).strip("-")[:50] or "pool"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}-{n}", n + 1
+    return name
+
+
+def _pool(
+    pool: str,
+    *,
+    key: str,
+    value: str,
+    nodes: list[dict[str, Any]],
+    gpus: dict[str, _GPUs],
+    cluster: str,
+    out: Imported,
+) -> Document:
+    label_sets = [
+        {
+            k: v
+            for k, v in (n["metadata"].get("labels") or {}).items()
+            if k != key and not k.startswith(SYSTEM_LABEL_PREFIXES)
+        }
+        for n in nodes
+    ]
+    common = dict(label_sets[0])
+    for labels in label_sets[1:]:
+        common = {k: v for k, v in common.items() if labels.get(k) == v}
+    taint_sets = [
+        [
+            t
+            for t in (n.get("spec") or {}).get("taints") or ()
+            if not str(t.get("key", "")).startswith(SYSTEM_TAINT_PREFIX)
+        ]
+        for n in nodes
+    ]
+    taints = [t for t in taint_sets[0] if all(_has_taint(ts, t) for ts in taint_sets[1:])]
+    seen = Counter(gpus[str(n["metadata"]["name"])] for n in nodes)
+    model = seen.most_common(1)[0][0]
+    for n in nodes:
+        other = gpus[str(n["metadata"]["name"])]
+        if other != model:
+            out.unmapped.append(
+                Unmapped(
+                    f"Node {n['metadata']['name']}",
+                    f"it is in pool {pool} ({key}={value}) but publishes {other.count}x {other.product} where the pool "
+                    f"expects {model.count}x {model.product}: give it its own {key} label to make it a pool of its own",
+                )
+            )
+    if model.mig:
+        out.unmapped.append(
+            Unmapped(f"pool {pool}", "its GPUs publish MIG devices: the MIG layout (spec.mig) is not imported")
+        )
+    gpu: dict[str, Any] = {"productName": model.product, "count": model.count}
+    if model.memory:
+        gpu["memory"] = model.memory
+    spec: dict[str, Any] = {"clusters": {"names": [cluster]}, "nodeSelector": {key: value}}
+    if common:
+        spec["labels"] = dict(sorted(common.items()))
+    if taints:
+        spec["taints"] = [_taint(t) for t in taints]
+    spec["gpu"] = gpu
+    spec["nodes"] = len(nodes)
+    body = {"apiVersion": kinds.API_VERSION, "kind": "GPUNodePool", "metadata": {"name": pool}, "spec": spec}
+    names = ", ".join(str(n["metadata"]["name"]) for n in nodes[:5]) + (", ..." if len(nodes) > 5 else "")
+    comment = f"{len(nodes)} Node(s) with {key}={value} ({names}): the labels and taints all of them carry"
+    return Document(f"pools/{pool}.yaml", body, comment)
+
+
+def _has_taint(taints: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
+    return any(_taint(t) == _taint(taint) for t in taints)
+
+
+def _taint(t: dict[str, Any]) -> dict[str, str]:
+    out = {"key": str(t["key"])}
+    if t.get("value"):
+        out["value"] = str(t["value"])
+    out["effect"] = str(t["effect"])
+    return out
+
+
+__all__ = ["GPU_DRIVER", "INSTANCE_TYPE", "SYSTEM_LABEL_PREFIXES", "pools"]

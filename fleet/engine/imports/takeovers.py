@@ -1,0 +1,45 @@
+"""The import's one write to the cluster: fleet takes over what the repository now declares.
+
+After ``fleetctl import`` the promise is that ``diff`` shows nothing and ``apply``
+writes nothing. Both need the cluster to carry what fleet's own apply leaves: its
+ownership labels and annotations on every object, and the ledger. So the import
+ends with an apply of the repository it just wrote, through the one driver
+(``fleet.engine.drives``), without pruning, under the cluster's Lease. The
+mapping's ``handover`` tells it which objects become fleet's (``created``) and
+which it adopts; their content is what the cluster already holds, so the apply
+changes only fleet's marks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import anyio
+
+from fleet import engine, helm, kube
+from fleet.engine import ledgers, listings, pipelines, plans, writers
+
+
+async def take_over(
+    *,
+    root: Path,
+    cluster: str,
+    plan: plans.Plan | None = None,
+    client: kube.Client,
+    handover: Mapping[str, ledgers.Origin],
+    helm_settings: helm.Settings | None,
+    health_timeout: float = 120.0,
+) -> engine.Outcome:
+    """Apply ``root`` (``plan``, when already made) to ``cluster``, no prune, recording ``handover``'s
+    origins in the ledger."""
+    if plan is None:
+        plan = await anyio.to_thread.run_sync(lambda: pipelines.load_plan(root, cluster=cluster))
+    options = engine.Options(handover=dict(handover), helm=helm_settings, health_timeout=health_timeout)
+    async with writers.lock(client=client, cluster=cluster):
+        prefetched = await listings.prefetch(client=client)
+        sync = engine.Sync(client=client, plan=plan, options=options, prefetched=prefetched)
+        return await engine.drive(sync)
+
+
+__all__ = ["take_over"]

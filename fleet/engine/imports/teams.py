@@ -1,0 +1,258 @@
+"""Pure: namespaces that hold claim templates, as Teams.
+
+A namespace holding ResourceClaimTemplates (or claims made by hand) becomes a Team of
+that name. Its owners are the subjects of the RoleBindings whose Role grants no more
+than fleet's team Role; a binding that grants more stays outside the repository and is
+listed. Its quota is the ResourceQuota ``fleet-devices`` when it has exactly the keys
+fleet renders. Templates and claims people made (kubectl) become fleet's (``created``:
+pruning deletes them), those another tool keeps (Helm, an owner object) are adopted, as
+are the namespace and the fleet-shaped Role, RoleBinding and quota.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+from fleet.engine import ownership
+from fleet.engine.imports.documents import Document, Imported, Unmapped, annotate, clean, origin
+from fleet.engine.imports.lives import Live
+from fleet.engine.renders import CLAIM_RESOURCES, CLAIM_VERBS, QUOTA_NAME, TEAM_ROLE, quota_keys
+from fleet.kube import Ref
+from fleet.manifests import kinds
+from fleet.policy import tenancy
+
+PLACEHOLDER_OWNER = "{team}-owners"
+
+
+def teams(
+    live: Live,
+    *,
+    templates: list[dict[str, Any]],
+    claims: list[dict[str, Any]],
+    cluster: str,
+    context: str,
+    classes: dict[str, dict[str, Any]],
+    operator_ns: str,
+    out: Imported,
+) -> None:
+    by_ns: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for t in templates:
+        by_ns[str(t["metadata"]["namespace"])].append(t)
+    generated = 0
+    for c in claims:
+        if (c.get("metadata") or {}).get("ownerReferences"):
+            generated += 1
+            continue
+        by_ns[str(c["metadata"]["namespace"])].append(c)
+    if generated:
+        out.unmapped.append(
+            Unmapped(
+                f"{generated} ResourceClaim(s) made for pods from templates",
+                "they belong to their pods (ownerReferences), not to the repository",
+            )
+        )
+    extended = _extended(live, classes)
+    for ns, objs in sorted(by_ns.items()):
+        why = tenancy.reserved(ns, operator_namespace=operator_ns)
+        if why:
+            for o in objs:
+                out.unmapped.append(
+                    Unmapped(
+                        f"{o['kind']} {ns}/{o['metadata']['name']}",
+                        f"namespace {ns} is {why.removeprefix('which is ')}: fleet gives no team a reserved "
+                        "namespace; move it to a namespace of its own",
+                    )
+                )
+            continue
+        _team(ns, objs, live=live, cluster=cluster, context=context, extended=extended, out=out)
+
+
+def _extended(live: Live, classes: dict[str, dict[str, Any]]) -> dict[str, str] | None:
+    if not live.features.on("DRAExtendedResource"):
+        return None
+    return {
+        name: str(c["spec"]["extendedResourceName"])
+        for name, c in classes.items()
+        if (c.get("spec") or {}).get("extendedResourceName")
+    }
+
+
+def _team(
+    ns: str,
+    objs: list[dict[str, Any]],
+    *,
+    live: Live,
+    cluster: str,
+    context: str,
+    extended: dict[str, str] | None,
+    out: Imported,
+) -> None:
+    used: set[str] = set()
+    for o in sorted(objs, key=lambda o: (str(o["kind"]), str(o["metadata"]["name"]))):
+        body = clean(o)
+        annotate(body, ownership.ADOPT, ownership.ADOPT_VALUE)
+        used |= _classes_named(body)
+        name = str(o["metadata"]["name"])
+        suffix = "" if o["kind"] == "ResourceClaimTemplate" else "-claim"
+        out.documents.append(
+            Document(f"teams/{ns}/{name}{suffix}.yaml", body, origin(str(o["kind"]), f"{ns}/{name}", o, context))
+        )
+        out.handover[Ref.of(body).key] = "adopted" if _tools(o) else "created"
+    owners, role_notes = _owners(ns, live=live, out=out)
+    quota = _quota(ns, live=live, extended=extended, out=out)
+    used |= set(quota)
+    spec: dict[str, Any] = {
+        "clusters": {"names": [cluster]},
+        "namespaces": [ns],
+        "owners": owners or [{"kind": "Group", "name": PLACEHOLDER_OWNER.format(team=ns)}],
+        "deviceClasses": sorted(used),
+    }
+    if quota:
+        spec["quota"] = quota
+    spec["adoptNamespaces"] = True
+    out.handover[Ref("v1", "Namespace", "", ns).key] = "adopted"
+    if not owners:
+        out.unmapped.append(
+            Unmapped(
+                f"the owners of namespace {ns}",
+                f"no RoleBinding there binds a Role within fleet's team Role ({', '.join(CLAIM_RESOURCES)}: "
+                f"{', '.join(CLAIM_VERBS)}); team {ns} names the placeholder Group "
+                f"{PLACEHOLDER_OWNER.format(team=ns)}, bound to fleet's team Role: put the real group in "
+                f"teams/{ns}/team.yaml and apply",
+            )
+        )
+    body = {"apiVersion": kinds.API_VERSION, "kind": "Team", "metadata": {"name": ns}, "spec": spec}
+    comment = f"namespace {ns} of context {context}, which holds ResourceClaimTemplates" + (
+        f"; {role_notes}" if role_notes else ""
+    )
+    out.documents.insert(len(out.documents) - len(objs), Document(f"teams/{ns}/team.yaml", body, comment))
+
+
+def _tools(obj: dict[str, Any]) -> bool:
+    """Whether another tool keeps ``obj`` (a Helm release, another ``managed-by``, an owner object): fleet
+    then adopts it (and only releases it when it is pruned), rather than making it its own."""
+    meta = obj.get("metadata") or {}
+    label = (meta.get("labels") or {}).get(ownership.MANAGED_BY)
+    helm_release = (meta.get("annotations") or {}).get(ownership.HELM_RELEASE)
+    return bool(helm_release or meta.get("ownerReferences") or (label and label != ownership.MANAGER))
+
+
+def _classes_named(body: dict[str, Any]) -> set[str]:
+    spec = body.get("spec") or {}
+    devices = (spec.get("spec") if body["kind"] == "ResourceClaimTemplate" else spec) or {}
+    found: set[str] = set()
+    for request in (devices.get("devices") or {}).get("requests") or ():
+        for exact in [request.get("exactly"), *(request.get("firstAvailable") or ())]:
+            if isinstance(exact, dict) and exact.get("deviceClassName"):
+                found.add(str(exact["deviceClassName"]))
+    return found
+
+
+def _within_team_role(role: dict[str, Any]) -> bool:
+    """Whether every rule of ``role`` grants only what fleet's team Role grants."""
+    for rule in role.get("rules") or ():
+        if rule.get("resourceNames") or rule.get("nonResourceURLs"):
+            return False
+        if set(rule.get("apiGroups") or ()) - {"resource.k8s.io"}:
+            return False
+        if set(rule.get("resources") or ()) - set(CLAIM_RESOURCES):
+            return False
+        if set(rule.get("verbs") or ()) - set(CLAIM_VERBS):
+            return False
+    return bool(role.get("rules"))
+
+
+def _is_team_role(role: dict[str, Any]) -> bool:
+    rules = role.get("rules") or []
+    if len(rules) != 1:
+        return False
+    rule = rules[0]
+    return (
+        list(rule.get("apiGroups") or ()) == ["resource.k8s.io"]
+        and list(rule.get("resources") or ()) == list(CLAIM_RESOURCES)
+        and list(rule.get("verbs") or ()) == list(CLAIM_VERBS)
+        and not rule.get("resourceNames")
+    )
+
+
+def _owners(ns: str, *, live: Live, out: Imported) -> tuple[list[dict[str, str]], str]:
+    roles = {str(r["metadata"]["name"]): r for r in live.roles if r["metadata"].get("namespace") == ns}
+    owners: list[dict[str, str]] = []
+    notes: list[str] = []
+    for binding in sorted(
+        (b for b in live.role_bindings if b["metadata"].get("namespace") == ns),
+        key=lambda b: str(b["metadata"]["name"]),
+    ):
+        bname = str(binding["metadata"]["name"])
+        ref = binding.get("roleRef") or {}
+        role = roles.get(str(ref.get("name"))) if ref.get("kind") == "Role" else None
+        if role is None or not _within_team_role(role):
+            granted = (
+                f"ClusterRole {ref.get('name')}" if ref.get("kind") == "ClusterRole" else f"Role {ref.get('name')}"
+            )
+            out.unmapped.append(
+                Unmapped(
+                    f"RoleBinding {ns}/{bname}",
+                    f"it binds {granted}, which grants more than fleet's team Role ({', '.join(CLAIM_RESOURCES)}: "
+                    f"{', '.join(CLAIM_VERBS)}); it stays in the cluster as it is, outside the repository",
+                )
+            )
+            continue
+        for subject in binding.get("subjects") or ():
+            owner = _owner(subject)
+            if owner is not None and owner not in owners:
+                owners.append(owner)
+        if bname == TEAM_ROLE and ref.get("name") == TEAM_ROLE and _is_team_role(role):
+            out.handover[Ref("rbac.authorization.k8s.io/v1", "Role", ns, TEAM_ROLE).key] = "adopted"
+            out.handover[Ref("rbac.authorization.k8s.io/v1", "RoleBinding", ns, TEAM_ROLE).key] = "adopted"
+        else:
+            notes.append(f"owners from RoleBinding {bname}, which stays as it is beside fleet's {TEAM_ROLE}")
+    return owners, "; ".join(notes)
+
+
+def _owner(subject: dict[str, Any]) -> dict[str, str] | None:
+    kind = str(subject.get("kind") or "")
+    if kind not in ("Group", "User", "ServiceAccount"):
+        return None
+    owner = {"kind": kind, "name": str(subject.get("name") or "")}
+    if kind == "ServiceAccount":
+        owner["namespace"] = str(subject.get("namespace") or "")
+    return owner
+
+
+DEVICES_KEY = re.compile(r"^(?P<cls>.+)\.deviceclass\.resource\.k8s\.io/devices$")
+
+
+def _quota(ns: str, *, live: Live, extended: dict[str, str] | None, out: Imported) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for q in sorted(
+        (q for q in live.quotas if q["metadata"].get("namespace") == ns), key=lambda q: str(q["metadata"]["name"])
+    ):
+        name = str(q["metadata"]["name"])
+        hard = {str(k): str(v) for k, v in ((q.get("spec") or {}).get("hard") or {}).items()}
+        quota: dict[str, int] = {}
+        for key, value in hard.items():
+            m = DEVICES_KEY.match(key)
+            if m and value.isdigit():
+                quota[m.group("cls")] = int(value)
+        fits = (
+            bool(quota)
+            and quota_keys(quota, extended=extended) == hard
+            and not (q.get("spec") or {}).get("scopeSelector")
+        )
+        if fits and name == QUOTA_NAME:
+            found = quota
+            out.handover[Ref("v1", "ResourceQuota", ns, name).key] = "adopted"
+            continue
+        reason = (
+            f"fleet names a team's quota {QUOTA_NAME}: rename it, or leave it and add spec.quota to the team"
+            if fits
+            else "its limits are not fleet's per-device-class shape"
+        )
+        out.unmapped.append(Unmapped(f"ResourceQuota {ns}/{name}", f"{reason}; it stays in the cluster as it is"))
+    return found
+
+
+__all__ = ["PLACEHOLDER_OWNER", "teams"]

@@ -1,0 +1,195 @@
+"""``fleetctl import`` on the sandbox: a cluster set up by hand, as the DRA guide does it, diffs to zero.
+
+The guide's steps are run by hand: NVIDIA's vendored chart through the real helm
+(``helm upgrade --install`` with the guide's ``--set`` flags), the guide's claim
+templates from ``tests/data/guide`` with kubectl, and one pool's nodes labelled and
+tainted with kubectl. Then ``fleetctl import`` writes the repository, ``validate``
+passes, ``diff`` exits 0 showing nothing, ``apply`` makes no write the API server
+counts, and ``apply --prune`` of the repository without one template deletes exactly
+that template.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fleet import helm
+from fleet.engine import stages
+from fleet.sandbox import Sandbox, credentials
+from fleet.sandbox.operators import StandInOperator
+from fleetctl import cli
+from tests import paths
+from tests import servermetrics as metrics
+from tests.apply.conftest import Engine
+from tests.apply.repos import Repo
+from tests.conftest import Kubectl
+from tests.operator.conftest import NAMESPACE, RELEASE, UPSTREAM
+from tests.waits import wait_for
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("cleanup_release")]
+
+GUIDE_NS = "gpu-example"
+TEMPLATES = ("h100-gpu", "large-memory-gpu", "two-gpus")
+HAND_LABEL = ("gpufleet.dev/team", "ml")
+HAND_TAINT = "gpufleet.dev/dedicated=ml:NoSchedule"
+SERVER_FIELDS = ("uid:", "resourceVersion:", "managedFields:", "creationTimestamp:", "status:", "last-applied")
+
+
+def _helm_install(settings: helm.Settings, chart_repo: str) -> None:
+    """The guide's install, by hand."""
+    argv = [str(settings.binary), "upgrade", "--install", RELEASE, "gpu-operator", "--repo", chart_repo]
+    argv += ["--version", "v26.7.0", "--namespace", NAMESPACE, "--create-namespace"]
+    argv += ["--set", "clusterPolicy.deployCR=false", "--set", "gpuCluster.deployCR=true"]
+    argv += ["--set", "driver.nvidiaDriverCRD.enabled=true", "--set", "draDriver.computeDomains.enabled=false"]
+    argv += ["--kube-context", credentials.CLUSTER, "--kubeconfig", str(settings.kubeconfig)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def _pool_nodes(kubectl: Kubectl) -> list[str]:
+    """The nodes of one GPU pool of the sandbox (those publishing H100s)."""
+    out = kubectl("get", "nodes", "-l", "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3", "-o", "name").stdout
+    nodes = [n.removeprefix("node/") for n in out.split()]
+    assert nodes, "the sandbox has H100 nodes"
+    return nodes
+
+
+@pytest.fixture()
+def by_hand(sandbox: Sandbox, kubectl: Kubectl, chart_repo: str, helm_settings: helm.Settings) -> Iterator[list[str]]:
+    """The cluster set up by hand; afterwards the hand-made objects are removed again."""
+    _helm_install(helm_settings, chart_repo)
+    kubectl("create", "namespace", GUIDE_NS)
+    for name in TEMPLATES:
+        kubectl("apply", "-f", str(paths.SEED / f"{name}.yaml"))
+    nodes = _pool_nodes(kubectl)
+    kubectl("label", "--overwrite", "nodes", *nodes, "=".join(HAND_LABEL))
+    kubectl("taint", "--overwrite", "nodes", *nodes, HAND_TAINT)
+    try:
+        yield nodes
+    finally:
+        kubectl("delete", "namespace", GUIDE_NS, "--wait=true", "--timeout=120s", check=False)
+        kubectl("label", "nodes", *nodes, f"{HAND_LABEL[0]}-", check=False)
+        kubectl("taint", "nodes", *nodes, f"{HAND_TAINT.split('=')[0]}:NoSchedule-", check=False)
+
+
+def _cli(*argv: str, sandbox: Sandbox, settings: helm.Settings) -> int:
+    common = ["--kubeconfig", str(sandbox.kubeconfig), "--context", credentials.CLUSTER]
+    return cli.run([*argv, *common, "--helm", str(settings.binary)])
+
+
+def test_a_cluster_set_up_by_hand_imports_to_a_repository_that_diffs_to_zero(
+    sandbox: Sandbox,
+    kubectl: Kubectl,
+    by_hand: list[str],
+    chart_repo: str,
+    helm_settings: helm.Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    cluster = f"hand-{uuid.uuid4().hex[:6]}"
+    root = tmp_path / "fleet"
+    counter = Engine(sandbox, Repo(root=tmp_path / "unused"))
+    resources = set(stages.WRITTEN_RESOURCES)
+
+    def ledger() -> list[str]:
+        """The resourceVersions of the cluster's ledger ConfigMaps (others write ConfigMaps too)."""
+        label = f"fleet.gpufleet.dev/cluster={cluster}"
+        argv = ("get", "configmaps", "-n", "fleet-system", "-l", label, "-o", "jsonpath={..resourceVersion}")
+        return sorted(kubectl(*argv).stdout.split())
+
+    def writes(*argv: str) -> tuple[int, dict[metrics.Key, int]]:
+        """The command's exit code and the writes the API server counted while it ran, by resource."""
+        before = metrics.request_totals(counter.run(lambda c: c.metrics()))
+        code = _cli(*argv, sandbox=sandbox, settings=helm_settings)
+        after = metrics.request_totals(counter.run(lambda c: c.metrics()))
+        found = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+        return code, {k: n for k, n in found.items() if metrics.writes(Counter(), Counter({k: n}), resources=resources)}
+
+    with StandInOperator(sandbox, upstream=UPSTREAM):  # the operator's controller, played
+        # As on a real cluster, the operator has done its work (the DRA driver's objects, its
+        # DeviceClasses among them, then the GPUCluster's status) before anyone imports.
+        wait_for(
+            lambda: (
+                kubectl("get", "gpucluster", "gpu-cluster", "-o", "jsonpath={.status.state}", check=False).stdout
+                == "ready"
+            ),
+            what="the played operator reports GPUCluster gpu-cluster ready",
+            within=120,
+        )
+        code = _cli(
+            "import", str(root), "--cluster", cluster, "--chart-repository", chart_repo,
+            sandbox=sandbox, settings=helm_settings,
+        )  # fmt: skip
+        out = capsys.readouterr()
+        assert code == 0, out.out + out.err
+
+        # The files are written for people: origin comments, no server-set fields.
+        template = (root / "teams" / GUIDE_NS / "two-gpus.yaml").read_text()
+        assert template.startswith("# Imported by fleetctl import: ResourceClaimTemplate gpu-example/two-gpus")
+        for doc in root.rglob("*.yaml"):
+            text = doc.read_text()
+            assert not [f for f in SERVER_FIELDS if f in text], doc
+        assert yaml.safe_load(template)["spec"] == yaml.safe_load((paths.SEED / "two-gpus.yaml").read_text())["spec"]
+        operator = yaml.safe_load((root / "operator" / "gpu-operator.yaml").read_text())["spec"]
+        assert operator["chart"] == {"repository": chart_repo, "name": "gpu-operator", "version": "v26.7.0"}
+        assert operator["values"] == {
+            "clusterPolicy": {"deployCR": False},
+            "gpuCluster": {"deployCR": True},
+            "driver": {"nvidiaDriverCRD": {"enabled": True}},
+            "draDriver": {"computeDomains": {"enabled": False}},
+        }
+        pools = [yaml.safe_load(p.read_text())["spec"] for p in (root / "pools").glob("*.yaml")]
+        hand = [p for p in pools if p.get("labels", {}).get(HAND_LABEL[0]) == HAND_LABEL[1]]
+        assert len(hand) == 1 and hand[0]["nodes"] == len(by_hand)
+        assert {"key": "gpufleet.dev/dedicated", "value": "ml", "effect": "NoSchedule"} in hand[0]["taints"]
+        assert (root / "IMPORT.md").read_text().startswith("# What `fleetctl import` could not map")
+
+        assert cli.run(["validate", str(root)]) == 0, capsys.readouterr().out
+        capsys.readouterr()
+
+        recorded = ledger()
+        assert recorded, "the import's take-over recorded a ledger"
+        code, written = writes("diff", str(root), "--cluster", cluster)
+        out = capsys.readouterr()
+        assert (code, written, out.out.strip()) == (0, {}, ""), out.out + out.err
+
+        code, written = writes("apply", str(root), "--cluster", cluster)
+        out = capsys.readouterr()
+        assert (code, written) == (0, {}), out.out + out.err
+        assert ledger() == recorded
+
+        (root / "teams" / GUIDE_NS / "two-gpus.yaml").unlink()
+        code = _cli(
+            "apply", str(root), "--cluster", cluster, "--prune", "-o", "json", sandbox=sandbox, settings=helm_settings
+        )
+        out = capsys.readouterr()
+        assert code == 0, out.out + out.err
+        changed = [e for e in json.loads(out.out)["entries"] if e["action"] != "unchanged"]
+        assert [(e["action"], e["object"]["kind"], e["object"]["name"]) for e in changed] == [
+            ("deleted", "ResourceClaimTemplate", "two-gpus")
+        ]
+        left = kubectl("get", "resourceclaimtemplates", "-n", GUIDE_NS, "-o", "name").stdout.split()
+        assert sorted(left) == [f"resourceclaimtemplate.resource.k8s.io/{n}" for n in ("h100-gpu", "large-memory-gpu")]
+
+        _release_all(root, cluster=cluster, sandbox=sandbox, settings=helm_settings)
+
+
+def _release_all(root: Path, *, cluster: str, sandbox: Sandbox, settings: helm.Settings) -> None:
+    """Give back what the import took over (the sandbox is shared): an apply --prune of the bare fleet."""
+    for folder in ("pools", "teams", "deviceclasses"):
+        for f in sorted((root / folder).rglob("*.yaml"), reverse=True):
+            f.unlink()
+    assert (
+        _cli("apply", str(root), "--cluster", cluster, "--prune", "--allow-empty", sandbox=sandbox, settings=settings)
+        == 0
+    )

@@ -1,0 +1,323 @@
+"""The import's mapping as pure functions: live objects in, documents, IMPORT.md rows and origins out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fleet.engine.imports import HelmRelease, Live, imported
+from fleet.engine.imports.documents import clean
+from fleet.engine.imports.repositories import plan, render
+from fleet.errors import FleetError
+from fleet.policy import featuregates
+from tests import paths
+
+CONTEXT = "by-hand"
+
+
+def _live(**lists: Any) -> Live:
+    features = featuregates.ClusterFeatures(cluster="", file="", minor=36, enabled=featuregates.effective(36, {}))
+    return Live(context=CONTEXT, minor=36, features=features, **lists)
+
+
+def _node(name: str, *, instance: str = "p5.48xlarge", labels: dict[str, str] | None = None, taints: Any = ()) -> Any:
+    meta = {"name": name, "labels": {"node.kubernetes.io/instance-type": instance, **(labels or {})}}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": {"taints": list(taints)}}
+
+
+def _slice(node: str, gpus: int, product: str = "NVIDIA H100 80GB HBM3") -> dict[str, Any]:
+    device = {
+        "attributes": {"type": {"string": "gpu"}, "productName": {"string": product}},
+        "capacity": {"memory": {"value": "81559Mi"}},
+    }
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-slice"},
+        "spec": {"driver": "gpu.nvidia.com", "nodeName": node, "devices": [dict(device) for _ in range(gpus)]},
+    }
+
+
+def _guide_template(name: str, namespace: str = "gpu-example") -> dict[str, Any]:
+    obj: dict[str, Any] = yaml.safe_load((paths.SEED / f"{name}.yaml").read_text())
+    obj["metadata"].update(
+        namespace=namespace,
+        uid="9d1c",
+        resourceVersion="42",
+        creationTimestamp="2026-01-01T00:00:00Z",
+        managedFields=[{"manager": "kubectl-client-side-apply"}],
+        annotations={"kubectl.kubernetes.io/last-applied-configuration": "{}"},
+    )
+    obj["spec"]["metadata"] = {}
+    for request in obj["spec"]["spec"]["devices"]["requests"]:
+        request["exactly"].setdefault("allocationMode", "ExactCount")
+        request["exactly"].setdefault("count", 1)
+    return obj
+
+
+def _docs(live: Live) -> dict[str, dict[str, Any]]:
+    return {d.path: d.body for d in imported(live, cluster="east", fleet="gpus", context=CONTEXT).documents}
+
+
+def test_a_template_is_written_as_the_guide_wrote_it() -> None:
+    found = imported(_live(templates=[_guide_template("two-gpus")]), cluster="east", fleet="gpus", context=CONTEXT)
+    body = next(d.body for d in found.documents if d.path == "teams/gpu-example/two-gpus.yaml")
+    guide = yaml.safe_load((paths.SEED / "two-gpus.yaml").read_text())
+    assert body["spec"] == guide["spec"]
+    assert body["metadata"] == {
+        "name": "two-gpus",
+        "namespace": "gpu-example",
+        "annotations": {"fleet.gpufleet.dev/adopt": "true"},
+    }
+    assert found.handover["resource.k8s.io/ResourceClaimTemplate/gpu-example/two-gpus"] == "created"
+    assert found.handover["/Namespace//gpu-example"] == "adopted"
+
+
+def test_clean_keeps_what_a_person_wrote_and_drops_what_the_server_and_helm_set() -> None:
+    live = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {
+            "name": "gpu.nvidia.com",
+            "uid": "x",
+            "generation": 3,
+            "labels": {"app.kubernetes.io/managed-by": "Helm", "team": "ml"},
+            "annotations": {"meta.helm.sh/release-name": "gpu-operator", "note": "kept"},
+        },
+        "spec": {"selectors": [{"cel": {"expression": "true"}}]},
+        "status": {},
+    }
+    assert clean(live) == {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu.nvidia.com", "labels": {"team": "ml"}, "annotations": {"note": "kept"}},
+        "spec": {"selectors": [{"cel": {"expression": "true"}}]},
+    }
+
+
+def test_a_pool_keeps_only_what_every_node_of_it_carries() -> None:
+    taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    extra = {"key": "maintenance", "effect": "NoExecute"}
+    nodes = [
+        _node("a", labels={"team": "ml", "zone": "1"}, taints=[taint]),
+        _node("b", labels={"team": "ml", "zone": "2"}, taints=[taint, extra]),
+        _node("cpu", instance="m5.large"),
+    ]
+    docs = _docs(_live(nodes=nodes, slices=[_slice("a", 8), _slice("b", 8)]))
+    assert docs["pools/p5-48xlarge.yaml"]["spec"] == {
+        "clusters": {"names": ["east"]},
+        "nodeSelector": {"node.kubernetes.io/instance-type": "p5.48xlarge"},
+        "labels": {"team": "ml"},
+        "taints": [taint],
+        "gpu": {"productName": "NVIDIA H100 80GB HBM3", "count": 8, "memory": "81559Mi"},
+        "nodes": 2,
+    }
+    assert not [p for p in docs if "m5" in p], "a node without GPUs is no pool"
+
+
+def test_a_node_unlike_its_pool_or_unselectable_is_listed_with_the_reason() -> None:
+    bare = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bare", "labels": {}}, "spec": {}}
+    nodes = [_node("a"), _node("b"), _node("odd"), bare]
+    slices = [_slice("a", 8), _slice("b", 8), _slice("odd", 4), _slice("bare", 8)]
+    found = imported(_live(nodes=nodes, slices=slices), cluster="east", fleet="gpus", context=CONTEXT)
+    rows = {u.what: u.reason for u in found.unmapped}
+    assert "publishes 4x NVIDIA H100 80GB HBM3 where the pool expects 8x" in rows["Node odd"]
+    assert "fits no pool" in rows["Node bare"]
+
+
+def test_a_role_granting_more_than_fleets_is_listed_and_its_subjects_are_no_owners() -> None:
+    wide = {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}
+    narrow = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list"]}
+
+    def role(name: str, rule: dict[str, Any]) -> dict[str, Any]:
+        return {"kind": "Role", "metadata": {"name": name, "namespace": "gpu-example"}, "rules": [rule]}
+
+    def binding(name: str, role: str, group: str) -> dict[str, Any]:
+        return {
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": "gpu-example"},
+            "roleRef": {"kind": "Role", "name": role},
+            "subjects": [{"kind": "Group", "name": group}],
+        }
+
+    live = _live(
+        templates=[_guide_template("h100-gpu")],
+        roles=[role("admin", wide), role("claims", narrow)],
+        role_bindings=[binding("admins", "admin", "ops"), binding("users", "claims", "ml-research")],
+    )
+    found = imported(live, cluster="east", fleet="gpus", context=CONTEXT)
+    team = next(d.body for d in found.documents if d.path == "teams/gpu-example/team.yaml")
+    assert team["spec"]["owners"] == [{"kind": "Group", "name": "ml-research"}]
+    rows = {u.what: u.reason for u in found.unmapped}
+    assert "grants more than fleet's team Role" in rows["RoleBinding gpu-example/admins"]
+
+
+def test_a_quota_in_fleets_shape_becomes_the_teams_and_another_is_listed() -> None:
+    def quota(name: str, hard: dict[str, str]) -> dict[str, Any]:
+        return {"kind": "ResourceQuota", "metadata": {"name": name, "namespace": "gpu-example"}, "spec": {"hard": hard}}
+
+    hard = {
+        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "4",
+        "requests.deviceclass.resource.kubernetes.io/gpu.nvidia.com": "4",
+    }
+    live = _live(
+        templates=[_guide_template("h100-gpu")],
+        quotas=[quota("fleet-devices", hard), quota("compute", {"requests.cpu": "10"})],
+    )
+    found = imported(live, cluster="east", fleet="gpus", context=CONTEXT)
+    team = next(d.body for d in found.documents if d.path == "teams/gpu-example/team.yaml")
+    assert team["spec"]["quota"] == {"gpu.nvidia.com": 4}
+    assert found.handover["/ResourceQuota/gpu-example/fleet-devices"] == "adopted"
+    assert (
+        "not fleet's per-device-class shape"
+        in {u.what: u.reason for u in found.unmapped}["ResourceQuota gpu-example/compute"]
+    )
+
+
+def test_templates_in_a_reserved_namespace_and_claims_of_pods_are_listed_not_imported() -> None:
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "pod-gpu-x", "namespace": "gpu-example", "ownerReferences": [{"kind": "Pod"}]},
+        "spec": {},
+    }
+    found = imported(
+        _live(templates=[_guide_template("h100-gpu", namespace="default")], claims=[claim]),
+        cluster="east",
+        fleet="gpus",
+        context=CONTEXT,
+    )
+    assert not [d for d in found.documents if d.path.startswith("teams/")]
+    rows = {u.what: u.reason for u in found.unmapped}
+    assert "fleet gives no team a reserved namespace" in rows["ResourceClaimTemplate default/h100-gpu"]
+    assert "1 ResourceClaim(s) made for pods from templates" in rows
+
+
+def test_the_operator_keeps_only_the_user_supplied_values_and_the_given_repository() -> None:
+    values = {"driver": {"enabled": False}}
+    release = HelmRelease("gpu-operator", "gpu-operator", "gpu-operator", "v26.7.0", "deployed", values)
+    docs = _docs(_live(operator=release))
+    assert docs["operator/gpu-operator.yaml"]["spec"] == {
+        "chart": {"repository": "https://helm.ngc.nvidia.com/nvidia", "name": "gpu-operator", "version": "v26.7.0"},
+        "namespace": "gpu-operator",
+        "installPath": "preinstalledDriver",
+        "values": values,
+    }
+    failed = HelmRelease("gpu-operator", "gpu-operator", "gpu-operator", "v26.7.0", "failed", {})
+    found = imported(_live(operator=failed), cluster="east", fleet="gpus", context=CONTEXT)
+    assert not [d for d in found.documents if d.path.startswith("operator/")]
+    assert "its status is failed" in found.unmapped[0].reason
+
+
+def test_a_cluster_records_the_gates_that_differ_from_its_minors_defaults() -> None:
+    on = featuregates.effective(36, {}) - {"DRAExtendedResource"}
+    live = _live()
+    live.features = featuregates.ClusterFeatures(cluster="", file="", minor=36, enabled=on)
+    spec = _docs(live)["clusters/east.yaml"]["spec"]
+    assert spec == {"kubernetesVersion": "1.36", "context": CONTEXT, "featureGates": {"DRAExtendedResource": False}}
+
+
+def test_files_say_where_each_object_came_from(tmp_path: Path) -> None:
+    found = imported(_live(templates=[_guide_template("two-gpus")]), cluster="east", fleet="gpus", context=CONTEXT)
+    text = render(next(d for d in found.documents if d.path.endswith("two-gpus.yaml")))
+    comment = " ".join(line.removeprefix("# ") for line in text.splitlines() if line.startswith("# "))
+    assert comment == (
+        "Imported by fleetctl import: ResourceClaimTemplate gpu-example/two-gpus, read from context by-hand "
+        '(managed by field manager "kubectl-client-side-apply").'
+    )
+    assert yaml.safe_load(text)["metadata"]["name"] == "two-gpus"
+    files = plan(tmp_path / "new", found, cluster="east", fleet="gpus", context=CONTEXT)
+    assert "| the owners of namespace gpu-example |" in files["IMPORT.md"]
+
+
+def test_a_second_cluster_joins_an_existing_fleet_and_shares_its_files(tmp_path: Path) -> None:
+    live = _live(templates=[_guide_template("two-gpus")])
+    root = tmp_path / "fleet"
+    for name, text in plan(root, imported(live, cluster="east", fleet="gpus", context=CONTEXT), cluster="east",
+                           fleet="gpus", context=CONTEXT).items():  # fmt: skip
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    files = plan(
+        root, imported(live, cluster="west", fleet="gpus", context=CONTEXT), cluster="west", fleet=None, context=CONTEXT
+    )
+    assert yaml.safe_load(files["fleet.yaml"])["spec"]["clusters"] == ["east", "west"]
+    assert yaml.safe_load(files["teams/gpu-example/team.yaml"])["spec"]["clusters"]["names"] == ["east", "west"]
+    assert "## cluster east" in files["IMPORT.md"] and "## cluster west" in files["IMPORT.md"]
+    with pytest.raises(FleetError, match="already in fleet 'gpus'"):
+        plan(
+            root,
+            imported(live, cluster="east", fleet="gpus", context=CONTEXT),
+            cluster="east",
+            fleet=None,
+            context=CONTEXT,
+        )
+
+
+def test_the_package_exports_what_the_cli_uses() -> None:
+    import fleet.engine.imports
+
+    assert fleet.engine.imports.__all__ == [
+        "Document",
+        "HelmRelease",
+        "Imported",
+        "Live",
+        "Unmapped",
+        "imported",
+        "read",
+        "require_dra",
+        "take_over",
+    ]
+
+
+def test_a_dra_kind_fleet_does_not_declare_is_listed_once() -> None:
+    rule = {"apiVersion": "resource.k8s.io/v1beta2", "kind": "DeviceTaintRule", "metadata": {"name": "drain-gpu-3"}}
+    found = imported(_live(others=[rule, {**rule, "apiVersion": "resource.k8s.io/v1alpha3"}]), cluster="east",
+                     fleet="gpus", context=CONTEXT)  # fmt: skip
+    assert [(u.what, u.reason) for u in found.unmapped] == [
+        ("DeviceTaintRule drain-gpu-3", "a fleet repository declares no DeviceTaintRule; it stays as it is")
+    ]
+
+
+def test_the_files_are_validated_before_they_are_written_and_a_second_cluster_joins(tmp_path: Path) -> None:
+    from fleet.engine.imports.repositories import write
+
+    gpu_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu.nvidia.com"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]},
+    }
+    live = _live(templates=[_guide_template("two-gpus")], device_classes=[gpu_class])
+    root = tmp_path / "fleet"
+    east = imported(live, cluster="east", fleet="gpus", context=CONTEXT)
+    plan_east = write(root, plan(root, east, cluster="east", fleet="gpus", context=CONTEXT), cluster="east")
+    assert {d.ref.name for d in plan_east.objects} >= {"two-gpus", "gpu.nvidia.com", "gpu-example"}
+    assert not list(tmp_path.glob(".fleet.import-*")), "the staging directory is renamed into place"
+
+    west = imported(live, cluster="west", fleet="gpus", context=CONTEXT)
+    write(root, plan(root, west, cluster="west", fleet=None, context=CONTEXT), cluster="west")
+    assert yaml.safe_load((root / "teams/gpu-example/team.yaml").read_text())["spec"]["clusters"]["names"] == [
+        "east",
+        "west",
+    ]
+
+    broken = imported(live, cluster="north", fleet="gpus", context=CONTEXT)
+    files = plan(root, broken, cluster="north", fleet=None, context=CONTEXT)
+    files["clusters/north.yaml"] = files["clusters/north.yaml"].replace("'1.36'", "'one'")
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    with pytest.raises(FleetError, match="does not validate, so nothing was written"):
+        write(root, files, cluster="north")
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+
+
+def test_a_template_another_tool_keeps_is_adopted_not_made_fleets() -> None:
+    charted = _guide_template("h100-gpu")
+    charted["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "Helm"}
+    charted["metadata"]["annotations"]["meta.helm.sh/release-name"] = "research"
+    found = imported(_live(templates=[charted, _guide_template("two-gpus")]), cluster="east", fleet="gpus",
+                     context=CONTEXT)  # fmt: skip
+    assert found.handover["resource.k8s.io/ResourceClaimTemplate/gpu-example/h100-gpu"] == "adopted"
+    assert found.handover["resource.k8s.io/ResourceClaimTemplate/gpu-example/two-gpus"] == "created"
