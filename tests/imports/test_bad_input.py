@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,15 +26,15 @@ from tests.waits import wait_for
 
 pytestmark = pytest.mark.sandbox
 
-OTHER_CLASS = """\
+CLASS = """\
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass
 metadata:
-  name: gpu.nvidia.com
+  name: {name}
 spec:
   selectors:
   - cel:
-      expression: "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B200'"
+      expression: "device.attributes['gpu.nvidia.com'].productName == '{product}'"
 """
 
 
@@ -76,20 +77,26 @@ def test_a_context_that_cannot_be_reached(tmp_path: Path, capsys: pytest.Capture
 def test_a_directory_that_holds_a_different_fleet(
     sandbox: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # A class of its own in the cluster, made by hand, and the directory's different one of that name.
+    name = f"t-{uuid.uuid4().hex[:6]}.gpu.example.com"
+    sandbox.kubectl("create", "-f", "-", stdin=CLASS.format(name=name, product="NVIDIA H100 80GB HBM3"))
     root = tmp_path / "fleet"
     (root / "deviceclasses").mkdir(parents=True)
     (root / "fleet.yaml").write_text(
         "apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Fleet\nmetadata:\n  name: other\nspec:\n  clusters: [east]\n"
     )
-    (root / "deviceclasses" / "gpu.nvidia.com.yaml").write_text(OTHER_CLASS)
+    (root / "deviceclasses" / f"{name}.yaml").write_text(CLASS.format(name=name, product="NVIDIA B200"))
     before = _tree(root)
     counter = Engine(sandbox, Repo(root=tmp_path / "unused"))
     counted = metrics.request_totals(counter.run(lambda c: c.metrics()))
     argv = ["import", str(root), "--cluster", "west", "--kubeconfig", str(sandbox.kubeconfig)]
-    err = _refused([*argv, "--context", credentials.CLUSTER], capsys)
-    assert "holds a different fleet" in err and "gpu.nvidia.com.yaml" in err
+    try:
+        err = _refused([*argv, "--context", credentials.CLUSTER], capsys)
+        after = metrics.request_totals(counter.run(lambda c: c.metrics()))
+    finally:
+        sandbox.kubectl("delete", "deviceclass", name, check=False)
+    assert "holds a different fleet" in err and f"{name}.yaml" in err
     assert _tree(root) == before
-    after = metrics.request_totals(counter.run(lambda c: c.metrics()))
     assert metrics.writes(counted, after, resources=set(stages.WRITTEN_RESOURCES)) == 0
 
 

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from fleet import helm
-from fleet.engine import stages
+from fleet.engine import ownership, stages
 from fleet.sandbox import Sandbox, credentials
 from fleet.sandbox.operators import StandInOperator
 from fleetctl import cli
@@ -37,6 +37,7 @@ from tests.waits import wait_for
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("cleanup_release")]
 
 GUIDE_NS = "gpu-example"
+DRIVER_CLASS = "gpu.nvidia.com"
 TEMPLATES = ("h100-gpu", "large-memory-gpu", "two-gpus")
 HAND_LABEL = ("gpufleet.dev/team", "ml")
 HAND_TAINT = "gpufleet.dev/dedicated=ml:NoSchedule"
@@ -64,7 +65,18 @@ def _pool_nodes(kubectl: Kubectl) -> list[str]:
 
 @pytest.fixture()
 def by_hand(sandbox: Sandbox, kubectl: Kubectl, chart_repo: str, helm_settings: helm.Settings) -> Iterator[list[str]]:
-    """The cluster set up by hand; afterwards the hand-made objects are removed again."""
+    """The cluster set up by hand; afterwards the hand-made objects are removed again.
+
+    The guide's DeviceClass is the NVIDIA driver's. A test before this one that applied
+    ``examples/fleet`` left it fleet's (another cluster's), which an import rightly leaves out
+    with the templates that use it: it is put aside here, as on a cluster set up by hand, and
+    put back afterwards for the tests that follow."""
+    found = kubectl("get", "deviceclass", DRIVER_CLASS, "-o", "json", check=False)
+    aside = json.loads(found.stdout) if found.returncode == 0 else None
+    if aside is not None and not ownership.managed(aside):
+        aside = None
+    if aside is not None:
+        kubectl("delete", "deviceclass", DRIVER_CLASS, "--wait=true")
     _helm_install(helm_settings, chart_repo)
     kubectl("create", "namespace", GUIDE_NS)
     for name in TEMPLATES:
@@ -78,6 +90,12 @@ def by_hand(sandbox: Sandbox, kubectl: Kubectl, chart_repo: str, helm_settings: 
         kubectl("delete", "namespace", GUIDE_NS, "--wait=true", "--timeout=120s", check=False)
         kubectl("label", "nodes", *nodes, f"{HAND_LABEL[0]}-", check=False)
         kubectl("taint", "nodes", *nodes, f"{HAND_TAINT.split('=')[0]}:NoSchedule-", check=False)
+        if aside is not None:
+            meta = aside["metadata"]
+            for field in ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation"):
+                meta.pop(field, None)
+            kubectl("delete", "deviceclass", DRIVER_CLASS, "--wait=true", check=False)
+            kubectl("create", "-f", "-", stdin=json.dumps(aside))
 
 
 def _cli(*argv: str, sandbox: Sandbox, settings: helm.Settings) -> int:

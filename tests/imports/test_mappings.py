@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fleet.engine import ownership
 from fleet.engine.imports import HelmRelease, Live, imported
 from fleet.engine.imports.documents import clean
 from fleet.engine.imports.repositories import plan, render
@@ -18,8 +19,18 @@ from tests import paths
 CONTEXT = "by-hand"
 
 
+GUIDE_CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "gpu.nvidia.com"},
+    "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]},
+}
+
+
 def _live(**lists: Any) -> Live:
+    """A cluster with the guide's DeviceClass (the NVIDIA driver's), unless ``device_classes`` says otherwise."""
     features = featuregates.ClusterFeatures(cluster="", file="", minor=36, enabled=featuregates.effective(36, {}))
+    lists.setdefault("device_classes", [GUIDE_CLASS])
     return Live(context=CONTEXT, minor=36, features=features, **lists)
 
 
@@ -175,6 +186,41 @@ def test_a_quota_in_fleets_shape_becomes_the_teams_and_another_is_listed() -> No
         "not fleet's per-device-class shape"
         in {u.what: u.reason for u in found.unmapped}["ResourceQuota gpu-example/compute"]
     )
+
+
+def test_templates_of_a_class_the_repository_cannot_declare_are_listed_not_imported() -> None:
+    """A class deleted by hand after its templates were made, or one fleet manages for another cluster:
+    a repository naming it would not validate, so its templates (and a quota on it) stay out, listed."""
+    labels = {ownership.MANAGED_BY: ownership.MANAGER, ownership.CLUSTER_LABEL: "west"}
+    ours = {**GUIDE_CLASS, "metadata": {"name": "gpu.nvidia.com", "labels": labels}}
+    hard = {
+        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "4",
+        "requests.deviceclass.resource.kubernetes.io/gpu.nvidia.com": "4",
+    }
+    quota = {
+        "kind": "ResourceQuota",
+        "metadata": {"name": "fleet-devices", "namespace": "team-b"},
+        "spec": {"hard": hard},
+    }
+    for classes in ([], [ours]):
+        found = imported(
+            _live(
+                device_classes=classes,
+                templates=[_guide_template("h100-gpu"), _guide_template("h100-gpu", namespace="team-b")],
+                quotas=[quota],
+            ),
+            cluster="east",
+            fleet="gpus",
+            context=CONTEXT,
+        )
+        assert not [d for d in found.documents if d.path.startswith("teams/")], "no team without a template"
+        rows = {u.what: u.reason for u in found.unmapped}
+        assert (
+            "requests DeviceClass gpu.nvidia.com, which this repository does not declare"
+            in (rows["ResourceClaimTemplate gpu-example/h100-gpu"])
+        )
+        assert "ResourceClaimTemplate team-b/h100-gpu" in rows
+        assert "/ResourceQuota/team-b/fleet-devices" not in found.handover
 
 
 def test_templates_in_a_reserved_namespace_and_claims_of_pods_are_listed_not_imported() -> None:

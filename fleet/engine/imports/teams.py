@@ -66,7 +66,32 @@ def teams(
                     )
                 )
             continue
-        _team(ns, objs, live=live, cluster=cluster, context=context, extended=extended, out=out)
+        objs = _declarable(ns, objs, classes=set(classes), out=out)
+        if objs:
+            _team(
+                ns, objs, live=live, cluster=cluster, context=context, extended=extended, classes=set(classes), out=out
+            )
+
+
+def _declarable(ns: str, objs: list[dict[str, Any]], *, classes: set[str], out: Imported) -> list[dict[str, Any]]:
+    """The templates and claims whose DeviceClasses the repository declares; the others listed.
+
+    A repository that names a class it does not declare does not validate: a class deleted by
+    hand after its templates were made, or one fleet manages for another cluster (not imported)."""
+    kept: list[dict[str, Any]] = []
+    for o in objs:
+        missing = sorted(_classes_named(o) - classes)
+        if not missing:
+            kept.append(o)
+            continue
+        out.unmapped.append(
+            Unmapped(
+                f"{o['kind']} {ns}/{o['metadata']['name']}",
+                f"it requests DeviceClass {', '.join(missing)}, which this repository does not declare (the "
+                "cluster has none of that name, or fleet manages it for another cluster); it stays as it is",
+            )
+        )
+    return kept
 
 
 def _extended(live: Live, classes: dict[str, dict[str, Any]]) -> dict[str, str] | None:
@@ -87,6 +112,7 @@ def _team(
     cluster: str,
     context: str,
     extended: dict[str, str] | None,
+    classes: set[str],
     out: Imported,
 ) -> None:
     used: set[str] = set()
@@ -102,6 +128,17 @@ def _team(
         out.handover[Ref.of(body).key] = "adopted" if _tools(o) else "created"
     owners, role_notes = _owners(ns, live=live, out=out)
     quota = _quota(ns, live=live, extended=extended, out=out)
+    undeclared = sorted(set(quota) - classes)
+    if undeclared:
+        out.handover.pop(Ref("v1", "ResourceQuota", ns, QUOTA_NAME).key, None)
+        out.unmapped.append(
+            Unmapped(
+                f"ResourceQuota {ns}/{QUOTA_NAME}",
+                f"it limits DeviceClass {', '.join(undeclared)}, which this repository does not declare; "
+                "it stays in the cluster as it is",
+            )
+        )
+        quota = {}
     used |= set(quota)
     spec: dict[str, Any] = {
         "clusters": {"names": [cluster]},
