@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from fleet import helm
-from fleet.engine import ownership, stages
-from fleet.sandbox import Sandbox, credentials
+from fleet.engine import stages
+from fleet.sandbox import Sandbox, clusters, credentials
 from fleet.sandbox.operators import StandInOperator
 from fleetctl import cli
 from tests import paths
@@ -37,11 +37,46 @@ from tests.waits import wait_for
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("cleanup_release")]
 
 GUIDE_NS = "gpu-example"
-DRIVER_CLASS = "gpu.nvidia.com"
 TEMPLATES = ("h100-gpu", "large-memory-gpu", "two-gpus")
 HAND_LABEL = ("gpufleet.dev/team", "ml")
 HAND_TAINT = "gpufleet.dev/dedicated=ml:NoSchedule"
 SERVER_FIELDS = ("uid:", "resourceVersion:", "managedFields:", "creationTimestamp:", "status:", "last-applied")
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory: pytest.TempPathFactory, binaries_cache: Path) -> Iterator[Sandbox]:
+    """A control plane of this module's own: the import reads the whole cluster, and the session's
+    holds what every test before left there (teams, classes fleet manages for other clusters, node
+    labels), which is no cluster set up by hand."""
+    directory = tmp_path_factory.mktemp("hand-sandbox")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FLEET_CACHE_DIR", str(binaries_cache))
+        sb = clusters.up(directory=directory)
+    try:
+        yield sb
+    finally:
+        clusters.down(directory=directory)
+
+
+@pytest.fixture(scope="module")
+def kubectl(sandbox: Sandbox) -> Kubectl:
+    def run(
+        *args: str, context: str | None = None, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        return sandbox.kubectl(*args, context=context, stdin=stdin, check=check)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def helm_settings(sandbox: Sandbox, helm_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> helm.Settings:
+    return helm.Settings(
+        binary=helm_binary,
+        kubeconfig=str(sandbox.kubeconfig),
+        context=credentials.CLUSTER,
+        home=tmp_path_factory.mktemp("helm-home"),
+        timeout=120,
+    )
 
 
 def _helm_install(settings: helm.Settings, chart_repo: str) -> None:
@@ -65,18 +100,7 @@ def _pool_nodes(kubectl: Kubectl) -> list[str]:
 
 @pytest.fixture()
 def by_hand(sandbox: Sandbox, kubectl: Kubectl, chart_repo: str, helm_settings: helm.Settings) -> Iterator[list[str]]:
-    """The cluster set up by hand; afterwards the hand-made objects are removed again.
-
-    The guide's DeviceClass is the NVIDIA driver's. A test before this one that applied
-    ``examples/fleet`` left it fleet's (another cluster's), which an import rightly leaves out
-    with the templates that use it: it is put aside here, as on a cluster set up by hand, and
-    put back afterwards for the tests that follow."""
-    found = kubectl("get", "deviceclass", DRIVER_CLASS, "-o", "json", check=False)
-    aside = json.loads(found.stdout) if found.returncode == 0 else None
-    if aside is not None and not ownership.managed(aside):
-        aside = None
-    if aside is not None:
-        kubectl("delete", "deviceclass", DRIVER_CLASS, "--wait=true")
+    """The cluster set up by hand; afterwards the hand-made objects are removed again."""
     _helm_install(helm_settings, chart_repo)
     kubectl("create", "namespace", GUIDE_NS)
     for name in TEMPLATES:
@@ -90,12 +114,6 @@ def by_hand(sandbox: Sandbox, kubectl: Kubectl, chart_repo: str, helm_settings: 
         kubectl("delete", "namespace", GUIDE_NS, "--wait=true", "--timeout=120s", check=False)
         kubectl("label", "nodes", *nodes, f"{HAND_LABEL[0]}-", check=False)
         kubectl("taint", "nodes", *nodes, f"{HAND_TAINT.split('=')[0]}:NoSchedule-", check=False)
-        if aside is not None:
-            meta = aside["metadata"]
-            for field in ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation"):
-                meta.pop(field, None)
-            kubectl("delete", "deviceclass", DRIVER_CLASS, "--wait=true", check=False)
-            kubectl("create", "-f", "-", stdin=json.dumps(aside))
 
 
 def _cli(*argv: str, sandbox: Sandbox, settings: helm.Settings) -> int:
