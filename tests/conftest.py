@@ -98,9 +98,8 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory, binaries_cache: Path) -> I
             clusters.down(directory=directory)
 
 
-@pytest.fixture(scope="session")
-def kubectl(sandbox: Sandbox) -> Kubectl:
-    """Run the sandbox's real kubectl as admin (``context=`` for alice@/bob@fleet-sandbox)."""
+def kubectl_of(sandbox: Sandbox) -> Kubectl:
+    """Run ``sandbox``'s real kubectl as admin (``context=`` for alice@/bob@fleet-sandbox)."""
 
     def run(
         *args: str, context: str | None = None, stdin: str | None = None, check: bool = True
@@ -108,6 +107,11 @@ def kubectl(sandbox: Sandbox) -> Kubectl:
         return sandbox.kubectl(*args, context=context, stdin=stdin, check=check)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def kubectl(sandbox: Sandbox) -> Kubectl:
+    return kubectl_of(sandbox)
 
 
 def gpu_pod(kubectl: Kubectl, namespace: str, *, name: str, claim: str, also: tuple[dict[str, Any], ...] = ()) -> None:
@@ -168,6 +172,11 @@ def chart_repo(tmp_path_factory: pytest.TempPathFactory, helm_binary: Path, upst
 
 @pytest.fixture(scope="session")
 def helm_settings(sandbox: Sandbox, helm_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> helm.Settings:
+    return helm_settings_of(sandbox, helm_binary, tmp_path_factory)
+
+
+def helm_settings_of(sandbox: Sandbox, helm_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> helm.Settings:
+    """The real helm against ``sandbox`` as admin, with a home of its own."""
     return helm.Settings(
         binary=helm_binary,
         kubeconfig=str(sandbox.kubeconfig),

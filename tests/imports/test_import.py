@@ -30,7 +30,7 @@ from tests import paths
 from tests import servermetrics as metrics
 from tests.apply.conftest import Engine
 from tests.apply.repos import Repo
-from tests.conftest import Kubectl
+from tests.conftest import Kubectl, helm_settings_of, kubectl_of
 from tests.operator.conftest import NAMESPACE, RELEASE, UPSTREAM
 from tests.waits import wait_for
 
@@ -60,23 +60,12 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory, binaries_cache: Path) -> I
 
 @pytest.fixture(scope="module")
 def kubectl(sandbox: Sandbox) -> Kubectl:
-    def run(
-        *args: str, context: str | None = None, stdin: str | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        return sandbox.kubectl(*args, context=context, stdin=stdin, check=check)
-
-    return run
+    return kubectl_of(sandbox)
 
 
 @pytest.fixture(scope="module")
 def helm_settings(sandbox: Sandbox, helm_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> helm.Settings:
-    return helm.Settings(
-        binary=helm_binary,
-        kubeconfig=str(sandbox.kubeconfig),
-        context=credentials.CLUSTER,
-        home=tmp_path_factory.mktemp("helm-home"),
-        timeout=120,
-    )
+    return helm_settings_of(sandbox, helm_binary, tmp_path_factory)
 
 
 def _helm_install(settings: helm.Settings, chart_repo: str) -> None:

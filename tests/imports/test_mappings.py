@@ -302,22 +302,6 @@ def test_a_second_cluster_joins_an_existing_fleet_and_shares_its_files(tmp_path:
         )
 
 
-def test_the_package_exports_what_the_cli_uses() -> None:
-    import fleet.engine.imports
-
-    assert fleet.engine.imports.__all__ == [
-        "Document",
-        "HelmRelease",
-        "Imported",
-        "Live",
-        "Unmapped",
-        "imported",
-        "read",
-        "require_dra",
-        "take_over",
-    ]
-
-
 def test_a_dra_kind_fleet_does_not_declare_is_listed_once() -> None:
     rule = {"apiVersion": "resource.k8s.io/v1beta2", "kind": "DeviceTaintRule", "metadata": {"name": "drain-gpu-3"}}
     found = imported(_live(others=[rule, {**rule, "apiVersion": "resource.k8s.io/v1alpha3"}]), cluster="east",

@@ -13,20 +13,10 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.engine import ledgers, ownership
+from fleet.engine import ledgers, normalizations, ownership
 
-SERVER_METADATA = (
-    "managedFields",
-    "resourceVersion",
-    "generation",
-    "uid",
-    "creationTimestamp",
-    "selfLink",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "generateName",
-)
-SERVER_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+SERVER_METADATA = (*normalizations.VOLATILE_METADATA, "generateName")
+SERVER_ANNOTATIONS = normalizations.VOLATILE_ANNOTATIONS
 OTHER_TOOLS_PREFIXES = ("meta.helm.sh/",)
 
 
