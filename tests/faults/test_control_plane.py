@@ -327,6 +327,16 @@ async def test_watch_expiry_after_an_etcd_compaction_relists_once_per_watch(
                 for k in kinds
             }
             relisted = Counter(r.args[0] for r in caplog.records if r.msg == watches.EXPIRED and r.args)
+            # A watch that delivered an event newer than the compaction (KWOK touches nodes now and
+            # then) may resume from that event's version, which etcd still has: it need not relist.
+            touched = {
+                k.group_kind
+                for k in kinds
+                if any(
+                    int(o.get("metadata", {}).get("resourceVersion") or 0) > compacted
+                    for o in ctl.cache.objects[(k.api_version, k.kind)].values()
+                )
+            }
 
             ns = repo.ns("ml")
             uncached.kubectl("delete", "rolebinding", "fleet-team-claims", "-n", ns)
@@ -341,7 +351,9 @@ async def test_watch_expiry_after_an_etcd_compaction_relists_once_per_watch(
             f"relisted {dict(relisted)} (client requests {sent}, failed attempts {failed}; pages {pages}); "
             f"the server counted LISTs {server_lists}"
         )
-        assert set(relisted) == {k.group_kind for k in kinds}, "every watch resumed from a compacted version"
+        assert {k.group_kind for k in kinds} - touched <= set(relisted) <= {k.group_kind for k in kinds}, (
+            f"every watch without a newer event resumed from a compacted version (newer events: {touched})"
+        )
         assert max(relisted.values()) == 1, f"a watch relisted more than once: {relisted}"
         # One (paginated) LIST per watch; a LIST page the server failed would be retried by the client.
         lists = sent.get("list", 0)
