@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
+from fleet.manifests import windows
 from fleet.manifests.bases import ClusterSelector, Model, ObjectMeta
 
 API_VERSION = "fleet.gpufleet.dev/v1alpha1"
@@ -33,6 +35,31 @@ class FleetDefaults(Model):
     """Delete objects fleet applied earlier that the repository no longer declares."""
 
 
+def _checked(check: Any, value: str) -> Any:
+    """``check(value)``, its WindowError turned into a model error that carries the hint."""
+    try:
+        return check(value)
+    except windows.WindowError as exc:
+        raise PydanticCustomError("fleet_value", str(exc), {"hint": exc.hint}) from exc
+
+
+class Rollout(Model):
+    """Rollout waves: a revision's disruptive part reaches a wave's clusters only after every cluster of
+    the earlier waves applied it (commit status ``fleet/<cluster>`` = success) at least ``bake`` ago."""
+
+    waves: list[Annotated[list[str], Field(min_length=1)]] = Field(min_length=1)
+    """Cluster names per wave, in order, e.g. [[gpu-west], [gpu-east]]; each cluster in one wave at most.
+    A cluster in no wave is not held by waves."""
+    bake: str = "1h"
+    """How long a wave's success must stand before the next wave applies (e.g. 1h, 30m)."""
+
+    @field_validator("bake")
+    @classmethod
+    def _bake(cls, value: str) -> str:
+        _checked(lambda v: windows.parse_duration(v, what="bake"), value)
+        return value
+
+
 class FleetSpec(Model):
     defaults: FleetDefaults = Field(default_factory=FleetDefaults)
     clusters: list[str] = Field(min_length=1)
@@ -40,6 +67,8 @@ class FleetSpec(Model):
     allow_empty: bool = False
     """Let the controller apply a revision that declares no object for a cluster (and so prunes
     everything fleet applied there); without it such a commit is refused and the last good one stays."""
+    rollout: Rollout | None = None
+    """Waves across clusters for disruptive changes (docs/change-management.md)."""
 
 
 class Fleet(Model):
@@ -49,6 +78,73 @@ class Fleet(Model):
     kind: Literal["Fleet"]
     metadata: ObjectMeta
     spec: FleetSpec
+
+
+class MaintenanceWindow(Model):
+    """When disruptive changes may be applied: from each start of ``schedule`` for ``duration``."""
+
+    schedule: str
+    """Five-field cron (minute hour day-of-month month day-of-week), read in ``timeZone``, e.g. "0 2 * * 6"."""
+    duration: str
+    """How long the window stays open after each start, e.g. 4h or 90m."""
+    time_zone: str = "UTC"
+    """The IANA time zone the schedule is read in, e.g. Europe/Berlin."""
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: str) -> str:
+        return str(_checked(windows.check_schedule, value))
+
+    @field_validator("duration")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        _checked(windows.parse_duration, value)
+        return value
+
+    @field_validator("time_zone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        _checked(windows.zone, value)
+        return value
+
+    def window(self) -> windows.Window:
+        return windows.Window(
+            schedule=self.schedule, duration=windows.parse_duration(self.duration), time_zone=self.time_zone
+        )
+
+
+class Maintenance(Model):
+    windows: list[MaintenanceWindow] = Field(min_length=1)
+    """Disruptive changes wait for the next of these windows; safe ones apply at once."""
+
+
+class DisruptionPolicy(Model):
+    """What a disruptive change does about the GPU jobs on the nodes it affects."""
+
+    policy: Literal["wait", "drain", "force"] = "wait"
+    """``wait`` until the affected nodes hold no allocated claim; ``drain`` them node by node (cordon,
+    evict through the Eviction API, uncordon once healthy); ``force`` applies over running jobs."""
+    deadline: str = "24h"
+    """How long ``wait`` or ``drain`` may take before the change is reported as overdue."""
+    max_unavailable: int = Field(default=1, ge=0)
+    """``drain``: how many nodes may be cordoned at once."""
+
+    @field_validator("deadline")
+    @classmethod
+    def _deadline(cls, value: str) -> str:
+        _checked(lambda v: windows.parse_duration(v, what="deadline"), value)
+        return value
+
+    @field_validator("max_unavailable")
+    @classmethod
+    def _drain(cls, value: int, info: ValidationInfo) -> int:
+        if info.data.get("policy") == "drain" and value < 1:
+            raise PydanticCustomError(
+                "fleet_value",
+                "drain with maxUnavailable: 0 never drains a node",
+                {"hint": "set maxUnavailable: 1 or more, or choose policy wait"},
+            )
+        return value
 
 
 class ClusterSpec(Model):
@@ -63,6 +159,10 @@ class ClusterSpec(Model):
     api_versions: list[str] = Field(default_factory=list)
     """API versions served beyond the defaults (``--runtime-config``), e.g. ["resource.k8s.io/v1beta2"]
     for DeviceTaintRules on 1.36."""
+    maintenance: Maintenance | None = None
+    """Maintenance windows for disruptive changes (docs/change-management.md); without it they go at once."""
+    disruption: DisruptionPolicy = Field(default_factory=DisruptionPolicy)
+    """What disruptive changes do about running GPU jobs."""
 
 
 class Cluster(Model):

@@ -86,6 +86,8 @@ def _dotted(loc: Path) -> str:
 
 
 def _hint_for(kind: str, value: Any, ctx: dict[str, Any]) -> str:
+    if ctx.get("hint"):
+        return str(ctx["hint"])
     bounds = {
         "greater_than_equal": "use a value ≥ {ge}",
         "less_than_equal": "use a value ≤ {le}",

@@ -257,9 +257,37 @@ def fleet_root(revision: Revision) -> Iterator[Finding]:
                 hint=f"add {name!r} to spec.clusters of {fleet.file}",
                 object=cluster.ref,
             )
+    if fleet.model.spec.rollout is not None:
+        yield from _waves(fleet, fleet.model.spec.rollout, listed=set(listed))
     labels = {n: c.model.metadata.labels for n, c in clusters.items() if isinstance(c.model, kinds.Cluster)}
     for manifest in revision.manifests:
         yield from _selectors(manifest, clusters=labels, broken=broken)
+
+
+def _waves(fleet: Manifest, rollout: kinds.Rollout, *, listed: set[str]) -> Iterator[Finding]:
+    """Every wave names clusters of this fleet, each cluster in one wave at most."""
+    first: dict[str, int] = {}
+    for wave, names in enumerate(rollout.waves):
+        for index, name in enumerate(names):
+            where = fleet.positions.at(("spec", "rollout", "waves", wave, index))
+            if name not in listed:
+                yield Finding(
+                    where,
+                    "rollout-waves",
+                    f"wave {wave + 1} names cluster {name!r}, which the Fleet does not list",
+                    hint=f"use one of spec.clusters: {', '.join(sorted(listed)) or 'none'}",
+                    object=fleet.ref,
+                )
+            elif name in first:
+                yield Finding(
+                    where,
+                    "rollout-waves",
+                    f"cluster {name!r} is in wave {first[name] + 1} and again in wave {wave + 1}",
+                    hint="put each cluster in one wave only",
+                    object=fleet.ref,
+                )
+            else:
+                first[name] = wave
 
 
 def _selectors(manifest: Manifest, *, clusters: dict[str, dict[str, str]], broken: set[str]) -> Iterator[Finding]:
