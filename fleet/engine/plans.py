@@ -24,6 +24,7 @@ from typing import Any
 
 from fleet.engine import normalizations, ownership, stages
 from fleet.kube import Ref
+from fleet.manifests import windows
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,23 @@ class OperatorRelease:
 
 
 @dataclass(frozen=True)
+class ChangeRules:
+    """When a disruptive change may be applied (a Cluster's ``spec.maintenance`` and ``spec.disruption``,
+    the Fleet's ``spec.rollout``): ``fleet.engine.waits`` reads them."""
+
+    windows: tuple[windows.Window, ...] = ()
+    """Maintenance windows; none: a disruptive change is not held for a window."""
+    policy: str = "wait"
+    """What a disruptive change does about allocated claims on the nodes it touches: wait, drain, force."""
+    deadline: float = 86400.0
+    """Seconds ``wait`` or ``drain`` may take before the change is reported overdue."""
+    max_unavailable: int = 1
+    """``drain``: nodes cordoned at once."""
+    source: str = ""
+    """Where the Cluster declares them (``file:line:col``)."""
+
+
+@dataclass(frozen=True)
 class Plan:
     cluster: str
     revision: str
@@ -137,6 +155,8 @@ class Plan:
     """The Fleet's ``defaults.prune``: whether the controller prunes (``fleetctl apply`` asks ``--prune``)."""
     allow_empty: bool = False
     """The Fleet's ``allowEmpty``: an empty plan may be applied (``fleetctl apply`` also takes ``--allow-empty``)."""
+    rules: ChangeRules = field(default_factory=ChangeRules)
+    """When disruptive changes may go (``fleet.engine.waits``)."""
 
     @property
     def empty(self) -> bool:

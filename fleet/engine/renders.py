@@ -54,11 +54,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet.engine import impersonations, ownership, stages
-from fleet.engine.plans import Desired, OperatorRelease, Plan, PoolRule
+from fleet.engine.plans import ChangeRules, Desired, OperatorRelease, Plan, PoolRule
 from fleet.errors import FleetError
 from fleet.kube import Ref
 from fleet.kube.shapes import Shapes
-from fleet.manifests import kinds
+from fleet.manifests import kinds, windows
 from fleet.manifests.revisions import Manifest
 from fleet.manifests.views import ClusterView
 from fleet.policy import extendedresources, featuregates, tenancy
@@ -164,6 +164,22 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         operator=_operator(declared.model, str(declared.location), cluster=view.cluster.model) if declared else None,
         prune=defaults.prune,
         allow_empty=fleet.spec.allow_empty if isinstance(fleet, kinds.Fleet) else False,
+        rules=_rules(view.cluster.model, source=str(view.cluster.location)),
+    )
+
+
+def _rules(cluster: Any, *, source: str) -> ChangeRules:
+    """The Cluster's maintenance windows and disruption policy, as the engine's ``ChangeRules``."""
+    if not isinstance(cluster, kinds.Cluster):
+        return ChangeRules()
+    spec = cluster.spec
+    disruption = spec.disruption
+    return ChangeRules(
+        windows=tuple(w.window() for w in spec.maintenance.windows) if spec.maintenance else (),
+        policy=disruption.policy,
+        deadline=windows.parse_duration(disruption.deadline).total_seconds(),
+        max_unavailable=disruption.max_unavailable,
+        source=source,
     )
 
 
