@@ -83,6 +83,8 @@ from fleet.telemetry import tracing
 logger = logging.getLogger(__name__)
 
 TARGET = "refs/fleet/target"
+EMERGENCY_TRAILER = "Fleet-Emergency"
+"""The commit trailer that lets a commit's disruptive changes skip the maintenance window."""
 _POLL = 0.2
 _GRACE = 10.0
 _TIMEOUT_HINT = (
@@ -128,6 +130,11 @@ class Checkout:
     changed: Changed | None = None
     """What changed since the checkout before (None for the first, or when git could not tell):
     a reader that kept that checkout's files re-reads only these (``trees.read_changed``)."""
+    emergency: str = ""
+    """The commit's ``Fleet-Emergency:`` trailer: why its disruptive changes may skip the maintenance
+    window (``fleet.engine.waits``); empty for an ordinary commit."""
+    author: str = ""
+    """The commit's author (``Name <email>``): who asked for the emergency."""
 
 
 class GitSource:
@@ -252,7 +259,10 @@ class GitSource:
             if collect:
                 self._collect(deadline=deadline)
             self._last = sha
-            return Checkout(revision=sha, path=target, fetched_at=time.time(), changed=changed)
+            emergency, author = self._emergency(sha=sha, deadline=deadline)
+            return Checkout(
+                revision=sha, path=target, fetched_at=time.time(), changed=changed, emergency=emergency, author=author
+            )
         finally:
             done.set()
 
@@ -281,6 +291,13 @@ class GitSource:
         if any("\ufffd" in name for name in names):
             return None
         return Changed(since=since, paths=frozenset(n[len(prefix) :] for n in names if n.startswith(prefix)))
+
+    def _emergency(self, *, sha: str, deadline: float) -> tuple[str, str]:
+        """The commit's ``Fleet-Emergency:`` trailer (its values joined) and its author."""
+        fmt = f"--format=%an <%ae>%x1f%(trailers:key={EMERGENCY_TRAILER},valueonly,separator=%x3b )"
+        out = self._git(git.Repo(self._git_dir), ["log", "-1", fmt, sha], deadline=deadline)
+        author, _, why = out.partition("\x1f")
+        return why.strip(), author.strip()
 
     def _repo(self) -> git.Repo:
         if (self._git_dir / "HEAD").exists():
@@ -610,4 +627,4 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-__all__ = ["TARGET", "Changed", "Checkout", "GitSource"]
+__all__ = ["EMERGENCY_TRAILER", "TARGET", "Changed", "Checkout", "GitSource"]

@@ -59,6 +59,22 @@ async def test_new_commit_gets_a_new_directory_and_old_ones_are_kept_up_to_keep(
     assert not first.path.exists(), "only the newest `keep` checkouts stay"
 
 
+async def test_a_fleet_emergency_trailer_is_read_with_the_commits_author(upstream: Upstream, cache_dir: Path) -> None:
+    src = source(upstream.url, cache_dir)
+    first = await src.sync()
+    assert first.emergency == ""
+    assert first.author.endswith(">")
+    upstream.commit(
+        {"fleet/fleet.yaml": "kind: Fleet\n# fix\n"},
+        message="Driver 580.65.07 for CVE-2026-1234\n\nBody.\n\nFleet-Emergency: CVE-2026-1234 in the driver\n",
+    )
+    urgent = await src.sync()
+    assert urgent.emergency == "CVE-2026-1234 in the driver"
+    assert urgent.author == first.author
+    upstream.commit({"fleet/fleet.yaml": "kind: Fleet\n# later\n"}, message="Fleet-Emergency: not a trailer alone")
+    assert (await src.sync()).emergency == "", "a subject line is not a trailer"
+
+
 async def test_unchanged_remote_answers_the_same_revision(upstream: Upstream, cache_dir: Path) -> None:
     src = source(upstream.url, cache_dir)
     assert (await src.sync()).revision == (await src.sync()).revision
