@@ -92,6 +92,8 @@ def print_problems(out: Console, changes: ChangeSet) -> None:
         if entry.failed:
             text = entry.error if entry.error.startswith(str(entry.ref)) else f"{entry.ref}: {entry.error}"
             out.print(Text.assemble(("error", "bold red"), f": {text}"))
+        elif entry.waiting is not None:
+            out.print(Text.assemble(("waits", "magenta"), f": {entry.ref} ({entry.intended}): {entry.reason}"))
         elif entry.action == Action.SKIPPED and entry.reason:
             out.print(Text.assemble(("skipped", "yellow"), f": {entry.ref}: {entry.reason}"))
         elif entry.reason and entry.ref.kind == "HelmRelease":  # the operator's driver-upgrade states

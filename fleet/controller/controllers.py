@@ -60,6 +60,7 @@ revision posts nothing new (statuses are coalesced).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import logging
@@ -76,7 +77,7 @@ from fleet import engine, helm, hosts
 from fleet.controller import caches, heaps, leaders, statuses
 from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
-from fleet.engine import drivers, impersonations, ownership, pipelines, plancaches
+from fleet.engine import drivers, impersonations, ownership, pipelines, plancaches, waits
 from fleet.errors import FleetError
 from fleet.kube import Client, Kind, KubeError
 from fleet.manifests.findings import Finding
@@ -200,6 +201,11 @@ class Controller:
     or refused: every reconcile meanwhile continues that trace (FleetSync ``status.traceID``)."""
     _journeyed: trace.SpanContext | None = None
     """The ``git fetch`` span of the last revision applied or refused: other reconciles link to it."""
+    _waits: tuple[str, ...] = ()
+    """What the last run's held-back disruptive changes wait for (``window``, ``claims``): a released
+    claim then wakes a reconcile, and status is read afresh for an emergency annotation."""
+    _emergencies: set[tuple[str, str]] = field(default_factory=set)
+    """(revision, why) of emergencies already announced by an Event."""
 
     def __post_init__(self) -> None:
         self.report = statuses.Report(cluster=self.options.cluster)
@@ -358,6 +364,12 @@ class Controller:
             elif any(p.matches(new) for p in self.good.pools):
                 self.queue.add(self.key, reason=f"Node {new['metadata']['name']} {etype.lower()}")
             return
+        if new.get("kind") == "ResourceClaim":
+            if "claims" in self._waits and _released(new, old, etype):
+                meta = new.get("metadata") or {}
+                reason = f"ResourceClaim {meta.get('namespace')}/{meta.get('name')} released: a held change may go"
+                self.queue.add(self.key, reason=reason)
+            return
         labels = (new.get("metadata") or {}).get("labels") or {}
         if labels.get(ownership.MANAGED_BY) != ownership.MANAGER:
             if old is None or ((old.get("metadata") or {}).get("labels") or {}).get(ownership.MANAGED_BY) is None:
@@ -445,7 +457,10 @@ class Controller:
             self.report.reconciling = False
             if self._unavailable is not None:
                 return self._traced(span, ok=False)
-            if ok:
+            held = statuses.waiting_summary(self.report.changes)
+            if ok and held:
+                self._notify(plan.revision, "pending", held)
+            elif ok:
                 self._notify(plan.revision, "success", f"applied {_objects(len(plan.objects))}")
             else:
                 failed = statuses.last_error(self.report) or "see the FleetSync status"
@@ -537,8 +552,27 @@ class Controller:
                 warning=True,
             )
 
+    async def _emergency(self, plan: engine.Plan) -> tuple[str, str]:
+        """(why, who) when this revision may skip the maintenance window: its commit's
+        ``Fleet-Emergency:`` trailer, else the FleetSync's ``fleet.gpufleet.dev/emergency`` annotation
+        (read afresh while changes wait for a window); ("", "") otherwise."""
+        checkout = self.checkout
+        if checkout is not None and checkout.revision == plan.revision and checkout.emergency:
+            return checkout.emergency, f"commit {plan.revision[:12]} by {checkout.author}"
+        if "window" in self._waits:
+            with contextlib.suppress(KubeError):
+                self.writer.current = await self.client.get(statuses.ref(self.options.cluster))
+        current = self.writer.current or {}
+        why = str(((current.get("metadata") or {}).get("annotations") or {}).get(statuses.EMERGENCY) or "").strip()
+        if not why:
+            return "", ""
+        by = statuses.annotated_by(current, statuses.EMERGENCY)
+        return why, f"the FleetSync annotation {statuses.EMERGENCY}" + (f" set by {by}" if by else "")
+
     async def _sync(self, plan: engine.Plan) -> bool:
+        emergency, asked = await self._emergency(plan)
         options = engine.Options(
+            emergency=emergency,
             prune=plan.prune,
             force_conflicts=self.options.force_conflicts,
             impersonation=self.options.team_impersonation,
@@ -591,8 +625,27 @@ class Controller:
             if not recorded:
                 break
         self._stuck = now_stuck if recorded else self._stuck & now_stuck  # else announce them next time
+        await self._held(changes, emergency=emergency, asked=asked)
         trace.get_current_span().set_attribute("fleet.writes", len(changes.changed))
         return complete
+
+    async def _held(self, changes: engine.ChangeSet, *, emergency: str, asked: str) -> None:
+        """Look again when a held change may go (the window opens, a deadline passes; a released claim
+        wakes a reconcile by itself), and announce an emergency that let changes skip the window."""
+        held = [e.waiting for e in changes.waiting if e.waiting is not None]
+        self._waits = tuple(sorted({w.on for w in held}))
+        delay = waits.next_look(held, now=datetime.datetime.now(datetime.UTC))
+        if delay is not None:
+            self.queue.add_after(self.key, delay=delay + 1.0, reason="a held disruptive change may go")
+        went = [e for e in changes.changed if e.disruption is not None]
+        if emergency and went and (changes.revision, emergency) not in self._emergencies:
+            self._emergencies = {(changes.revision, emergency)}
+            await self.writer.event(
+                reason="EmergencyChange",
+                message=f"{len(went)} disruptive change(s) applied outside the maintenance window, asked by "
+                f"{asked}: {emergency}",
+                warning=True,
+            )
 
     def _notify(self, revision: str, state: hosts.State, description: str) -> None:
         """Hand ``revision``'s outcome to the commit status poster (no I/O: it posts in its own task)."""
@@ -676,6 +729,16 @@ def declared_shape(obj: dict[str, Any] | None) -> tuple[Any, ...]:
     meta = obj.get("metadata") or {}
     rest = {k: v for k, v in obj.items() if k not in ("status", "metadata")}
     return (rest, {k: v for k, v in meta.items() if k not in _SERVER_SET})
+
+
+def _released(new: dict[str, Any], old: dict[str, Any] | None, etype: str) -> bool:
+    """A ResourceClaim deleted, or its allocation or reservations gone: devices a held change waits for are free."""
+    if etype == "DELETED":
+        return True
+    status, before = new.get("status") or {}, (old or {}).get("status") or {}
+    return (bool(before.get("allocation")) and not status.get("allocation")) or len(
+        status.get("reservedFor") or ()
+    ) < len(before.get("reservedFor") or ())
 
 
 def _node_shape(node: dict[str, Any] | None) -> tuple[Any, ...]:

@@ -17,6 +17,7 @@ many as they like. Names follow Prometheus conventions (``_seconds``, ``_total``
 | ``fleet_drift_detected_total`` | counter | ``stage`` |
 | ``fleet_drift_repaired_total`` | counter | ``stage``, ``manager`` (who had changed it; ``unknown``) |
 | ``fleet_objects_frozen`` | gauge | (``fleet.gpufleet.dev/drift`` on the live object or in git) |
+| ``fleet_changes_waiting`` | gauge | ``waits_for`` (``window``, ``claims``): disruptive changes held back |
 | ``fleet_last_successful_sync_timestamp_seconds`` | gauge | |
 | ``fleet_git_fetch_duration_seconds`` | histogram | |
 | ``fleet_git_fetch_errors_total`` | counter | ``reason`` (``SourceError.reason``) |
@@ -48,6 +49,7 @@ controller times ``source.sync()`` with ``fetch_duration`` and counts a
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
@@ -99,6 +101,14 @@ class Metrics:
             "Objects fleet leaves alone: frozen on the live object or in git (fleet.gpufleet.dev/drift).",
             registry=r,
         )
+        self.waiting = Gauge(
+            "fleet_changes_waiting",
+            "Disruptive changes held back: for the maintenance window or for the GPU jobs on their nodes.",
+            ["waits_for"],
+            registry=r,
+        )
+        for on in ("window", "claims"):
+            self.waiting.labels(waits_for=on).set(0)
         self.last_success = Gauge(
             "fleet_last_successful_sync_timestamp_seconds",
             "Unix time of the last reconcile that applied a revision completely.",
@@ -187,6 +197,9 @@ class Metrics:
                 self.objects.labels(stage=entry.stage, action=str(entry.action)).inc()
             if entry.operator is not None and entry.operator.remedied:
                 self.helm_remediations.inc()
+        held = collections.Counter(e.waiting.on for e in changeset.entries if e.waiting is not None)
+        for on in ("window", "claims"):
+            self.waiting.labels(waits_for=on).set(held[on])
 
     def record_report(self, report: statuses.Report) -> None:
         """Set ``fleet_ready``, ``fleet_stalled`` and ``fleet_source_reachable`` from what the status shows."""

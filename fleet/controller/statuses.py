@@ -107,6 +107,53 @@ class Report:
     """Objects fleet leaves alone (``frozen_of``), as the last run found them."""
 
 
+EMERGENCY = "fleet.gpufleet.dev/emergency"
+"""The FleetSync annotation whose value (why) lets disruptive changes skip the maintenance window."""
+
+
+def annotated_by(obj: dict[str, Any], annotation: str) -> str:
+    """The field manager that set ``annotation`` on ``obj`` and when (``kubectl-annotate at …``), from managedFields."""
+    for entry in (obj.get("metadata") or {}).get("managedFields") or ():
+        annotations = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:annotations") or {}
+        if f"f:{annotation}" in annotations:
+            return f"{entry.get('manager', '?')} at {entry.get('time', '?')}"
+    return ""
+
+
+def waiting_of(changes: ChangeSet | None) -> list[dict[str, Any]]:
+    """``status.waiting``: the disruptive changes held back, what each would do and what it waits for."""
+    rows = []
+    for entry in changes.waiting if changes is not None else ():
+        wait = entry.waiting
+        assert wait is not None
+        rows.append(
+            {
+                "kind": entry.ref.kind,
+                "namespace": entry.ref.namespace,
+                "name": entry.ref.name,
+                "action": str(entry.intended or ""),
+                "disruption": entry.disruption.reason if entry.disruption is not None else "",
+                "waitsFor": wait.on,
+                "reason": wait.reason,
+                "until": wait.until.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if wait.until else "",
+                "overdue": wait.overdue,
+            }
+        )
+    return rows
+
+
+def waiting_summary(changes: ChangeSet | None) -> str:
+    """``2 disruptive change(s) wait for the maintenance window (opens …)``; "" when none waits."""
+    held = changes.waiting if changes is not None else []
+    if not held:
+        return ""
+    first = held[0].waiting
+    assert first is not None
+    overdue = sum(1 for e in held if e.waiting is not None and e.waiting.overdue)
+    late = f"; {overdue} overdue" if overdue else ""
+    return f"{len(held)} disruptive change(s) wait: {held[0].ref} {first}{late}"
+
+
 def last_error(report: Report) -> str:
     """Why the last reconcile failed: its error, else the first object that failed ("" if none)."""
     failed = [e for e in (report.changes.entries if report.changes else ()) if e.failed]
@@ -341,6 +388,9 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
     elif report.error or failed:
         ready_reason = "ReconcileFailed"
         ready_message = report.error or f"{len(failed)} object(s) failed: {failed[0].ref}: {failed[0].error}"
+    elif ready and changes is not None and changes.waiting:
+        ready_reason = "Waiting"
+        ready_message = f"revision {report.applied[:12]} applied but for {waiting_summary(changes)}"
     elif ready:
         ready_reason, ready_message = "Applied", f"revision {report.applied[:12]} applied"
         if report.frozen:
@@ -386,6 +436,8 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
         "conflictCount": len(conflicts),
         "frozen": report.frozen[:MAX_LISTED],
         "frozenCount": len(report.frozen),
+        "waiting": waiting_of(changes)[:MAX_LISTED],
+        "waitingCount": len(changes.waiting) if changes is not None else 0,
         "lastError": last_error(report),
         "traceID": report.trace_id,
         "lastReconcileTime": report.last_reconcile,
@@ -570,9 +622,11 @@ def _same(new: dict[str, Any], old: dict[str, Any]) -> bool:
 
 __all__ = [
     "API_VERSION",
+    "EMERGENCY",
     "KIND",
     "Report",
     "Writer",
+    "annotated_by",
     "conflicts_of",
     "drift_of",
     "events_for",
@@ -588,4 +642,6 @@ __all__ = [
     "repaired",
     "status",
     "stuck_events",
+    "waiting_of",
+    "waiting_summary",
 ]

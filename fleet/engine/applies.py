@@ -35,6 +35,7 @@ unless allowed.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,7 @@ from fleet.engine import (
     prunes,
     records,
     stages,
+    waits,
     writes,
 )
 from fleet.engine.changesets import Action, Change, ChangeSet
@@ -79,6 +81,9 @@ class Options:
     """How to run helm for the operator stage; None: the stage reports the release as skipped."""
     impersonation: impersonations.Mode = "optional"
     """As whom a team's objects are written (``fleet.engine.impersonations``; ``--team-impersonation``)."""
+    emergency: str = ""
+    """Why this revision's disruptive changes may skip the maintenance window (a ``Fleet-Emergency:``
+    trailer, ``--emergency``, the FleetSync's annotation); they still wait for running jobs."""
     handover: Mapping[str, ledgers.Origin] = field(default_factory=dict)
     """``Ref.key`` → origin: live objects ``fleetctl import`` hands to fleet. They are taken over
     without a conflict, and the ledger records the origin given here (``created``: pruning deletes)."""
@@ -118,6 +123,8 @@ class Sync:
     """The operator stage, prepared (chart fetched and rendered) before the first write."""
     _live_freezes: dict[str, drifts.Freeze] = field(init=False, default_factory=dict)
     """The live objects a person froze, by key (``drifts.live_freezes`` of what ``start`` listed)."""
+    waiting_since: dict[str, str] = field(init=False, default_factory=dict)
+    """``Ref.key`` → when its disruptive change began waiting for jobs (ISO 8601): the ledger keeps it."""
     identities: impersonations.Identities = field(init=False, default_factory=impersonations.Identities)
     """As whom each team's objects are written this run (decided in ``start``)."""
 
@@ -148,6 +155,7 @@ class Sync:
                     "fleet.resumed": self.resumed,
                     "fleet.resumed.revision": progress.revision,
                     "fleet.resumed.done": sorted(self._skip),
+                    "fleet.emergency": self.options.emergency,
                 }
             )
         kinds = {(d.ref.api_version, d.ref.kind) for d in self.plan.objects}
@@ -255,6 +263,27 @@ class Sync:
             conflicts=[(c.manager, c.field) for c in change.conflicts],
         )
 
+    def wait(self, change: Change) -> None:
+        """Hold ``change`` back when it is disruptive and the window or the jobs on its nodes say so (``waits``)."""
+        if change.disruption is None or change.failed:
+            return
+        if change.action not in (Action.CREATED, Action.CONFIGURED, Action.DELETED):
+            return
+        key = change.ref.key
+        earlier = self.ledger.progress.waiting.get(key)
+        found = waits.decide(
+            change.disruption,
+            rules=self.plan.rules,
+            now=datetime.datetime.now(datetime.UTC),
+            emergency=self.options.emergency,
+            since=datetime.datetime.fromisoformat(earlier) if earlier else None,
+        )
+        if found is None:
+            return
+        if found.since is not None:
+            self.waiting_since[key] = found.since.isoformat()
+        change.hold(found)
+
     def _blocks(self, change: Change) -> bool:
         """Whether a failed entry stops the run after its stage (later stages depend on earlier ones).
 
@@ -325,6 +354,7 @@ class Sync:
                     self._describe_repair(change, d)
                 if change.replace:
                     writes.guard_replace(self, change)
+                self.wait(change)
             self.changes.entries.extend(found)
             self.changes.entries.extend(refused)
             todo = [

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from fleet.engine import waits
 from fleet.engine.drifts import FieldRepair, Freeze
 from fleet.engine.drivers import ReleaseStatus
 from fleet.kube import Ref
@@ -71,6 +72,13 @@ class Change:
     its value before and after (``fleet.engine.drifts``)."""
     frozen: Freeze | None = None
     """A person froze the live object, or its manifest sets its drift policy (``fleet.engine.drifts``)."""
+    disruption: waits.Disruptive | None = None
+    """Why the change is disruptive to GPU work (``fleet.engine.disruptions``); None: safe."""
+    waiting: waits.Wait | None = None
+    """A disruptive change held back (for the maintenance window, for the jobs on its nodes): skipped
+    now, ``intended`` once it goes (``fleet.engine.waits``)."""
+    intended: Action | None = None
+    """What a waiting change will do when it goes (created, configured, deleted)."""
     operator: ReleaseStatus | None = None
     """On the operator stage's release entry: the chart version deployed and the GPU nodes'
     driver-upgrade states the run saw (``fleet.engine.drivers``); None on every other entry."""
@@ -106,7 +114,22 @@ class Change:
             out["repairs"] = [dataclasses.asdict(r) for r in self.repairs]
         if self.frozen is not None:
             out["frozen"] = dataclasses.asdict(self.frozen)
+        if self.waiting is not None:
+            out["waiting"] = {
+                "on": self.waiting.on,
+                "reason": self.waiting.reason,
+                "until": self.waiting.until.isoformat() if self.waiting.until else None,
+                "since": self.waiting.since.isoformat() if self.waiting.since else None,
+                "overdue": self.waiting.overdue,
+                "intended": str(self.intended) if self.intended else None,
+            }
         return out
+
+    def hold(self, wait: waits.Wait) -> None:
+        """Hold a disruptive change back: skipped now, saying what it would do and what it waits for."""
+        self.waiting, self.intended, self.action = wait, self.action, Action.SKIPPED
+        why = self.disruption.reason if self.disruption is not None else "disruptive"
+        self.reason = f"disruptive ({why}): {wait}"
 
 
 @dataclass
@@ -129,6 +152,11 @@ class ChangeSet:
         return [
             e for e in self.entries if e.action in (Action.CREATED, Action.CONFIGURED, Action.DELETED) and not e.failed
         ]
+
+    @property
+    def waiting(self) -> list[Change]:
+        """Disruptive changes held back for a window or running jobs: the cluster still differs from git."""
+        return [e for e in self.entries if e.waiting is not None]
 
     def summary(self) -> dict[str, Counter[str]]:
         """Per stage, how many entries of each action (stages in first-seen order)."""

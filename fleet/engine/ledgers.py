@@ -99,9 +99,15 @@ class Progress:
     revision: str = ""
     done: list[str] = field(default_factory=list)
     complete: bool = True
+    waiting: dict[str, str] = field(default_factory=dict)
+    """``Ref.key`` → when (ISO 8601) a disruptive change began waiting for the jobs on its nodes:
+    the deadline counts from there, across runs and restarts (``fleet.engine.waits``)."""
 
     def to_json(self) -> str:
-        return json.dumps({"revision": self.revision, "done": self.done, "complete": self.complete}, sort_keys=True)
+        out: dict[str, object] = {"revision": self.revision, "done": self.done, "complete": self.complete}
+        if self.waiting:
+            out["waiting"] = dict(sorted(self.waiting.items()))
+        return json.dumps(out, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Progress:
@@ -110,6 +116,7 @@ class Progress:
             revision=str(raw.get("revision", "")),
             done=list(raw.get("done", [])),
             complete=bool(raw.get("complete", True)),
+            waiting={str(k): str(v) for k, v in (raw.get("waiting") or {}).items()},
         )
 
 

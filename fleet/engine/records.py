@@ -34,12 +34,18 @@ async def record(sync: Sync) -> None:
     for key, entry in ledger.entries.items():
         kept.setdefault(key, entry)  # not pruned (prune off, kept, failed): still ours to prune later
     ledger.entries = kept
-    ledger.progress = ledgers.Progress(revision=sync.plan.revision, done=[s.name for s in stages.STAGES], complete=True)
+    waited = ledger.progress.waiting
+    ledger.progress = ledgers.Progress(
+        revision=sync.plan.revision,
+        done=[s.name for s in stages.STAGES],
+        complete=True,
+        waiting=dict(sync.waiting_since),
+    )
     if not ledger.exists and not ledger.entries:
         return
     # A new revision with nothing to do changes only the progress record: keep the old one
     # rather than write for nothing.
-    progress = ledger.index is None or sync.resumed or bool(sync.changes.changed)
+    progress = ledger.index is None or sync.resumed or bool(sync.changes.changed) or waited != sync.waiting_since
     with anyio.CancelScope(shield=True):
         await ledgers.save(client=sync.client, ledger=ledger, progress=progress)
 

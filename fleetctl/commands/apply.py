@@ -55,6 +55,13 @@ def register(sub: Any) -> None:
     parser.add_argument("--allow-empty", action="store_true", help="allow a revision that declares no object")
     add_impersonation_arg(parser)
     parser.add_argument(
+        "--emergency",
+        metavar="WHY",
+        default="",
+        help="let disruptive changes skip the Cluster's maintenance window (they still wait for running GPU "
+        "jobs as spec.disruption says); WHY is recorded in the trace",
+    )
+    parser.add_argument(
         "--wait",
         action="store_true",
         help="when another writer (an apply, the controller) holds the cluster's Lease, queue until it is free",
@@ -122,6 +129,7 @@ async def _run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         ignore_managers=tuple(args.ignore_manager),
         health_timeout=args.health_timeout,
+        emergency=args.emergency,
     )
     failure: FleetError | None = None
     sync: engine.Sync | None = None

@@ -62,6 +62,13 @@ def register(sub: Any) -> None:
     )
     add_base_arg(parser)
     add_impersonation_arg(parser)
+    parser.add_argument(
+        "--emergency",
+        metavar="WHY",
+        default="",
+        help="let disruptive changes skip the Cluster's maintenance window (they still wait for running GPU "
+        "jobs as spec.disruption says); WHY is recorded in the trace",
+    )
     parser.set_defaults(func=run)
 
 
@@ -109,6 +116,7 @@ async def _diff_cluster(args: argparse.Namespace, *, devices: bool) -> tuple[eng
                     force_conflicts=args.force_conflicts,
                     impersonation=args.team_impersonation,
                     helm=helm_settings(args, client=client),
+                    emergency=args.emergency,
                 ),
             )
             if devices:
@@ -130,8 +138,9 @@ async def _diff_cluster(args: argparse.Namespace, *, devices: bool) -> tuple[eng
 def _exit_code(changes: engine.ChangeSet) -> int:
     if any(not e.refused for e in changes.failed):
         return 2
-    # A conflict or a refused change is a difference apply will not make as it is.
-    return 1 if (changes.changed or changes.conflicted or changes.failed) else 0
+    # A conflict or a refused change is a difference apply will not make as it is; a waiting
+    # change one it will make later (in the window, once the jobs end).
+    return 1 if (changes.changed or changes.conflicted or changes.failed or changes.waiting) else 0
 
 
 @dataclass(frozen=True)

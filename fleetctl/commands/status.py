@@ -186,6 +186,18 @@ def render(obj: dict[str, Any], *, now: datetime.datetime | None = None) -> str:
             else:
                 who = f"by {f.get('by') or 'an unknown manager'}" + (f" at {f['since']}" if f.get("since") else "")
             lines.append(f"  {f['kind']} {where}{f['name']}: {f.get('mode', '')}, set {who}")
+    held = status.get("waiting") or []
+    if held:
+        lines.append("")
+        lines.append(f"waiting ({status.get('waitingCount', len(held))}), disruptive changes held back:")
+        for w in held:
+            where = f"{w['namespace']}/" if w.get("namespace") else ""
+            late = ", overdue" if w.get("overdue") else ""
+            lines.append(
+                f"  {w['kind']} {where}{w['name']} ({w.get('action', '')}{late}): waits for {w.get('reason', '')}"
+            )
+            if w.get("disruption"):
+                lines.append(f"    disruptive: {w['disruption']}")
     conflicts = status.get("conflicts") or []
     if conflicts:
         lines.append("")
@@ -223,9 +235,13 @@ class Row:
     """Objects frozen by the drift annotation; None when the controller does not report them."""
     operator_version: str = ""
     stuck_nodes: int = 0
+    waiting: int = 0
+    """Disruptive changes held back for a window or running jobs."""
+    waits_for: str = ""
+    """What the first of them waits for (``the maintenance window (opens …)``)."""
 
     def document(self) -> dict[str, Any]:
-        camel = {"operator_version": "operatorVersion", "stuck_nodes": "stuckNodes"}
+        camel = {"operator_version": "operatorVersion", "stuck_nodes": "stuckNodes", "waits_for": "waitsFor"}
         return {camel.get(k, k): v for k, v in asdict(self).items()}
 
 
@@ -256,16 +272,30 @@ def row_of(cluster: str, context: str, obj: dict[str, Any] | None) -> Row:
         frozen=int(frozen) if frozen is not None else None,
         operator_version=str(operator.get("version") or ""),
         stuck_nodes=int(operator.get("stuckCount") or 0),
+        waiting=int(status.get("waitingCount") or 0),
+        waits_for=str(((status.get("waiting") or [{}])[0]).get("reason") or ""),
     )
 
 
 def table(rows: list[Row]) -> str:
     """The rows as one table, then a line per cluster that is not Ready saying why (pure)."""
-    head = ("CLUSTER", "CONTEXT", "REVISION", "READY", "REASON", "DRIFT", "CONFLICTS", "FROZEN", "OPERATOR", "STUCK")
+    head = (
+        "CLUSTER",
+        "CONTEXT",
+        "REVISION",
+        "READY",
+        "REASON",
+        "DRIFT",
+        "CONFLICTS",
+        "FROZEN",
+        "WAITING",
+        "OPERATOR",
+        "STUCK",
+    )
     lines = [head]
     for r in rows:
         if not r.reachable or r.reason == "NoFleetSync":
-            lines.append((r.cluster, r.context, "-", r.ready, r.reason, "-", "-", "-", "-", "-"))
+            lines.append((r.cluster, r.context, "-", r.ready, r.reason, "-", "-", "-", "-", "-", "-"))
             continue
         lines.append(
             (
@@ -277,6 +307,7 @@ def table(rows: list[Row]) -> str:
                 str(r.drift),
                 str(r.conflicts),
                 "-" if r.frozen is None else str(r.frozen),
+                str(r.waiting),
                 r.operator_version or "-",
                 str(r.stuck_nodes),
             )
@@ -284,6 +315,7 @@ def table(rows: list[Row]) -> str:
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     out = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines]
     notes = [f"{r.cluster}: {r.error or r.message}" for r in rows if r.ready != "True" and (r.error or r.message)]
+    notes += [f"{r.cluster}: {r.waiting} disruptive change(s) wait for {r.waits_for}" for r in rows if r.waiting]
     return "\n".join(out + (["", *notes] if notes else [])) + "\n"
 
 

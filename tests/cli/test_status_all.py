@@ -68,11 +68,30 @@ def test_the_table_says_why_each_cluster_is_not_ready() -> None:
         "2",
         "1",
         "0",
+        "0",
         "v25.10.1",
         "1",
     ]
-    assert lines[2].split() == ["gpu-west", "gpu-west", "-", "Unknown", "Unreachable", "-", "-", "-", "-", "-"]
+    assert lines[2].split() == ["gpu-west", "gpu-west", "-", "Unknown", "Unreachable", "-", "-", "-", "-", "-", "-"]
     assert lines[4:] == ["gpu-east: 1 field(s) owned...", "gpu-west: cannot reach the API server"]
+
+
+def test_the_table_says_what_each_cluster_holds_back_and_for_what() -> None:
+    held = [
+        {
+            "kind": "DeviceClass",
+            "name": "gpu.nvidia.com",
+            "reason": "the maintenance window (opens 2026-12-12 02:00 CET)",
+        }
+    ]
+    row = status.row_of("gpu-east", "gpu-east", fleetsync(waitingCount=2, waiting=held))
+    assert (row.waiting, row.waits_for) == (2, held[0]["reason"])
+    assert row.document()["waitsFor"] == held[0]["reason"]
+    lines = status.table([row]).splitlines()
+    assert lines[0].split()[8] == "WAITING" and lines[1].split()[8] == "2"
+    assert lines[-1] == (
+        "gpu-east: 2 disruptive change(s) wait for the maintenance window (opens 2026-12-12 02:00 CET)"
+    )
 
 
 def test_contexts_come_from_the_clusters_then_their_names_then_overrides(tmp_path: Path) -> None:
