@@ -45,6 +45,7 @@ from fleet.engine import (
     adoptions,
     blockers,
     diffs,
+    drains,
     drifts,
     healths,
     holds,
@@ -123,6 +124,8 @@ class Sync:
     """The operator stage, prepared (chart fetched and rendered) before the first write."""
     _live_freezes: dict[str, drifts.Freeze] = field(init=False, default_factory=dict)
     """The live objects a person froze, by key (``drifts.live_freezes`` of what ``start`` listed)."""
+    drains: drains.Drains | None = field(init=False, default=None)
+    """The nodes this run drains for held changes (``spec.disruption.policy: drain``), once one needs it."""
     waiting_since: dict[str, str] = field(init=False, default_factory=dict)
     """``Ref.key`` → when its disruptive change began waiting for jobs (ISO 8601): the ledger keeps it."""
     identities: impersonations.Identities = field(init=False, default_factory=impersonations.Identities)
@@ -284,6 +287,18 @@ class Sync:
             self.waiting_since[key] = found.since.isoformat()
         change.hold(found)
 
+    async def _drain(self, changes: list[Change]) -> None:
+        """Under ``drain``: one step of draining the nodes of each change held for its claims (``drains``)."""
+        if self.plan.rules.policy != "drain" or self.options.dry_run:
+            return
+        for change in changes:
+            if change.waiting is None or change.waiting.on != "claims" or change.disruption is None:
+                continue
+            if self.drains is None:
+                self.drains = drains.Drains(client=self.client, max_unavailable=self.plan.rules.max_unavailable)
+            where = await self.drains.advance(key=change.ref.key, claims=change.disruption.claims)
+            change.reason = f"{change.reason}; {where}"
+
     def _blocks(self, change: Change) -> bool:
         """Whether a failed entry stops the run after its stage (later stages depend on earlier ones).
 
@@ -355,6 +370,7 @@ class Sync:
                 if change.replace:
                     writes.guard_replace(self, change)
                 self.wait(change)
+            await self._drain(found)
             self.changes.entries.extend(found)
             self.changes.entries.extend(refused)
             todo = [

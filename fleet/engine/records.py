@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from fleet.engine import ledgers, stages
+from fleet.engine import drains, ledgers, stages
 
 if TYPE_CHECKING:
     from fleet.engine.applies import Sync
@@ -48,6 +48,10 @@ async def record(sync: Sync) -> None:
     progress = ledger.index is None or sync.resumed or bool(sync.changes.changed) or waited != sync.waiting_since
     with anyio.CancelScope(shield=True):
         await ledgers.save(client=sync.client, ledger=ledger, progress=progress)
+    if sync.plan.rules.policy == "drain":
+        # Every stage's gate passed: the changes applied are healthy, their drained nodes go back.
+        held = sync.drains.kept if sync.drains is not None else set()
+        await drains.uncordon(sync.client, keep=held)
 
 
 async def save_progress(sync: Sync) -> None:

@@ -11,8 +11,8 @@ one is held back, in this order:
 2. **The GPU jobs on the nodes it touches** (``spec.disruption.policy``): ``wait`` holds it
    while those nodes hold allocated claims, and reports it overdue once it has waited longer
    than ``deadline`` (it keeps waiting: fleet never cuts a job because a clock ran out);
-   ``force`` applies over them. ``drain`` is not built yet: it waits as ``wait`` does, and
-   says so.
+   ``drain`` holds it while fleet cordons those nodes and evicts the pods through the Eviction
+   API (``fleet.engine.drains``); ``force`` applies over them.
 
 An emergency (a ``Fleet-Emergency:`` commit trailer, ``fleetctl apply --emergency``, the
 FleetSync's ``fleet.gpufleet.dev/emergency`` annotation) skips the window, never the jobs:
@@ -91,7 +91,7 @@ def decide(
         return None
     started = since or now
     deadline = started + timedelta(seconds=rules.deadline)
-    drain = "; policy drain is not built yet, so it waits as wait does" if rules.policy == "drain" else ""
+    drain = ": fleet drains them" if rules.policy == "drain" else ""
     return Wait(
         on="claims",
         reason=f"{_claims(disruption.claims)} on {_nodes(disruption.nodes)} to end (policy {rules.policy}{drain})",

@@ -206,8 +206,10 @@ class Client:
         accept: str = "application/json",
         where: str = "",
         raw: bool = False,
+        attempts: int | None = None,
     ) -> Any:
-        """Send one request with timeouts and retries; the decoded JSON (or text if ``raw``)."""
+        """Send one request with timeouts and retries; the decoded JSON (or text if ``raw``).
+        ``attempts`` caps the client's retries (an eviction refused with 429 is an answer, not throttling)."""
         content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         headers = {"Content-Type": content_type, "Accept": accept, **self._agent()}
         where = where or f"{method} {path}"
@@ -243,7 +245,7 @@ class Client:
                     hint="check that the API server is running, or raise --timeout",
                 )
                 failure.__cause__ = exc
-            if attempt >= self.retry.attempts:
+            if attempt >= (attempts or self.retry.attempts):
                 raise failure
             delay = self.retry.delay(attempt=attempt, retry_after=retry_after)
             logger.info(RETRYING, where, delay, retry_after, failure.what)

@@ -72,9 +72,10 @@ def test_policy_force_goes_over_running_jobs_but_not_outside_the_window() -> Non
     assert wait is not None and wait.on == "window"
 
 
-def test_drain_says_it_waits_as_wait_does() -> None:
+def test_drain_holds_the_change_while_fleet_drains_the_nodes() -> None:
     wait = waits.decide(BUSY, rules=ChangeRules(policy="drain"), now=SUNDAY)
-    assert wait is not None and "drain is not built yet" in wait.reason
+    assert wait is not None and wait.on == "claims"
+    assert wait.reason.endswith("to end (policy drain: fleet drains them)")
 
 
 def test_many_claims_are_summarised() -> None:
