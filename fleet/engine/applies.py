@@ -44,6 +44,7 @@ from fleet.engine import (
     adoptions,
     blockers,
     diffs,
+    disruptions,
     drifts,
     healths,
     holds,
@@ -325,6 +326,7 @@ class Sync:
                     self._describe_repair(change, d)
                 if change.replace:
                     writes.guard_replace(self, change)
+            await disruptions.classify_sync(self, found)
             self.changes.entries.extend(found)
             self.changes.entries.extend(refused)
             todo = [

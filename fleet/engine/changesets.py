@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from fleet.engine.disruptions import Disruption
 from fleet.engine.drifts import FieldRepair, Freeze
 from fleet.engine.drivers import ReleaseStatus
 from fleet.kube import Ref
@@ -74,6 +75,8 @@ class Change:
     operator: ReleaseStatus | None = None
     """On the operator stage's release entry: the chart version deployed and the GPU nodes'
     driver-upgrade states the run saw (``fleet.engine.drivers``); None on every other entry."""
+    disruption: Disruption | None = None
+    """Why writing this entry disrupts GPU work (``fleet.engine.disruptions``); None: safe."""
 
     @classmethod
     def refusal(cls, ref: Ref, *, stage: str, error: str, **more: Any) -> Change:
@@ -106,6 +109,7 @@ class Change:
             out["repairs"] = [dataclasses.asdict(r) for r in self.repairs]
         if self.frozen is not None:
             out["frozen"] = dataclasses.asdict(self.frozen)
+        out["disruption"] = self.disruption.to_json() if self.disruption is not None else None
         return out
 
 
@@ -129,6 +133,11 @@ class ChangeSet:
         return [
             e for e in self.entries if e.action in (Action.CREATED, Action.CONFIGURED, Action.DELETED) and not e.failed
         ]
+
+    @property
+    def disruptive(self) -> list[Change]:
+        """Entries whose write disrupts GPU work (``Change.disruption``), in ChangeSet order."""
+        return [e for e in self.entries if e.disruption is not None]
 
     def summary(self) -> dict[str, Counter[str]]:
         """Per stage, how many entries of each action (stages in first-seen order)."""
