@@ -30,6 +30,7 @@ question. A revision of team templates costs no read at all.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,7 @@ from fleet.kube import Client, Kind
 from fleet.kube.kinds import builtin
 
 if TYPE_CHECKING:
+    from fleet.cel import References
     from fleet.engine.applies import Sync
     from fleet.engine.changesets import Change
     from fleet.engine.healths import Reader
@@ -186,16 +188,55 @@ def class_disruption(
 
 def unselected(device_class: Obj, *, devices: set[DeviceKey], slices: Iterable[Obj]) -> set[DeviceKey]:
     """Which of ``devices`` the class's selectors reject (or fail on, as the scheduler would), judged on
-    the published devices. Only the pools holding ``devices`` are read into the inventory; a device no
-    slice publishes any more is not judged."""
-    from fleet.inventory import Inventory  # the CEL machinery, loaded by the first class change only
+    the published devices; a device no slice publishes any more is not judged.
+
+    A selector sees only what its references read (``fleet.cel.references``), so the held devices
+    are reduced to those parts first and the selectors run once per distinct shape: 4,000 GPUs of
+    three models are three evaluations, not 4,000 conversions of every attribute."""
+    from fleet import cel  # the CEL machinery, loaded by the first class change only
+    from fleet.inventory import Inventory
     from fleet.inventory.matches import Matcher
     from fleet.inventory.requests import Alternative
 
     pools = {(driver, pool) for driver, pool, _ in devices}
-    relevant = [s for s in slices if (_spec(s).get("driver"), (_spec(s).get("pool") or {}).get("name")) in pools]
-    inventory = Inventory.from_slices(relevant)
+    raw: dict[DeviceKey, Obj] = {}
+    for item in slices:
+        spec = _spec(item)
+        driver, pool = str(spec.get("driver", "")), str((spec.get("pool") or {}).get("name", ""))
+        if (driver, pool) in pools:
+            for device in spec.get("devices") or ():
+                key = (driver, pool, str(device.get("name", "")))
+                if key in devices:
+                    raw[key] = device
     name = str((device_class.get("metadata") or {}).get("name", ""))
+    try:
+        references = cel.References()
+        for selector in _spec(device_class).get("selectors") or ():
+            expression = str(((selector or {}).get("cel") or {}).get("expression", ""))
+            references = references.merged(cel.compile_selector(expression).references)
+    except cel.SelectorCompileError:
+        return set(raw)  # a class whose selectors do not compile selects nothing
+    shape_of = {key: _shape(key[0], device, references) for key, device in raw.items()}
+    shapes: dict[tuple[object, ...], tuple[str, Obj]] = {}
+    for key, shape in shape_of.items():
+        shapes.setdefault(shape, (key[0], raw[key]))
+    drivers = sorted({driver for driver, _ in shapes.values()})
+    synthetic = [
+        {
+            "spec": {
+                "driver": driver,
+                "nodeName": "shapes",
+                "pool": {"name": "shapes", "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {**{k: v for k, v in device.items() if k != "consumesCounters"}, "name": f"s{i}"}
+                    for i, (d, device) in enumerate(shapes.values())
+                    if d == driver
+                ],
+            }
+        }
+        for driver in drivers
+    ]
+    inventory = Inventory.from_slices(synthetic)
     match = Matcher(inventory=inventory, classes={name: device_class}).match(
         Alternative(
             request="check",
@@ -208,11 +249,27 @@ def unselected(device_class: Obj, *, devices: set[DeviceKey], slices: Iterable[O
             count=1,
         )
     )
-    index = {(d.driver, d.pool, d.name): i for i, d in enumerate(inventory.devices)}
-    if match.grouping is None:  # the selectors do not compile: nothing is selected
-        return {k for k in devices if k in index}
-    selected = {i for g in match.matching_groups | match.tainted_groups for i in match.grouping.indices[g]}
-    return {k for k in devices if k in index and index[k] not in selected}
+    if match.grouping is None:
+        return set(raw)
+    selected_names = {
+        inventory.devices[i].name
+        for g in match.matching_groups | match.tainted_groups
+        for i in match.grouping.indices[g]
+    }
+    selected = {shape for i, shape in enumerate(shapes) if f"s{i}" in selected_names}
+    return {key for key, shape in shape_of.items() if shape not in selected}
+
+
+def _shape(driver: str, device: Obj, references: References) -> tuple[object, ...]:
+    """What of ``device`` the selectors can observe, hashable (the whole device when they may read it all)."""
+    if references.whole_device or references.whole_kinds or references.whole_domains:
+        return (driver, json.dumps({k: v for k, v in device.items() if k != "name"}, sort_keys=True, default=str))
+    parts: list[object] = [driver, device.get("allowMultipleAllocations")]
+    for kind, domain, attribute in sorted({(u.kind, u.domain, u.name) for u in references.names}):
+        values = device.get(kind) or {}
+        local = values.get(attribute) if domain == driver else None
+        parts.append(json.dumps([local, values.get(f"{domain}/{attribute}")], sort_keys=True, default=str))
+    return tuple(parts)
 
 
 def class_removal(name: str, *, claims: Iterable[Obj]) -> Disruption | None:
