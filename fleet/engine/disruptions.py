@@ -216,7 +216,8 @@ def unselected(device_class: Obj, *, devices: set[DeviceKey], slices: Iterable[O
             references = references.merged(cel.compile_selector(expression).references)
     except cel.SelectorCompileError:
         return set(raw)  # a class whose selectors do not compile selects nothing
-    shape_of = {key: _shape(key[0], device, references) for key, device in raw.items()}
+    names = sorted({(u.kind, u.domain, u.name) for u in references.names})
+    shape_of = {key: _shape(key[0], device, references, names) for key, device in raw.items()}
     shapes: dict[tuple[object, ...], tuple[str, Obj]] = {}
     for key, shape in shape_of.items():
         shapes.setdefault(shape, (key[0], raw[key]))
@@ -260,16 +261,27 @@ def unselected(device_class: Obj, *, devices: set[DeviceKey], slices: Iterable[O
     return {key for key, shape in shape_of.items() if shape not in selected}
 
 
-def _shape(driver: str, device: Obj, references: References) -> tuple[object, ...]:
-    """What of ``device`` the selectors can observe, hashable (the whole device when they may read it all)."""
+def _shape(
+    driver: str, device: Obj, references: References, names: Sequence[tuple[str, str, str]]
+) -> tuple[object, ...]:
+    """What of ``device`` the selectors can observe, hashable (the whole device when they may read it
+    all); ``names`` are the references' (kind, domain, name), sorted."""
     if references.whole_device or references.whole_kinds or references.whole_domains:
         return (driver, json.dumps({k: v for k, v in device.items() if k != "name"}, sort_keys=True, default=str))
     parts: list[object] = [driver, device.get("allowMultipleAllocations")]
-    for kind, domain, attribute in sorted({(u.kind, u.domain, u.name) for u in references.names}):
+    for kind, domain, attribute in names:
         values = device.get(kind) or {}
         local = values.get(attribute) if domain == driver else None
-        parts.append(json.dumps([local, values.get(f"{domain}/{attribute}")], sort_keys=True, default=str))
+        parts.append((_frozen(local), _frozen(values.get(f"{domain}/{attribute}"))))
     return tuple(parts)
+
+
+def _frozen(value: object) -> object:
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
 
 
 def class_removal(name: str, *, claims: Iterable[Obj]) -> Disruption | None:
