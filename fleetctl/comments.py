@@ -385,6 +385,18 @@ def objects_part(changes: ChangeSet) -> list[Part]:
             OBJECTS, blocks, lambda tags: f"… {_plural(len(tags), 'more object')} changed ({_counted(tags)}) not shown"
         ),
     ]
+    disruptive = [Block(_disruptive(entry), "disruptive") for entry in changes.disruptive if not entry.failed]
+    if disruptive:
+        parts += [
+            "### Disruptive\n\n"
+            "These changes disrupt GPU work on the cluster (fleet classes every change as disruptive or safe; "
+            "the rest are safe):\n\n",
+            Group(
+                FINDINGS,
+                disruptive,
+                lambda tags: f"… {_plural(len(tags), 'more disruptive change')} not shown",
+            ),
+        ]
     problems = [Block(line, tag) for line, tag in _problems(changes)]
     if problems:
         parts += [
@@ -400,8 +412,26 @@ def _object(entry: Change) -> str:
     ref = entry.ref
     name = f"{ref.api_version}/{ref.kind} {ref.namespace + '/' if ref.namespace else ''}{ref.name}"
     extra = " (replace)" if entry.replace else (" (drift)" if entry.drift else "")
+    extra += " ⚠️ disruptive" if entry.disruption is not None else ""
     summary = f"<b>{html.escape(str(entry.action))}</b>{extra} <code>{html.escape(name)}</code>"
     return collapsed(summary, fenced(unified(entry), info="diff"))
+
+
+def _disruptive(entry: Change) -> str:
+    found = entry.disruption
+    assert found is not None
+    line = f"- ⚠️ {code(str(entry.ref))} {inline(found.reason)}"
+    if found.nodes:
+        nodes = sorted(found.nodes)
+        line += f"; nodes: {inline(', '.join(nodes[:10]))}" + (
+            f" and {len(nodes) - 10} more" if len(nodes) > 10 else ""
+        )
+    if found.claims:
+        claims = found.claims
+        line += f"; claims: {inline(', '.join(claims[:10]))}" + (
+            f" and {len(claims) - 10} more" if len(claims) > 10 else ""
+        )
+    return line + "\n"
 
 
 def _problems(changes: ChangeSet) -> list[tuple[str, str]]:

@@ -57,12 +57,26 @@ def shown(entry: Change) -> bool:
 
 
 def print_diff(out: Console, changes: ChangeSet) -> None:
-    """Every shown entry's unified diff, ``+`` green, ``-`` red, headers bold."""
+    """Every shown entry's unified diff, ``+`` green, ``-`` red, headers bold; under a disruptive
+    entry, ``disruptive: <reason>`` (``fleet.engine.disruptions``)."""
     for entry in changes.entries:
         if shown(entry):
             for line in unified(entry).splitlines():
                 style = next((s for prefix, s in _DIFF_STYLES if line.startswith(prefix)), "")
                 out.print(Text(line, style=style))
+        if entry.disruption is not None and not entry.failed:
+            out.print(Text.assemble(("disruptive", "bold magenta"), f": {disruption_text(entry)}"))
+
+
+def disruption_text(entry: Change) -> str:
+    """``<reason>``, then the claims it affects when the reason does not name them all."""
+    found = entry.disruption
+    if found is None:
+        return ""
+    missing = [c for c in found.claims if c not in found.reason]
+    if not missing:
+        return found.reason
+    return f"{found.reason} (claims: {', '.join(found.claims[:10])}{' ...' if len(found.claims) > 10 else ''})"
 
 
 def print_summary(out: Console, changes: ChangeSet) -> None:
@@ -79,6 +93,12 @@ def print_summary(out: Console, changes: ChangeSet) -> None:
     for name, count in rows:
         table.add_row(name, *(_count(count.get(str(c), 0), c) for c in COLUMNS))
     out.print(table)
+    disruptive = changes.disruptive
+    if disruptive:
+        out.print(
+            f"{len(disruptive)} disruptive: {', '.join(str(e.ref) for e in disruptive[:5])}"
+            + (" ..." if len(disruptive) > 5 else "")
+        )
 
 
 def _count(n: int, action: Action) -> Text:
@@ -137,4 +157,4 @@ def progress_bar(out: Console, *, transient: bool = True) -> Iterator[Progress]:
         yield bar
 
 
-__all__ = ["console", "print_diff", "print_problems", "print_summary", "progress_bar", "shown"]
+__all__ = ["console", "disruption_text", "print_diff", "print_problems", "print_summary", "progress_bar", "shown"]

@@ -36,6 +36,10 @@ true``, with its Events), counted in ``status.operator.stuckCount`` (the ``Stuck
 column of ``kubectl get fsync -o wide``) and announced by one Warning Event
 ``DriverUpgradeStuck`` per node and state (``stuck_events``), not one per reconcile.
 
+``status.disruptive`` lists the last run's changes that disrupt GPU work (``fleet.engine.disruptions``):
+each object, why, the nodes it touches and the allocated claims it affects; ``disruptiveCount`` counts
+them.
+
 ``status.drift`` lists the drift the last reconcile found (reported, ignored) and the repairs of
 the last hour (at most ``MAX_REPAIRS``, each with its time, the manager that had changed the object
 and every field before and after): the reconcile that a repair's own write triggers finds nothing
@@ -326,6 +330,30 @@ def conflicts_of(changes: ChangeSet | None) -> list[dict[str, str]]:
     return out
 
 
+def disruptive_of(changes: ChangeSet | None) -> list[dict[str, Any]]:
+    """``status.disruptive``: the last run's entries that disrupt GPU work (``Change.disruption``),
+    with why, the nodes and the allocated claims (each list cut at ``MAX_LISTED``)."""
+    out: list[dict[str, Any]] = []
+    for entry in changes.disruptive if changes else ():
+        found = entry.disruption
+        assert found is not None
+        out.append(
+            {
+                "kind": entry.ref.kind,
+                "namespace": entry.ref.namespace,
+                "name": entry.ref.name,
+                "stage": entry.stage,
+                "action": str(entry.action),
+                "reason": found.reason[:1000],
+                "nodes": sorted(found.nodes)[:MAX_LISTED],
+                "nodeCount": len(found.nodes),
+                "claims": list(found.claims[:MAX_LISTED]),
+                "claimCount": len(found.claims),
+            }
+        )
+    return out
+
+
 SOURCE_REASONS = {
     "too-large": "SourceTooLarge",
     "unauthorized": "SourceUnauthorized",
@@ -367,6 +395,7 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
     failed = [e for e in (changes.entries if changes else ()) if e.failed]
     drift = [d for d in drift_of(changes) if d["action"] != "repaired"] + report.repairs
     conflicts = conflicts_of(changes)
+    disruptive = disruptive_of(changes)
     invalid = is_stalled(report)
     ready = is_ready(report)
     if invalid:
@@ -438,6 +467,8 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
         "frozenCount": len(report.frozen),
         "waiting": waiting_of(changes)[:MAX_LISTED],
         "waitingCount": len(changes.waiting) if changes is not None else 0,
+        "disruptive": disruptive[:MAX_LISTED],
+        "disruptiveCount": len(disruptive),
         "lastError": last_error(report),
         "traceID": report.trace_id,
         "lastReconcileTime": report.last_reconcile,

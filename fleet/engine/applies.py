@@ -45,6 +45,7 @@ from fleet.engine import (
     adoptions,
     blockers,
     diffs,
+    disruptions,
     drains,
     drifts,
     healths,
@@ -369,6 +370,8 @@ class Sync:
                     self._describe_repair(change, d)
                 if change.replace:
                     writes.guard_replace(self, change)
+            await disruptions.classify_sync(self, found)
+            for change in found:
                 self.wait(change)
             await self._drain(found)
             self.changes.entries.extend(found)

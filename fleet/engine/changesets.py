@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from fleet.engine import waits
+from fleet.engine.disruptions import Disruption
 from fleet.engine.drifts import FieldRepair, Freeze
 from fleet.engine.drivers import ReleaseStatus
 from fleet.kube import Ref
@@ -72,8 +73,6 @@ class Change:
     its value before and after (``fleet.engine.drifts``)."""
     frozen: Freeze | None = None
     """A person froze the live object, or its manifest sets its drift policy (``fleet.engine.drifts``)."""
-    disruption: waits.Disruptive | None = None
-    """Why the change is disruptive to GPU work (``fleet.engine.disruptions``); None: safe."""
     waiting: waits.Wait | None = None
     """A disruptive change held back (for the maintenance window, for the jobs on its nodes): skipped
     now, ``intended`` once it goes (``fleet.engine.waits``)."""
@@ -82,6 +81,8 @@ class Change:
     operator: ReleaseStatus | None = None
     """On the operator stage's release entry: the chart version deployed and the GPU nodes'
     driver-upgrade states the run saw (``fleet.engine.drivers``); None on every other entry."""
+    disruption: Disruption | None = None
+    """Why writing this entry disrupts GPU work (``fleet.engine.disruptions``); None: safe."""
 
     @classmethod
     def refusal(cls, ref: Ref, *, stage: str, error: str, **more: Any) -> Change:
@@ -123,6 +124,7 @@ class Change:
                 "overdue": self.waiting.overdue,
                 "intended": str(self.intended) if self.intended else None,
             }
+        out["disruption"] = self.disruption.to_json() if self.disruption is not None else None
         return out
 
     def hold(self, wait: waits.Wait) -> None:
@@ -157,6 +159,11 @@ class ChangeSet:
     def waiting(self) -> list[Change]:
         """Disruptive changes held back for a window or running jobs: the cluster still differs from git."""
         return [e for e in self.entries if e.waiting is not None]
+
+    @property
+    def disruptive(self) -> list[Change]:
+        """Entries whose write disrupts GPU work (``Change.disruption``), in ChangeSet order."""
+        return [e for e in self.entries if e.disruption is not None]
 
     def summary(self) -> dict[str, Counter[str]]:
         """Per stage, how many entries of each action (stages in first-seen order)."""

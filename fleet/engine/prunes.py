@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from fleet.engine import blockers, deletions, nodes, operators, ownership, plans, stages, workers
+from fleet.engine import blockers, deletions, disruptions, nodes, operators, ownership, plans, stages, workers
 from fleet.engine.changesets import Action, Change
 from fleet.engine.writes import free, refuse, span_attributes, uid_of
 from fleet.kube import KubeError, NotFound
@@ -37,6 +37,8 @@ async def prune(sync: Sync) -> None:
         sync.ledger.entries.pop(key)  # deleted outside fleet: only the record was left
     ours = deleted_keys(found)
     dry_run = sync.options.dry_run
+    if sync.options.prune or dry_run:  # what this prune deletes (a diff shows it as deleted)
+        await disruptions.classify_sync(sync, found)
     if not sync.options.prune or dry_run:
         for change in found:
             if not dry_run and change.action == Action.DELETED:

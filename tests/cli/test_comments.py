@@ -110,3 +110,35 @@ def test_a_pipe_in_a_file_name_stays_in_its_table_cell() -> None:
     (claims,) = tables(parse(text))
     assert claims[1][:3] == ["`ResourceClaimTemplate/ml/a`", "added", "`teams/ml/a|b.yaml:2`"], "one cell, unescaped"
     assert len(claims[1]) == len(claims[0])
+
+
+def test_the_comment_lists_what_is_disruptive_and_why_and_marks_its_diff() -> None:
+    from fleet.engine import Action, Change, ChangeSet
+    from fleet.engine.disruptions import Disruption
+    from fleet.kube import Ref
+
+    klass = Ref(api_version="resource.k8s.io/v1", kind="DeviceClass", namespace="", name="gpu.example.com")
+    template = Ref(api_version="resource.k8s.io/v1", kind="ResourceClaimTemplate", namespace="ml", name="one")
+    body = {"metadata": {"name": "x"}, "spec": {"a": 1}}
+    changes = ChangeSet(
+        cluster="c",
+        revision="r",
+        entries=[
+            Change(
+                ref=klass,
+                stage="classes",
+                action=Action.CONFIGURED,
+                before=body,
+                after={**body, "spec": {"a": 2}},
+                disruption=Disruption(reason="tightens the selectors", nodes=frozenset({"n1"}), claims=("ml/held",)),
+            ),
+            Change(
+                ref=template, stage="claims", action=Action.CONFIGURED, before=body, after={**body, "spec": {"a": 3}}
+            ),
+        ],
+    )
+    text = comments.render(comments.DIFF_MARKER, "t", [comments.Section("## c\n\n", comments.objects_part(changes))])
+    section = text[text.index("### Disruptive") :]
+    assert "`DeviceClass gpu.example.com` tightens the selectors; nodes: n1; claims: ml/held" in section
+    assert "ResourceClaimTemplate" not in section.split("\n\n###")[0], "the safe template is not listed"
+    assert "⚠️ disruptive <code>resource.k8s.io/v1/DeviceClass gpu.example.com</code>" in text

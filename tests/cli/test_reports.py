@@ -93,3 +93,22 @@ def test_progress_draws_nothing_in_a_pipe() -> None:
         task = bar.add_task("claims: writing", total=3)
         bar.update(task, completed=3)
     assert stream.getvalue() == ""
+
+
+def test_a_disruptive_entry_has_its_line_under_its_diff_and_the_summary_counts_it() -> None:
+    from fleet.engine.disruptions import Disruption
+
+    found = changes()
+    [quota] = [e for e in found.entries if e.ref.kind == "ResourceQuota"]
+    quota.disruption = Disruption(reason="tightens the selectors: ml/a", claims=("ml/a", "ml/b"))
+    out = io.StringIO()
+    reports.print_diff(reports.console(out), found)
+    lines = out.getvalue().splitlines()
+    assert lines[-1] == "disruptive: tightens the selectors: ml/a (claims: ml/a, ml/b)"
+    assert lines[-2].startswith("+") or lines[-2].startswith(" "), "right under the entry's diff"
+    summary = io.StringIO()
+    reports.print_summary(reports.console(summary), found)
+    assert summary.getvalue().splitlines()[-1] == "1 disruptive: ResourceQuota ml/fleet-devices"
+    safe = io.StringIO()
+    reports.print_diff(reports.console(safe), changes())
+    assert "disruptive" not in safe.getvalue()

@@ -154,3 +154,34 @@ def test_a_source_over_its_size_limit_says_so_and_names_the_revision_still_enfor
     assert body["sourceReason"] == "too-large"
     report.source_reason = "unreachable"
     assert conditions(statuses.status(report, generation=1))["Ready"] == ("False", "SourceUnreachable")
+
+
+def test_disruptive_entries_are_counted_and_listed_with_reason_nodes_and_claims() -> None:
+    from fleet.engine.disruptions import Disruption
+
+    tightened = Change(
+        ref=DC,
+        stage="classes",
+        action=Action.CONFIGURED,
+        disruption=Disruption(reason="tightens the selectors", nodes=frozenset({"n2", "n1"}), claims=("ml/a",)),
+    )
+    safe = Change(ref=RB, stage="tenancy", action=Action.CONFIGURED)
+    changes = ChangeSet(cluster="c", revision="abc", entries=[tightened, safe])
+    body = statuses.status(statuses.Report(cluster="c", attempted="abc", changes=changes), generation=1)
+    assert body["disruptiveCount"] == 1
+    assert body["disruptive"] == [
+        {
+            "kind": "DeviceClass",
+            "namespace": "",
+            "name": "gpu",
+            "stage": "classes",
+            "action": "configured",
+            "reason": "tightens the selectors",
+            "nodes": ["n1", "n2"],
+            "nodeCount": 2,
+            "claims": ["ml/a"],
+            "claimCount": 1,
+        }
+    ]
+    quiet = statuses.status(statuses.Report(cluster="c", changes=ChangeSet("c", "abc", [safe])), generation=1)
+    assert (quiet["disruptive"], quiet["disruptiveCount"]) == ([], 0)

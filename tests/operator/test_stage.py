@@ -138,6 +138,11 @@ def test_diff_shows_version_values_and_rendered_objects(
     assert changed[("CustomResourceDefinition", "gpuclusters.nvidia.com")].action == engine.Action.CONFIGURED
     gpucluster = previews.unified(changed[("GPUCluster", "gpu-cluster")])
     assert "-    enabled: true" in gpucluster and "+    enabled: false" in gpucluster
+    assert release.disruption is None, "a new chart version and DCGM's values restart none of the three"
+    op_repo.values = {**op_repo.values, "draDriver": {**op_repo.values["draDriver"], "version": "v0.6.0"}}
+    [release] = [e for e in fleet.diff(helm=helm_settings).entries if e.ref.kind == "HelmRelease"]
+    assert release.disruption is not None
+    assert release.disruption.reason.startswith("restarts the DRA kubelet plugin (GPUCluster spec.draDriver.version")
 
 
 def _refusal(fleet: Engine, settings: helm.Settings) -> str:

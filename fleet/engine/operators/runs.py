@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet import helm
-from fleet.engine import preflights
+from fleet.engine import disruptions, preflights
 from fleet.engine.changesets import Action, Change
 from fleet.engine.drivers import ReleaseStatus, driver_states
-from fleet.engine.operators import capabilities, crds, guards, noops, renders, upgrades
+from fleet.engine.operators import capabilities, crds, guards, noops, renders, restarts, upgrades
 from fleet.engine.operators.releases import Observed, OperatorRefused, observe, release_ref, summary
 from fleet.engine.operators.removals import remove
 from fleet.engine.plans import Plan
@@ -58,6 +58,8 @@ class Stage:
     """The release as ``prepare`` read it (``run`` reads it itself otherwise)."""
     chart_crds: list[dict[str, Any]] | None = None
     """The chart's CRDs as ``prepare`` fetched them."""
+    rendered: list[dict[str, Any]] | None = None
+    """The chart's objects as ``prepare`` rendered them (what ``restarts`` compares with the release's)."""
     remembered: noops.Noops | None = None
     """Release records remembered between runs (the controller's): an unchanged release costs no helm."""
     _known: bool = False
@@ -129,6 +131,7 @@ class Stage:
                 what.removeprefix(f"{desired.source}: "), where=desired.source, hint=hint
             ) from err
         self.chart_crds = [o for o in rendered if o.get("kind") == "CustomResourceDefinition"]
+        self.rendered = rendered
 
     @property
     def where(self) -> str:
@@ -250,6 +253,7 @@ class Stage:
         for problem in await crds.dropped(self.client, chart_crds, live_crds):
             self._refuse(ref, problem, seen=seen)
             return self.changes
+        change.disruption = await self._disruption(obs, chart=chart)
         if self.dry_run:
             if obs.release is not None and obs.release.status in upgrades.PENDING:
                 change.reason = "\n".join(
@@ -288,6 +292,42 @@ class Stage:
         change.operator = dataclasses.replace(seen, version=desired.version, remedied=remedied)
         self.changed = True
         return self.changes
+
+    async def _disruption(self, obs: Observed, *, chart: helm.ChartRef) -> disruptions.Disruption | None:
+        """Whether the upgrade restarts the driver, the device plugin or the DRA kubelet plugin: the
+        release's stored manifest against the new render (``restarts``). A first install restarts
+        nothing; a release whose manifest cannot be read is taken to restart everything it renders."""
+        desired = self.plan.operator
+        if desired is None or obs.release is None:
+            return None
+        try:
+            before = await self.h.manifest(name=desired.release, namespace=desired.namespace)
+            after = self.rendered
+            if after is None:
+                caps = await capabilities.from_cluster(self.client)
+                after = await self.h.template(
+                    chart,
+                    release=desired.release,
+                    namespace=desired.namespace,
+                    values=desired.values,
+                    api_versions=caps.api_versions,
+                    kube_version=caps.kube_version,
+                )
+                self.rendered = after
+        except helm.HelmError as err:
+            return disruptions.Disruption(
+                reason=f"may restart the driver and the DRA kubelet plugin: helm could not render the release "
+                f"to compare ({err.what})"
+            )
+        restart = restarts.restarted(before=before, after=after)
+        if restart is None:
+            return None
+        reads = disruptions.Reads(client=self.client)
+        return restarts.disruption(
+            restart,
+            slices=await reads.objects(disruptions.SLICE),
+            claims=await reads.objects(disruptions.CLAIM),
+        )
 
     async def _recover(self, obs: Observed, *, change: Change) -> str | None:
         """Free a release left ``pending-*``: what was done ("" nothing needed), None when it is still
