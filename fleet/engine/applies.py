@@ -466,6 +466,7 @@ class Sync:
             prune=self.options.prune,
             timeout=self.options.health_timeout,
             remembered=self.memory.operator_noops if self.memory is not None else None,
+            hold=self.wait,
         )
 
     def _deleted_outside(self, key: str) -> bool:

@@ -35,10 +35,12 @@ async def prune(sync: Sync) -> None:
     found.sort(key=lambda c: (order.get(c.stage, 0), c.ref))
     for key in [k for k in sync.ledger.entries if k not in desired_keys and k not in sync.live]:
         sync.ledger.entries.pop(key)  # deleted outside fleet: only the record was left
-    ours = deleted_keys(found)
     dry_run = sync.options.dry_run
     if sync.options.prune or dry_run:  # what this prune deletes (a diff shows it as deleted)
         await disruptions.classify_sync(sync, found)
+        for change in found:
+            sync.wait(change)  # a disruptive deletion waits as a disruptive write does
+    ours = deleted_keys(found)
     if not sync.options.prune or dry_run:
         for change in found:
             if not dry_run and change.action == Action.DELETED:

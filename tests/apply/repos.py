@@ -7,10 +7,12 @@ each other's objects.
 
 from __future__ import annotations
 
+import json
 import textwrap
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass
@@ -35,6 +37,8 @@ class Repo:
     device_class: bool = True
     files: dict[str, str] = field(default_factory=dict)
     """Further files, path → YAML (written as they are, after the generated ones)."""
+    cluster_spec: dict[str, Any] = field(default_factory=dict)
+    """More fields of the Cluster's spec (``maintenance``, ``disruption``...)."""
 
     @property
     def cluster(self) -> str:
@@ -141,14 +145,15 @@ class Repo:
                 spec:
                   clusters: [{self.cluster}]
                 """,
-            f"clusters/{self.cluster}.yaml": f"""\
+            f"clusters/{self.cluster}.yaml": textwrap.dedent(f"""\
                 apiVersion: fleet.gpufleet.dev/v1alpha1
                 kind: Cluster
                 metadata:
                   name: {self.cluster}
                 spec:
                   kubernetesVersion: "1.36"
-                """,
+                """)
+            + "".join(f"  {k}: {json.dumps(v)}\n" for k, v in self.cluster_spec.items()),
         }
         if self.device_class:
             files[f"deviceclasses/{self.device_class_name}.yaml"] = f"""\

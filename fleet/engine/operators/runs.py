@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,8 @@ class Stage:
     """The chart's CRDs as ``prepare`` fetched them."""
     rendered: list[dict[str, Any]] | None = None
     """The chart's objects as ``prepare`` rendered them (what ``restarts`` compares with the release's)."""
+    hold: Callable[[Change], None] | None = None
+    """Holds the release's entry back when it is disruptive and may not go now (``Sync.wait``)."""
     remembered: noops.Noops | None = None
     """Release records remembered between runs (the controller's): an unchanged release costs no helm."""
     _known: bool = False
@@ -254,6 +257,11 @@ class Stage:
             self._refuse(ref, problem, seen=seen)
             return self.changes
         change.disruption = await self._disruption(obs, chart=chart)
+        if self.hold is not None:
+            self.hold(change)
+        if change.waiting is not None and not self.dry_run:
+            self.changes.append(change)  # held for the window or the jobs: no helm now
+            return self.changes
         if self.dry_run:
             if obs.release is not None and obs.release.status in upgrades.PENDING:
                 change.reason = "\n".join(

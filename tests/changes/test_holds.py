@@ -1,0 +1,219 @@
+"""Disruptive changes held back on a real cluster: the window, running GPU jobs, their deadline, a drain.
+
+A pod holds a ResourceClaim the real scheduler allocated on a KWOK GPU node. Tightening the
+DeviceClass past that device is disruptive (``fleet.engine.disruptions``); a team template change
+beside it is safe. ``fleetctl apply`` applies the safe part at once and holds the disruptive one:
+for the maintenance window (an emergency skips it), for the pod (policy ``wait``, reported overdue
+after the deadline), or while fleet drains the node through the Eviction API (policy ``drain``, a
+PodDisruptionBudget holding it until it is gone). Once the pod is gone the change goes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleet.engine import drains
+from fleet.sandbox import Sandbox
+from fleetctl import cli
+from tests import waits
+from tests.apply.repos import Repo
+from tests.conftest import Kubectl, gpu_pod
+
+pytestmark = pytest.mark.sandbox
+
+
+def closed_window() -> dict[str, Any]:
+    """A daily one-hour window that opens 12 hours from now (UTC): closed for the whole test."""
+    opens = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=12)
+    return {"windows": [{"schedule": f"{opens.minute} {opens.hour} * * *", "duration": "1h", "timeZone": "UTC"}]}
+
+
+def holding(kubectl: Kubectl, repo: Repo, ns: str, *, labels: dict[str, str] | None = None) -> tuple[str, str]:
+    """Apply the team with claim ``held``, run pod ``trainer`` on it; (node, uuid) of the allocated device."""
+    assert cli.run(["apply", str(repo.write()), "--cluster", repo.cluster]) == 0
+    gpu_pod(kubectl, ns, name="trainer", claim="held")
+    if labels:
+        kubectl("label", "-n", ns, "pod/trainer", *(f"{k}={v}" for k, v in labels.items()))
+    kubectl("wait", "-n", ns, "pod/trainer", "--for=jsonpath={.status.phase}=Running", "--timeout=90s")
+    claim = json.loads(kubectl("get", "resourceclaim", "-n", ns, "held", "-o", "json").stdout)
+    [result] = claim["status"]["allocation"]["devices"]["results"]
+    slices = json.loads(kubectl("get", "resourceslices", "-o", "json").stdout)["items"]
+    [uuid] = [
+        d["attributes"]["uuid"]["string"]
+        for s in slices
+        if s["spec"]["pool"]["name"] == result["pool"] and s["spec"]["driver"] == result["driver"]
+        for d in s["spec"].get("devices") or ()
+        if d["name"] == result["device"]
+    ]
+    return result["pool"], uuid
+
+
+def entries(capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, Any]]:
+    return {e["object"]["kind"]: e for e in json.loads(capsys.readouterr().out)["entries"]}
+
+
+def live_selector(kubectl: Kubectl, repo: Repo) -> str:
+    obj = json.loads(kubectl("get", "deviceclass", repo.device_class_name, "-o", "json").stdout)
+    return str(obj["spec"]["selectors"][0]["cel"]["expression"])
+
+
+def template_count(kubectl: Kubectl, ns: str) -> int:
+    obj = json.loads(kubectl("get", "resourceclaimtemplate", "-n", ns, "one-gpu", "-o", "json").stdout)
+    return int(obj["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"])
+
+
+def released(kubectl: Kubectl, ns: str) -> bool:
+    claim = json.loads(kubectl("get", "resourceclaim", "-n", ns, "held", "-o", "json").stdout)
+    return not (claim.get("status") or {}).get("allocation")
+
+
+@pytest.fixture()
+def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox) -> Repo:
+    repo = Repo(root=tmp_path / "repo")
+    monkeypatch.setenv("KUBECONFIG", str(sandbox.kubeconfig))
+    monkeypatch.setenv("NO_COLOR", "1")
+    repo.team("ml", namespaces=["ml"], group="ml-research")
+    repo.claim("ml", "held")
+    repo.claim_template("ml", "one-gpu")
+    return repo
+
+
+def test_the_safe_part_goes_at_once_the_disruptive_part_waits_for_the_window_then_for_the_job(
+    team: Repo, kubectl: Kubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, ns = team, team.ns("ml")
+    repo.cluster_spec = {"maintenance": closed_window()}
+    node, uuid = holding(kubectl, repo, ns)
+    try:
+        before = live_selector(kubectl, repo)
+        repo.device_class_expression = f"device.attributes['gpu.nvidia.com'].uuid != '{uuid}'"
+        repo.claim_template("ml", "one-gpu", count=2)
+        path = str(repo.write())
+        capsys.readouterr()
+
+        assert cli.run(["diff", path, "--cluster", repo.cluster, "-o", "json"]) == 1
+        held = entries(capsys)["DeviceClass"]
+        assert held["action"] == "skipped" and held["waiting"]["on"] == "window"
+        assert held["waiting"]["intended"] == "configured" and held["waiting"]["until"]
+
+        assert cli.run(["apply", path, "--cluster", repo.cluster]) == 0
+        out = capsys.readouterr().out
+        [line] = [x for x in out.splitlines() if x.startswith("waits: ")]
+        assert f"DeviceClass {repo.device_class_name}" in line and "waits for the maintenance window (opens " in line
+        assert live_selector(kubectl, repo) == before, "the disruptive change was not applied"
+        assert template_count(kubectl, ns) == 2, "the safe change was"
+
+        # An emergency skips the window, not the job: now it waits for the pod holding the claim.
+        assert cli.run(["apply", path, "--cluster", repo.cluster, "--emergency", "CVE-2026-0001", "-o", "json"]) == 0
+        held = entries(capsys)["DeviceClass"]
+        assert held["waiting"]["on"] == "claims"
+        assert held["waiting"]["reason"] == f"1 allocated claim ({ns}/held) on node {node} to end (policy wait)"
+        assert live_selector(kubectl, repo) == before
+
+        kubectl("delete", "-n", ns, "pod/trainer", "--wait=true", "--timeout=60s")
+        waits.wait_for(lambda: released(kubectl, ns), within=60, what="the claim deallocated once its pod is gone")
+        assert cli.run(["apply", path, "--cluster", repo.cluster, "--emergency", "CVE-2026-0001", "-o", "json"]) == 0
+        went = entries(capsys)["DeviceClass"]
+        assert went["action"] == "configured" and "waiting" not in went
+        assert live_selector(kubectl, repo) == repo.device_class_expression.replace("\\'", "'")
+        # Outside the window, without the emergency, nothing is left to wait for.
+        assert cli.run(["diff", path, "--cluster", repo.cluster]) == 0
+    finally:
+        kubectl("delete", "-n", ns, "pod/trainer", "--wait=true", "--timeout=60s", check=False)
+
+
+def test_policy_wait_reports_a_change_overdue_after_its_deadline_and_keeps_it_held(
+    team: Repo, kubectl: Kubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, ns = team, team.ns("ml")
+    repo.cluster_spec = {"disruption": {"policy": "wait", "deadline": "3s"}}
+    _, uuid = holding(kubectl, repo, ns)
+    try:
+        before = live_selector(kubectl, repo)
+        repo.device_class_expression = f"device.attributes['gpu.nvidia.com'].uuid != '{uuid}'"
+        path = str(repo.write())
+        capsys.readouterr()
+        assert cli.run(["apply", path, "--cluster", repo.cluster, "-o", "json"]) == 0
+        first = entries(capsys)["DeviceClass"]["waiting"]
+        assert first["on"] == "claims" and not first["overdue"] and first["until"]
+        since = first["since"]
+        waits.wait_for(
+            lambda: datetime.datetime.now(datetime.UTC) > datetime.datetime.fromisoformat(first["until"]),
+            within=10,
+            what="the deadline passes",
+        )
+        assert cli.run(["apply", path, "--cluster", repo.cluster, "-o", "json"]) == 0
+        late = entries(capsys)["DeviceClass"]
+        assert late["action"] == "skipped" and late["waiting"]["overdue"], "overdue, and still held"
+        assert late["waiting"]["since"] == since, "the deadline counts from the first wait, kept in the ledger"
+        assert late["reason"].endswith("(overdue)")
+        assert live_selector(kubectl, repo) == before
+    finally:
+        kubectl("delete", "-n", ns, "pod/trainer", "--wait=true", "--timeout=60s", check=False)
+
+
+def test_drain_cordons_evicts_through_the_eviction_api_respects_a_budget_and_uncordons(
+    team: Repo, kubectl: Kubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, ns = team, team.ns("ml")
+    repo.cluster_spec = {"disruption": {"policy": "drain", "maxUnavailable": 1}}
+    node, uuid = holding(kubectl, repo, ns, labels={"app": "trainer"})
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "trainer", "namespace": ns},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "trainer"}}},
+    }
+    kubectl("apply", "-f", "-", stdin=json.dumps(budget))
+    try:
+        waits.wait_for(
+            lambda: (
+                json.loads(kubectl("get", "pdb", "-n", ns, "trainer", "-o", "json").stdout)
+                .get("status", {})
+                .get("currentHealthy")
+                == 1
+            ),
+            within=30,
+            what="the budget counts the pod",
+        )
+        before = live_selector(kubectl, repo)
+        repo.device_class_expression = f"device.attributes['gpu.nvidia.com'].uuid != '{uuid}'"
+        path = str(repo.write())
+        capsys.readouterr()
+
+        assert cli.run(["apply", path, "--cluster", repo.cluster, "-o", "json"]) == 0
+        held = entries(capsys)["DeviceClass"]
+        assert held["waiting"]["on"] == "claims"
+        assert f"draining node {node}: pod {ns}/trainer not evicted: " in held["reason"]
+        assert "disruption budget" in held["reason"]
+        live = json.loads(kubectl("get", "node", node, "-o", "json").stdout)
+        assert live["spec"].get("unschedulable") is True
+        assert live["metadata"]["labels"][drains.DRAINED] == "true"
+        assert kubectl("get", "-n", ns, "pod/trainer", "-o", "name").stdout.strip() == "pod/trainer", "budget held"
+        assert live_selector(kubectl, repo) == before
+
+        kubectl("delete", "pdb", "-n", ns, "trainer")
+        assert cli.run(["apply", path, "--cluster", repo.cluster, "-o", "json"]) == 0
+        assert f"pod {ns}/trainer evicted" in entries(capsys)["DeviceClass"]["reason"]
+        waits.wait_for(
+            lambda: kubectl("get", "-n", ns, "pod/trainer", check=False).returncode != 0,
+            within=60,
+            what="the evicted pod gone",
+        )
+        waits.wait_for(lambda: released(kubectl, ns), within=60, what="its claim deallocated")
+
+        assert cli.run(["apply", path, "--cluster", repo.cluster, "-o", "json"]) == 0
+        assert entries(capsys)["DeviceClass"]["action"] == "configured"
+        live = json.loads(kubectl("get", "node", node, "-o", "json").stdout)
+        assert not live["spec"].get("unschedulable"), "uncordoned once the change applied and every gate passed"
+        assert drains.DRAINED not in live["metadata"].get("labels", {})
+        assert drains.DRAINED_FOR not in live["metadata"].get("annotations", {})
+    finally:
+        kubectl("delete", "pdb", "-n", ns, "trainer", check=False)
+        kubectl("delete", "-n", ns, "pod/trainer", "--wait=true", "--timeout=60s", check=False)
+        kubectl("uncordon", node, check=False)
