@@ -217,3 +217,43 @@ def test_drain_cordons_evicts_through_the_eviction_api_respects_a_budget_and_unc
         kubectl("delete", "pdb", "-n", ns, "trainer", check=False)
         kubectl("delete", "-n", ns, "pod/trainer", "--wait=true", "--timeout=60s", check=False)
         kubectl("uncordon", node, check=False)
+
+
+def test_removing_a_template_running_pods_use_waits_as_a_disruptive_write_does(
+    team: Repo, kubectl: Kubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, ns = team, team.ns("ml")
+    repo.cluster_spec = {"maintenance": closed_window()}
+    assert cli.run(["apply", str(repo.write()), "--cluster", repo.cluster]) == 0
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "worker", "namespace": ns},
+        "spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "c", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}}],
+        },
+    }
+    kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+    try:
+        kubectl("wait", "-n", ns, "pod/worker", "--for=jsonpath={.status.phase}=Running", "--timeout=90s")
+        del repo.claims["ml/one-gpu"]
+        path = str(repo.write())
+        capsys.readouterr()
+        assert cli.run(["apply", path, "--cluster", repo.cluster, "--prune", "-o", "json"]) == 0
+        held = entries(capsys)["ResourceClaimTemplate"]
+        assert held["action"] == "skipped" and held["waiting"]["on"] == "window"
+        assert held["waiting"]["intended"] == "deleted"
+        assert "removes a template 1 running pod(s) use" in held["reason"]
+        assert kubectl("get", "resourceclaimtemplate", "-n", ns, "one-gpu", check=False).returncode == 0
+
+        assert cli.run(["apply", path, "--cluster", repo.cluster, "--prune", "--emergency", "x", "-o", "json"]) == 0
+        assert entries(capsys)["ResourceClaimTemplate"]["waiting"]["on"] == "claims"
+
+        kubectl("delete", "-n", ns, "pod/worker", "--wait=true", "--timeout=60s")
+        assert cli.run(["apply", path, "--cluster", repo.cluster, "--prune", "--emergency", "x", "-o", "json"]) == 0
+        assert entries(capsys)["ResourceClaimTemplate"]["action"] == "deleted"
+        assert kubectl("get", "resourceclaimtemplate", "-n", ns, "one-gpu", check=False).returncode != 0
+    finally:
+        kubectl("delete", "-n", ns, "pod/worker", "--wait=true", "--timeout=60s", check=False)
