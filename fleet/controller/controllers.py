@@ -64,6 +64,7 @@ import contextlib
 import dataclasses
 import datetime
 import logging
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -80,6 +81,7 @@ from fleet.controller.queues import WorkQueue
 from fleet.engine import drivers, impersonations, ownership, pipelines, plancaches, waits
 from fleet.errors import FleetError
 from fleet.kube import Client, Kind, KubeError
+from fleet.manifests import windows
 from fleet.manifests.findings import Finding
 from fleet.manifests.locations import Location
 from fleet.telemetry import tracing
@@ -138,6 +140,9 @@ class Options:
     """The link posted with each commit status (``{sha}`` and ``{cluster}`` replaced); "" for none."""
     store_after: float = 10.0
     """Seconds without a newer plan before the last one is put in the plan store (and at shutdown)."""
+    emergency_poll: float = 60.0
+    """While changes wait for a maintenance window, seconds between reads of the FleetSync for an
+    emergency annotation (``fleet.gpufleet.dev/emergency``)."""
 
 
 def poll_delay(interval: float, *, busy: float, jitter: float) -> float:
@@ -625,25 +630,29 @@ class Controller:
             if not recorded:
                 break
         self._stuck = now_stuck if recorded else self._stuck & now_stuck  # else announce them next time
-        await self._held(changes, emergency=emergency, asked=asked)
+        await self._held(changes, rules=plan.rules, emergency=emergency, asked=asked)
         trace.get_current_span().set_attribute("fleet.writes", len(changes.changed))
         return complete
 
-    async def _held(self, changes: engine.ChangeSet, *, emergency: str, asked: str) -> None:
+    async def _held(self, changes: engine.ChangeSet, *, rules: engine.ChangeRules, emergency: str, asked: str) -> None:
         """Look again when a held change may go (the window opens, a deadline passes; a released claim
         wakes a reconcile by itself), and announce an emergency that let changes skip the window."""
         held = [e.waiting for e in changes.waiting if e.waiting is not None]
         self._waits = tuple(sorted({w.on for w in held}))
         delay = waits.next_look(held, now=datetime.datetime.now(datetime.UTC))
+        if "window" in self._waits:  # a person may annotate the FleetSync for an emergency meanwhile
+            delay = min(delay if delay is not None else math.inf, self.options.emergency_poll)
         if delay is not None:
             self.queue.add_after(self.key, delay=delay + 1.0, reason="a held disruptive change may go")
-        went = [e for e in changes.changed if e.disruption is not None]
-        if emergency and went and (changes.revision, emergency) not in self._emergencies:
+        closed = bool(rules.windows) and windows.open_window(rules.windows, datetime.datetime.now(datetime.UTC)) is None
+        skipping = changes.disruptive if closed and emergency else []
+        if skipping and (changes.revision, emergency) not in self._emergencies:
             self._emergencies = {(changes.revision, emergency)}
+            went = sum(1 for e in skipping if e.waiting is None)
             await self.writer.event(
                 reason="EmergencyChange",
-                message=f"{len(went)} disruptive change(s) applied outside the maintenance window, asked by "
-                f"{asked}: {emergency}",
+                message=f"{len(skipping)} disruptive change(s) skip the maintenance window ({went} applied, the rest "
+                f"wait for running jobs), asked by {asked}: {emergency}",
                 warning=True,
             )
 

@@ -43,7 +43,7 @@ from fleet.engine.drives import Hooks, Outcome, drive
 from fleet.engine.healths import HealthTimeout
 from fleet.engine.listings import Prefetched
 from fleet.engine.memories import Memory
-from fleet.engine.plans import Desired, Plan, PoolRule
+from fleet.engine.plans import ChangeRules, Desired, Plan, PoolRule
 from fleet.engine.stages import STAGES, Gate, Stage
 from fleet.kube import Client
 
@@ -79,6 +79,7 @@ async def diff(
         concurrency=base.concurrency,
         ignore_managers=base.ignore_managers,
         helm=base.helm,
+        emergency=base.emergency,
     )
     return (await drive(Sync(client=client, plan=plan, options=dry, prefetched=prefetched))).raise_error()
 
@@ -87,6 +88,7 @@ __all__ = [
     "STAGES",
     "Action",
     "Change",
+    "ChangeRules",
     "ChangeSet",
     "Desired",
     "FieldConflict",

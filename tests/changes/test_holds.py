@@ -36,6 +36,11 @@ def closed_window() -> dict[str, Any]:
 def holding(kubectl: Kubectl, repo: Repo, ns: str, *, labels: dict[str, str] | None = None) -> tuple[str, str]:
     """Apply the team with claim ``held``, run pod ``trainer`` on it; (node, uuid) of the allocated device."""
     assert cli.run(["apply", str(repo.write()), "--cluster", repo.cluster]) == 0
+    return trainer(kubectl, ns, labels=labels)
+
+
+def trainer(kubectl: Kubectl, ns: str, *, labels: dict[str, str] | None = None) -> tuple[str, str]:
+    """Run pod ``trainer`` on the applied claim ``held``; (node, uuid) of the device it was allocated."""
     gpu_pod(kubectl, ns, name="trainer", claim="held")
     if labels:
         kubectl("label", "-n", ns, "pod/trainer", *(f"{k}={v}" for k, v in labels.items()))
