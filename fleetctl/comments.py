@@ -390,7 +390,8 @@ def objects_part(changes: ChangeSet) -> list[Part]:
         parts += [
             "### Disruptive\n\n"
             "These changes disrupt GPU work on the cluster (fleet classes every change as disruptive or safe; "
-            "the rest are safe):\n\n",
+            "the rest are safe). Where the cluster's maintenance window or running jobs hold one back, it says "
+            "what it waits for; the rest of the revision is applied at once:\n\n",
             Group(
                 FINDINGS,
                 disruptive,
@@ -413,7 +414,9 @@ def _object(entry: Change) -> str:
     name = f"{ref.api_version}/{ref.kind} {ref.namespace + '/' if ref.namespace else ''}{ref.name}"
     extra = " (replace)" if entry.replace else (" (drift)" if entry.drift else "")
     extra += " ⚠️ disruptive" if entry.disruption is not None else ""
-    summary = f"<b>{html.escape(str(entry.action))}</b>{extra} <code>{html.escape(name)}</code>"
+    extra += " ⏸️ waits" if entry.waiting is not None else ""
+    action = entry.intended if entry.waiting is not None and entry.intended else entry.action
+    summary = f"<b>{html.escape(str(action))}</b>{extra} <code>{html.escape(name)}</code>"
     return collapsed(summary, fenced(unified(entry), info="diff"))
 
 
@@ -431,6 +434,8 @@ def _disruptive(entry: Change) -> str:
         line += f"; claims: {inline(', '.join(claims[:10]))}" + (
             f" and {len(claims) - 10} more" if len(claims) > 10 else ""
         )
+    if entry.waiting is not None:
+        line += f"; **{inline(str(entry.waiting))}**"
     return line + "\n"
 
 

@@ -50,9 +50,11 @@ def console(stream: TextIO) -> Console:
 
 
 def shown(entry: Change) -> bool:
-    """Whether ``entry`` has a diff to show: a change, or drift a ``warn`` policy only reports."""
+    """Whether ``entry`` has a diff to show: a change (one held back too), or drift a ``warn`` policy only reports."""
     if entry.failed:
         return False
+    if entry.waiting is not None:  # held back for a window or running jobs: still what will change
+        return True
     return entry.action in SHOWN or (entry.action == Action.SKIPPED and entry.drift and entry.after is not None)
 
 

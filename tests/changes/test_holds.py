@@ -105,6 +105,11 @@ def test_the_safe_part_goes_at_once_the_disruptive_part_waits_for_the_window_the
         held = entries(capsys)["DeviceClass"]
         assert held["action"] == "skipped" and held["waiting"]["on"] == "window"
         assert held["waiting"]["intended"] == "configured" and held["waiting"]["until"]
+        assert cli.run(["diff", path, "--cluster", repo.cluster, "-o", "markdown"]) == 1
+        comment = capsys.readouterr().out
+        assert "<b>configured</b> ⚠️ disruptive ⏸️ waits" in comment
+        [said] = [x for x in comment.splitlines() if x.startswith("- ⚠️ ") and "DeviceClass" in x]
+        assert "**waits for the maintenance window (opens " in said and f"{ns}/held" in said
 
         assert cli.run(["apply", path, "--cluster", repo.cluster]) == 0
         out = capsys.readouterr().out
