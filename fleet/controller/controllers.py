@@ -74,7 +74,7 @@ import anyio
 from opentelemetry import context, trace
 
 from fleet import engine, helm, hosts
-from fleet.controller import caches, heaps, leaders, statuses
+from fleet.controller import caches, heaps, leaders, rollouts, statuses
 from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
 from fleet.engine import drivers, impersonations, ownership, pipelines, plancaches, waits
@@ -138,6 +138,9 @@ class Options:
     """The link posted with each commit status (``{sha}`` and ``{cluster}`` replaced); "" for none."""
     store_after: float = 10.0
     """Seconds without a newer plan before the last one is put in the plan store (and at shutdown)."""
+    wave_poll: float = 30.0
+    """Seconds between looks at the earlier rollout waves' commit statuses while a change waits for them
+    to report (a bake's end is looked at when it comes)."""
 
 
 def poll_delay(interval: float, *, busy: float, jitter: float) -> float:
@@ -179,6 +182,11 @@ class Controller:
     unchanged operator release costs no helm process."""
     poster: hosts.Poster | None = None
     """Posts each revision's outcome as a commit status on the git host; None: none posted."""
+    reader: hosts.Reader | None = None
+    """Reads the earlier rollout waves' commit statuses (``rollouts``); None: a cluster of a later wave
+    holds every disruptive change, as it cannot tell what the earlier waves did."""
+    _opened: str = ""
+    """The revision the earlier waves let go (success standing for the bake): not read again."""
     _concluded: str = ""
     """The revision whose outcome (success or failure) was last handed to the poster: a reconcile
     retried after a failure posts no ``pending`` again, only a changed outcome."""
@@ -241,6 +249,8 @@ class Controller:
         sizes["heaps"] = self._frozen
         if self.poster is not None:
             sizes["commit_statuses"] = self.poster.size()
+        if self.reader is not None:
+            sizes["commit_status_reads"] = self.reader.size()
         return sizes
 
     # -- the task group ----------------------------------------------------------------------
@@ -569,9 +579,38 @@ class Controller:
         by = statuses.annotated_by(current, statuses.EMERGENCY)
         return why, f"the FleetSync annotation {statuses.EMERGENCY}" + (f" set by {by}" if by else "")
 
+    async def _waves(self, plan: engine.Plan, *, emergency: str) -> waits.Reported | None:
+        """The earlier rollout waves' commit statuses for the plan's revision, and ``status.rollout``;
+        None where no wave holds it: the cluster is in no wave or the first, an emergency skips the
+        waves, or the waves let this revision go already."""
+        rules = plan.rules
+        if rules.wave <= 1 or not rules.earlier or emergency or self._opened == plan.revision:
+            self.report.rollout = rollouts.status(rules, gate=None) if rules.wave else None
+            return None
+        head = self.checkout.revision if self.checkout is not None else plan.revision
+        later: list[str] = []
+        descendants = getattr(self.source, "descendants", None)  # a source that does not keep git has none
+        if head != plan.revision and descendants is not None:
+            try:
+                later = await descendants(plan.revision, head=head)
+            except FleetError as err:
+                logger.info("descendants of %s not listed (its own statuses are read): %s", plan.revision[:12], err)
+        reported = await rollouts.read(reader=self.reader, rules=rules, revision=plan.revision, descendants=later)
+        if reported.error:
+            logger.warning(
+                "rollout wave %d: disruptive changes held, statuses not read: %s", rules.wave, reported.error
+            )
+        gate = waits.wave(rules, reported=reported, now=datetime.datetime.now(datetime.UTC))
+        if gate is None:
+            self._opened = plan.revision
+        self.report.rollout = rollouts.status(rules, gate=gate)
+        return reported
+
     async def _sync(self, plan: engine.Plan) -> bool:
         emergency, asked = await self._emergency(plan)
+        waves = await self._waves(plan, emergency=emergency)
         options = engine.Options(
+            reported=waves,
             emergency=emergency,
             prune=plan.prune,
             force_conflicts=self.options.force_conflicts,
@@ -630,13 +669,19 @@ class Controller:
         return complete
 
     async def _held(self, changes: engine.ChangeSet, *, emergency: str, asked: str) -> None:
-        """Look again when a held change may go (the window opens, a deadline passes; a released claim
-        wakes a reconcile by itself), and announce an emergency that let changes skip the window."""
+        """Look again when a held change may go (a bake ends, the window opens, a deadline passes; every
+        ``wave_poll`` while an earlier wave has not reported; a released claim wakes a reconcile by itself),
+        and announce an emergency that let changes skip the waves and the window."""
         held = [e.waiting for e in changes.waiting if e.waiting is not None]
         self._waits = tuple(sorted({w.on for w in held}))
         delay = waits.next_look(held, now=datetime.datetime.now(datetime.UTC))
         if delay is not None:
             self.queue.add_after(self.key, delay=delay + 1.0, reason="a held disruptive change may go")
+        on_wave = [w for w in held if w.on == "wave"]
+        if self.report.rollout is not None:
+            self.report.rollout["held"] = len(on_wave)
+        if any(w.until is None for w in on_wave):
+            self.queue.add_after(self.key, delay=self.options.wave_poll, reason="an earlier rollout wave may report")
         went = [e for e in changes.changed if e.disruption is not None]
         if emergency and went and (changes.revision, emergency) not in self._emergencies:
             self._emergencies = {(changes.revision, emergency)}
