@@ -587,15 +587,7 @@ class Controller:
         if rules.wave <= 1 or not rules.earlier or emergency or self._opened == plan.revision:
             self.report.rollout = rollouts.status(rules, gate=None) if rules.wave else None
             return None
-        head = self.checkout.revision if self.checkout is not None else plan.revision
-        later: list[str] = []
-        descendants = getattr(self.source, "descendants", None)  # a source that does not keep git has none
-        if head != plan.revision and descendants is not None:
-            try:
-                later = await descendants(plan.revision, head=head)
-            except FleetError as err:
-                logger.info("descendants of %s not listed (its own statuses are read): %s", plan.revision[:12], err)
-        reported = await rollouts.read(reader=self.reader, rules=rules, revision=plan.revision, descendants=later)
+        reported = await rollouts.read(reader=self.reader, rules=rules, revision=plan.revision)
         if reported.error:
             logger.warning(
                 "rollout wave %d: disruptive changes held, statuses not read: %s", rules.wave, reported.error

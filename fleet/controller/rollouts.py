@@ -6,16 +6,17 @@ reads the earlier waves' statuses on the revision it is about to apply (``fleet.
 turning them into the engine's ``waits.Reported``; ``fleet.engine.waits`` decides.
 
 **A revision or a descendant.** A cluster of an earlier wave that applied a newer commit
-than the revision has applied the revision's changes too, so its success there counts.
-The controller plans the newest commit it fetched, so a descendant it knows of is one
-whose plan it refused (a commit that does not validate for this cluster while it does for
-the earlier one: the last good plan stays enforced and still needs its wave). Those are the
-commits between the revision and the fetched head (``GitSource.descendants``: ``git rev-list
---ancestry-path`` in the source's cache repository, at most five, newest first); their
-statuses are read as the revision's are. A descendant only the earlier cluster has fetched
-is not looked for: this controller fetches it within a poll interval (at once with a
-webhook) and asks about that commit itself. Asking the host which commits a context was
-posted on instead is not possible: none of the three APIs lists statuses by context.
+has applied the revision's changes too, so its success there counts. The controller reads
+the revision's own statuses: it plans the newest commit it fetched, so a descendant the
+earlier cluster applied reaches this controller within a poll interval (at once with a
+webhook), and it then asks about that commit itself. None of the three APIs lists the
+commits a context was posted on, and the git source's cache repository is shallow
+(``--depth=1``: each fetched head is a shallow boundary, so ``git merge-base --is-ancestor``
+cannot tell a descendant there). The one case this leaves is a newest commit that does not
+validate for this cluster while it did for the earlier one: the last good revision stays
+enforced and its disruptive part waits until a commit valid for both arrives (it holds
+longer, never releases early). ``read`` and ``combine`` take descendants already, for a
+caller that can tell them (the host's compare API, a deepened fetch).
 
 For each earlier cluster, a ``success`` on any of those commits counts (the one standing
 longest, so the bake is not restarted by a later commit that also succeeded); without one,
@@ -46,8 +47,9 @@ def context_of(cluster: str) -> str:
 async def read(
     *, reader: hosts.Reader | None, rules: ChangeRules, revision: str, descendants: Sequence[str] = ()
 ) -> waits.Reported:
-    """The earlier waves' statuses for ``revision`` (or ``descendants``, newest first); a read that fails,
-    or statuses that are off, is ``Reported.error``: the engine then holds every disruptive change."""
+    """The earlier waves' statuses for ``revision`` (and ``descendants`` of it, newest first, when the caller
+    knows them); a read that fails, or statuses that are off, is ``Reported.error``: the engine then holds
+    every disruptive change."""
     if reader is None:
         return waits.Reported(
             revision=revision,

@@ -229,16 +229,6 @@ class GitSource:
             # Cancelled (shutdown), the thread is left to finish; git keeps the repository consistent.
             await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
 
-    async def descendants(self, revision: str, *, head: str, limit: int = 5) -> list[str]:
-        """The commits fetched here that descend from ``revision`` up to ``head``, newest first, at most
-        ``limit`` (``git rev-list --ancestry-path``): where a rollout wave's success on a descendant is looked for."""
-        if revision == head or not (self._git_dir / "HEAD").exists():
-            return []
-        args = ["rev-list", "--ancestry-path", f"--max-count={limit}", f"{revision}..{head}"]
-        deadline = time.monotonic() + self.timeout
-        out = await anyio.to_thread.run_sync(lambda: self._git(git.Repo(self._git_dir), args, deadline=deadline))
-        return out.split()
-
     # -- everything below runs in a worker thread --------------------------------------------------
 
     def _sync_blocking(self, *, stop: threading.Event, done: threading.Event, collect: bool = True) -> Checkout:
