@@ -75,7 +75,7 @@ import anyio
 from opentelemetry import context, trace
 
 from fleet import engine, helm, hosts
-from fleet.controller import caches, heaps, leaders, statuses
+from fleet.controller import caches, heaps, leaders, rollouts, statuses
 from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
 from fleet.engine import drivers, impersonations, ownership, pipelines, plancaches, waits
@@ -143,6 +143,9 @@ class Options:
     emergency_poll: float = 60.0
     """While changes wait for a maintenance window, seconds between reads of the FleetSync for an
     emergency annotation (``fleet.gpufleet.dev/emergency``)."""
+    wave_poll: float = 30.0
+    """Seconds between looks at the earlier rollout waves' commit statuses while a change waits for them
+    to report (a bake's end is looked at when it comes)."""
 
 
 def poll_delay(interval: float, *, busy: float, jitter: float) -> float:
@@ -184,6 +187,11 @@ class Controller:
     unchanged operator release costs no helm process."""
     poster: hosts.Poster | None = None
     """Posts each revision's outcome as a commit status on the git host; None: none posted."""
+    reader: hosts.Reader | None = None
+    """Reads the earlier rollout waves' commit statuses (``rollouts``); None: a cluster of a later wave
+    holds every disruptive change, as it cannot tell what the earlier waves did."""
+    _opened: str = ""
+    """The revision the earlier waves let go (success standing for the bake): not read again."""
     _concluded: str = ""
     """The revision whose outcome (success or failure) was last handed to the poster: a reconcile
     retried after a failure posts no ``pending`` again, only a changed outcome."""
@@ -246,6 +254,8 @@ class Controller:
         sizes["heaps"] = self._frozen
         if self.poster is not None:
             sizes["commit_statuses"] = self.poster.size()
+        if self.reader is not None:
+            sizes["commit_status_reads"] = self.reader.size()
         return sizes
 
     # -- the task group ----------------------------------------------------------------------
@@ -574,9 +584,30 @@ class Controller:
         by = statuses.annotated_by(current, statuses.EMERGENCY)
         return why, f"the FleetSync annotation {statuses.EMERGENCY}" + (f" set by {by}" if by else "")
 
+    async def _waves(self, plan: engine.Plan, *, emergency: str) -> waits.Reported | None:
+        """The earlier rollout waves' commit statuses for the plan's revision, and ``status.rollout``;
+        None where no wave holds it: the cluster is in no wave or the first, an emergency skips the
+        waves, or the waves let this revision go already."""
+        rules = plan.rules
+        if rules.wave <= 1 or not rules.earlier or emergency or self._opened == plan.revision:
+            self.report.rollout = rollouts.status(rules, gate=None) if rules.wave else None
+            return None
+        reported = await rollouts.read(reader=self.reader, rules=rules, revision=plan.revision)
+        if reported.error:
+            logger.warning(
+                "rollout wave %d: disruptive changes held, statuses not read: %s", rules.wave, reported.error
+            )
+        gate = waits.wave(rules, reported=reported, now=datetime.datetime.now(datetime.UTC))
+        if gate is None:
+            self._opened = plan.revision
+        self.report.rollout = rollouts.status(rules, gate=gate)
+        return reported
+
     async def _sync(self, plan: engine.Plan) -> bool:
         emergency, asked = await self._emergency(plan)
+        waves = await self._waves(plan, emergency=emergency)
         options = engine.Options(
+            reported=waves,
             emergency=emergency,
             prune=plan.prune,
             force_conflicts=self.options.force_conflicts,
@@ -635,8 +666,9 @@ class Controller:
         return complete
 
     async def _held(self, changes: engine.ChangeSet, *, rules: engine.ChangeRules, emergency: str, asked: str) -> None:
-        """Look again when a held change may go (the window opens, a deadline passes; a released claim
-        wakes a reconcile by itself), and announce an emergency that let changes skip the window."""
+        """Look again when a held change may go (a bake ends, the window opens, a deadline passes; every
+        ``wave_poll`` while an earlier wave has not reported; a released claim wakes a reconcile by itself),
+        and announce an emergency that let changes skip the waves and the window."""
         held = [e.waiting for e in changes.waiting if e.waiting is not None]
         self._waits = tuple(sorted({w.on for w in held}))
         delay = waits.next_look(held, now=datetime.datetime.now(datetime.UTC))
@@ -644,15 +676,21 @@ class Controller:
             delay = min(delay if delay is not None else math.inf, self.options.emergency_poll)
         if delay is not None:
             self.queue.add_after(self.key, delay=delay + 1.0, reason="a held disruptive change may go")
-        closed = bool(rules.windows) and windows.open_window(rules.windows, datetime.datetime.now(datetime.UTC)) is None
-        skipping = changes.disruptive if closed and emergency else []
+        on_wave = [w for w in held if w.on == "wave"]
+        if self.report.rollout is not None:
+            self.report.rollout["held"] = len(on_wave)
+        if any(w.until is None for w in on_wave):
+            self.queue.add_after(self.key, delay=self.options.wave_poll, reason="an earlier rollout wave may report")
+        now = datetime.datetime.now(datetime.UTC)
+        closed = bool(rules.windows) and windows.open_window(rules.windows, now) is None
+        skipping = changes.disruptive if emergency and (closed or rules.earlier) else []
         if skipping and (changes.revision, emergency) not in self._emergencies:
             self._emergencies = {(changes.revision, emergency)}
             went = sum(1 for e in skipping if e.waiting is None)
             await self.writer.event(
                 reason="EmergencyChange",
-                message=f"{len(skipping)} disruptive change(s) skip the maintenance window ({went} applied, the rest "
-                f"wait for running jobs), asked by {asked}: {emergency}",
+                message=f"{len(skipping)} disruptive change(s) skip the rollout waves and the maintenance window "
+                f"({went} applied, the rest wait for running jobs), asked by {asked}: {emergency}",
                 warning=True,
             )
 

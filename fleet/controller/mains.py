@@ -112,7 +112,13 @@ def build(config: settings.Settings, *, client: kube.Client, metrics: Metrics) -
     )
     store = plancaches.PlanCache(config.state_dir / "plans")
     ctl = controllers.Controller(
-        client=client, source=source, options=options, metrics=metrics, store=store, poster=_poster(config, metrics)
+        client=client,
+        source=source,
+        options=options,
+        metrics=metrics,
+        store=store,
+        poster=_poster(config, metrics),
+        reader=_reader(config),
     )
     ctl.report.repository = source.where
     ctl.report.ref = config.ref
@@ -135,6 +141,14 @@ def _poster(config: settings.Settings, metrics: Metrics) -> hosts.Poster | None:
         ca_file=config.git_ca_file,
         on_result=lambda result: metrics.commit_status_posts.labels(result=result).inc(),
     )
+
+
+def _reader(config: settings.Settings) -> hosts.Reader | None:
+    """The reader of the earlier rollout waves' commit statuses: the poster's host and token."""
+    where = config.commit_status_target
+    if where is None or config.commit_status_token_file is None:
+        return None
+    return hosts.Reader(target=where, token_file=config.commit_status_token_file, ca_file=config.git_ca_file)
 
 
 def _helm(config: settings.Settings) -> helm.Settings | None:

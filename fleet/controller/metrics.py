@@ -17,7 +17,7 @@ many as they like. Names follow Prometheus conventions (``_seconds``, ``_total``
 | ``fleet_drift_detected_total`` | counter | ``stage`` |
 | ``fleet_drift_repaired_total`` | counter | ``stage``, ``manager`` (who had changed it; ``unknown``) |
 | ``fleet_objects_frozen`` | gauge | (``fleet.gpufleet.dev/drift`` on the live object or in git) |
-| ``fleet_changes_waiting`` | gauge | ``waits_for`` (``window``, ``claims``): disruptive changes held back |
+| ``fleet_changes_waiting`` | gauge | ``waits_for`` (``wave``, ``window``, ``claims``): disruptive changes held back |
 | ``fleet_last_successful_sync_timestamp_seconds`` | gauge | |
 | ``fleet_git_fetch_duration_seconds`` | histogram | |
 | ``fleet_git_fetch_errors_total`` | counter | ``reason`` (``SourceError.reason``) |
@@ -103,11 +103,11 @@ class Metrics:
         )
         self.waiting = Gauge(
             "fleet_changes_waiting",
-            "Disruptive changes held back: for the maintenance window or for the GPU jobs on their nodes.",
+            "Disruptive changes held back: for an earlier rollout wave, the maintenance window or running jobs.",
             ["waits_for"],
             registry=r,
         )
-        for on in ("window", "claims"):
+        for on in ("wave", "window", "claims"):
             self.waiting.labels(waits_for=on).set(0)
         self.last_success = Gauge(
             "fleet_last_successful_sync_timestamp_seconds",
@@ -198,7 +198,7 @@ class Metrics:
             if entry.operator is not None and entry.operator.remedied:
                 self.helm_remediations.inc()
         held = collections.Counter(e.waiting.on for e in changeset.entries if e.waiting is not None)
-        for on in ("window", "claims"):
+        for on in ("wave", "window", "claims"):
             self.waiting.labels(waits_for=on).set(held[on])
 
     def record_report(self, report: statuses.Report) -> None:

@@ -109,6 +109,8 @@ class Report:
     """Recent repairs (``drift_of`` rows with their time), newest first: ``keep_repairs``."""
     frozen: list[dict[str, str]] = field(default_factory=list)
     """Objects fleet leaves alone (``frozen_of``), as the last run found them."""
+    rollout: dict[str, Any] | None = None
+    """``status.rollout`` (``rollouts.status``): the cluster's wave and what it waits for; None: in no wave."""
 
 
 EMERGENCY = "fleet.gpufleet.dev/emergency"
@@ -477,6 +479,8 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
     operator = operator_of(report.operator)
     if operator is not None:
         body["operator"] = operator
+    if report.rollout is not None:
+        body["rollout"] = report.rollout
     return body
 
 

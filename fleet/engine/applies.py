@@ -84,8 +84,11 @@ class Options:
     impersonation: impersonations.Mode = "optional"
     """As whom a team's objects are written (``fleet.engine.impersonations``; ``--team-impersonation``)."""
     emergency: str = ""
-    """Why this revision's disruptive changes may skip the maintenance window (a ``Fleet-Emergency:``
-    trailer, ``--emergency``, the FleetSync's annotation); they still wait for running jobs."""
+    """Why this revision's disruptive changes may skip the rollout waves and the maintenance window (a
+    ``Fleet-Emergency:`` trailer, ``--emergency``, the FleetSync's annotation); they still wait for running jobs."""
+    reported: waits.Reported | None = None
+    """The earlier rollout waves' commit statuses for the plan's revision, as the controller read them
+    from the git host; None: waves are not checked (``fleetctl``: a person applying by hand)."""
     handover: Mapping[str, ledgers.Origin] = field(default_factory=dict)
     """``Ref.key`` → origin: live objects ``fleetctl import`` hands to fleet. They are taken over
     without a conflict, and the ledger records the origin given here (``created``: pruning deletes)."""
@@ -268,7 +271,7 @@ class Sync:
         )
 
     def wait(self, change: Change) -> None:
-        """Hold ``change`` back when it is disruptive and the window or the jobs on its nodes say so (``waits``)."""
+        """Hold ``change`` back when it is disruptive and the waves, the window or the jobs say so (``waits``)."""
         if change.disruption is None or change.failed:
             return
         if change.action not in (Action.CREATED, Action.CONFIGURED, Action.DELETED):
@@ -281,6 +284,7 @@ class Sync:
             now=datetime.datetime.now(datetime.UTC),
             emergency=self.options.emergency,
             since=datetime.datetime.fromisoformat(earlier) if earlier else None,
+            reported=self.options.reported,
         )
         if found is None:
             return

@@ -138,6 +138,12 @@ class ChangeRules:
     """Seconds ``wait`` or ``drain`` may take before the change is reported overdue."""
     max_unavailable: int = 1
     """``drain``: nodes cordoned at once."""
+    wave: int = 0
+    """The cluster's rollout wave, counted from 1 (the Fleet's ``spec.rollout.waves``); 0: in no wave."""
+    earlier: tuple[tuple[str, ...], ...] = ()
+    """The clusters of each wave before this one, in order: their commit statuses gate this cluster."""
+    bake: float = 0.0
+    """Seconds an earlier wave's success must stand before this wave's disruptive changes go."""
     source: str = ""
     """Where the Cluster declares them (``file:line:col``)."""
 

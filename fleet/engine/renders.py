@@ -164,21 +164,32 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         operator=_operator(declared.model, str(declared.location), cluster=view.cluster.model) if declared else None,
         prune=defaults.prune,
         allow_empty=fleet.spec.allow_empty if isinstance(fleet, kinds.Fleet) else False,
-        rules=_rules(view.cluster.model, source=str(view.cluster.location)),
+        rules=_rules(
+            view.cluster.model,
+            rollout=fleet.spec.rollout if isinstance(fleet, kinds.Fleet) else None,
+            source=str(view.cluster.location),
+        ),
     )
 
 
-def _rules(cluster: Any, *, source: str) -> ChangeRules:
-    """The Cluster's maintenance windows and disruption policy, as the engine's ``ChangeRules``."""
+def _rules(cluster: Any, *, rollout: kinds.Rollout | None, source: str) -> ChangeRules:
+    """The Cluster's maintenance windows and disruption policy, and its place in the Fleet's rollout
+    waves, as the engine's ``ChangeRules``."""
     if not isinstance(cluster, kinds.Cluster):
         return ChangeRules()
     spec = cluster.spec
     disruption = spec.disruption
+    name = cluster.metadata.name
+    waves = [tuple(w) for w in rollout.waves] if rollout is not None else []
+    number = next((i for i, names in enumerate(waves, start=1) if name in names), 0)
     return ChangeRules(
         windows=tuple(w.window() for w in spec.maintenance.windows) if spec.maintenance else (),
         policy=disruption.policy,
         deadline=windows.parse_duration(disruption.deadline).total_seconds(),
         max_unavailable=disruption.max_unavailable,
+        wave=number,
+        earlier=tuple(waves[: number - 1]) if number else (),
+        bake=windows.parse_duration(rollout.bake).total_seconds() if rollout is not None and number > 1 else 0.0,
         source=source,
     )
 

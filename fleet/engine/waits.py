@@ -5,34 +5,45 @@ A change that restarts the GPU driver, evicts pods or un-matches allocated claim
 a training job that has held its GPUs for a week. Safe changes apply at once; a disruptive
 one is held back, in this order:
 
-1. **The maintenance window.** With ``spec.maintenance.windows`` on the Cluster, it waits
+1. **The rollout wave.** With ``spec.rollout.waves`` in ``fleet.yaml``, a cluster of wave
+   *k* > 1 applies a revision's disruptive part only once every cluster of the earlier waves
+   has posted commit status ``fleet/<cluster>`` = ``success`` for that revision (or a
+   descendant) at least ``bake`` ago. The git host's commit statuses are the coordination:
+   there is no hub, each controller reads the others' statuses (``Reported``, read by the
+   controller through ``fleet.hosts.readers``). A ``failure`` in an earlier wave halts the
+   later ones until that cluster succeeds; statuses that cannot be read hold the change
+   (fail safe). Waves come first because they are the fleet-wide gate: a change an earlier
+   wave has not proven is not worth a maintenance window.
+2. **The maintenance window.** With ``spec.maintenance.windows`` on the Cluster, it waits
    until one is open (``fleet.manifests.windows``); status says when the next opens, and the
    controller looks again then. Without windows, any time is a window.
-2. **The GPU jobs on the nodes it touches** (``spec.disruption.policy``): ``wait`` holds it
+3. **The GPU jobs on the nodes it touches** (``spec.disruption.policy``): ``wait`` holds it
    while those nodes hold allocated claims, and reports it overdue once it has waited longer
    than ``deadline`` (it keeps waiting: fleet never cuts a job because a clock ran out);
    ``drain`` holds it while fleet cordons those nodes and evicts the pods through the Eviction
    API (``fleet.engine.drains``); ``force`` applies over them.
 
 An emergency (a ``Fleet-Emergency:`` commit trailer, ``fleetctl apply --emergency``, the
-FleetSync's ``fleet.gpufleet.dev/emergency`` annotation) skips the window, never the jobs:
-an urgent driver fix still waits for, or forces over, running work as the Cluster says.
+FleetSync's ``fleet.gpufleet.dev/emergency`` annotation) skips the waves and the window,
+never the jobs: an urgent driver fix cannot wait an hour of bake per wave, but it still
+waits for, or forces over, running work as the Cluster says.
 
 The same function decides for ``fleetctl diff`` and for the apply, so a preview says
-exactly what the apply will hold back.
+exactly what the apply will hold back. ``fleetctl`` reads no commit statuses
+(``reported`` is None): a person applying by hand is the wave.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Literal, Protocol
 
 from fleet.engine.plans import ChangeRules
 from fleet.manifests import windows
 
-On = Literal["window", "claims"]
+On = Literal["wave", "window", "claims"]
 
 
 class Disruptive(Protocol):
@@ -52,9 +63,11 @@ class Wait:
 
     on: On
     reason: str
-    """``the maintenance window (opens 2026-12-12 02:00 CET)``, ``2 allocated claims on node a (…)``."""
+    """``wave 1 baking until 2026-12-06 10:00 UTC``, ``the maintenance window (opens 2026-12-12 02:00 CET)``,
+    ``2 allocated claims on node a (…)``."""
     until: datetime | None = None
-    """When to look again: the window's opening, the deadline; None: when the claims end (watched)."""
+    """When to look again: the bake's end, the window's opening, the deadline; None: when the claims end
+    (watched) or an earlier wave reports (read again)."""
     since: datetime | None = None
     """When it began waiting for claims (kept across runs in the ledger), for the deadline."""
     overdue: bool = False
@@ -62,6 +75,31 @@ class Wait:
 
     def __str__(self) -> str:
         return f"waits for {self.reason}" + (" (overdue)" if self.overdue else "")
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the git host shows for one cluster of an earlier wave: its ``fleet/<cluster>`` commit status."""
+
+    state: str = ""
+    """``success``, ``failure``, ``pending``; "": the cluster posted nothing for the revision."""
+    sha: str = ""
+    """The commit it was posted on: the revision, or a descendant the cluster applied instead."""
+    since: datetime | None = None
+    """When the state was first posted (a state posted again keeps the first time): the bake counts from it."""
+    description: str = ""
+    """The status's text: for a failure, the finding or error (``teams/ml/team.yaml:6:3 schema: …``)."""
+
+
+@dataclass(frozen=True)
+class Reported:
+    """What the controller read of the earlier waves' commit statuses for ``revision``."""
+
+    revision: str
+    clusters: Mapping[str, Report] = field(default_factory=dict)
+    """Cluster name → its status; a cluster missing here posted nothing."""
+    error: str = ""
+    """The statuses could not be read (why): every disruptive change is held (fail safe)."""
 
 
 def when(at: datetime) -> str:
@@ -76,10 +114,16 @@ def decide(
     now: datetime,
     emergency: str = "",
     since: datetime | None = None,
+    reported: Reported | None = None,
 ) -> Wait | None:
-    """What holds ``disruption`` back at ``now`` (None: it goes). ``since``: when it began waiting for claims."""
+    """What holds ``disruption`` back at ``now`` (None: it goes). ``since``: when it began waiting for claims;
+    ``reported``: the earlier waves' commit statuses (None: not read, waves are not checked)."""
     if disruption is None:
         return None
+    if reported is not None and not emergency:
+        held = wave(rules, reported=reported, now=now)
+        if held is not None:
+            return held
     if rules.windows and not emergency and windows.open_window(rules.windows, now) is None:
         opens = windows.next_opening(rules.windows, now)
         return Wait(
@@ -99,6 +143,53 @@ def decide(
         since=started,
         overdue=now >= deadline,
     )
+
+
+def wave(rules: ChangeRules, *, reported: Reported, now: datetime) -> Wait | None:
+    """What the earlier waves still owe this cluster for ``reported.revision`` (None: they let it go).
+
+    Every cluster of every earlier wave must show ``success`` standing for ``rules.bake``. A
+    failure anywhere halts (it is named first: a halt is what on-call must see), then a
+    cluster that has not succeeded, then the bake; ``until`` is the bake's end, when known."""
+    if rules.wave <= 1 or not rules.earlier:
+        return None
+    sha = reported.revision[:12]
+    if reported.error:
+        return Wait(
+            on="wave",
+            reason=f"wave {rules.wave - 1} ({_names(rules.earlier[-1])}): the git host's commit statuses "
+            f"cannot be read ({reported.error}): held until they can",
+        )
+    for number, names in enumerate(rules.earlier, start=1):
+        for name in names:
+            report = reported.clusters.get(name) or Report()
+            if report.state == "failure":
+                said = f' "{report.description}"' if report.description else ""
+                on = f" on {report.sha[:12]}" if report.sha and report.sha != reported.revision else ""
+                return Wait(on="wave", reason=f"wave {number} failed: {name} failure{said}{on}: later waves halt")
+    for number, names in enumerate(rules.earlier, start=1):
+        for name in names:
+            report = reported.clusters.get(name) or Report()
+            if report.state != "success" or report.since is None:
+                now_says = f' ({report.state}: "{report.description}")' if report.state else ""
+                return Wait(
+                    on="wave",
+                    reason=f"wave {number} ({_names(names)}): {name} has not reported success for {sha}{now_says}",
+                )
+    bake = timedelta(seconds=rules.bake)
+    ends = [
+        (number, (reported.clusters[name].since or now) + bake)
+        for number, names in enumerate(rules.earlier, start=1)
+        for name in names
+    ]
+    number, until = max(ends, key=lambda e: e[1])
+    if now < until:
+        return Wait(on="wave", reason=f"wave {number} baking until {when(until.astimezone(UTC))}", until=until)
+    return None
+
+
+def _names(names: Sequence[str], shown: int = 3) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def _claims(claims: Sequence[str], shown: int = 3) -> str:
@@ -122,4 +213,4 @@ def next_look(waits: Sequence[Wait], *, now: datetime) -> float | None:
     return max(0.0, (min(times) - now).total_seconds())
 
 
-__all__ = ["Disruptive", "On", "Wait", "decide", "next_look", "when"]
+__all__ = ["Disruptive", "On", "Report", "Reported", "Wait", "decide", "next_look", "wave", "when"]

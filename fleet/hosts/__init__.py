@@ -6,7 +6,9 @@
     poster.submit(CommitStatus(sha=..., context="fleet/gpu-east", state="success", description="applied 412 objects"))
 
 ``providers`` holds each API's request and answer as pure functions; ``posters`` sends
-them beside the reconcile (bounded, coalescing, retried); ``errors`` is the typed tree.
+them beside the reconcile (bounded, coalescing, retried); ``readers`` reads a commit's
+statuses back (rollout waves: what the earlier waves posted), kept for a TTL in a bounded
+cache; ``errors`` is the typed tree.
 This adapter sits beside ``fleet.kube``, ``fleet.source`` and ``fleet.helm`` and imports none
 of them.
 """
@@ -15,7 +17,8 @@ from __future__ import annotations
 
 from fleet.hosts.errors import Forbidden, HostError, Invalid, NotFound, RateLimited, Unauthorized, Unreachable
 from fleet.hosts.posters import Poster
-from fleet.hosts.providers import PROVIDERS, CommitStatus, Provider, State, Target, target
+from fleet.hosts.providers import PROVIDERS, CommitStatus, Posted, Provider, State, Target, target
+from fleet.hosts.readers import Reader
 
 __all__ = [
     "PROVIDERS",
@@ -24,9 +27,11 @@ __all__ = [
     "HostError",
     "Invalid",
     "NotFound",
+    "Posted",
     "Poster",
     "Provider",
     "RateLimited",
+    "Reader",
     "State",
     "Target",
     "Unauthorized",

@@ -274,21 +274,26 @@ class Poster:
                 raise err
 
     async def _token(self, where: str) -> str:
-        try:
-            token = (await anyio.Path(self.token_file).read_text()).strip()
-        except OSError as exc:
-            raise errors.Unauthorized(
-                f"cannot read the token file {self.token_file}: {exc.strerror}",
-                where=where,
-                hint="check the Secret is mounted at --commit-status-token-file and readable by the controller's user",
-            ) from None
-        if not token:
-            raise errors.Unauthorized(
-                f"the token file {self.token_file} is empty",
-                where=where,
-                hint="put the host's access token in the mounted Secret",
-            )
-        return token
+        return await read_token(self.token_file, where=where)
 
 
-__all__ = ["Poster"]
+async def read_token(token_file: Path, *, where: str) -> str:
+    """The API token, read from its file at each use (a rotated Secret is picked up without a restart)."""
+    try:
+        token = (await anyio.Path(token_file).read_text()).strip()
+    except OSError as exc:
+        raise errors.Unauthorized(
+            f"cannot read the token file {token_file}: {exc.strerror}",
+            where=where,
+            hint="check the Secret is mounted at --commit-status-token-file and readable by the controller's user",
+        ) from None
+    if not token:
+        raise errors.Unauthorized(
+            f"the token file {token_file} is empty",
+            where=where,
+            hint="put the host's access token in the mounted Secret",
+        )
+    return token
+
+
+__all__ = ["Poster", "read_token"]

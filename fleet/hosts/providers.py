@@ -17,6 +17,23 @@ provider and API a repository URL means (``target``), the request for a status
 (``request``), and what an answer means (``verdict``), so each is tested without a
 network; ``fleet.hosts.posters`` sends the requests.
 
+Reading is the other half (rollout waves: a later wave's controller reads the earlier
+waves' ``fleet/<cluster>`` statuses, ``fleet.hosts.readers``). Each API lists a commit's
+statuses, history included, with one ``GET``:
+
+| provider | request (query: ``page=N`` and the page size) | context, state |
+|---|---|---|
+| ``github`` | ``GET {api}/repos/{owner}/{repo}/commits/{sha}/statuses`` (``per_page=100``) | ``context``, ``state`` |
+| ``gitlab`` | ``GET {api}/projects/{path}/repository/commits/{sha}/statuses`` (``all=true``) | ``name``, ``status`` |
+| ``gitea``  | as GitHub's, under ``/api/v1`` (``limit=50``) | ``context``, ``status`` |
+
+Each status has ``created_at``. GitLab's ``all=true`` keeps the older statuses of a name
+(by default it lists the latest only): a state's history is what says since when it
+stands (``standing``), and so when a wave's bake began. States are read into the three
+fleet posts: ``failed`` and ``error`` are ``failure``; anything else but ``success``
+(``running``, ``canceled``, ``warning``) is ``pending``, which holds a later wave as a
+missing status does.
+
 The provider is detected from the repository URL's host (github.com, gitlab.com,
 codeberg.org); a self-hosted server needs the provider named, and its API is then
 assumed at the repository's host (``/api/v3`` GitHub Enterprise, ``/api/v4`` GitLab,
@@ -195,6 +212,109 @@ def request(where: Target, status: CommitStatus) -> Request:
     return Request("POST", f"{where.api_url}/repos/{owner}/{repo}/statuses/{sha}", headers, body)
 
 
+PAGE_SIZES: dict[Provider, int] = {"github": 100, "gitlab": 100, "gitea": 50}
+"""Statuses per page asked for: each API's maximum (Gitea's default ``MAX_RESPONSE_ITEMS`` is 50)."""
+_READ_STATES: dict[str, State] = {"success": "success", "failure": "failure", "failed": "failure", "error": "failure"}
+
+
+@dataclass(frozen=True)
+class Posted:
+    """A commit status as the host lists it."""
+
+    sha: str
+    context: str
+    state: State
+    description: str
+    at: datetime.datetime | None
+    """When the host says it was posted (``created_at``); None when it does not say."""
+    id: int = 0
+    """The host's id: orders statuses posted within the same second."""
+
+
+def listing(where: Target, sha: str, *, page: int = 1) -> Request:
+    """The documented request for one page of ``sha``'s commit statuses, history included (no credential)."""
+    commit = quote(sha, safe="")
+    size = PAGE_SIZES[where.provider]
+    if where.provider == "gitlab":
+        project = quote(where.repository, safe="")
+        url = f"{where.api_url}/projects/{project}/repository/commits/{commit}/statuses?all=true&per_page={size}"
+        return Request("GET", f"{url}&page={page}", {"Accept": "application/json"}, {})
+    owner, repo = (quote(s, safe="") for s in where.repository.split("/"))
+    base = f"{where.api_url}/repos/{owner}/{repo}/commits/{commit}/statuses"
+    if where.provider == "github":
+        headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": GITHUB_API_VERSION}
+        return Request("GET", f"{base}?per_page={size}&page={page}", headers, {})
+    return Request("GET", f"{base}?limit={size}&page={page}", {"Accept": "application/json"}, {})
+
+
+def posted(provider: Provider, body: bytes, *, sha: str, where: str = "") -> list[Posted]:
+    """The statuses in one page of ``listing``'s answer; ``HostError`` for an answer that is not a list of them."""
+    try:
+        data: Any = json.loads(body)
+    except ValueError:
+        data = None
+    if not isinstance(data, list):
+        raise errors.HostError(
+            "the host's commit status list is not a JSON list",
+            where=where,
+            hint="check --commit-status-api-url: it must be the API's base URL, not the web page's",
+        )
+    out = []
+    for item in data:
+        if not isinstance(item, dict):
+            continue
+        context = item.get("name" if provider == "gitlab" else "context")
+        state = item.get("state" if provider == "github" else "status")
+        if not isinstance(context, str) or not isinstance(state, str):
+            continue
+        out.append(
+            Posted(
+                sha=sha,
+                context=context,
+                state=_READ_STATES.get(state.lower(), "pending"),
+                description=str(item.get("description") or ""),
+                at=_timestamp(item.get("created_at")),
+                id=item["id"] if isinstance(item.get("id"), int) else 0,
+            )
+        )
+    return out
+
+
+def _timestamp(value: Any) -> datetime.datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        at = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=datetime.UTC)
+
+
+def standing(statuses: list[Posted], *, context: str) -> Posted | None:
+    """``context``'s current status among ``statuses`` (one commit's), dated from when that state was first
+    posted: a controller that restarts posts the same ``success`` again, and that must not restart a bake."""
+    mine = sorted(
+        (s for s in statuses if s.context == context),
+        key=lambda s: (s.at or datetime.datetime.min.replace(tzinfo=datetime.UTC), s.id),
+    )
+    if not mine:
+        return None
+    newest = mine[-1]
+    first = newest
+    for earlier in reversed(mine[:-1]):
+        if earlier.state != newest.state:
+            break
+        first = earlier
+    return Posted(
+        sha=newest.sha,
+        context=context,
+        state=newest.state,
+        description=newest.description,
+        at=first.at,
+        id=newest.id,
+    )
+
+
 def authorization(provider: Provider, token: str) -> dict[str, str]:
     """The header that carries ``token`` for ``provider``."""
     if provider == "gitlab":
@@ -317,16 +437,21 @@ __all__ = [
     "DESCRIPTION_LIMITS",
     "GITHUB_API_VERSION",
     "KNOWN_HOSTS",
+    "PAGE_SIZES",
     "PROVIDERS",
     "CommitStatus",
+    "Posted",
     "Provider",
     "Request",
     "State",
     "Target",
     "authorization",
     "describe",
+    "listing",
+    "posted",
     "request",
     "split_url",
+    "standing",
     "target",
     "verdict",
     "wait_of",

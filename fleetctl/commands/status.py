@@ -15,8 +15,9 @@ one is not (or none exists), 2 on a usage or connection error.
 ``--all`` is one status for the whole fleet: every cluster ``fleet.yaml`` lists (REPO,
 default ``.``), each read through its own kubeconfig context (``--context-for
 CLUSTER=CTX``, else the Cluster's ``spec.context``, else a context named as the cluster),
-all at once, into one table: applied revision, Ready and its reason, drift, conflicts,
-frozen objects, operator version, stuck nodes. A cluster that cannot be reached, or that
+all at once, into one table: rollout wave, applied revision, Ready and its reason, drift,
+conflicts, frozen objects, disruptive changes waiting, operator version, stuck nodes; below it,
+what each waiting change and each held wave waits for. A cluster that cannot be reached, or that
 has no FleetSync, is a row saying so, not an error: on-call wants the other clusters'
 state most when one is down. Exit 0 when every cluster is Ready, else 1.
 """
@@ -186,6 +187,13 @@ def render(obj: dict[str, Any], *, now: datetime.datetime | None = None) -> str:
             else:
                 who = f"by {f.get('by') or 'an unknown manager'}" + (f" at {f['since']}" if f.get("since") else "")
             lines.append(f"  {f['kind']} {where}{f['name']}: {f.get('mode', '')}, set {who}")
+    rollout = status.get("rollout") or {}
+    if rollout.get("wave"):
+        after = ", ".join(rollout.get("after") or ()) or "none"
+        lines.append("")
+        lines.append(f"wave       {rollout['wave']} (after {after}; bake {rollout.get('bake') or '-'})")
+        if rollout.get("waitsFor"):
+            lines.append(f"  waits for {rollout['waitsFor']} ({rollout.get('held', 0)} disruptive change(s) held)")
     held = status.get("waiting") or []
     if held:
         lines.append("")
@@ -239,9 +247,18 @@ class Row:
     """Disruptive changes held back for a window or running jobs."""
     waits_for: str = ""
     """What the first of them waits for (``the maintenance window (opens …)``)."""
+    wave: int = 0
+    """The cluster's rollout wave, counted from 1; 0: in no wave."""
+    wave_waits_for: str = ""
+    """What the wave waits for (``wave 1 baking until …``); "": the earlier waves let the revision go."""
 
     def document(self) -> dict[str, Any]:
-        camel = {"operator_version": "operatorVersion", "stuck_nodes": "stuckNodes", "waits_for": "waitsFor"}
+        camel = {
+            "operator_version": "operatorVersion",
+            "stuck_nodes": "stuckNodes",
+            "waits_for": "waitsFor",
+            "wave_waits_for": "waveWaitsFor",
+        }
         return {camel.get(k, k): v for k, v in asdict(self).items()}
 
 
@@ -274,6 +291,8 @@ def row_of(cluster: str, context: str, obj: dict[str, Any] | None) -> Row:
         stuck_nodes=int(operator.get("stuckCount") or 0),
         waiting=int(status.get("waitingCount") or 0),
         waits_for=str(((status.get("waiting") or [{}])[0]).get("reason") or ""),
+        wave=int((status.get("rollout") or {}).get("wave") or 0),
+        wave_waits_for=str((status.get("rollout") or {}).get("waitsFor") or ""),
     )
 
 
@@ -282,6 +301,7 @@ def table(rows: list[Row]) -> str:
     head = (
         "CLUSTER",
         "CONTEXT",
+        "WAVE",
         "REVISION",
         "READY",
         "REASON",
@@ -295,12 +315,13 @@ def table(rows: list[Row]) -> str:
     lines = [head]
     for r in rows:
         if not r.reachable or r.reason == "NoFleetSync":
-            lines.append((r.cluster, r.context, "-", r.ready, r.reason, "-", "-", "-", "-", "-", "-"))
+            lines.append((r.cluster, r.context, "-", "-", r.ready, r.reason, "-", "-", "-", "-", "-", "-"))
             continue
         lines.append(
             (
                 r.cluster,
                 r.context,
+                str(r.wave) if r.wave else "-",
                 r.revision[:12] or "-",
                 r.ready,
                 r.reason,
@@ -316,6 +337,11 @@ def table(rows: list[Row]) -> str:
     out = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines]
     notes = [f"{r.cluster}: {r.error or r.message}" for r in rows if r.ready != "True" and (r.error or r.message)]
     notes += [f"{r.cluster}: {r.waiting} disruptive change(s) wait for {r.waits_for}" for r in rows if r.waiting]
+    notes += [
+        f"{r.cluster}: wave {r.wave} waits for {r.wave_waits_for}"
+        for r in rows
+        if r.wave_waits_for and not r.waits_for.startswith(r.wave_waits_for)
+    ]
     return "\n".join(out + (["", *notes] if notes else [])) + "\n"
 
 

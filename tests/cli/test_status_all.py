@@ -58,10 +58,11 @@ def test_the_table_says_why_each_cluster_is_not_ready() -> None:
         status.Row("gpu-west", "gpu-west", False, "cannot reach the API server", reason="Unreachable"),
     ]
     lines = status.table(rows).splitlines()
-    assert lines[0].split()[:5] == ["CLUSTER", "CONTEXT", "REVISION", "READY", "REASON"]
+    assert lines[0].split()[:6] == ["CLUSTER", "CONTEXT", "WAVE", "REVISION", "READY", "REASON"]
     assert lines[1].split() == [
         "gpu-east",
         "gpu-east",
+        "-",
         "16b655d512f2",
         "False",
         "Conflict",
@@ -72,7 +73,9 @@ def test_the_table_says_why_each_cluster_is_not_ready() -> None:
         "v25.10.1",
         "1",
     ]
-    assert lines[2].split() == ["gpu-west", "gpu-west", "-", "Unknown", "Unreachable", "-", "-", "-", "-", "-", "-"]
+    assert lines[2].split() == [
+        "gpu-west", "gpu-west", "-", "-", "Unknown", "Unreachable", "-", "-", "-", "-", "-", "-"
+    ]  # fmt: skip
     assert lines[4:] == ["gpu-east: 1 field(s) owned...", "gpu-west: cannot reach the API server"]
 
 
@@ -88,10 +91,29 @@ def test_the_table_says_what_each_cluster_holds_back_and_for_what() -> None:
     assert (row.waiting, row.waits_for) == (2, held[0]["reason"])
     assert row.document()["waitsFor"] == held[0]["reason"]
     lines = status.table([row]).splitlines()
-    assert lines[0].split()[8] == "WAITING" and lines[1].split()[8] == "2"
+    assert lines[0].split()[9] == "WAITING" and lines[1].split()[9] == "2"
     assert lines[-1] == (
         "gpu-east: 2 disruptive change(s) wait for the maintenance window (opens 2026-12-12 02:00 CET)"
     )
+
+
+def test_the_table_shows_each_clusters_wave_and_what_it_waits_for() -> None:
+    gate = "wave 1 (gpu-west): gpu-west has not reported success for 16b655d512f2"
+    held = [{"kind": "DeviceClass", "name": "gpu.nvidia.com", "reason": gate}]
+    rollout = {"wave": 2, "after": ["gpu-west"], "bake": "3600s", "waitsFor": gate, "held": 1}
+    east = status.row_of("gpu-east", "gpu-east", fleetsync(rollout=rollout, waitingCount=1, waiting=held))
+    west = status.row_of("gpu-west", "gpu-west", fleetsync(rollout={"wave": 1, "after": [], "waitsFor": ""}))
+    baking = status.row_of("gpu-north", "gpu-north", fleetsync(rollout={**rollout, "waitsFor": "wave 1 baking"}))
+    assert (east.wave, east.wave_waits_for) == (2, gate) and east.document()["waveWaitsFor"] == gate
+    lines = status.table([west, east, baking]).splitlines()
+    assert lines[0].split()[2] == "WAVE"
+    assert [line.split()[2] for line in lines[1:4]] == ["1", "2", "2"]
+    assert f"gpu-east: 1 disruptive change(s) wait for {gate}" in lines
+    assert "gpu-north: wave 2 waits for wave 1 baking" in lines
+    assert not any(line.startswith("gpu-east: wave") for line in lines), "said once"
+    text = status.render({"metadata": {"name": "gpu-east"}, "status": {"rollout": rollout}})
+    assert "wave       2 (after gpu-west; bake 3600s)" in text
+    assert f"  waits for {gate} (1 disruptive change(s) held)" in text
 
 
 def test_contexts_come_from_the_clusters_then_their_names_then_overrides(tmp_path: Path) -> None:
@@ -133,9 +155,9 @@ def test_clusters_that_cannot_be_reached_are_rows_not_errors(tmp_path: Path) -> 
     )
     shown = fleetctl("--all", str(EXAMPLE), "--timeout", "2", kubeconfig=kubeconfig)
     assert shown.returncode == 1 and shown.stderr == "", shown.stderr
-    assert [line.split()[:5] for line in shown.stdout.splitlines()[1:3]] == [
-        ["gpu-east", "gpu-east", "-", "Unknown", "Unreachable"],
-        ["gpu-west", "gpu-west", "-", "Unknown", "Unreachable"],
+    assert [line.split()[:6] for line in shown.stdout.splitlines()[1:3]] == [
+        ["gpu-east", "gpu-east", "-", "-", "Unknown", "Unreachable"],
+        ["gpu-west", "gpu-west", "-", "-", "Unknown", "Unreachable"],
     ]
     assert "gpu-west: context gpu-west: cannot use the kubeconfig" in shown.stdout
     usage = fleetctl("--all", str(EXAMPLE), "--cluster", "gpu-east", kubeconfig=kubeconfig)

@@ -19,11 +19,11 @@ from typing import Any
 import anyio
 import pytest
 
-from fleet import kube
+from fleet import hosts, kube
 from fleet.controller import controllers, leaders
 from fleet.engine import plancaches
 from fleet.sandbox import Sandbox, credentials
-from fleet.source import GitSource
+from fleet.source import Credentials, GitSource
 from tests.apply.repos import Repo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,22 +96,38 @@ async def running(
     max_bytes: int | None = None,
     kubeconfig: Path | None = None,
     store: plancaches.PlanCache | None = None,
+    git_credentials: Credentials | None = None,
+    poster: hosts.Poster | None = None,
+    reader: hosts.Reader | None = None,
     **options: Any,
 ) -> AsyncIterator[controllers.Controller]:
     """The controller loop for ``cluster`` following ``remote``, leading alone: as the sandbox admin,
     or as the current user of ``kubeconfig`` (e.g. fleet's ServiceAccount).
 
     ``max_bytes`` is the git source's size limit (``--git-max-bytes``); ``store`` keeps plans on disk
-    (``plans/`` in the state directory, as ``mains.build`` gives it)."""
+    (``plans/`` in the state directory, as ``mains.build`` gives it); ``git_credentials`` reach a private
+    remote; ``poster`` and ``reader`` post and read commit statuses on a git host."""
     if kubeconfig is None:
         client = await kube.connect(kubeconfig=str(sandbox.kubeconfig), context=credentials.CLUSTER)
     else:
         client = await kube.connect(kubeconfig=str(kubeconfig))
-    source = GitSource(url=remote.url, ref="main", path="", cache_dir=cache_dir, max_bytes=max_bytes)
+    source = GitSource(
+        url=remote.url,
+        ref="main",
+        path="",
+        cache_dir=cache_dir,
+        max_bytes=max_bytes,
+        credentials=git_credentials,
+    )
     options.setdefault("interval", 1.0)
     options.setdefault("health_timeout", 30.0)
     ctl = controllers.Controller(
-        client=client, source=source, options=controllers.Options(cluster=cluster, **options), store=store
+        client=client,
+        source=source,
+        options=controllers.Options(cluster=cluster, **options),
+        store=store,
+        poster=poster,
+        reader=reader,
     )
     try:
         async with anyio.create_task_group() as tg:

@@ -151,4 +151,4 @@ def test_the_package_exports_what_the_controller_uses() -> None:
     import fleet.hosts
 
     public = {n for n in vars(fleet.hosts) if not n.startswith("_") and n != "annotations"}
-    assert set(fleet.hosts.__all__) == public - {"errors", "posters", "providers"}
+    assert set(fleet.hosts.__all__) == public - {"errors", "posters", "providers", "readers"}

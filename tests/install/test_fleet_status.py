@@ -153,12 +153,12 @@ def test_one_table_for_the_fleet(gpu_east: Sandbox, gpu_west: Sandbox, tmp_path:
             one = status_all(checkout, kubeconfig)
             assert one.returncode == 1, one.stdout + one.stderr
             lines = one.stdout.splitlines()
-            header = "CLUSTER CONTEXT REVISION READY REASON DRIFT CONFLICTS FROZEN OPERATOR STUCK"
+            header = "CLUSTER CONTEXT WAVE REVISION READY REASON DRIFT CONFLICTS FROZEN WAITING OPERATOR STUCK"
             assert lines[0].split() == header.split()
             east = lines[1].split()
-            assert east[:5] == ["gpu-east", "gpu-east", revision[:12], "True", "Applied"], one.stdout
-            assert east[5:7] == ["0", "0"] and east[-1] == "0" and east[-2].startswith("v"), one.stdout
-            assert lines[2].split()[:5] == ["gpu-west", "gpu-west", "-", "Unknown", "NoFleetSync"], one.stdout
+            assert east[:6] == ["gpu-east", "gpu-east", "-", revision[:12], "True", "Applied"], one.stdout
+            assert east[6:8] == ["0", "0"] and east[-1] == "0" and east[-2].startswith("v"), one.stdout
+            assert lines[2].split()[:6] == ["gpu-west", "gpu-west", "-", "-", "Unknown", "NoFleetSync"], one.stdout
             assert "gpu-west: no FleetSync gpu-west in context gpu-west" in one.stdout
 
             # One of gpu-west's GPUs has an XID error when its controller starts: the pool's gate fails.
@@ -186,7 +186,7 @@ def test_one_table_for_the_fleet(gpu_east: Sandbox, gpu_west: Sandbox, tmp_path:
 
                 text = status_all(checkout, kubeconfig)
                 assert text.returncode == 1
-                assert text.stdout.splitlines()[2].split()[3:5] == ["False", "ReconcileFailed"], text.stdout
+                assert text.stdout.splitlines()[2].split()[4:6] == ["False", "ReconcileFailed"], text.stdout
                 assert "gpu-west: cluster gpu-west: stage " in text.stdout and "not healthy" in text.stdout, text.stdout
 
                 # The GPU is healthy again: the controller converges and the whole fleet is Ready.
@@ -199,7 +199,7 @@ def test_one_table_for_the_fleet(gpu_east: Sandbox, gpu_west: Sandbox, tmp_path:
                 )
                 ok = status_all(checkout, kubeconfig)
                 assert ok.returncode == 0, ok.stdout + ok.stderr + east_log.read_text()[-2000:]
-                assert [line.split()[3:5] for line in ok.stdout.splitlines()[1:3]] == [["True", "Applied"]] * 2
+                assert [line.split()[4:6] for line in ok.stdout.splitlines()[1:3]] == [["True", "Applied"]] * 2
                 assert len(ok.stdout.splitlines()) == 3, ok.stdout
 
             # gpu-west's API server cannot be reached: a row saying so, the other cluster still shown.
@@ -208,6 +208,6 @@ def test_one_table_for_the_fleet(gpu_east: Sandbox, gpu_west: Sandbox, tmp_path:
             assert down.returncode == 1, down.stdout + down.stderr
             assert down.stderr == "", down.stderr
             rows_down = {line.split()[0]: line.split() for line in down.stdout.splitlines()[1:3]}
-            assert rows_down["gpu-east"][3:5] == ["True", "Applied"]
-            assert rows_down["gpu-west"][2:5] == ["-", "Unknown", "Unreachable"]
+            assert rows_down["gpu-east"][4:6] == ["True", "Applied"]
+            assert rows_down["gpu-west"][3:6] == ["-", "Unknown", "Unreachable"]
             assert "gpu-west: " in down.stdout and "API server" in down.stdout
