@@ -9,28 +9,27 @@ sandbox for ``west`` would add a whole control plane to a 2-core machine and pro
 more about the coordination, which happens on the forge alone: what ``east`` reads is
 exactly what a real ``west`` posts (``tests/forge/test_gitea.py`` checks those posts).
 
-The disruption classification (``fleet.engine.disruptions``) is being merged separately:
-until it is, the test marks every DeviceClass change disruptive (``Change.disruption``), as
-the classification does for a selector that allocated claims would no longer satisfy.
+The disruptive change is real: a pod holds a claim the real scheduler allocated from the test's
+DeviceClass, and the class's selector is tightened past that device (``fleet.engine.disruptions``).
+``east``'s disruption policy is ``force``, so only the waves hold it.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
-from dataclasses import dataclass
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fleet import hosts, kube
-from fleet.engine import applies
-from fleet.engine.changesets import Change
 from fleet.sandbox import Sandbox
 from fleet.source import Credentials
 from tests import waits
 from tests.apply.repos import Repo
+from tests.changes.test_holds import live_selector, trainer
+from tests.conftest import Kubectl, gpu_pod
 from tests.controller.conftest import running
 from tests.controller.test_loop import fleetsync, get
 from tests.forge.conftest import ForgeRemote, Server
@@ -43,27 +42,6 @@ pytestmark = [
 ]
 
 BAKE = 5
-
-
-@dataclass(frozen=True)
-class Disruption:
-    reason: str = "the test marks DeviceClass changes disruptive"
-    nodes: frozenset[str] = frozenset()
-    claims: tuple[str, ...] = ()
-
-
-@pytest.fixture()
-def disruptive_classes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every DeviceClass change is disruptive (what the classification says of a tightened selector)."""
-    original = applies.Sync.wait
-
-    def wait(self: applies.Sync, change: Change) -> None:
-        if change.ref.kind == "DeviceClass":
-            change.disruption = Disruption()
-        original(self, change)
-
-    monkeypatch.setattr(applies.Sync, "wait", wait)
-    yield
 
 
 def waved(repo: Repo, *, west: str) -> None:
@@ -111,81 +89,130 @@ async def rollout(client: kube.Client, cluster: str) -> dict[str, Any]:
 
 
 async def test_a_later_wave_waits_for_the_earlier_waves_success_and_bake_and_halts_on_its_failure(
-    gitea: Server, sandbox: Sandbox, admin_client: kube.Client, tmp_path: Path, disruptive_classes: None
+    gitea: Server, sandbox: Sandbox, admin_client: kube.Client, kubectl: Kubectl, tmp_path: Path
 ) -> None:
     remote = ForgeRemote(tmp_path / "git", forge=gitea.forge)
     repo = Repo(root=tmp_path / "unused")
-    repo.team("ml", namespaces=["ml"], group="ml-research", quota=4)
+    repo.team("ml", namespaces=["ml"], group="ml-research", quota=8)
+    repo.claim("ml", "held")
+    repo.claim("ml", "held2")
     repo.claim_template("ml", "single-gpu")
+    repo.cluster_spec = {"disruption": {"policy": "force"}}
     east, west = repo.cluster, f"{repo.cluster}-west"
     waved(repo, west=west)
     first = remote.push(repo, message="the fleet, in two waves")
-    ns, klass = repo.ns("ml"), repo.device_class_name
+    ns = repo.ns("ml")
     api_url = f"{gitea.forge.url}api/v1"
     target = hosts.Target(provider="gitea", api_url=api_url, repository=remote.repository)
     token = gitea.forge.token_file
     reader = hosts.Reader(target=target, token_file=token, ttl=0.5)
     poster = hosts.Poster(target=target, token_file=token, debounce=0.2)
 
-    async def live_class() -> dict[str, Any] | None:
-        return await get(admin_client, "resource.k8s.io/v1", "DeviceClass", klass)
+    async def applied_at(revision: str) -> bool:
+        return bool(((await fleetsync(admin_client, east)).get("status") or {}).get("lastAppliedRevision") == revision)
 
-    async with running(
-        sandbox,
-        remote,
-        cluster=east,
-        cache_dir=tmp_path / "cache",
-        git_credentials=Credentials(token_file=token, username="fleet"),
-        poster=poster,
-        reader=reader,
-        wave_poll=0.5,
-    ):
-        # Wave 1 has said nothing: the safe part is applied, the DeviceClass waits, and the forge says so.
-        waiting = f"wave 1 ({west}): {west} has not reported success for {first[:12]}"
-        await waits.eventually(
-            lambda: _rollout_is(admin_client, east, waitsFor=waiting, held=1), what="east waits for wave 1"
-        )
-        assert await get(admin_client, "resource.k8s.io/v1", "ResourceClaimTemplate", "single-gpu", ns)
-        assert await live_class() is None, "a disruptive change went before wave 1 reported"
-        status = await rollout(admin_client, east)
-        assert (status["wave"], status["after"], status["bake"]) == (2, [west], f"{BAKE}s")
-        await waits.eventually(
-            lambda: _async(lambda: [s for s in east_states(gitea, remote, first, east) if waiting in s[1]]),
-            what="east's pending status on Gitea names what it waits for",
-        )
-        assert east_states(gitea, remote, first, east)[-1][0] == "pending"
+    try:
+        async with running(
+            sandbox,
+            remote,
+            cluster=east,
+            cache_dir=tmp_path / "cache",
+            git_credentials=Credentials(token_file=token, username="fleet"),
+            poster=poster,
+            reader=reader,
+            wave_poll=0.5,
+        ):
+            # Everything of the first commit is safe (new objects): wave 2 applies it without waiting.
+            await waits.eventually(lambda: applied_at(first), what="the first commit applied, all safe")
+            _, uuid = trainer(kubectl, ns)
+            before = live_selector(kubectl, repo)
 
-        # West succeeds: east bakes for 5 s from the time Gitea gives, then applies the DeviceClass.
-        posted = post(gitea, remote, first, cluster=west, state="success", description="applied 5 objects")
-        await waits.eventually(
-            lambda: _rollout_starts(admin_client, east, "wave 1 baking until "), what="east bakes", within=30
-        )
-        assert await live_class() is None, "applied before the bake ended"
-        created = await waits.eventually(live_class, what="the DeviceClass applied after the bake", within=60)
-        applied_at = datetime.datetime.fromisoformat(created["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
-        assert applied_at >= posted + datetime.timedelta(seconds=BAKE), (applied_at, posted)
-        await waits.eventually(lambda: _rollout_is(admin_client, east, waitsFor="", held=0), what="the wave let go")
-        await waits.eventually(
-            lambda: _async(lambda: east_states(gitea, remote, first, east)[-1][0] == "success"),
-            what="east's success on Gitea",
-        )
-        assert reader.requests >= 2
+            # Tightened past the pod's device: disruptive. Wave 1 has said nothing: the safe part is
+            # applied, the DeviceClass waits, and the forge says so.
+            repo.device_class_expression = f"device.attributes['gpu.nvidia.com'].uuid != '{uuid}'"
+            repo.claim_template("ml", "two-gpus", count=2)
+            second = remote.push(repo, message="tighten the class; a template")
+            waiting = f"wave 1 ({west}): {west} has not reported success for {second[:12]}"
+            await waits.eventually(
+                lambda: _rollout_is(admin_client, east, waitsFor=waiting, held=1),
+                what="east waits for wave 1",
+                details=lambda: kubectl("get", "fleetsync", east, "-o", "jsonpath={.status}").stdout,
+            )
+            assert await get(admin_client, "resource.k8s.io/v1", "ResourceClaimTemplate", "two-gpus", ns)
+            assert live_selector(kubectl, repo) == before, "a disruptive change went before wave 1 reported"
+            status = await rollout(admin_client, east)
+            assert (status["wave"], status["after"], status["bake"]) == (2, [west], f"{BAKE}s")
+            await waits.eventually(
+                lambda: _async(lambda: [s for s in east_states(gitea, remote, second, east) if waiting in s[1]]),
+                what="east's pending status on Gitea names what it waits for",
+            )
+            assert east_states(gitea, remote, second, east)[-1][0] == "pending"
 
-        # A new revision: west fails it. East applies the safe part and halts the DeviceClass change.
-        repo.device_class_expression = "device.driver == 'gpu.nvidia.com' || device.driver == 'gpu.example.com'"
-        repo.claim_template("ml", "two-gpus", count=2)
-        second = remote.push(repo, message="tighten the class")
-        finding = f"clusters/{west}.yaml:7:3 schema: unknown field 'spec.bogus'"
-        post(gitea, remote, second, cluster=west, state="failure", description=finding)
-        halted = f'wave 1 failed: {west} failure "{finding}": later waves halt'
-        await waits.eventually(
-            lambda: _rollout_is(admin_client, east, waitsFor=halted, held=1), what="east halts", within=60
-        )
-        assert await get(admin_client, "resource.k8s.io/v1", "ResourceClaimTemplate", "two-gpus", ns)
-        live = await live_class()
-        assert live is not None and "gpu.example.com" not in str(live["spec"]), "the halted change was applied"
-        held = (await fleetsync(admin_client, east))["status"]["waiting"]
-        assert [(w["kind"], w["waitsFor"], w["action"]) for w in held] == [("DeviceClass", "wave", "configured")]
+            # West succeeds: east bakes for 5 s from the time Gitea gives, then applies the DeviceClass.
+            posted = post(gitea, remote, second, cluster=west, state="success", description="applied 6 objects")
+            await waits.eventually(
+                lambda: _rollout_starts(admin_client, east, "wave 1 baking until "), what="east bakes", within=30
+            )
+            assert live_selector(kubectl, repo) == before, "applied before the bake ended"
+            await waits.eventually(
+                lambda: _async(lambda: live_selector(kubectl, repo) != before),
+                what="the DeviceClass applied after the bake",
+                within=60,
+            )
+            assert _applied_time(kubectl, repo) >= posted + datetime.timedelta(seconds=BAKE)
+            await waits.eventually(lambda: _rollout_is(admin_client, east, waitsFor="", held=0), what="the wave let go")
+            await waits.eventually(
+                lambda: _async(lambda: east_states(gitea, remote, second, east)[-1][0] == "success"),
+                what="east's success on Gitea",
+            )
+            assert reader.requests >= 2
+
+            # A second pod on another device; a new revision tightens the class past that one too (so it is
+            # disruptive again), and west fails it. East applies the safe part and halts the class change.
+            gpu_pod(kubectl, ns, name="trainer2", claim="held2")
+            kubectl("wait", "-n", ns, "pod/trainer2", "--for=jsonpath={.status.phase}=Running", "--timeout=90s")
+            other = _uuid(kubectl, ns, "held2")
+            tightened = live_selector(kubectl, repo)
+            repo.device_class_expression += f" && device.attributes['gpu.nvidia.com'].uuid != '{other}'"
+            repo.claim_template("ml", "three-gpus", count=3)
+            third = remote.push(repo, message="tighten the class again")
+            finding = f"clusters/{west}.yaml:7:3 schema: unknown field 'spec.bogus'"
+            post(gitea, remote, third, cluster=west, state="failure", description=finding)
+            halted = f'wave 1 failed: {west} failure "{finding}": later waves halt'
+            await waits.eventually(
+                lambda: _rollout_is(admin_client, east, waitsFor=halted, held=1), what="east halts", within=60
+            )
+            assert await get(admin_client, "resource.k8s.io/v1", "ResourceClaimTemplate", "three-gpus", ns)
+            assert live_selector(kubectl, repo) == tightened, "the halted change was applied"
+            held = (await fleetsync(admin_client, east))["status"]["waiting"]
+            assert [(w["kind"], w["waitsFor"], w["action"]) for w in held] == [("DeviceClass", "wave", "configured")]
+    finally:
+        for pod in ("trainer", "trainer2"):
+            kubectl("delete", "-n", ns, f"pod/{pod}", "--wait=true", "--timeout=60s", check=False)
+
+
+def _uuid(kubectl: Kubectl, ns: str, claim: str) -> str:
+    """The uuid attribute of the device the real scheduler allocated to ``claim``."""
+    got = json.loads(kubectl("get", "resourceclaim", "-n", ns, claim, "-o", "json").stdout)
+    [result] = got["status"]["allocation"]["devices"]["results"]
+    slices = json.loads(kubectl("get", "resourceslices", "-o", "json").stdout)["items"]
+    [uuid] = [
+        d["attributes"]["uuid"]["string"]
+        for s in slices
+        if s["spec"]["pool"]["name"] == result["pool"] and s["spec"]["driver"] == result["driver"]
+        for d in s["spec"].get("devices") or ()
+        if d["name"] == result["device"]
+    ]
+    return str(uuid)
+
+
+def _applied_time(kubectl: Kubectl, repo: Repo) -> datetime.datetime:
+    """When fleet last applied the DeviceClass (its field manager's managedFields time)."""
+    obj = json.loads(
+        kubectl("get", "deviceclass", repo.device_class_name, "-o", "json", "--show-managed-fields").stdout
+    )
+    [entry] = [m for m in obj["metadata"]["managedFields"] if m["manager"] == "fleet" and m["operation"] == "Apply"]
+    return datetime.datetime.fromisoformat(entry["time"].replace("Z", "+00:00"))
 
 
 async def _async(check: Any) -> Any:
