@@ -99,6 +99,17 @@ def add_impersonation_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_emergency_arg(parser: argparse.ArgumentParser) -> None:
+    """``--emergency`` of apply and diff (``fleet.engine.waits``)."""
+    parser.add_argument(
+        "--emergency",
+        metavar="WHY",
+        default="",
+        help="let disruptive changes skip the Cluster's maintenance window (they still wait for running GPU "
+        "jobs as spec.disruption says); WHY is recorded in the trace",
+    )
+
+
 def helm_binary(given: Path | None) -> Path | None:
     """--helm, else $FLEET_HELM, else helm on PATH; None if none (the operator stage is then skipped).
 

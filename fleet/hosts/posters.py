@@ -40,12 +40,13 @@ import logging
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
+from opentelemetry import trace
 
 from fleet.hosts import errors, providers
 from fleet.hosts.providers import CommitStatus, Target
@@ -246,35 +247,54 @@ class Poster:
             "url.full": req.url,
         }
         with tracing.tracer().start_as_current_span("post commit-status", attributes=attributes) as span:
-            try:
-                response = await client.request(
-                    req.method,
-                    req.url,
-                    headers={**req.headers, **providers.authorization(self.target.provider, token)},
-                    json=req.body,
-                )
-            except httpx.HTTPError as exc:
-                span.set_attribute("error.type", type(exc).__name__)
-                raise errors.Unreachable(
-                    f"no answer: {type(exc).__name__}",
-                    where=req.where,
-                    hint="check the network path to the git host (NetworkPolicy, proxy) and --commit-status-api-url",
-                ) from None
-            span.set_attribute("http.response.status_code", response.status_code)
-            err = providers.verdict(
-                status=response.status_code,
-                headers=dict(response.headers),
-                body=response.content,
-                where=req.where,
-                now=self._clock(),
-                secrets=(token,),
-            )
-            if err is not None:
-                span.set_attribute("error.type", err.reason)
-                raise err
+            await exchange(client, self.target, req, token=token, span=span, now=self._clock())
 
     async def _token(self, where: str) -> str:
         return await read_token(self.token_file, where=where)
+
+
+async def exchange(
+    client: httpx.AsyncClient,
+    target: providers.Target,
+    req: providers.Request,
+    *,
+    token: str,
+    span: trace.Span,
+    now: float,
+    hints: Mapping[type[errors.HostError], str] | None = None,
+) -> httpx.Response:
+    """Send ``req`` with the token; the response, or the ``HostError`` it means (``providers.verdict``;
+    ``hints`` replaces the hint of the errors named), with the answer on ``span``."""
+    try:
+        response = await client.request(
+            req.method,
+            req.url,
+            headers={**req.headers, **providers.authorization(target.provider, token)},
+            json=req.body or None,
+        )
+    except httpx.HTTPError as exc:
+        span.set_attribute("error.type", type(exc).__name__)
+        raise errors.Unreachable(
+            f"no answer: {type(exc).__name__}",
+            where=req.where,
+            hint="check the network path to the git host (NetworkPolicy, proxy) and --commit-status-api-url",
+        ) from None
+    span.set_attribute("http.response.status_code", response.status_code)
+    err = providers.verdict(
+        status=response.status_code,
+        headers=dict(response.headers),
+        body=response.content,
+        where=req.where,
+        now=now,
+        secrets=(token,),
+    )
+    if err is None:
+        return response
+    span.set_attribute("error.type", err.reason)
+    hint = (hints or {}).get(type(err))
+    if hint is None:
+        raise err
+    raise type(err)(err.what, where=err.where, hint=hint, status=err.status) from None
 
 
 async def read_token(token_file: Path, *, where: str) -> str:
@@ -296,4 +316,4 @@ async def read_token(token_file: Path, *, where: str) -> str:
     return token
 
 
-__all__ = ["Poster", "read_token"]
+__all__ = ["Poster", "exchange", "read_token"]

@@ -34,7 +34,7 @@ from pathlib import Path
 import httpx
 
 from fleet.hosts import errors, providers
-from fleet.hosts.posters import read_token
+from fleet.hosts.posters import exchange, read_token
 from fleet.hosts.providers import Posted, Target
 from fleet.lrus import LRU
 from fleet.telemetry import tracing
@@ -126,32 +126,9 @@ class Reader:
         attributes = {"fleet.commit_status.provider": self.target.provider, tracing.REVISION: sha, "url.full": req.url}
         with tracing.tracer().start_as_current_span("read commit-statuses", attributes=attributes) as span:
             self.requests += 1
-            try:
-                response = await client.request(
-                    req.method, req.url, headers={**req.headers, **providers.authorization(self.target.provider, token)}
-                )
-            except httpx.HTTPError as exc:
-                span.set_attribute("error.type", type(exc).__name__)
-                raise errors.Unreachable(
-                    f"no answer: {type(exc).__name__}",
-                    where=req.where,
-                    hint="check the network path to the git host (NetworkPolicy, proxy) and --commit-status-api-url",
-                ) from None
-            span.set_attribute("http.response.status_code", response.status_code)
-            err = providers.verdict(
-                status=response.status_code,
-                headers=dict(response.headers),
-                body=response.content,
-                where=req.where,
-                now=time.time(),
-                secrets=(token,),
+            response = await exchange(
+                client, self.target, req, token=token, span=span, now=time.time(), hints=_READ_HINTS
             )
-            if err is not None:
-                span.set_attribute("error.type", err.reason)
-                hint = _READ_HINTS.get(type(err))
-                if hint is None:
-                    raise err
-                raise type(err)(err.what, where=err.where, hint=hint, status=err.status) from None
             return providers.posted(self.target.provider, response.content, sha=sha, where=req.where)
 
 

@@ -34,7 +34,15 @@ from fleet.errors import FleetError, unwrapped
 from fleet.kube import leases
 from fleet.telemetry import tracing
 from fleetctl import documents, reports
-from fleetctl.pipelines import add_cluster_args, add_impersonation_arg, connect, helm_settings, load_plan, run_async
+from fleetctl.pipelines import (
+    add_cluster_args,
+    add_emergency_arg,
+    add_impersonation_arg,
+    connect,
+    helm_settings,
+    load_plan,
+    run_async,
+)
 
 TERMINATED = 143
 
@@ -54,13 +62,7 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--allow-empty", action="store_true", help="allow a revision that declares no object")
     add_impersonation_arg(parser)
-    parser.add_argument(
-        "--emergency",
-        metavar="WHY",
-        default="",
-        help="let disruptive changes skip the Cluster's maintenance window (they still wait for running GPU "
-        "jobs as spec.disruption says); WHY is recorded in the trace",
-    )
+    add_emergency_arg(parser)
     parser.add_argument(
         "--wait",
         action="store_true",

@@ -36,6 +36,7 @@ from fleetctl import documents, reports
 from fleetctl.pipelines import (
     add_base_arg,
     add_cluster_args,
+    add_emergency_arg,
     add_impersonation_arg,
     helm_settings,
     live_devices,
@@ -62,13 +63,7 @@ def register(sub: Any) -> None:
     )
     add_base_arg(parser)
     add_impersonation_arg(parser)
-    parser.add_argument(
-        "--emergency",
-        metavar="WHY",
-        default="",
-        help="let disruptive changes skip the Cluster's maintenance window (they still wait for running GPU "
-        "jobs as spec.disruption says); WHY is recorded in the trace",
-    )
+    add_emergency_arg(parser)
     parser.set_defaults(func=run)
 
 

@@ -13,6 +13,7 @@ import pytest
 from fleet.sandbox import Sandbox
 from fleetctl import cli
 from tests.apply.repos import Repo
+from tests.changes.test_holds import device_of
 from tests.conftest import Kubectl, gpu_pod
 
 pytestmark = pytest.mark.sandbox
@@ -35,9 +36,7 @@ def test_diff_shows_a_tightened_class_as_disruptive_naming_the_claim_and_a_templ
     gpu_pod(kubectl, ns, name="trainer", claim="held")
     try:
         kubectl("wait", "-n", ns, "pod/trainer", "--for=jsonpath={.status.phase}=Running", "--timeout=90s")
-        allocated = json.loads(kubectl("get", "resourceclaim", "-n", ns, "held", "-o", "json").stdout)
-        [result] = allocated["status"]["allocation"]["devices"]["results"]
-        node = result["pool"]
+        node, uuid = device_of(kubectl, ns, "held")
         capsys.readouterr()
 
         # Loosened-and-kept selectors first: still every allocated device, so the class change is safe.
@@ -52,14 +51,6 @@ def test_diff_shows_a_tightened_class_as_disruptive_naming_the_claim_and_a_templ
         assert entries["ResourceClaimTemplate"]["disruption"] is None
 
         # Tightened past the allocated device: every device but the one the claim holds.
-        slices = json.loads(kubectl("get", "resourceslices", "-o", "json").stdout)["items"]
-        [uuid] = [
-            d["attributes"]["uuid"]["string"]
-            for s in slices
-            if s["spec"]["pool"]["name"] == node and s["spec"]["driver"] == result["driver"]
-            for d in s["spec"].get("devices") or ()
-            if d["name"] == result["device"]
-        ]
         repo.device_class_expression = f"device.attributes['gpu.nvidia.com'].uuid != '{uuid}'"
         path = str(repo.write())
         assert cli.run(["diff", path, "--cluster", repo.cluster, "-o", "json"]) == 1

@@ -45,8 +45,13 @@ def trainer(kubectl: Kubectl, ns: str, *, labels: dict[str, str] | None = None) 
     if labels:
         kubectl("label", "-n", ns, "pod/trainer", *(f"{k}={v}" for k, v in labels.items()))
     kubectl("wait", "-n", ns, "pod/trainer", "--for=jsonpath={.status.phase}=Running", "--timeout=90s")
-    claim = json.loads(kubectl("get", "resourceclaim", "-n", ns, "held", "-o", "json").stdout)
-    [result] = claim["status"]["allocation"]["devices"]["results"]
+    return device_of(kubectl, ns, "held")
+
+
+def device_of(kubectl: Kubectl, ns: str, claim: str) -> tuple[str, str]:
+    """(node, uuid) of the device the real scheduler allocated to ``claim``."""
+    got = json.loads(kubectl("get", "resourceclaim", "-n", ns, claim, "-o", "json").stdout)
+    [result] = got["status"]["allocation"]["devices"]["results"]
     slices = json.loads(kubectl("get", "resourceslices", "-o", "json").stdout)["items"]
     [uuid] = [
         d["attributes"]["uuid"]["string"]
@@ -55,7 +60,7 @@ def trainer(kubectl: Kubectl, ns: str, *, labels: dict[str, str] | None = None) 
         for d in s["spec"].get("devices") or ()
         if d["name"] == result["device"]
     ]
-    return result["pool"], uuid
+    return str(result["pool"]), str(uuid)
 
 
 def entries(capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, Any]]:

@@ -28,7 +28,7 @@ from fleet.sandbox import Sandbox
 from fleet.source import Credentials
 from tests import waits
 from tests.apply.repos import Repo
-from tests.changes.test_holds import live_selector, trainer
+from tests.changes.test_holds import device_of, live_selector, trainer
 from tests.conftest import Kubectl, gpu_pod
 from tests.controller.conftest import running
 from tests.controller.test_loop import fleetsync, get
@@ -171,7 +171,7 @@ async def test_a_later_wave_waits_for_the_earlier_waves_success_and_bake_and_hal
             # disruptive again), and west fails it. East applies the safe part and halts the class change.
             gpu_pod(kubectl, ns, name="trainer2", claim="held2")
             kubectl("wait", "-n", ns, "pod/trainer2", "--for=jsonpath={.status.phase}=Running", "--timeout=90s")
-            other = _uuid(kubectl, ns, "held2")
+            _, other = device_of(kubectl, ns, "held2")
             tightened = live_selector(kubectl, repo)
             repo.device_class_expression += f" && device.attributes['gpu.nvidia.com'].uuid != '{other}'"
             repo.claim_template("ml", "three-gpus", count=3)
@@ -189,21 +189,6 @@ async def test_a_later_wave_waits_for_the_earlier_waves_success_and_bake_and_hal
     finally:
         for pod in ("trainer", "trainer2"):
             kubectl("delete", "-n", ns, f"pod/{pod}", "--wait=true", "--timeout=60s", check=False)
-
-
-def _uuid(kubectl: Kubectl, ns: str, claim: str) -> str:
-    """The uuid attribute of the device the real scheduler allocated to ``claim``."""
-    got = json.loads(kubectl("get", "resourceclaim", "-n", ns, claim, "-o", "json").stdout)
-    [result] = got["status"]["allocation"]["devices"]["results"]
-    slices = json.loads(kubectl("get", "resourceslices", "-o", "json").stdout)["items"]
-    [uuid] = [
-        d["attributes"]["uuid"]["string"]
-        for s in slices
-        if s["spec"]["pool"]["name"] == result["pool"] and s["spec"]["driver"] == result["driver"]
-        for d in s["spec"].get("devices") or ()
-        if d["name"] == result["device"]
-    ]
-    return str(uuid)
 
 
 def _applied_time(kubectl: Kubectl, repo: Repo) -> datetime.datetime:
