@@ -38,21 +38,13 @@ async def object_diff(
     # A server-side dry run cannot map the kinds of CRDs not installed yet (a first install): helm
     # would fail and fall back to ``template``, so render offline at once.
     missing = any(f"{api_version}/{kind}" not in served for api_version, kind in crd_scopes(chart_crds))
-    render = h.template if missing else h.render
     try:
-        rendered = await render(
-            chart,
-            release=desired.release,
-            namespace=desired.namespace,
-            values=desired.values,
-            api_versions=caps.api_versions,
-            kube_version=caps.kube_version,
-        )
+        objects_rendered = await rendered(h, chart, desired=desired, caps=caps, offline=missing)
     except helm.HelmError as err:
         ref = release_ref(release=desired.release, namespace=desired.namespace)
         return [Change(ref=ref, stage="operator", action=Action.SKIPPED, error=refusal(err, desired=desired))]
     scopes = crd_scopes(chart_crds)
-    objects = [*chart_crds, *rendered]
+    objects = [*chart_crds, *objects_rendered]
     found: list[Change | None] = [None] * len(objects)
     limiter = anyio.CapacityLimiter(8)
 
@@ -120,6 +112,37 @@ def crd_scopes(crds: list[dict[str, Any]]) -> dict[tuple[str, str], bool]:
     return out
 
 
+async def rendered(
+    h: helm.Helm,
+    chart: helm.ChartRef,
+    *,
+    desired: OperatorRelease,
+    caps: capabilities.Capabilities,
+    offline: bool = True,
+    include_crds: bool = False,
+) -> list[dict[str, Any]]:
+    """The chart's objects for the release's values against the cluster's capabilities: rendered
+    offline (``helm template``), or by a server-side dry run (``offline=False``)."""
+    if not offline:
+        return await h.render(
+            chart,
+            release=desired.release,
+            namespace=desired.namespace,
+            values=desired.values,
+            api_versions=caps.api_versions,
+            kube_version=caps.kube_version,
+        )
+    return await h.template(
+        chart,
+        release=desired.release,
+        namespace=desired.namespace,
+        values=desired.values,
+        api_versions=caps.api_versions,
+        kube_version=caps.kube_version,
+        include_crds=include_crds,
+    )
+
+
 def refusal(err: helm.HelmError, *, desired: OperatorRelease) -> str:
     """A chart that refuses to render, in its own words, at the GPUOperator's file:line."""
     text = f"{err.what}\n{err.stderr}"
@@ -142,20 +165,13 @@ async def offline(
     caps = capabilities.for_minor(desired.kubernetes_version or sorted(capabilities.SERVED_BY_DEFAULT)[-1])
     try:
         crds = await h.crds(chart)
-        rendered = await h.template(
-            chart,
-            release=desired.release,
-            namespace=desired.namespace,
-            values=desired.values,
-            api_versions=caps.api_versions,
-            kube_version=caps.kube_version,
-        )
+        objects = await rendered(h, chart, desired=desired, caps=caps)
     except helm.HelmError as err:
         what, _, hint = refusal(err, desired=desired).partition("\n  hint: ")
         kind = ChartRefused if "execution error at (" in f"{err.what}\n{err.stderr}" else ChartUnavailable
         hint = hint or "check that spec.chart.repository, name and version can be reached from here"
         raise kind(what.removeprefix(f"{desired.source}: "), where=desired.source, hint=hint) from err
-    return [*crds, *rendered], caps
+    return [*crds, *objects], caps
 
 
 class ChartUnavailable(OperatorRefused):

@@ -112,15 +112,7 @@ class Stage:
             # One render with the CRDs: the chart's and those of the subcharts the values enable
             # (NVIDIA's node-feature-discovery's only while nfd.enabled: a separately installed NFD
             # keeps its CRDs, neither taken over nor refused as another release's).
-            rendered = await self.h.template(
-                chart,
-                release=desired.release,
-                namespace=desired.namespace,
-                values=desired.values,
-                api_versions=caps.api_versions,
-                kube_version=caps.kube_version,
-                include_crds=True,
-            )
+            rendered = await renders.rendered(self.h, chart, desired=desired, caps=caps, include_crds=True)
         except helm.HelmError as err:
             if _unreadable(err):
                 raise renders.ChartUnavailable(
@@ -313,14 +305,7 @@ class Stage:
             after = self.rendered
             if after is None:
                 caps = await capabilities.from_cluster(self.client)
-                after = await self.h.template(
-                    chart,
-                    release=desired.release,
-                    namespace=desired.namespace,
-                    values=desired.values,
-                    api_versions=caps.api_versions,
-                    kube_version=caps.kube_version,
-                )
+                after = await renders.rendered(self.h, chart, desired=desired, caps=caps)
                 self.rendered = after
         except helm.HelmError as err:
             return disruptions.Disruption(
