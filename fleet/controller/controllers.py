@@ -219,6 +219,8 @@ class Controller:
     claim then wakes a reconcile, and status is read afresh for an emergency annotation."""
     _emergencies: set[tuple[str, str]] = field(default_factory=set)
     """(revision, why) of emergencies already announced by an Event."""
+    _overdue: set[str] = field(default_factory=set)
+    """``Ref.key`` of held changes announced overdue by an Event (those still overdue: bounded by them)."""
 
     def __post_init__(self) -> None:
         self.report = statuses.Report(cluster=self.options.cluster)
@@ -250,6 +252,7 @@ class Controller:
         sizes["plans"] = int(self.good is not None)
         sizes["drift_announced"] = len(self._reported)
         sizes["stuck_announced"] = len(self._stuck)
+        sizes["overdue_announced"] = len(self._overdue)
         sizes["repairs"] = len(self.report.repairs)
         sizes["heaps"] = self._frozen
         if self.poster is not None:
@@ -681,6 +684,14 @@ class Controller:
             self.report.rollout["held"] = len(on_wave)
         if any(w.until is None for w in on_wave):
             self.queue.add_after(self.key, delay=self.options.wave_poll, reason="an earlier rollout wave may report")
+        overdue = {e.ref.key: e for e in changes.waiting if e.waiting is not None and e.waiting.overdue}
+        for key in sorted(set(overdue) - self._overdue):
+            entry = overdue[key]
+            if not await self.writer.event(
+                reason="DisruptionOverdue", message=f"{entry.ref}: {entry.reason}", warning=True
+            ):
+                overdue.pop(key)  # announce it next time
+        self._overdue = set(overdue)
         now = datetime.datetime.now(datetime.UTC)
         closed = bool(rules.windows) and windows.open_window(rules.windows, now) is None
         skipping = changes.disruptive if emergency and (closed or rules.earlier) else []

@@ -15,7 +15,7 @@ from tests import waits
 from tests.apply.repos import Repo
 from tests.changes.test_holds import closed_window, live_selector, template_count, trainer
 from tests.conftest import Kubectl
-from tests.controller.conftest import Remote, fleetsync_events, running
+from tests.controller.conftest import Remote, fleetsync_events, git, running
 from tests.controller.test_loop import fleetsync
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.anyio, pytest.mark.usefixtures("fleetsync_crd")]
@@ -90,3 +90,39 @@ async def test_a_held_change_waits_for_the_window_then_an_emergency_then_the_job
     finally:
         kubectl("delete", "-n", ns, "pod/trainer", "--wait=true", "--timeout=60s", check=False)
         kubectl("annotate", "fleetsync", repo.cluster, f"{statuses.EMERGENCY}-", check=False)
+
+
+async def test_a_commits_emergency_trailer_skips_the_window_and_an_overdue_wait_is_announced(
+    sandbox: Sandbox, remote: Remote, admin_client: kube.Client, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    repo = Repo(root=tmp_path / "unused")
+    repo.team("ml", namespaces=["ml"], group="ml-research")
+    repo.claim("ml", "held")
+    repo.cluster_spec = {"maintenance": closed_window(), "disruption": {"policy": "wait", "deadline": "2s"}}
+    ns = repo.ns("ml")
+    first = remote.push(repo, message="a team")
+    try:
+        async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache"):
+            await waits.eventually(lambda: applied_at(admin_client, repo.cluster, first), what="the team applied")
+            node, uuid = trainer(kubectl, ns)
+            repo.device_class_expression = f"device.attributes['gpu.nvidia.com'].uuid != '{uuid}'"
+            second = remote.push(
+                repo, message="Tighten the class now\n\nFleet-Emergency: the driver leaks memory on this device\n"
+            )
+            author = f"{git(remote.work, 'log', '-1', '--format=%an <%ae>')}"
+
+            async def overdue() -> dict[str, Any] | None:
+                obj = await fleetsync(admin_client, repo.cluster)
+                held = (obj.get("status") or {}).get("waiting") or []
+                return obj if held and held[0]["waitsFor"] == "claims" and held[0]["overdue"] else None
+
+            obj = await waits.eventually(overdue, what="held for the pod, past its 2 s deadline", within=60)
+            assert obj["status"]["lastAppliedRevision"] == second
+            reasons = {e["reason"]: e["message"] for e in fleetsync_events(sandbox, repo.cluster)}
+            assert reasons["EmergencyChange"].endswith(
+                f"asked by commit {second[:12]} by {author}: the driver leaks memory on this device"
+            )
+            assert f"DeviceClass {repo.device_class_name}" in reasons["DisruptionOverdue"]
+            assert reasons["DisruptionOverdue"].endswith("(overdue)") and node in reasons["DisruptionOverdue"]
+    finally:
+        kubectl("delete", "-n", ns, "pod/trainer", "--wait=true", "--timeout=60s", check=False)
