@@ -41,7 +41,7 @@ async def take_over(
     async with writers.lock(client=client, cluster=cluster):
         prefetched = await listings.prefetch(client=client)
         pooled: dict[str, ledgers.Origin] = {
-            key: ledgers.ADOPTED
+            key: "adopted"
             for key, node in prefetched.live.items()
             if key.startswith("/Node/") and any(p.matches(node) for p in plan.pools)
         }
