@@ -10,13 +10,22 @@ heartbeats gets the node lifecycle controller's taints, and its diff would show 
 Timed, each as a whole process started from the shell: ``fleetctl import --no-adopt``
 (read, map, validate, write the files), and its peer ``kubectl get -o yaml`` of the same
 kinds (reads and prints the same objects, maps nothing). Then ``fleetctl import`` with the
-take-over (the apply that adopts every object) into a second directory, and ``fleetctl
-diff`` of that repository, whose exit code must be 0: the promise, at scale.
+take-over (the apply that adopts every object) into a second directory, counting the requests
+the API server answered for it (``apiserver_request_total``), and ``fleetctl diff`` of that
+repository, whose exit code must be 0: the promise, at scale.
+
+The take-over's peer comes last: ``kubectl apply --server-side`` (field manager
+``bench-peer``) of exactly the labels and annotations the take-over left on the objects
+it configured (the Nodes included; not the team ServiceAccounts it created, nor its
+ledger): the same marks on the same objects, one request each, as a person would send
+them with kubectl (``--validate=warn``: kubectl's client-side schema check refuses a body
+of metadata only; the API server still checks the fields).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -29,8 +38,9 @@ import anyio
 from common import gpu_slices, result, sandbox
 
 from fleet import kube
-from fleet.engine import renders, workers
+from fleet.engine import ownership, renders, stages, workers
 from fleet.sandbox import Sandbox, credentials, gpus
+from tests import servermetrics as metrics
 
 CLASS = "gpu.nvidia.com"
 KINDS = ",".join(
@@ -129,6 +139,44 @@ def settled(sb: Sandbox, *, nodes: int, within: float = 600.0) -> None:
         time.sleep(2)
 
 
+MARKED = "namespaces,deviceclasses,roles,rolebindings,resourceclaimtemplates,nodes"
+"""The kinds of the objects the take-over configures (it creates the team ServiceAccounts)."""
+
+
+def marks(sb: Sandbox) -> list[dict[str, Any]]:
+    """fleet's labels and annotations on every object the take-over configured, as apply bodies."""
+    listed = json.loads(sb.kubectl("get", MARKED, "-A", "-o", "json").stdout)["items"]
+    out: list[dict[str, Any]] = []
+    for obj in listed:
+        meta = obj["metadata"]
+        labels = {
+            k: v
+            for k, v in (meta.get("labels") or {}).items()
+            if k == ownership.MANAGED_BY or k.startswith(f"{ownership.DOMAIN}/")
+        }
+        annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(f"{ownership.DOMAIN}/")}
+        if not labels or ledgers_namespace(meta):
+            continue
+        body = {"name": meta["name"], "labels": labels, "annotations": annotations}
+        if meta.get("namespace"):
+            body["namespace"] = meta["namespace"]
+        out.append({"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": body})
+    return out
+
+
+def ledgers_namespace(meta: dict[str, Any]) -> bool:
+    """fleet-system, which the take-over creates for its ledger and Lease."""
+    return "fleet-system" in (meta.get("name"), meta.get("namespace"))
+
+
+async def request_totals(sb: Sandbox) -> Any:
+    client = await kube.connect(kubeconfig=str(sb.kubeconfig), timeout=60)
+    try:
+        return metrics.request_totals(await client.metrics())
+    finally:
+        await client.close()
+
+
 def timed(argv: list[str], *, env: dict[str, str], stdout: Any = subprocess.DEVNULL) -> tuple[float, int, str]:
     started = time.perf_counter()
     done = subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env, check=False)
@@ -163,8 +211,13 @@ def main(argv: list[str]) -> int:
             )
         assert code == 0, err
         second = Path(tmp) / "adopted"
+        before = anyio.run(request_totals, sb)
         adopt_s, code, err = timed([fleetctl, "import", str(second), "--cluster", "bench", *common], env=env)
         assert code == 0, err
+        after = anyio.run(request_totals, sb)
+        resources = set(stages.WRITTEN_RESOURCES) | {"configmaps", "resourceslices"}
+        adopt_requests = metrics.total(before, after, resources=resources)
+        adopt_writes = metrics.writes(before, after, resources=resources)
         with (Path(tmp) / "diff.txt").open("w") as out:
             diff_s, diff_exit, err = timed(
                 [fleetctl, "diff", str(second), "--cluster", "bench", *common], env=env, stdout=out
@@ -172,9 +225,19 @@ def main(argv: list[str]) -> int:
         if diff_exit != 0:
             print("fleetctl diff after the import (should be empty):", err, sep="\n")
             print("\n".join((Path(tmp) / "diff.txt").read_text().splitlines()[:60]))
+        peer_body = Path(tmp) / "marks.json"
+        marked = marks(sb)
+        peer_body.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": marked}))
+        kubectl = [str(sb.binary("kubectl")), "apply", "--server-side", "--field-manager=bench-peer", "--validate=warn"]
+        marks_s, code, err = timed([*kubectl, "-f", str(peer_body)], env=env)
+        assert code == 0, err
     print(f"fleetctl import --no-adopt: {import_s:.2f} s ({files} files)")
     print(f"kubectl get -o yaml of the same kinds (peer): {peer_s:.2f} s")
-    print(f"fleetctl import with the take-over: {adopt_s:.2f} s; then fleetctl diff: {diff_s:.2f} s, exit {diff_exit}")
+    print(
+        f"fleetctl import with the take-over: {adopt_s:.2f} s ({adopt_requests} requests, {adopt_writes} writes); "
+        f"then fleetctl diff: {diff_s:.2f} s, exit {diff_exit}"
+    )
+    print(f"kubectl apply --server-side of the same marks on the same {len(marked)} objects (peer): {marks_s:.2f} s")
     result(
         nodes=args.nodes,
         namespaces=args.namespaces,
@@ -183,6 +246,10 @@ def main(argv: list[str]) -> int:
         import_s=round(import_s, 2),
         kubectl_get_s=round(peer_s, 2),
         import_adopt_s=round(adopt_s, 2),
+        adopt_requests=adopt_requests,
+        adopt_writes=adopt_writes,
+        kubectl_marks_s=round(marks_s, 2),
+        marked=len(marked),
         diff_after_s=round(diff_s, 2),
         diff_exit=diff_exit,
     )

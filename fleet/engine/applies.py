@@ -353,6 +353,7 @@ class Sync:
                     ignore_managers=self.options.ignore_managers,
                     force=self.options.force_conflicts,
                     preview=self.options.dry_run,
+                    handover=self.options.handover,
                 )
                 # Where a resumed run picks up inside a stage: what is already in place, what is left.
                 diffed.set_attributes(

@@ -10,6 +10,13 @@ objects are *listed* (``listings``) and ``normalizations.unchanged_without_dry_r
 settles every object whose live state already is what fleet would apply. Only the
 rest get a dry-run, concurrently.
 
+An apply sends no dry-run where the write that follows would answer everything the
+dry-run could: an object that does not exist yet, and an object ``fleetctl import``
+handed over (``handover``) that fleet's manager has never written and that lacks
+fleet's marks (``normalizations.first_apply_changes``). The import read it and wrote
+the repository from it, so the forced apply that takes it over sends the same body
+and changes the object for certain; a preview still dry-runs it.
+
 A diff never stops at the first surprise. When another field manager owns a field
 fleet sets, a preview (``preview=True``) records the conflicts on the Change (who
 owns which field) and shows what a forced apply would make of the object. Under the
@@ -29,7 +36,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import anyio
@@ -103,6 +110,7 @@ async def diff_objects(
     preview: bool = True,
     settled: Settled | None = None,
     identities: impersonations.Identities | None = None,
+    handover: Collection[str] = (),
 ) -> list[Change]:
     """One Change per desired object: created, configured or unchanged (or skipped, with the error).
 
@@ -113,7 +121,8 @@ async def diff_objects(
     on a conflict, as the apply would. ``settled`` remembers the no-dry-run answers
     between runs (see ``Settled``). ``identities`` says as whom each team object is dry-run
     (``fleet.engine.impersonations``): a refusal of the API server is a refused entry naming the
-    object's file:line.
+    object's file:line. ``handover`` (``Ref.key``s, ``Options.handover``): objects an apply takes
+    over from ``fleetctl import`` without a dry-run where it cannot change the answer.
     """
     identities = identities or impersonations.Identities()
     unchanged = settled.unchanged if settled is not None else _unchanged
@@ -143,10 +152,16 @@ async def diff_objects(
             changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.UNCHANGED)
         elif live.get(d.ref.key) is None and not preview:
             changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.CREATED)
+        elif not preview and d.ref.key in handover and _taken_over(d, live[d.ref.key]):
+            changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.CONFIGURED)
         else:
             asked.append(i)
     await workers.for_each(asked, one, concurrency=concurrency)
     return [c for c in changes if c is not None]
+
+
+def _taken_over(d: Desired, live: dict[str, Any]) -> bool:
+    return normalizations.first_apply_changes(d.obj, live, manager=d.field_manager)
 
 
 def _answers(

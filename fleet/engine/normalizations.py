@@ -106,6 +106,27 @@ def unchanged_without_dry_run(
     return all(value_at(desired, o) == value_at(live, o) for o in owned - wanted)
 
 
+def first_apply_changes(desired: dict[str, Any], live: dict[str, Any], *, manager: str) -> bool:
+    """True only if applying ``desired`` as ``manager`` certainly changes ``live`` and removes nothing.
+
+    ``manager`` owns no field of ``live`` yet, so the apply removes no field (SSA removes only
+    fields their manager owned and no longer sets), and a label or annotation ``desired`` sets
+    is not live with that value, so the apply changes the object: a dry-run could only answer
+    "configured". What the engine uses it for: taking over what ``fleetctl import`` just read."""
+    meta = live.get("metadata") or _EMPTY
+    if any(entry.get("manager") == manager for entry in meta.get("managedFields") or ()):
+        return False
+    wanted = desired.get("metadata") or _EMPTY
+    for section in ("labels", "annotations"):
+        have = meta.get(section) or _EMPTY
+        if any(have.get(key) != value for key, value in (wanted.get(section) or _EMPTY).items()):
+            return True
+    return False
+
+
+_EMPTY: dict[str, Any] = {}
+
+
 def _same_value(desired: Any, live: Any) -> bool:
     """Equal, or one Kubernetes quantity in two spellings (the server stores ``1000000`` as ``1M``)."""
     if desired == live:
@@ -202,4 +223,12 @@ def _mask(value: Any) -> str:
     return f"*** (sha256 {digest})"
 
 
-__all__ = ["annotation", "desired_leaves", "normalise", "owned_leaves", "subset", "unchanged_without_dry_run"]
+__all__ = [
+    "annotation",
+    "desired_leaves",
+    "first_apply_changes",
+    "normalise",
+    "owned_leaves",
+    "subset",
+    "unchanged_without_dry_run",
+]

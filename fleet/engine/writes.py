@@ -6,9 +6,9 @@ objects not started are not started. The first failure of the API server itself 
 answer, 5xx, 429 after the client's retries) skips the rest of the stage
 (``Sync.unavailable``). A replace deletes first, and only with the preconditions
 ``free`` gives: the uid fleet listed, and for a ResourceClaim the resourceVersion of a
-fresh read that found it free. Every Node write is computed from a fresh read and
-carries its resourceVersion (``fleet.engine.nodes``), so a taint somebody else added or
-removed meanwhile stays so.
+fresh read that found it free. Every Node write is computed from a read (the listing,
+then fresh ones) and carries its resourceVersion (``fleet.engine.nodes``), so a taint
+somebody else added or removed meanwhile stays so.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ async def _write(sync: Sync, change: Change, d: plans.Desired) -> None:
             found = plans.pool_objects(pools, nodes=[node])  # None once no pool matches it
             return found[0].obj if found else None
 
-        written = await nodes.write(client=client, ref=d.ref, body=body)
+        written = await nodes.write(client=client, ref=d.ref, body=body, listed=sync.live.get(d.ref.key))
         if written is None:
             change.reason = "no pool selects this Node any more (it changed since it was read)"
         else:

@@ -1,4 +1,4 @@
-"""Pool taints are written from a fresh read: what others change meanwhile is neither lost nor restored."""
+"""Pool taints are written from a read, conditional on it: what others change meanwhile is neither lost nor restored."""
 
 from __future__ import annotations
 
@@ -128,3 +128,45 @@ def test_a_node_changed_between_the_read_and_the_write_is_read_again(
     assert ours in taints(fleet, node), "nothing was written: the release did not happen"
     kubectl("annotate", "node", NODE, f"t{repo.id}.example.com/tick-")
     fleet.run(lambda c: nodes.write(client=c, ref=node, body=lambda live: plans.release(node, live=live)))
+
+
+def test_the_listed_node_is_the_first_read_and_the_write_is_conditional_on_it(
+    fleet: Engine, repo: Repo, kubectl: Kubectl, node: kube.Ref
+) -> None:
+    """The Node as the run listed it saves a GET; a change since the listing still gets a 409 and a
+    fresh read, and only a fresh read may say there is nothing to write."""
+    ours = f"t{repo.id}.example.com/dedicated"
+    later = f"t{repo.id}.example.com/later"
+    rule = plans.PoolRule(
+        name="l4",
+        selector={"sandbox.fleet.gpufleet.dev/pool": "l4x4"},
+        labels={f"t{repo.id}.example.com/p": "l4"},
+        taints=({"key": ours, "effect": "PreferNoSchedule"},),
+        nodes=1,
+        gpu_product="NVIDIA L4",
+        gpus_per_node=4,
+        source="pools/l4.yaml:1:1",
+    )
+    reads: list[str] = []
+
+    def body(live: dict[str, Any]) -> dict[str, Any] | None:
+        reads.append(live["metadata"]["resourceVersion"])
+        [desired] = plans.pool_objects((rule,), nodes=[live])
+        return desired.obj
+
+    listed = fleet.run(lambda c: c.get(node))
+    kubectl("taint", "node", NODE, f"{later}=yes:NoSchedule")  # after the listing, before the write
+    fleet.run(lambda c: nodes.write(client=c, ref=node, body=body, listed=listed))
+    assert len(reads) == 2 and reads[0] == listed["metadata"]["resourceVersion"] != reads[1]
+    assert fleet.last_client is not None and fleet.last_client.counts.snapshot() == {"apply": 2, "get": 1}
+    assert taints(fleet, node) == {"nvidia.com/gpu": "NoSchedule", later: "NoSchedule", ours: "PreferNoSchedule"}
+
+    current = fleet.run(lambda c: c.get(node))
+    assert fleet.run(lambda c: nodes.write(client=c, ref=node, body=body, listed=current)) is not None
+    assert fleet.last_client.counts.snapshot() == {"get": 1}, "as wanted when listed: read again, nothing written"
+
+    fleet.run(
+        lambda c: nodes.write(client=c, ref=node, body=lambda live: plans.release(node, live=live), listed=current)
+    )
+    assert fleet.last_client.counts.snapshot() == {"apply": 1}, "the listing is current: one request"
+    assert taints(fleet, node) == {"nvidia.com/gpu": "NoSchedule", later: "NoSchedule"}

@@ -148,3 +148,20 @@ def test_a_quantity_in_the_servers_spelling_is_the_same_value() -> None:
     assert normalizations.unchanged_without_dry_run(desired, live, manager="fleet")
     live["spec"] = {"hard": {key: "2M"}}
     assert not normalizations.unchanged_without_dry_run(desired, live, manager="fleet")
+
+
+def test_a_first_apply_that_adds_fleets_marks_certainly_changes_the_object() -> None:
+    """What lets a take-over skip the dry-run: fleet's manager owns nothing, so nothing is removed,
+    and a mark is missing, so the apply changes the object; either doubt keeps the dry-run."""
+    plain = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labels": {"team": "a"}}}
+    marked = {**plain, "metadata": {**plain["metadata"], "annotations": {ownership.SOURCE: "teams/a.yaml:1:1"}}}
+    by_hand = _live({"team": "a"}, OWNED, manager="kubectl-client-side-apply")
+    assert normalizations.first_apply_changes(marked, by_hand, manager="fleet")
+    assert not normalizations.first_apply_changes(marked, _live({"team": "a"}, OWNED), manager="fleet"), (
+        "fleet's manager already owns fields: its apply may remove some"
+    )
+    assert not normalizations.first_apply_changes(plain, by_hand, manager="fleet"), (
+        "every label and annotation is live already: the dry-run may well say unchanged"
+    )
+    relabelled = _live({"team": "b"}, OWNED, manager="kubectl-client-side-apply")
+    assert normalizations.first_apply_changes(plain, relabelled, manager="fleet")

@@ -151,12 +151,19 @@ def test_a_cluster_set_up_by_hand_imports_to_a_repository_that_diffs_to_zero(
             what="the played operator reports GPUCluster gpu-cluster ready",
             within=120,
         )
+        before = metrics.request_totals(counter.run(lambda c: c.metrics()))
         code = _cli(
             "import", str(root), "--cluster", cluster, "--chart-repository", chart_repo,
             sandbox=sandbox, settings=helm_settings,
         )  # fmt: skip
         out = capsys.readouterr()
         assert code == 0, out.out + out.err
+        after = metrics.request_totals(counter.run(lambda c: c.metrics()))
+        dry_runs = {k[1]: after[k] - before.get(k, 0) for k in after if k[3] and after[k] != before.get(k, 0)}
+        # The take-over dry-runs nothing it takes over: what is left is the import's probe of the
+        # DRA API and the team's one impersonation check (its templates' namespace and kind).
+        assert not {"namespaces", "nodes", "roles", "rolebindings", "resourcequotas"} & dry_runs.keys(), dry_runs
+        assert dry_runs.get("resourceclaimtemplates", 0) <= 1, dry_runs
 
         # The files are written for people: origin comments, no server-set fields.
         template = (root / "teams" / GUIDE_NS / "two-gpus.yaml").read_text()

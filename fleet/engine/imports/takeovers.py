@@ -7,7 +7,10 @@ ends with an apply of the repository it just wrote, through the one driver
 (``fleet.engine.drives``), without pruning, under the cluster's Lease. The
 mapping's ``handover`` tells it which objects become fleet's (``created``) and
 which it adopts; their content is what the cluster already holds, so the apply
-changes only fleet's marks.
+changes only fleet's marks. The Nodes its pools select are handed over too (adopted,
+as pool Nodes always are): the import read them and made the pools from their labels
+and taints. An object handed over is not dry-run before its write
+(``fleet.engine.diffs``): the dry-run would only say "configured" before the same apply.
 """
 
 from __future__ import annotations
@@ -35,9 +38,14 @@ async def take_over(
     origins in the ledger."""
     if plan is None:
         plan = await anyio.to_thread.run_sync(lambda: pipelines.load_plan(root, cluster=cluster))
-    options = engine.Options(handover=dict(handover), helm=helm_settings, health_timeout=health_timeout)
     async with writers.lock(client=client, cluster=cluster):
         prefetched = await listings.prefetch(client=client)
+        pooled: dict[str, ledgers.Origin] = {
+            key: "adopted"
+            for key, node in prefetched.live.items()
+            if key.startswith("/Node/") and any(p.matches(node) for p in plan.pools)
+        }
+        options = engine.Options(handover={**pooled, **handover}, helm=helm_settings, health_timeout=health_timeout)
         sync = engine.Sync(client=client, plan=plan, options=options, prefetched=prefetched)
         return await engine.drive(sync)
 
