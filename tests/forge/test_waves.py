@@ -1,30 +1,30 @@
-"""Rollout waves through a real Gitea: a later wave's controller waits for the earlier wave's commit status.
+"""Rollout waves through a real Gitea, between two clusters, each with its own controller.
 
-``fleet.yaml`` says ``waves: [[west], [east]]`` with a 5 s bake. The controller of ``east``
-(the test's cluster, on the sandbox) follows a private repository on the real Gitea, posts
-its own ``fleet/east`` statuses there and reads ``fleet/west``'s back through Gitea's API.
-``west``'s controller is played by the test: it posts ``fleet/west`` through Gitea's API as
-that controller would (``success`` once applied, ``failure`` with the finding). A second
-sandbox for ``west`` would add a whole control plane to a 2-core machine and prove nothing
-more about the coordination, which happens on the forge alone: what ``east`` reads is
-exactly what a real ``west`` posts (``tests/forge/test_gitea.py`` checks those posts).
+``fleet.yaml`` says ``waves: [[west], [east]]`` with a 5 s bake. ``east`` is the shared sandbox,
+``west`` a second sandbox of its own (one L4 node); each runs the real controller, following one
+private repository on the real Gitea and posting its ``fleet/<cluster>`` statuses there. No hub:
+east reads west's statuses back through Gitea's API.
 
-The disruptive change is real: a pod holds a claim the real scheduler allocated from the test's
-DeviceClass, and the class's selector is tightened past that device (``fleet.engine.disruptions``).
-``east``'s disruption policy is ``force``, so only the waves hold it.
+The disruptive change is real: in east a pod holds a claim the real scheduler allocated from the
+test's DeviceClass, and the class's selector is tightened past that device
+(``fleet.engine.disruptions``); east's disruption policy is ``force``, so only the waves hold it. In
+west no pod runs, so the same change is safe there and goes at once. West then fails a revision
+for real (a namespace its new team needs already exists there and is not fleet's): east applies
+that revision's safe part and halts its disruptive part, naming west's failure.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fleet import hosts, kube
-from fleet.sandbox import Sandbox
+from fleet.sandbox import Sandbox, clusters
 from fleet.source import Credentials
 from tests import waits
 from tests.apply.repos import Repo
@@ -32,6 +32,7 @@ from tests.changes.test_holds import device_of, live_selector, trainer
 from tests.conftest import Kubectl, gpu_pod
 from tests.controller.conftest import running
 from tests.controller.test_loop import fleetsync, get
+from tests.faults.conftest import start_own_sandbox
 from tests.forge.conftest import ForgeRemote, Server
 
 pytestmark = [
@@ -67,29 +68,28 @@ def waved(repo: Repo, *, west: str) -> None:
         """
 
 
-def post(
-    server: Server, remote: ForgeRemote, sha: str, *, cluster: str, state: str, description: str
-) -> datetime.datetime:
-    """Post ``fleet/<cluster>`` on ``sha`` as that cluster's controller would; when Gitea says it was posted."""
-    answer = server.forge.api().call(
-        "POST",
-        f"/repos/{remote.repository}/statuses/{sha}",
-        {"state": state, "context": f"fleet/{cluster}", "description": description},
-    )
-    return datetime.datetime.fromisoformat(answer["created_at"])
-
-
-def east_states(server: Server, remote: ForgeRemote, sha: str, cluster: str) -> list[tuple[str, str]]:
-    listed = server.forge.api().statuses(remote.repository, sha)
-    return [(s["status"], s["description"]) for s in reversed(listed) if s["context"] == f"fleet/{cluster}"]
-
-
 async def rollout(client: kube.Client, cluster: str) -> dict[str, Any]:
     return dict(((await fleetsync(client, cluster)).get("status") or {}).get("rollout") or {})
 
 
+@pytest.fixture(scope="module")
+def west_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """wave 1's cluster: a second control plane with fleet's overlay (its CRD) installed."""
+    directory = tmp_path_factory.mktemp("west")
+    sb = start_own_sandbox(directory)
+    try:
+        yield sb
+    finally:
+        clusters.down(directory=directory)
+
+
 async def test_a_later_wave_waits_for_the_earlier_waves_success_and_bake_and_halts_on_its_failure(
-    gitea: Server, sandbox: Sandbox, admin_client: kube.Client, kubectl: Kubectl, tmp_path: Path
+    gitea: Server,
+    sandbox: Sandbox,
+    west_sandbox: Sandbox,
+    admin_client: kube.Client,
+    kubectl: Kubectl,
+    tmp_path: Path,
 ) -> None:
     remote = ForgeRemote(tmp_path / "git", forge=gitea.forge)
     repo = Repo(root=tmp_path / "unused")
@@ -106,86 +106,107 @@ async def test_a_later_wave_waits_for_the_earlier_waves_success_and_bake_and_hal
     target = hosts.Target(provider="gitea", api_url=api_url, repository=remote.repository)
     token = gitea.forge.token_file
     reader = hosts.Reader(target=target, token_file=token, ttl=0.5)
-    poster = hosts.Poster(target=target, token_file=token, debounce=0.2)
+    credentials = Credentials(token_file=token, username="fleet")
+
+    def poster() -> hosts.Poster:
+        return hosts.Poster(target=target, token_file=token, debounce=0.2)
 
     async def applied_at(revision: str) -> bool:
         return bool(((await fleetsync(admin_client, east)).get("status") or {}).get("lastAppliedRevision") == revision)
 
+    def states(sha: str, cluster: str) -> list[tuple[str, str, str]]:
+        listed = gitea.forge.api().statuses(remote.repository, sha)
+        return [
+            (s["status"], s["description"], s["created_at"])
+            for s in reversed(listed)
+            if s["context"] == f"fleet/{cluster}"
+        ]
+
     try:
-        async with running(
-            sandbox,
-            remote,
-            cluster=east,
-            cache_dir=tmp_path / "cache",
-            git_credentials=Credentials(token_file=token, username="fleet"),
-            poster=poster,
-            reader=reader,
-            wave_poll=0.5,
+        async with (
+            running(
+                west_sandbox,
+                remote,
+                cluster=west,
+                cache_dir=tmp_path / "west-cache",
+                git_credentials=credentials,
+                poster=poster(),
+            ),
+            running(
+                sandbox,
+                remote,
+                cluster=east,
+                cache_dir=tmp_path / "east-cache",
+                git_credentials=credentials,
+                poster=poster(),
+                reader=reader,
+                wave_poll=0.5,
+            ),
         ):
             # Everything of the first commit is safe (new objects): wave 2 applies it without waiting.
-            await waits.eventually(lambda: applied_at(first), what="the first commit applied, all safe")
+            await waits.eventually(lambda: applied_at(first), what="the first commit applied in east, all safe")
             _, uuid = trainer(kubectl, ns)
             before = live_selector(kubectl, repo)
 
-            # Tightened past the pod's device: disruptive. Wave 1 has said nothing: the safe part is
-            # applied, the DeviceClass waits, and the forge says so.
+            # Tightened past east's pod's device: disruptive in east, safe in west (no pod there). East
+            # applies the safe part at once and holds the class until west's success has stood 5 s.
             repo.device_class_expression = f"device.attributes['gpu.nvidia.com'].uuid != '{uuid}'"
             repo.claim_template("ml", "two-gpus", count=2)
             second = remote.push(repo, message="tighten the class; a template")
-            waiting = f"wave 1 ({west}): {west} has not reported success for {second[:12]}"
             await waits.eventually(
-                lambda: _rollout_is(admin_client, east, waitsFor=waiting, held=1),
-                what="east waits for wave 1",
-                details=lambda: kubectl("get", "fleetsync", east, "-o", "jsonpath={.status}").stdout,
+                lambda: get(admin_client, "resource.k8s.io/v1", "ResourceClaimTemplate", "two-gpus", ns),
+                what="the safe part applied in east",
             )
-            assert await get(admin_client, "resource.k8s.io/v1", "ResourceClaimTemplate", "two-gpus", ns)
-            assert live_selector(kubectl, repo) == before, "a disruptive change went before wave 1 reported"
-            status = await rollout(admin_client, east)
-            assert (status["wave"], status["after"], status["bake"]) == (2, [west], f"{BAKE}s")
-            await waits.eventually(
-                lambda: _async(lambda: [s for s in east_states(gitea, remote, second, east) if waiting in s[1]]),
-                what="east's pending status on Gitea names what it waits for",
+            west_success = await waits.eventually(
+                lambda: _async(lambda: [s for s in states(second, west) if s[0] == "success"]),
+                what="west's controller posts success on Gitea",
+                within=60,
             )
-            assert east_states(gitea, remote, second, east)[-1][0] == "pending"
-
-            # West succeeds: east bakes for 5 s from the time Gitea gives, then applies the DeviceClass.
-            posted = post(gitea, remote, second, cluster=west, state="success", description="applied 6 objects")
-            await waits.eventually(
-                lambda: _rollout_starts(admin_client, east, "wave 1 baking until "), what="east bakes", within=30
-            )
-            assert live_selector(kubectl, repo) == before, "applied before the bake ended"
+            posted = datetime.datetime.fromisoformat(west_success[0][2])
             await waits.eventually(
                 lambda: _async(lambda: live_selector(kubectl, repo) != before),
-                what="the DeviceClass applied after the bake",
+                what="the DeviceClass applied in east after west's success and the bake",
                 within=60,
             )
             assert _applied_time(kubectl, repo) >= posted + datetime.timedelta(seconds=BAKE)
+            held = [s for s in states(second, east) if s[0] == "pending" and "wave 1" in s[1]]
+            assert held, f"east's pending status named the wave it waited for: {states(second, east)}"
             await waits.eventually(lambda: _rollout_is(admin_client, east, waitsFor="", held=0), what="the wave let go")
             await waits.eventually(
-                lambda: _async(lambda: east_states(gitea, remote, second, east)[-1][0] == "success"),
-                what="east's success on Gitea",
+                lambda: _async(lambda: states(second, east)[-1][0] == "success"), what="east's success on Gitea"
             )
-            assert reader.requests >= 2
+            status = await rollout(admin_client, east)
+            assert (status["wave"], status["after"], status["bake"]) == (2, [west], f"{BAKE}s")
+            assert reader.requests >= 1
 
-            # A second pod on another device; a new revision tightens the class past that one too (so it is
-            # disruptive again), and west fails it. East applies the safe part and halts the class change.
+            # A second pod in east on another device; the next revision tightens past that one too (so it
+            # is disruptive again in east) and adds a team whose namespace already exists in west, not
+            # fleet's: west refuses the revision and posts failure. East applies the safe part (the new
+            # team) and halts the class change, naming west's failure.
             gpu_pod(kubectl, ns, name="trainer2", claim="held2")
             kubectl("wait", "-n", ns, "pod/trainer2", "--for=jsonpath={.status.phase}=Running", "--timeout=90s")
             _, other = device_of(kubectl, ns, "held2")
             tightened = live_selector(kubectl, repo)
+            blocked = repo.ns("blocked")
+            west_sandbox.kubectl("create", "namespace", blocked)
+            repo.team("blocked", namespaces=["blocked"], group="blocked")
             repo.device_class_expression += f" && device.attributes['gpu.nvidia.com'].uuid != '{other}'"
-            repo.claim_template("ml", "three-gpus", count=3)
-            third = remote.push(repo, message="tighten the class again")
-            finding = f"clusters/{west}.yaml:7:3 schema: unknown field 'spec.bogus'"
-            post(gitea, remote, third, cluster=west, state="failure", description=finding)
-            halted = f'wave 1 failed: {west} failure "{finding}": later waves halt'
+            third = remote.push(repo, message="tighten the class again; a team")
+            failed = await waits.eventually(
+                lambda: _async(lambda: [s for s in states(third, west) if s[0] == "failure"]),
+                what="west's controller posts failure on Gitea",
+                within=60,
+            )
+            halted = f'wave 1 failed: {west} failure "{failed[0][1]}": later waves halt'
             await waits.eventually(
                 lambda: _rollout_is(admin_client, east, waitsFor=halted, held=1), what="east halts", within=60
             )
-            assert await get(admin_client, "resource.k8s.io/v1", "ResourceClaimTemplate", "three-gpus", ns)
+            assert await get(admin_client, "v1", "Namespace", blocked), "east applied the safe part"
             assert live_selector(kubectl, repo) == tightened, "the halted change was applied"
-            held = (await fleetsync(admin_client, east))["status"]["waiting"]
-            assert [(w["kind"], w["waitsFor"], w["action"]) for w in held] == [("DeviceClass", "wave", "configured")]
+            held_now = (await fleetsync(admin_client, east))["status"]["waiting"]
+            assert [(w["kind"], w["waitsFor"], w["action"]) for w in held_now] == [
+                ("DeviceClass", "wave", "configured")
+            ]
     finally:
         for pod in ("trainer", "trainer2"):
             kubectl("delete", "-n", ns, f"pod/{pod}", "--wait=true", "--timeout=60s", check=False)
