@@ -7,8 +7,9 @@ one is held back, in this order:
 
 1. **The rollout wave.** With ``spec.rollout.waves`` in ``fleet.yaml``, a cluster of wave
    *k* > 1 applies a revision's disruptive part only once every cluster of the earlier waves
-   has posted commit status ``fleet/<cluster>`` = ``success`` for that revision (or a
-   descendant) at least ``bake`` ago. The git host's commit statuses are the coordination:
+   has posted commit status ``fleet/<cluster>`` = ``success`` for that revision at least
+   ``bake`` ago (``Reported`` may carry a descendant's statuses; the controller reads the
+   revision's own: docs/change-management.md says why). The git host's commit statuses are the coordination:
    there is no hub, each controller reads the others' statuses (``Reported``, read by the
    controller through ``fleet.hosts.readers``). A ``failure`` in an earlier wave halts the
    later ones until that cluster succeeds; statuses that cannot be read hold the change
