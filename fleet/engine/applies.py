@@ -130,6 +130,8 @@ class Sync:
     """The live objects a person froze, by key (``drifts.live_freezes`` of what ``start`` listed)."""
     drains: drains.Drains | None = field(init=False, default=None)
     """The nodes this run drains for held changes (``spec.disruption.policy: drain``), once one needs it."""
+    reads: disruptions.Reads | None = field(init=False, default=None)
+    """What classing this run's changes read (claims, slices), read once for every stage and the prune."""
     waiting_since: dict[str, str] = field(init=False, default_factory=dict)
     """``Ref.key`` → when its disruptive change began waiting for jobs (ISO 8601): the ledger keeps it."""
     identities: impersonations.Identities = field(init=False, default_factory=impersonations.Identities)
@@ -296,13 +298,24 @@ class Sync:
         """Under ``drain``: one step of draining the nodes of each change held for its claims (``drains``)."""
         if self.plan.rules.policy != "drain" or self.options.dry_run:
             return
-        for change in changes:
-            if change.waiting is None or change.waiting.on != "claims" or change.disruption is None:
-                continue
-            if self.drains is None:
-                self.drains = drains.Drains(client=self.client, max_unavailable=self.plan.rules.max_unavailable)
-            where = await self.drains.advance(key=change.ref.key, claims=change.disruption.claims)
+        held = [c for c in changes if c.waiting is not None and c.waiting.on == "claims" and c.disruption is not None]
+        if not held:
+            return
+        if self.drains is None:
+            self.drains = drains.Drains(
+                client=self.client,
+                max_unavailable=self.plan.rules.max_unavailable,
+                drained=self.ledger.progress.drained,
+            )
+        claims = {disruptions.claim_name(c): c for c in await disruptions.reads_of(self).objects(disruptions.CLAIM)}
+        cordoned = self.drains.cordoned
+        for change in held:
+            assert change.disruption is not None
+            affected = [claims[name] for name in change.disruption.claims if name in claims]
+            where = await self.drains.advance(key=change.ref.key, claims=affected)
             change.reason = f"{change.reason}; {where}"
+        if self.drains.cordoned > cordoned:
+            await self.save_progress()  # the ledger knows which nodes to give back, whatever happens next
 
     def _blocks(self, change: Change) -> bool:
         """Whether a failed entry stops the run after its stage (later stages depend on earlier ones).

@@ -534,9 +534,12 @@ async def classify(changes: Iterable[Change], *, reads: Reads) -> None:
 
 
 def reads_of(sync: Sync) -> Reads:
-    """Where a ``Sync``'s classification reads: its reader, else what its run listed, else the client."""
-    complete = frozenset(sync.prefetched.kinds) if sync.prefetched is not None else frozenset()
-    return Reads(client=sync.client, reader=sync.reader, live=sync.live, complete=complete)
+    """Where a ``Sync``'s classification reads: its reader, else what its run listed, else the client;
+    one ``Reads`` per run (``Sync.reads``), so each kind is read once for every stage and the prune."""
+    if sync.reads is None:
+        complete = frozenset(sync.prefetched.kinds) if sync.prefetched is not None else frozenset()
+        sync.reads = Reads(client=sync.client, reader=sync.reader, live=sync.live, complete=complete)
+    return sync.reads
 
 
 async def classify_sync(sync: Sync, changes: Iterable[Change]) -> None:
@@ -545,6 +548,7 @@ async def classify_sync(sync: Sync, changes: Iterable[Change]) -> None:
 
 
 __all__ = [
+    "CLAIM",
     "Disruption",
     "NodeEffects",
     "Reads",

@@ -103,10 +103,16 @@ class Progress:
     """``Ref.key`` → when (ISO 8601) a disruptive change began waiting for the jobs on its nodes:
     the deadline counts from there, across runs and restarts (``fleet.engine.waits``)."""
 
+    drained: dict[str, str] = field(default_factory=dict)
+    """Node → the ``Ref.key`` of the change fleet cordoned it for (``fleet.engine.drains``): uncordoned
+    once that change no longer waits."""
+
     def to_json(self) -> str:
         out: dict[str, object] = {"revision": self.revision, "done": self.done, "complete": self.complete}
         if self.waiting:
             out["waiting"] = dict(sorted(self.waiting.items()))
+        if self.drained:
+            out["drained"] = dict(sorted(self.drained.items()))
         return json.dumps(out, sort_keys=True)
 
     @classmethod
@@ -117,6 +123,7 @@ class Progress:
             done=list(raw.get("done", [])),
             complete=bool(raw.get("complete", True)),
             waiting={str(k): str(v) for k, v in (raw.get("waiting") or {}).items()},
+            drained={str(k): str(v) for k, v in (raw.get("drained") or {}).items()},
         )
 
 

@@ -34,24 +34,34 @@ async def record(sync: Sync) -> None:
     for key, entry in ledger.entries.items():
         kept.setdefault(key, entry)  # not pruned (prune off, kept, failed): still ours to prune later
     ledger.entries = kept
-    waited = ledger.progress.waiting
+    before = ledger.progress
+    drained = before.drained
+    if drained:
+        # Every stage's gate passed: the changes applied are healthy, their drained nodes go back.
+        with anyio.CancelScope(shield=True):
+            drained = await drains.uncordon(
+                sync.client, drained=drained, keep=sync.drains.kept if sync.drains is not None else set()
+            )
     ledger.progress = ledgers.Progress(
         revision=sync.plan.revision,
         done=[s.name for s in stages.STAGES],
         complete=True,
         waiting=dict(sync.waiting_since),
+        drained=drained,
     )
     if not ledger.exists and not ledger.entries:
         return
     # A new revision with nothing to do changes only the progress record: keep the old one
     # rather than write for nothing.
-    progress = ledger.index is None or sync.resumed or bool(sync.changes.changed) or waited != sync.waiting_since
+    progress = (
+        ledger.index is None
+        or sync.resumed
+        or bool(sync.changes.changed)
+        or (before.waiting, before.drained) != (ledger.progress.waiting, ledger.progress.drained)
+        or (sync.drains is not None and sync.drains.cordoned > 0)  # saved as incomplete when it cordoned
+    )
     with anyio.CancelScope(shield=True):
         await ledgers.save(client=sync.client, ledger=ledger, progress=progress)
-    if sync.plan.rules.policy == "drain":
-        # Every stage's gate passed: the changes applied are healthy, their drained nodes go back.
-        held = sync.drains.kept if sync.drains is not None else set()
-        await drains.uncordon(sync.client, keep=held)
 
 
 async def save_progress(sync: Sync) -> None:

@@ -39,23 +39,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Literal, Protocol
+from typing import Literal
 
+from fleet.engine.disruptions import Disruption, listed
 from fleet.engine.plans import ChangeRules
 from fleet.manifests import windows
 
 On = Literal["wave", "window", "claims"]
-
-
-class Disruptive(Protocol):
-    """What ``fleet.engine.disruptions`` says of a disruptive change."""
-
-    @property
-    def reason(self) -> str: ...
-    @property
-    def nodes(self) -> frozenset[str]: ...
-    @property
-    def claims(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -109,7 +99,7 @@ def when(at: datetime) -> str:
 
 
 def decide(
-    disruption: Disruptive | None,
+    disruption: Disruption | None,
     *,
     rules: ChangeRules,
     now: datetime,
@@ -158,7 +148,7 @@ def wave(rules: ChangeRules, *, reported: Reported, now: datetime) -> Wait | Non
     if reported.error:
         return Wait(
             on="wave",
-            reason=f"wave {rules.wave - 1} ({_names(rules.earlier[-1])}): the git host's commit statuses "
+            reason=f"wave {rules.wave - 1} ({listed(rules.earlier[-1])}): the git host's commit statuses "
             f"cannot be read ({reported.error}): held until they can",
         )
     for number, names in enumerate(rules.earlier, start=1):
@@ -175,7 +165,7 @@ def wave(rules: ChangeRules, *, reported: Reported, now: datetime) -> Wait | Non
                 now_says = f' ({report.state}: "{report.description}")' if report.state else ""
                 return Wait(
                     on="wave",
-                    reason=f"wave {number} ({_names(names)}): {name} has not reported success for {sha}{now_says}",
+                    reason=f"wave {number} ({listed(names)}): {name} has not reported success for {sha}{now_says}",
                 )
     bake = timedelta(seconds=rules.bake)
     ends = [
@@ -189,21 +179,20 @@ def wave(rules: ChangeRules, *, reported: Reported, now: datetime) -> Wait | Non
     return None
 
 
-def _names(names: Sequence[str], shown: int = 3) -> str:
-    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+def _claims(claims: Sequence[str]) -> str:
+    return f"{len(claims)} allocated claim{'s' if len(claims) != 1 else ''} ({listed(claims)})"
 
 
-def _claims(claims: Sequence[str], shown: int = 3) -> str:
-    names = ", ".join(claims[:shown]) + (f" and {len(claims) - shown} more" if len(claims) > shown else "")
-    return f"{len(claims)} allocated claim{'s' if len(claims) != 1 else ''} ({names})"
-
-
-def _nodes(nodes: frozenset[str], shown: int = 3) -> str:
+def _nodes(nodes: frozenset[str]) -> str:
     if not nodes:
         return "the nodes it touches"
-    names = sorted(nodes)
-    text = ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
-    return f"node{'s' if len(names) != 1 else ''} {text}"
+    return f"node{'s' if len(nodes) != 1 else ''} {listed(sorted(nodes))}"
+
+
+def emergency_skips(rules: ChangeRules, *, now: datetime) -> bool:
+    """Whether an emergency lets a disruptive change go sooner than it would: the cluster follows
+    earlier rollout waves, or its maintenance windows are all closed at ``now``."""
+    return bool(rules.earlier) or (bool(rules.windows) and windows.open_window(rules.windows, now) is None)
 
 
 def next_look(waits: Sequence[Wait], *, now: datetime) -> float | None:
@@ -214,4 +203,4 @@ def next_look(waits: Sequence[Wait], *, now: datetime) -> float | None:
     return max(0.0, (min(times) - now).total_seconds())
 
 
-__all__ = ["Disruptive", "On", "Report", "Reported", "Wait", "decide", "next_look", "wave", "when"]
+__all__ = ["On", "Report", "Reported", "Wait", "decide", "emergency_skips", "next_look", "wave", "when"]

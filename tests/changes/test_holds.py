@@ -208,7 +208,10 @@ def test_drain_cordons_evicts_through_the_eviction_api_respects_a_budget_and_unc
         assert "disruption budget" in held["reason"]
         live = json.loads(kubectl("get", "node", node, "-o", "json").stdout)
         assert live["spec"].get("unschedulable") is True
-        assert live["metadata"]["labels"][drains.DRAINED] == "true"
+        assert (
+            live["metadata"]["annotations"][drains.DRAINED_FOR]
+            == f"resource.k8s.io/DeviceClass//{repo.device_class_name}"
+        )
         assert kubectl("get", "-n", ns, "pod/trainer", "-o", "name").stdout.strip() == "pod/trainer", "budget held"
         assert live_selector(kubectl, repo) == before
 
@@ -226,7 +229,6 @@ def test_drain_cordons_evicts_through_the_eviction_api_respects_a_budget_and_unc
         assert entries(capsys)["DeviceClass"]["action"] == "configured"
         live = json.loads(kubectl("get", "node", node, "-o", "json").stdout)
         assert not live["spec"].get("unschedulable"), "uncordoned once the change applied and every gate passed"
-        assert drains.DRAINED not in live["metadata"].get("labels", {})
         assert drains.DRAINED_FOR not in live["metadata"].get("annotations", {})
     finally:
         kubectl("delete", "pdb", "-n", ns, "trainer", check=False)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from fleet.engine import waits
+from fleet.engine.disruptions import Disruption
 from fleet.engine.plans import ChangeRules
 from fleet.manifests.windows import Window
 
@@ -15,14 +16,10 @@ SUNDAY = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
 IN_WINDOW = datetime(2026, 12, 12, 2, 0, tzinfo=UTC)
 
 
-@dataclass(frozen=True)
-class Disruption:
-    reason: str = "restarts the driver"
-    nodes: frozenset[str] = frozenset()
-    claims: tuple[str, ...] = ()
-
-
-BUSY = Disruption(nodes=frozenset({"gpu-1", "gpu-2"}), claims=("ml/train-0", "ml/train-1"))
+IDLE = Disruption(reason="restarts the driver")
+BUSY = Disruption(
+    reason="restarts the driver", nodes=frozenset({"gpu-1", "gpu-2"}), claims=("ml/train-0", "ml/train-1")
+)
 
 
 def test_a_safe_change_never_waits() -> None:
@@ -30,7 +27,7 @@ def test_a_safe_change_never_waits() -> None:
 
 
 def test_a_disruptive_change_waits_for_the_window_and_says_when_it_opens() -> None:
-    wait = waits.decide(Disruption(), rules=ChangeRules(windows=(SATURDAY,)), now=SUNDAY)
+    wait = waits.decide(IDLE, rules=ChangeRules(windows=(SATURDAY,)), now=SUNDAY)
     assert wait is not None and wait.on == "window"
     assert wait.until is not None and wait.until.astimezone(UTC) == datetime(2026, 12, 12, 1, 0, tzinfo=UTC)
     assert str(wait) == "waits for the maintenance window (opens 2026-12-12 02:00 CET)"
@@ -38,13 +35,13 @@ def test_a_disruptive_change_waits_for_the_window_and_says_when_it_opens() -> No
 
 
 def test_inside_the_window_an_idle_change_goes() -> None:
-    assert waits.decide(Disruption(), rules=ChangeRules(windows=(SATURDAY,)), now=IN_WINDOW) is None
-    assert waits.decide(Disruption(), rules=ChangeRules(), now=SUNDAY) is None  # no windows: any time
+    assert waits.decide(IDLE, rules=ChangeRules(windows=(SATURDAY,)), now=IN_WINDOW) is None
+    assert waits.decide(IDLE, rules=ChangeRules(), now=SUNDAY) is None  # no windows: any time
 
 
 def test_an_emergency_skips_the_window_but_not_the_jobs() -> None:
     rules = ChangeRules(windows=(SATURDAY,))
-    assert waits.decide(Disruption(), rules=rules, now=SUNDAY, emergency="CVE-2026-1234") is None
+    assert waits.decide(IDLE, rules=rules, now=SUNDAY, emergency="CVE-2026-1234") is None
     wait = waits.decide(BUSY, rules=rules, now=SUNDAY, emergency="CVE-2026-1234")
     assert wait is not None and wait.on == "claims"
 
@@ -63,7 +60,7 @@ def test_policy_wait_holds_while_claims_are_allocated_and_reports_the_deadline()
 
 
 def test_once_the_claims_end_the_change_goes() -> None:
-    assert waits.decide(Disruption(nodes=frozenset({"gpu-1"})), rules=ChangeRules(), now=SUNDAY) is None
+    assert waits.decide(dataclasses.replace(IDLE, nodes=frozenset({"gpu-1"})), rules=ChangeRules(), now=SUNDAY) is None
 
 
 def test_policy_force_goes_over_running_jobs_but_not_outside_the_window() -> None:
@@ -79,7 +76,9 @@ def test_drain_holds_the_change_while_fleet_drains_the_nodes() -> None:
 
 
 def test_many_claims_are_summarised() -> None:
-    many = Disruption(nodes=frozenset(f"n{i}" for i in range(5)), claims=tuple(f"ml/c{i}" for i in range(7)))
+    many = dataclasses.replace(
+        IDLE, nodes=frozenset(f"n{i}" for i in range(5)), claims=tuple(f"ml/c{i}" for i in range(7))
+    )
     wait = waits.decide(many, rules=ChangeRules(), now=SUNDAY)
     assert wait is not None
     assert "7 allocated claims (ml/c0, ml/c1, ml/c2 and 4 more) on nodes n0, n1, n2 and 2 more" in wait.reason
