@@ -64,7 +64,6 @@ import contextlib
 import dataclasses
 import datetime
 import logging
-import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -78,10 +77,9 @@ from fleet import engine, helm, hosts
 from fleet.controller import caches, heaps, leaders, rollouts, statuses
 from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
-from fleet.engine import drivers, impersonations, ownership, pipelines, plancaches, waits
+from fleet.engine import disruptions, drivers, impersonations, ownership, pipelines, plancaches, waits
 from fleet.errors import FleetError
 from fleet.kube import Client, Kind, KubeError
-from fleet.manifests import windows
 from fleet.manifests.findings import Finding
 from fleet.manifests.locations import Location
 from fleet.telemetry import tracing
@@ -217,8 +215,8 @@ class Controller:
     _waits: tuple[str, ...] = ()
     """What the last run's held-back disruptive changes wait for (``window``, ``claims``): a released
     claim then wakes a reconcile, and status is read afresh for an emergency annotation."""
-    _emergencies: set[tuple[str, str]] = field(default_factory=set)
-    """(revision, why) of emergencies already announced by an Event."""
+    _emergency_announced: tuple[str, str] = ("", "")
+    """(revision, why) of the emergency last announced by an Event."""
     _overdue: set[str] = field(default_factory=set)
     """``Ref.key`` of held changes announced overdue by an Event (those still overdue: bounded by them)."""
 
@@ -274,6 +272,17 @@ class Controller:
             tg.start_soon(self._stash)
             if self.poster is not None:
                 tg.start_soon(self.poster.run)
+            if self.reader is not None:
+                tg.start_soon(self._close_reader, self.reader)
+
+    @staticmethod
+    async def _close_reader(reader: hosts.Reader) -> None:
+        """Close the commit status reader's connections when the task group ends."""
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await reader.aclose()
 
     async def stop(self) -> None:
         """Stop taking work and stop writing (the object in flight finishes: the engine shields it)."""
@@ -577,7 +586,7 @@ class Controller:
         checkout = self.checkout
         if checkout is not None and checkout.revision == plan.revision and checkout.emergency:
             return checkout.emergency, f"commit {plan.revision[:12]} by {checkout.author}"
-        if "window" in self._waits:
+        if {"window", "wave"} & set(self._waits):  # what an emergency would skip holds changes: read afresh
             with contextlib.suppress(KubeError):
                 self.writer.current = await self.client.get(statuses.ref(self.options.cluster))
         current = self.writer.current or {}
@@ -674,16 +683,17 @@ class Controller:
         and announce an emergency that let changes skip the waves and the window."""
         held = [e.waiting for e in changes.waiting if e.waiting is not None]
         self._waits = tuple(sorted({w.on for w in held}))
-        delay = waits.next_look(held, now=datetime.datetime.now(datetime.UTC))
-        if "window" in self._waits:  # a person may annotate the FleetSync for an emergency meanwhile
-            delay = min(delay if delay is not None else math.inf, self.options.emergency_poll)
+        looks = [waits.next_look(held, now=datetime.datetime.now(datetime.UTC))]
+        if {"window", "wave"} & set(self._waits):  # a person may annotate the FleetSync for an emergency
+            looks.append(self.options.emergency_poll)
+        on_wave = [w for w in held if w.on == "wave"]
+        if any(w.until is None for w in on_wave):  # an earlier wave has not reported yet
+            looks.append(self.options.wave_poll)
+        delay = min((d for d in looks if d is not None), default=None)
         if delay is not None:
             self.queue.add_after(self.key, delay=delay + 1.0, reason="a held disruptive change may go")
-        on_wave = [w for w in held if w.on == "wave"]
         if self.report.rollout is not None:
             self.report.rollout["held"] = len(on_wave)
-        if any(w.until is None for w in on_wave):
-            self.queue.add_after(self.key, delay=self.options.wave_poll, reason="an earlier rollout wave may report")
         overdue = {e.ref.key: e for e in changes.waiting if e.waiting is not None and e.waiting.overdue}
         for key in sorted(set(overdue) - self._overdue):
             entry = overdue[key]
@@ -693,10 +703,9 @@ class Controller:
                 overdue.pop(key)  # announce it next time
         self._overdue = set(overdue)
         now = datetime.datetime.now(datetime.UTC)
-        closed = bool(rules.windows) and windows.open_window(rules.windows, now) is None
-        skipping = changes.disruptive if emergency and (closed or rules.earlier) else []
-        if skipping and (changes.revision, emergency) not in self._emergencies:
-            self._emergencies = {(changes.revision, emergency)}
+        skipping = changes.disruptive if emergency and waits.emergency_skips(rules, now=now) else []
+        if skipping and self._emergency_announced != (changes.revision, emergency):
+            self._emergency_announced = (changes.revision, emergency)
             went = sum(1 for e in skipping if e.waiting is None)
             await self.writer.event(
                 reason="EmergencyChange",
@@ -790,13 +799,12 @@ def declared_shape(obj: dict[str, Any] | None) -> tuple[Any, ...]:
 
 
 def _released(new: dict[str, Any], old: dict[str, Any] | None, etype: str) -> bool:
-    """A ResourceClaim deleted, or its allocation or reservations gone: devices a held change waits for are free."""
+    """A ResourceClaim deleted, or its allocation or a reservation gone: devices a held change waits for are free."""
     if etype == "DELETED":
         return True
-    status, before = new.get("status") or {}, (old or {}).get("status") or {}
-    return (bool(before.get("allocation")) and not status.get("allocation")) or len(
-        status.get("reservedFor") or ()
-    ) < len(before.get("reservedFor") or ())
+    before = old or {}
+    lost = bool(disruptions.allocation(before)) and not disruptions.allocation(new)
+    return lost or len(disruptions.holders(new)) < len(disruptions.holders(before))
 
 
 def _node_shape(node: dict[str, Any] | None) -> tuple[Any, ...]:

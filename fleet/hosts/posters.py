@@ -149,20 +149,17 @@ class Poster:
     async def run(self) -> None:
         """Post what ``submit`` queued, until cancelled. Nothing it meets ends the controller's task
         group: an unusable CA file stops the poster alone, and an unexpected error is one status lost."""
-        verify: ssl.SSLContext | bool = True
-        if self.ca_file is not None:
-            try:
-                verify = ssl.create_default_context(cafile=str(self.ca_file))
-            except (OSError, ssl.SSLError) as exc:
-                logger.error("commit statuses are off: the CA file %s is not usable: %s", self.ca_file, exc)
-                return
-        async with httpx.AsyncClient(
-            timeout=httpx.Timeout(self.timeout),
-            verify=verify,
-            headers={"User-Agent": self.user_agent},
-            follow_redirects=False,
-            transport=self._transport,
-        ) as client:
+        try:
+            client = await open_client(
+                request_timeout=self.timeout,
+                ca_file=self.ca_file,
+                user_agent=self.user_agent,
+                transport=self._transport,
+            )
+        except errors.HostError as err:
+            logger.error("commit statuses are off: %s", err.what)
+            return
+        async with client:
             while True:
                 if not self._pending:
                     self._idle.set()
@@ -253,6 +250,35 @@ class Poster:
         return await read_token(self.token_file, where=where)
 
 
+async def open_client(
+    *, request_timeout: float, ca_file: Path | None, user_agent: str, transport: httpx.AsyncBaseTransport | None = None
+) -> httpx.AsyncClient:
+    """An HTTP client for the git host's API, made in a worker thread: loading the CA bundle (``ca_file``,
+    else certifi's) reads files and parses certificates, which must not stall the event loop that renews
+    the controller's Lease. ``HostError`` when ``ca_file`` is not usable."""
+
+    def make() -> httpx.AsyncClient:
+        verify: ssl.SSLContext | bool = True
+        if ca_file is not None:
+            try:
+                verify = ssl.create_default_context(cafile=str(ca_file))
+            except (OSError, ssl.SSLError) as exc:
+                raise errors.HostError(
+                    f"the CA file {ca_file} is not usable: {exc}",
+                    where=str(ca_file),
+                    hint="mount a PEM CA bundle at --git-ca-file",
+                ) from None
+        return httpx.AsyncClient(
+            timeout=httpx.Timeout(request_timeout),
+            verify=verify,
+            headers={"User-Agent": user_agent},
+            follow_redirects=False,
+            transport=transport,
+        )
+
+    return await anyio.to_thread.run_sync(make)
+
+
 async def exchange(
     client: httpx.AsyncClient,
     target: providers.Target,
@@ -316,4 +342,4 @@ async def read_token(token_file: Path, *, where: str) -> str:
     return token
 
 
-__all__ = ["Poster", "exchange", "read_token"]
+__all__ = ["Poster", "exchange", "open_client", "read_token"]

@@ -26,7 +26,6 @@ write scopes the poster needs include.
 
 from __future__ import annotations
 
-import ssl
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,7 +33,7 @@ from pathlib import Path
 import httpx
 
 from fleet.hosts import errors, providers
-from fleet.hosts.posters import exchange, read_token
+from fleet.hosts.posters import exchange, open_client, read_token
 from fleet.hosts.providers import Posted, Target
 from fleet.lrus import LRU
 from fleet.telemetry import tracing
@@ -74,6 +73,8 @@ class Reader:
         self._clock = clock
         self._transport = transport
         self._kept: LRU[tuple[str, str], tuple[float, Posted | None]] = LRU(limit)
+        self._client: httpx.AsyncClient | None = None
+        """One client for every read, opened at the first (its connections are reused)."""
         self.requests = 0
         """Requests sent (tests and metrics: a cached answer sends none)."""
 
@@ -95,30 +96,26 @@ class Reader:
         return out
 
     async def _read(self, sha: str) -> list[Posted]:
-        verify: ssl.SSLContext | bool = True
-        if self.ca_file is not None:
-            try:
-                verify = ssl.create_default_context(cafile=str(self.ca_file))
-            except (OSError, ssl.SSLError) as exc:
-                raise errors.HostError(
-                    f"the CA file {self.ca_file} is not usable: {exc}",
-                    where=str(self.ca_file),
-                    hint="mount a PEM CA bundle at --git-ca-file",
-                ) from None
+        if self._client is None:
+            self._client = await open_client(
+                request_timeout=self.timeout,
+                ca_file=self.ca_file,
+                user_agent=self.user_agent,
+                transport=self._transport,
+            )
         listed: list[Posted] = []
-        async with httpx.AsyncClient(
-            timeout=httpx.Timeout(self.timeout),
-            verify=verify,
-            headers={"User-Agent": self.user_agent},
-            follow_redirects=False,
-            transport=self._transport,
-        ) as client:
-            for page in range(1, self.pages + 1):
-                found = await self._page(sha, page=page, client=client)
-                listed += found
-                if len(found) < providers.PAGE_SIZES[self.target.provider]:
-                    break
+        for page in range(1, self.pages + 1):
+            found = await self._page(sha, page=page, client=self._client)
+            listed += found
+            if len(found) < providers.PAGE_SIZES[self.target.provider]:
+                break
         return listed
+
+    async def aclose(self) -> None:
+        """Close the connections kept to the host (the controller's shutdown)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
 
     async def _page(self, sha: str, *, page: int, client: httpx.AsyncClient) -> list[Posted]:
         req = providers.listing(self.target, sha, page=page)
