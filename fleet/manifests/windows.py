@@ -27,6 +27,8 @@ from datetime import UTC, datetime, timedelta
 import cronsim
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+LONGEST = timedelta(days=366)
+"""The longest duration, deadline or bake: longer ones are typos (and beyond what a timedelta holds)."""
 HORIZON = timedelta(days=366 * 5)
 """A window whose schedule starts no time within this span from now never opens, for all practical purposes."""
 
@@ -50,6 +52,11 @@ def parse_duration(text: str, *, what: str = "duration") -> timedelta:
             hint="write hours, minutes and seconds as Kubernetes does, e.g. 4h, 90m or 1h30m",
         )
     hours, minutes, seconds = (int(g or 0) for g in found.groups())
+    if hours * 3600 + minutes * 60 + seconds > LONGEST.total_seconds():
+        raise WindowError(
+            f"{what} {text!r} is longer than a year",
+            hint=f"a {what} is at most {int(LONGEST.total_seconds()) // 3600}h",
+        )
     value = timedelta(hours=hours, minutes=minutes, seconds=seconds)
     if value <= timedelta(0):
         raise WindowError(f"{what} {text!r} is zero", hint=f"a {what} must be longer than zero, e.g. 1h")
@@ -174,6 +181,7 @@ def next_opening(windows: Iterable[Window], at: datetime) -> datetime | None:
 
 __all__ = [
     "HORIZON",
+    "LONGEST",
     "Window",
     "WindowError",
     "check_schedule",

@@ -77,6 +77,8 @@ def test_durations_read_as_kubernetes_writes_them(text: str, seconds: int) -> No
         ("4 hours", "not a duration"),
         ("", "not a duration"),
         ("1d", "not a duration"),
+        ("99999999999999999999h", "longer than a year"),
+        ("8785h", "longer than a year"),
     ],
 )
 def test_bad_durations_say_what_is_wrong(text: str, says: str) -> None:

@@ -123,24 +123,16 @@ async def rendered(
 ) -> list[dict[str, Any]]:
     """The chart's objects for the release's values against the cluster's capabilities: rendered
     offline (``helm template``), or by a server-side dry run (``offline=False``)."""
+    given: dict[str, Any] = {
+        "release": desired.release,
+        "namespace": desired.namespace,
+        "values": desired.values,
+        "api_versions": caps.api_versions,
+        "kube_version": caps.kube_version,
+    }
     if not offline:
-        return await h.render(
-            chart,
-            release=desired.release,
-            namespace=desired.namespace,
-            values=desired.values,
-            api_versions=caps.api_versions,
-            kube_version=caps.kube_version,
-        )
-    return await h.template(
-        chart,
-        release=desired.release,
-        namespace=desired.namespace,
-        values=desired.values,
-        api_versions=caps.api_versions,
-        kube_version=caps.kube_version,
-        include_crds=include_crds,
-    )
+        return await h.render(chart, **given)
+    return await h.template(chart, include_crds=include_crds, **given)
 
 
 def refusal(err: helm.HelmError, *, desired: OperatorRelease) -> str:
