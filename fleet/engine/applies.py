@@ -306,16 +306,14 @@ class Sync:
                 client=self.client,
                 max_unavailable=self.plan.rules.max_unavailable,
                 drained=self.ledger.progress.drained,
+                save=self.save_progress,
             )
         claims = {disruptions.claim_name(c): c for c in await disruptions.reads_of(self).objects(disruptions.CLAIM)}
-        cordoned = self.drains.cordoned
         for change in held:
             assert change.disruption is not None
             affected = [claims[name] for name in change.disruption.claims if name in claims]
             where = await self.drains.advance(key=change.ref.key, claims=affected)
             change.reason = f"{change.reason}; {where}"
-        if self.drains.cordoned > cordoned:
-            await self.save_progress()  # the ledger knows which nodes to give back, whatever happens next
 
     def _blocks(self, change: Change) -> bool:
         """Whether a failed entry stops the run after its stage (later stages depend on earlier ones).

@@ -28,7 +28,7 @@ naming the change, for people.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,8 +58,12 @@ class Drains:
     """Nodes cordoned and still holding affected pods: each takes one of ``max_unavailable`` slots."""
     kept: set[str] = field(default_factory=set)
     """``Ref.key`` of the changes still held this run: their nodes stay cordoned."""
+    save: Callable[[], Awaitable[None]] | None = None
+    """Saves the ledger's progress: called with a node in ``drained`` before it is cordoned, so a run
+    killed in between leaves the ledger knowing a node it may have cordoned (giving back one that was
+    not cordoned changes nothing)."""
     cordoned: int = 0
-    """Nodes this run cordoned (the caller saves the ledger's progress when there are any)."""
+    """Nodes this run cordoned."""
 
     async def advance(self, *, key: str, claims: Sequence[Mapping[str, Any]]) -> str:
         """One step of draining for the change ``key`` whose affected ``claims`` are still allocated:
@@ -101,9 +105,11 @@ class Drains:
         return bool((live.get("spec") or {}).get("unschedulable"))
 
     async def _cordon(self, node: str, *, key: str) -> None:
+        self.drained[node] = key
+        if self.save is not None:
+            await self.save()
         body = {"metadata": {"annotations": {DRAINED_FOR: key}}, "spec": {"unschedulable": True}}
         await self.client.patch(node_ref(node), body, field_manager=MANAGER)
-        self.drained[node] = key
         self.cordoned += 1
 
 

@@ -163,10 +163,9 @@ def render(obj: dict[str, Any], *, now: datetime.datetime | None = None) -> str:
         lines.append("")
         lines.append(f"drift ({status.get('driftCount', len(drift))}):")
         for d in drift:
-            where = f"{d['namespace']}/" if d.get("namespace") else ""
             if d.get("action") == "repaired":
                 by = d.get("manager") or "an unknown manager"
-                lines.append(f"  {d['kind']} {where}{d['name']}: repaired {d.get('time', '')}, changed by {by}")
+                lines.append(f"  {_named(d)}: repaired {d.get('time', '')}, changed by {by}")
                 lines += [
                     f"    {f['field']}: {f['before']} -> {f['after']}"
                     + (f" (by {f['manager']})" if f.get("manager") and f.get("manager") != d.get("manager") else "")
@@ -175,18 +174,17 @@ def render(obj: dict[str, Any], *, now: datetime.datetime | None = None) -> str:
                 if not d.get("fields"):
                     lines.append(f"    {d.get('reason', '')}")
             else:
-                lines.append(f"  {d['kind']} {where}{d['name']}: {d['action']}, {d.get('reason', '')}")
+                lines.append(f"  {_named(d)}: {d['action']}, {d.get('reason', '')}")
     frozen = status.get("frozen") or []
     if frozen:
         lines.append("")
         lines.append(f"frozen ({status.get('frozenCount', len(frozen))}), left alone until unfrozen:")
         for f in frozen:
-            where = f"{f['namespace']}/" if f.get("namespace") else ""
             if f.get("source"):
                 who = f"in git at {f['source']}"
             else:
                 who = f"by {f.get('by') or 'an unknown manager'}" + (f" at {f['since']}" if f.get("since") else "")
-            lines.append(f"  {f['kind']} {where}{f['name']}: {f.get('mode', '')}, set {who}")
+            lines.append(f"  {_named(f)}: {f.get('mode', '')}, set {who}")
     rollout = status.get("rollout") or {}
     if rollout.get("wave"):
         after = ", ".join(rollout.get("after") or ()) or "none"
@@ -199,11 +197,8 @@ def render(obj: dict[str, Any], *, now: datetime.datetime | None = None) -> str:
         lines.append("")
         lines.append(f"waiting ({status.get('waitingCount', len(held))}), disruptive changes held back:")
         for w in held:
-            where = f"{w['namespace']}/" if w.get("namespace") else ""
             late = ", overdue" if w.get("overdue") else ""
-            lines.append(
-                f"  {w['kind']} {where}{w['name']} ({w.get('action', '')}{late}): waits for {w.get('reason', '')}"
-            )
+            lines.append(f"  {_named(w)} ({w.get('action', '')}{late}): waits for {w.get('reason', '')}")
             if w.get("disruption"):
                 lines.append(f"    disruptive: {w['disruption']}")
     conflicts = status.get("conflicts") or []
@@ -211,14 +206,19 @@ def render(obj: dict[str, Any], *, now: datetime.datetime | None = None) -> str:
         lines.append("")
         lines.append(f"conflicts ({status.get('conflictCount', len(conflicts))}), not overwritten:")
         for c in conflicts:
-            where = f"{c['namespace']}/" if c.get("namespace") else ""
-            lines.append(f"  {c['kind']} {where}{c['name']} {c['field']}: owned by {c['manager']}")
+            lines.append(f"  {_named(c)} {c['field']}: owned by {c['manager']}")
     if status.get("lastError"):
         lines.append("")
         lines.append(f"last error: {status['lastError']}")
     if status.get("traceID"):
         lines.append(f"trace      {status['traceID']}")
     return "\n".join(lines) + "\n"
+
+
+def _named(row: dict[str, Any]) -> str:
+    """``Kind namespace/name`` (``Kind name`` when cluster-scoped) of a status row."""
+    where = f"{row['namespace']}/" if row.get("namespace") else ""
+    return f"{row['kind']} {where}{row['name']}"
 
 
 # -- --all: one row per cluster of the fleet --------------------------------------------------

@@ -86,22 +86,27 @@ def test_taints_changed_between_read_and_write_stay_changed(
     assert taints(fleet, node) == {later: "NoSchedule"}, "fleet gives back only its own taint"
 
 
+def l4_rule(repo: Repo, *, taint: str) -> plans.PoolRule:
+    """A pool of the sandbox's L4 node with the test's label and one ``PreferNoSchedule`` taint."""
+    return plans.PoolRule(
+        name="l4",
+        selector={"sandbox.fleet.gpufleet.dev/pool": "l4x4"},
+        labels={f"t{repo.id}.example.com/p": "l4"},
+        taints=({"key": taint, "effect": "PreferNoSchedule"},),
+        nodes=1,
+        gpu_product="NVIDIA L4",
+        gpus_per_node=4,
+        source="pools/l4.yaml:1:1",
+    )
+
+
 def test_a_node_changed_between_the_read_and_the_write_is_read_again(
     fleet: Engine, repo: Repo, kubectl: Kubectl, node: kube.Ref
 ) -> None:
     """The race the fresh read cannot close: a change lands after fleet's GET, before its write (409)."""
     ours = f"t{repo.id}.example.com/dedicated"
     appeared = f"t{repo.id}.example.com/appeared"
-    rule = plans.PoolRule(
-        name="l4",
-        selector={"sandbox.fleet.gpufleet.dev/pool": "l4x4"},
-        labels={f"t{repo.id}.example.com/p": "l4"},
-        taints=({"key": ours, "effect": "PreferNoSchedule"},),
-        nodes=1,
-        gpu_product="NVIDIA L4",
-        gpus_per_node=4,
-        source="pools/l4.yaml:1:1",
-    )
+    rule = l4_rule(repo, taint=ours)
     reads: list[set[str]] = []
 
     def body(live: dict[str, Any]) -> dict[str, Any] | None:
@@ -137,16 +142,7 @@ def test_the_listed_node_is_the_first_read_and_the_write_is_conditional_on_it(
     fresh read, and only a fresh read may say there is nothing to write."""
     ours = f"t{repo.id}.example.com/dedicated"
     later = f"t{repo.id}.example.com/later"
-    rule = plans.PoolRule(
-        name="l4",
-        selector={"sandbox.fleet.gpufleet.dev/pool": "l4x4"},
-        labels={f"t{repo.id}.example.com/p": "l4"},
-        taints=({"key": ours, "effect": "PreferNoSchedule"},),
-        nodes=1,
-        gpu_product="NVIDIA L4",
-        gpus_per_node=4,
-        source="pools/l4.yaml:1:1",
-    )
+    rule = l4_rule(repo, taint=ours)
     reads: list[str] = []
 
     def body(live: dict[str, Any]) -> dict[str, Any] | None:

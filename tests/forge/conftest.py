@@ -18,8 +18,9 @@ import pytest
 
 from fleet.sandbox import binaries, forges, processes
 from tests.controller.conftest import Remote, fleetsync_crd, git
+from tests.faults.conftest import own_sandbox
 
-__all__ = ["ForgeRemote", "Server", "fleetsync_crd", "gitea"]
+__all__ = ["ForgeRemote", "Server", "fleetsync_crd", "gitea", "own_sandbox"]
 
 
 @dataclass

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fleet import hosts, kube
-from fleet.sandbox import Sandbox, clusters
+from fleet.sandbox import Sandbox
 from fleet.source import Credentials
 from tests import waits
 from tests.apply.repos import Repo
@@ -32,7 +31,6 @@ from tests.changes.test_holds import device_of, live_selector, trainer
 from tests.conftest import Kubectl, gpu_pod
 from tests.controller.conftest import running
 from tests.controller.test_loop import fleetsync, get
-from tests.faults.conftest import start_own_sandbox
 from tests.forge.conftest import ForgeRemote, Server
 
 pytestmark = [
@@ -72,25 +70,15 @@ async def rollout(client: kube.Client, cluster: str) -> dict[str, Any]:
     return dict(((await fleetsync(client, cluster)).get("status") or {}).get("rollout") or {})
 
 
-@pytest.fixture(scope="module")
-def west_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    """wave 1's cluster: a second control plane with fleet's overlay (its CRD) installed."""
-    directory = tmp_path_factory.mktemp("west")
-    sb = start_own_sandbox(directory)
-    try:
-        yield sb
-    finally:
-        clusters.down(directory=directory)
-
-
 async def test_a_later_wave_waits_for_the_earlier_waves_success_and_bake_and_halts_on_its_failure(
     gitea: Server,
     sandbox: Sandbox,
-    west_sandbox: Sandbox,
+    own_sandbox: Sandbox,
     admin_client: kube.Client,
     kubectl: Kubectl,
     tmp_path: Path,
 ) -> None:
+    west_sandbox = own_sandbox  # wave 1's cluster: a second control plane, fleet's overlay installed
     remote = ForgeRemote(tmp_path / "git", forge=gitea.forge)
     repo = Repo(root=tmp_path / "unused")
     repo.team("ml", namespaces=["ml"], group="ml-research", quota=8)
