@@ -44,6 +44,7 @@ from fleet import helm
 from fleet.engine import (
     adoptions,
     blockers,
+    decisions,
     diffs,
     disruptions,
     drains,
@@ -186,15 +187,19 @@ class Sync:
             handover=self.options.handover,
         )
         refused += adoptions.overlaps(pools=self.plan.pools, nodes=self._nodes())
+        refused += self._team_operator()
         self.identities = impersonations.resolve(plan=self.plan, live=self.live, mode=self.options.impersonation)
-        refused += impersonations.unaccounted(self.identities, desired=self.plan.objects)
+        teams = [*self.plan.objects, *self.desired(stages.by_name("pools"))]
+        refused += impersonations.unaccounted(self.identities, desired=teams)
         if not refused and not self.options.dry_run:
             # Before the first write: what the API server refuses to a team stops the whole revision.
             # (A diff dry-runs every changed object as its team anyway, and reports each refusal.)
+            # Where this run's tenancy stage creates or restores the team's rights, the question
+            # waits for the start of the object's own stage.
             refused += await impersonations.refusals(
                 client=self.client,
                 identities=self.identities,
-                desired=[d for d in self.plan.objects if d.team not in self.identities.pending and self._new(d)],
+                desired=[d for d in teams if not self.identities.deferred(d.team, d.ref.namespace) and self._new(d)],
                 concurrency=self.options.concurrency,
             )
         self._refused = {c.ref.key: c for c in refused}
@@ -308,12 +313,24 @@ class Sync:
                 drained=self.ledger.progress.drained,
                 save=self.save_progress,
             )
-        claims = {disruptions.claim_name(c): c for c in await disruptions.reads_of(self).objects(disruptions.CLAIM)}
+        claims = {disruptions.claim_name(c): c for c in await self.classing_reads().objects(disruptions.CLAIM)}
         for change in held:
             assert change.disruption is not None
             affected = [claims[name] for name in change.disruption.claims if name in claims]
             where = await self.drains.advance(key=change.ref.key, claims=affected)
             change.reason = f"{change.reason}; {where}"
+
+    def classing_reads(self) -> disruptions.Reads:
+        """Where classification reads: the reader, else what the run listed, else the client; one
+        ``Reads`` per run, so each kind is read once for every stage and the prune."""
+        if self.reads is None:
+            complete = frozenset(self.prefetched.kinds) if self.prefetched is not None else frozenset()
+            self.reads = disruptions.Reads(client=self.client, reader=self.reader, live=self.live, complete=complete)
+        return self.reads
+
+    async def classify(self, changes: list[Change]) -> None:
+        """``disruptions.classify`` for a step of this run (a stage's diff, the prune's deletions)."""
+        await disruptions.classify(changes, reads=self.classing_reads())
 
     def _blocks(self, change: Change) -> bool:
         """Whether a failed entry stops the run after its stage (later stages depend on earlier ones).
@@ -336,12 +353,12 @@ class Sync:
                 return
             refused = [self._refused[d.ref.key] for d in desired if d.ref.key in self._refused]
             desired = [self._adopting(d) for d in desired if d.ref.key not in self._refused]
-            if not self.options.dry_run and self.identities.pending:
-                # Teams this run set up: their ServiceAccount exists now; ask before the stage writes.
+            if not self.options.dry_run and (self.identities.pending or self.identities.restoring):
+                # Teams whose rights this run set up or restored: they exist now; ask before the stage writes.
                 late = await impersonations.refusals(
                     client=self.client,
                     identities=self.identities,
-                    desired=[d for d in desired if d.team in self.identities.pending and self._new(d)],
+                    desired=[d for d in desired if self.identities.deferred(d.team, d.ref.namespace) and self._new(d)],
                     concurrency=self.options.concurrency,
                 )
                 if late:
@@ -386,16 +403,28 @@ class Sync:
                     self._describe_repair(change, d)
                 if change.replace:
                     writes.guard_replace(self, change)
-            await disruptions.classify_sync(self, found)
+            await self.classify(found)
             for change in found:
                 self.wait(change)
             await self._drain(found)
+            # The one decision per change: every step below reads it, none decides again.
+            for change, d in zip(found, desired, strict=True):
+                user, as_fleet = impersonations.as_whom(self.identities, d, preview=self.options.dry_run)
+                change.decision = decisions.decide(
+                    action=change.action,
+                    error=change.error,
+                    wait=change.waiting,
+                    disruption=change.disruption,
+                    user=user,
+                    as_fleet=as_fleet,
+                    obj=d.body,  # the render without the revision annotation: no copy per object
+                )
             self.changes.entries.extend(found)
             self.changes.entries.extend(refused)
             todo = [
                 (c, d)
                 for c, d in zip(found, desired, strict=True)
-                if c.action in (Action.CREATED, Action.CONFIGURED) and not c.failed
+                if c.decision is not None and c.decision.verdict == "write"
             ]
             span.set_attribute("fleet.writes", len(todo))
             if any(self._blocks(c) for c in found) and not self.options.dry_run:
@@ -431,6 +460,7 @@ class Sync:
                         timeout=self.options.health_timeout,
                         applied=self.applied,
                         reader=self.reader,
+                        expected=decisions.expected(c.decision for c, _ in todo),
                     )
             except healths.HealthTimeout:
                 self.stopped = True
@@ -484,6 +514,24 @@ class Sync:
             remembered=self.memory.operator_noops if self.memory is not None else None,
             hold=self.wait,
         )
+
+    def _team_operator(self) -> list[Change]:
+        """A GPUOperator in a team's folder: refused, as the team could not install a cluster-wide release."""
+        op = self.plan.operator
+        if op is None or not op.team:
+            return []
+        return [
+            Change.refusal(
+                operators.release_ref(release=op.release, namespace=op.namespace),
+                stage="operator",
+                error=(
+                    f"declared at {op.source}, in team {op.team!r}'s folder: fleet writes a team's files only "
+                    "as the team, and a team may not install the cluster-wide GPU Operator release. fleet "
+                    "applies nothing of this revision while this stands.\n  hint: move the GPUOperator to "
+                    "operator/ (the platform team's)"
+                ),
+            )
+        ]
 
     def _deleted_outside(self, key: str) -> bool:
         """Recorded by a complete run, now missing: someone deleted it (not a crash before its create)."""

@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from fleet.engine import waits
+from fleet.engine.decisions import Decision
 from fleet.engine.disruptions import Disruption
 from fleet.engine.drifts import FieldRepair, Freeze
 from fleet.engine.drivers import ReleaseStatus
@@ -83,6 +84,10 @@ class Change:
     driver-upgrade states the run saw (``fleet.engine.drivers``); None on every other entry."""
     disruption: Disruption | None = None
     """Why writing this entry disrupts GPU work (``fleet.engine.disruptions``); None: safe."""
+    decision: Decision | None = None
+    """What fleet does with it this run, as whom, and what the gates verify (``fleet.engine.decisions``),
+    decided once before the stage writes; None for entries no stage decided (refusals before the run,
+    prunes, the operator release)."""
 
     @classmethod
     def refusal(cls, ref: Ref, *, stage: str, error: str, **more: Any) -> Change:
@@ -125,6 +130,8 @@ class Change:
                 "intended": str(self.intended) if self.intended else None,
             }
         out["disruption"] = self.disruption.to_json() if self.disruption is not None else None
+        if self.decision is not None:
+            out["decision"] = self.decision.to_json()
         return out
 
     def hold(self, wait: waits.Wait) -> None:

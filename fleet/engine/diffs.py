@@ -131,16 +131,17 @@ async def diff_objects(
 
     async def one(i: int) -> None:
         d = desired[i]
-        as_team = identities.client(client, d.team, preview=preview)
+        user, as_fleet = impersonations.as_whom(identities, d, preview=preview)
         change = await _diff_one(
-            client=as_team, d=d, live=live.get(d.ref.key), ignored=ignored, force=force, preview=preview
+            client=client.impersonating(user),
+            d=d,
+            live=live.get(d.ref.key),
+            ignored=ignored,
+            force=force,
+            preview=preview,
         )
-        if d.team and not as_team.user and identities.mode != "off" and not change.reason:
-            change.reason = (
-                f"dry-run as fleet: team {d.team!r}'s ServiceAccount is created by this apply's tenancy stage"
-                if d.team in identities.pending
-                else f"written as fleet: team {d.team!r} has no ServiceAccount (--team-impersonation=optional)"
-            )
+        if as_fleet and not change.reason:
+            change.reason = as_fleet
         changes[i] = change
 
     # The pure test is CPU work over every object: a worker thread keeps

@@ -33,15 +33,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from fleet.kube import Client, Kind
+from fleet.kube import Client, Kind, Ref
 from fleet.kube.kinds import builtin
 
 if TYPE_CHECKING:
     from fleet.cel import References
-    from fleet.engine.applies import Sync
-    from fleet.engine.changesets import Change
     from fleet.engine.healths import Reader
     from fleet.engine.listings import LiveIndex
 
@@ -495,23 +493,40 @@ def _kind(key: tuple[str, str]) -> Kind:
     return builtin()[key]
 
 
-async def classify(changes: Iterable[Change], *, reads: Reads) -> None:
+class Entry(Protocol):
+    """What ``classify`` reads of a ChangeSet entry (``fleet.engine.changesets.Change``), and sets."""
+
+    disruption: Disruption | None
+
+    @property
+    def ref(self) -> Ref: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def before(self) -> dict[str, Any] | None: ...
+    @property
+    def after(self) -> dict[str, Any] | None: ...
+    @property
+    def release(self) -> bool: ...
+    @property
+    def failed(self) -> bool: ...
+
+
+async def classify(changes: Iterable[Entry], *, reads: Reads) -> None:
     """Set ``disruption`` on every entry of ``changes`` that disrupts GPU work (the others stay None).
 
     Entries that are not written (unchanged, skipped, failed) are not classed. The operator
     release's entry is classed by the operator stage itself (``fleet.engine.operators.restarts``)."""
-    from fleet.engine.changesets import Action
-
-    nodes: list[Change] = []
+    nodes: list[Entry] = []
     for change in changes:
-        if change.failed or change.action not in (Action.CREATED, Action.CONFIGURED, Action.DELETED):
+        if change.failed or change.action not in ("created", "configured", "deleted"):
             continue
-        kind, deleted = change.ref.kind, change.action == Action.DELETED
+        kind, deleted = change.ref.kind, change.action == "deleted"
         if kind == "Node" and not deleted and node_effects(change.before, change.after):
             nodes.append(change)
         elif kind == "DeviceClass" and deleted and not change.release:
             change.disruption = class_removal(change.ref.name, claims=await reads.objects(CLAIM))
-        elif kind == "DeviceClass" and change.action == Action.CONFIGURED and change.after is not None:
+        elif kind == "DeviceClass" and change.action == "configured" and change.after is not None:
             if any(class_changes(change.before, change.after)):
                 change.disruption = class_disruption(
                     before=change.before,
@@ -533,23 +548,10 @@ async def classify(changes: Iterable[Change], *, reads: Reads) -> None:
             change.disruption = node_disruption(before=change.before, after=change.after, pods=here, claims=claims)
 
 
-def reads_of(sync: Sync) -> Reads:
-    """Where a ``Sync``'s classification reads: its reader, else what its run listed, else the client;
-    one ``Reads`` per run (``Sync.reads``), so each kind is read once for every stage and the prune."""
-    if sync.reads is None:
-        complete = frozenset(sync.prefetched.kinds) if sync.prefetched is not None else frozenset()
-        sync.reads = Reads(client=sync.client, reader=sync.reader, live=sync.live, complete=complete)
-    return sync.reads
-
-
-async def classify_sync(sync: Sync, changes: Iterable[Change]) -> None:
-    """``classify`` for a step of ``sync`` (a stage's diff, the prune's deletions)."""
-    await classify(changes, reads=reads_of(sync))
-
-
 __all__ = [
     "CLAIM",
     "Disruption",
+    "Entry",
     "NodeEffects",
     "Reads",
     "allocation",
@@ -559,13 +561,11 @@ __all__ = [
     "class_disruption",
     "class_removal",
     "classify",
-    "classify_sync",
     "held_from",
     "holders",
     "listed",
     "node_disruption",
     "node_effects",
-    "reads_of",
     "request_classes",
     "template_removal",
     "unselected",

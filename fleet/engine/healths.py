@@ -63,13 +63,23 @@ class HealthTimeout(FleetError):
 # -- pure: the gates over live state -----------------------------------------------------------
 
 
-def problems(*, stage: Stage, written: list[Ref], plan: Plan, live: Mapping[tuple[str, str], Live]) -> list[str]:
-    """The problems keeping ``stage`` from being healthy, judged on ``live`` ((apiVersion, kind) → objects)."""
+def problems(
+    *,
+    stage: Stage,
+    written: list[Ref],
+    plan: Plan,
+    live: Mapping[tuple[str, str], Live],
+    expected: Live | None = None,
+) -> list[str]:
+    """The problems keeping ``stage`` from being healthy, judged on ``live`` ((apiVersion, kind) → objects).
+
+    ``expected``: the objects this run wrote, by key (``fleet.engine.decisions``): a gate verifies
+    those, never the declared state of an object the run held back or left alone."""
     found = exist_problems(written, live=live)
     if stage.gate == Gate.CLASSES_PUBLISHED and plan.pools:
         found += slice_problems(plan, nodes=live.get(NODE, {}), slices=live.get(SLICE, {}))
     elif stage.gate == Gate.POOLS_APPLIED and plan.pools:
-        found += pool_problems(plan, nodes=live.get(NODE, {}))
+        found += pool_problems(plan, nodes=live.get(NODE, {}), expected=expected)
     return found
 
 
@@ -179,7 +189,12 @@ def _taint(taint: Mapping[str, Any]) -> str:
     return f"{taint.get('key')}{value}:{taint.get('effect')}"
 
 
-def pool_problems(plan: Plan, *, nodes: Live) -> list[str]:
+def pool_problems(plan: Plan, *, nodes: Live, expected: Live | None = None) -> list[str]:
+    """Every pool matches the nodes it expects, and each Node shows the labels fleet gave it.
+
+    ``expected`` (the Node writes of this run, by key): only those Nodes' labels are checked, each
+    against what was written; a Node whose write is held (a label running pods select) or left
+    (drift reported) keeps its labels. None: every matching Node against its pool's labels."""
     out: list[str] = []
     for pool in plan.pools:
         matching = sorted((n for n in nodes.values() if pool.matches(dict(n))), key=_name)
@@ -188,7 +203,14 @@ def pool_problems(plan: Plan, *, nodes: Live) -> list[str]:
             out.append(f"GPUNodePool {pool.name}: {len(matching)} of {pool.nodes} expected nodes match {selector}")
         for node in matching:
             labels = (node.get("metadata") or {}).get("labels") or {}
-            missing = sorted(k for k, v in pool.labels.items() if labels.get(k) != v)
+            want: Mapping[str, str] = pool.labels
+            if expected is not None:
+                written = expected.get(Ref.of(dict(node)).key)
+                if written is None:
+                    continue
+                declared = (written.get("metadata") or {}).get("labels") or {}
+                want = {k: v for k, v in declared.items() if k in pool.labels}
+            missing = sorted(k for k, v in want.items() if labels.get(k) != v)
             if missing:
                 out.append(f"Node {_name(node)}: pool {pool.name} labels missing: {', '.join(missing)}")
     return out
@@ -224,10 +246,12 @@ async def wait(
     applied: Mapping[str, Mapping[str, Any]] | None = None,
     reader: Reader | None = None,
     interval: float = 0.1,
+    expected: Live | None = None,
 ) -> None:
     """Until ``stage`` is healthy, watch what its gate reads; ``HealthTimeout`` after ``timeout`` seconds.
 
-    ``applied`` are the objects the API server returned to this stage's writes (by key).
+    ``applied`` are the objects the API server returned to this stage's writes (by key);
+    ``expected`` what the run wrote (``problems``).
     With a ``reader`` (a watch cache that is already current) the gate reads it every
     ``interval`` seconds instead of opening watches of its own.
     """
@@ -248,7 +272,7 @@ async def wait(
     views = _Views(live={k: dict(v) for k, v in seeded.items()})
 
     def judge() -> list[str]:
-        return problems(stage=stage, written=written, plan=plan, live=views.live)
+        return problems(stage=stage, written=written, plan=plan, live=views.live, expected=expected)
 
     if not kinds:
         return  # the API server's answers to the writes prove the gate
@@ -258,7 +282,7 @@ async def wait(
             reader=reader,
             kinds=kinds,
             seeded=seeded,
-            judge=lambda live: problems(stage=stage, written=written, plan=plan, live=live),
+            judge=lambda live: problems(stage=stage, written=written, plan=plan, live=live, expected=expected),
             timeout=timeout,
             interval=interval,
             stage=stage,

@@ -11,6 +11,13 @@ The API server then grants exactly what the team Role grants, in the team's name
 Flux's ``spec.serviceAccountName`` and Argo CD's sync impersonation work the same way
 (docs/security.md).
 
+The identity follows the file, not the kind: whatever a team's folder declares (a template, a
+DeviceClass, a GPUNodePool's Node writes, what a team's Overlay patched) is written as the team,
+and a GPUOperator there is refused outright (``Sync`` says so before any write); a pruned object is
+deleted as the team whose folder declared it (``origin``, from its ``source`` annotation). Only the
+objects a Team's own ``team.yaml`` renders (its Namespaces, Role, RoleBinding, ServiceAccount,
+quota) are the platform's.
+
 A refusal must leave the revision unwritten, not half applied. New objects are not dry-run before
 an apply (``fleet.engine.diffs``), and a stage writes its objects concurrently, so ``refusals``
 asks first: one impersonated dry-run apply per team, namespace and kind (the team Role names no
@@ -23,7 +30,11 @@ names the file:line that declares it and the API server's words.
 objects of a team without a ServiceAccount (neither live nor in the plan); ``optional`` writes them
 as the controller instead; ``off`` never impersonates. A diff of a team whose ServiceAccount this
 run would create cannot be previewed as the team (the API server knows no such binding yet): its
-objects are dry-run as the controller, and the entry says so.
+objects are dry-run as the controller, and the entry says so. So are the objects of a namespace
+whose team rights this run restores (``Identities.restoring``: someone deleted or changed the team's
+RoleBinding, Role or ServiceAccount): a 403 asked before the tenancy stage would only say the rights
+are missing, and refuse the very revision that puts them back. Their refusal check waits for the
+start of their own stage, after the tenancy stage: a real escalation is still refused there.
 """
 
 from __future__ import annotations
@@ -32,7 +43,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from fleet.engine import ownership, plans, workers
+from fleet.engine import normalizations, ownership, plans, workers
 from fleet.engine.changesets import Change
 from fleet.kube import Client, Forbidden, KubeError, Ref
 
@@ -40,6 +51,8 @@ Mode = Literal["required", "optional", "off"]
 MODES: tuple[str, ...] = get_args(Mode)
 SERVICE_ACCOUNT = "fleet-team"
 """The name of every team's ServiceAccount: the controller's ClusterRole may impersonate this name only."""
+TEAM_ROLE = "fleet-team-claims"
+"""The name of the Role and RoleBinding the tenancy stage renders in each team namespace."""
 
 
 def user(namespace: str) -> str:
@@ -62,15 +75,23 @@ class Identities:
     """Teams whose ServiceAccount the plan declares but the cluster does not hold yet."""
     missing: Mapping[str, Ref] = field(default_factory=dict)
     """Teams with objects and no ServiceAccount (neither live nor planned) → the one they lack."""
+    restoring: frozenset[tuple[str, str]] = frozenset()
+    """(team, namespace) whose rights this run's tenancy stage restores: the team's Role or RoleBinding
+    there, or its ServiceAccount, is missing or differs from the plan."""
 
-    def user_of(self, team: str, *, preview: bool = False) -> str:
+    def deferred(self, team: str, namespace: str) -> bool:
+        """Whether the team's rights in ``namespace`` exist only after this run's tenancy stage: its
+        objects there are previewed as fleet and asked about at the start of their own stage."""
+        return bool(team) and (team in self.pending or (team, namespace) in self.restoring)
+
+    def user_of(self, team: str, *, preview: bool = False, namespace: str = "") -> str:
         """The user ``team``'s requests impersonate ("" for the controller's identity)."""
-        if not team or (preview and team in self.pending):
+        if not team or (preview and self.deferred(team, namespace)):
             return ""
         return self.users.get(team, "")
 
-    def client(self, client: Client, team: str, *, preview: bool = False) -> Client:
-        return client.impersonating(self.user_of(team, preview=preview))
+    def client(self, client: Client, team: str, *, preview: bool = False, namespace: str = "") -> Client:
+        return client.impersonating(self.user_of(team, preview=preview, namespace=namespace))
 
 
 def resolve(*, plan: plans.Plan, live: Mapping[str, dict[str, Any]], mode: Mode) -> Identities:
@@ -102,7 +123,68 @@ def resolve(*, plan: plans.Plan, live: Mapping[str, dict[str, Any]], mode: Mode)
         elif team in teams:
             users.pop(team, None)
             missing[team] = ref or account("")
-    return Identities(mode=mode, users=users, pending=frozenset(pending), missing=missing)
+    return Identities(
+        mode=mode,
+        users=users,
+        pending=frozenset(pending),
+        missing=missing,
+        restoring=restored(plan=plan, live=live, teams=set(users) - pending),
+    )
+
+
+def restored(
+    *, plan: plans.Plan, live: Mapping[str, dict[str, Any]], teams: Iterable[str]
+) -> frozenset[tuple[str, str]]:
+    """(team, namespace) of ``teams`` whose rights the plan's tenancy objects restore: in a namespace, its
+    Role or RoleBinding (``renders.TEAM_ROLE``) missing or not as the plan declares it; in every
+    namespace of the team, its ServiceAccount so."""
+    declared = {d.ref.key: d for d in plan.objects}
+    out: set[tuple[str, str]] = set()
+    for team in teams:
+        namespaces = plan.teams.get(team, ())
+        if not namespaces:
+            continue
+        keys = [account(namespaces[0]).key]
+        whole = any(_differs(declared.get(k), live.get(k)) for k in keys)
+        for ns in namespaces:
+            rights = [Ref("rbac.authorization.k8s.io/v1", kind, ns, TEAM_ROLE).key for kind in ("Role", "RoleBinding")]
+            if whole or any(_differs(declared.get(k), live.get(k)) for k in rights):
+                out.add((team, ns))
+    return frozenset(out)
+
+
+def _differs(d: plans.Desired | None, live: Mapping[str, Any] | None) -> bool:
+    """A declared object this run writes: missing live, or live with other content than the plan's."""
+    if d is None:
+        return False
+    return live is None or normalizations.annotation(dict(live), ownership.APPLIED) != d.applied
+
+
+def origin(obj: Mapping[str, Any]) -> str:
+    """The Team whose folder declared a live object fleet wrote ("" for the platform's): its team label,
+    unless its ``source`` is the Team's own ``team.yaml`` (the tenancy the platform writes for it)."""
+    meta = obj.get("metadata") or {}
+    team = str((meta.get("labels") or {}).get(ownership.TEAM_LABEL, ""))
+    source = str((meta.get("annotations") or {}).get(ownership.SOURCE, ""))
+    parts = source.split(":", 1)[0].split("/")
+    if not team or (len(parts) == 3 and parts[0] == "teams" and parts[2] == "team.yaml"):
+        return ""
+    return team
+
+
+def as_whom(identities: Identities, d: plans.Desired, *, preview: bool) -> tuple[str, str]:
+    """The user ``d`` is written (``preview``: dry-run) as ("" for fleet), and why a team's object goes as fleet."""
+    name = identities.user_of(d.team, preview=preview, namespace=d.ref.namespace)
+    if not d.team or name or identities.mode == "off":
+        return name, ""
+    if preview and d.team in identities.pending:
+        return "", f"dry-run as fleet: team {d.team!r}'s ServiceAccount is created by this apply's tenancy stage"
+    if preview and identities.deferred(d.team, d.ref.namespace):
+        return "", (
+            f"dry-run as fleet: team {d.team!r}'s rights in {d.ref.namespace} are restored by this apply's "
+            "tenancy stage; the apply writes it as the team after that stage"
+        )
+    return "", f"written as fleet: team {d.team!r} has no ServiceAccount (--team-impersonation=optional)"
 
 
 def unaccounted(identities: Identities, *, desired: Iterable[plans.Desired]) -> list[Change]:
@@ -187,12 +269,16 @@ def refused(d: plans.Desired, *, user: str, err: KubeError) -> Change:
 __all__ = [
     "MODES",
     "SERVICE_ACCOUNT",
+    "TEAM_ROLE",
     "Identities",
     "Mode",
     "account",
+    "as_whom",
+    "origin",
     "refusals",
     "refused",
     "resolve",
+    "restored",
     "unaccounted",
     "user",
 ]

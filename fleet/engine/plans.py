@@ -95,6 +95,9 @@ class PoolRule:
     gpu_product: str
     gpus_per_node: int
     source: str
+    team: str = ""
+    """The Team whose folder declares the pool ("" for the platform's): its Node writes are made as
+    that team (``fleet.engine.impersonations``), which the API server refuses."""
 
     def matches(self, node: dict[str, Any]) -> bool:
         labels = (node.get("metadata") or {}).get("labels") or {}
@@ -123,6 +126,9 @@ class OperatorRelease:
     """How many more times one run tries after remediating a failure."""
     kubernetes_version: str = ""
     """The Cluster's ``spec.kubernetesVersion`` (``1.36``): what the chart renders against offline."""
+    team: str = ""
+    """The Team whose folder declares the GPUOperator ("" for the platform's): a team may not install
+    the cluster-wide release, so fleet refuses the revision (``fleet.engine.impersonations``)."""
 
 
 @dataclass(frozen=True)
@@ -202,6 +208,8 @@ def pool_objects(pools: tuple[PoolRule, ...], *, nodes: list[dict[str, Any]]) ->
         meta = node.get("metadata") or {}
         labels: dict[str, str] = {}
         taints: list[dict[str, str]] = []
+        # A Node a team's pool selects is written as that team, even beside the platform's pools.
+        team = next((rule.team for rule in rules if rule.team), "")
         for rule in rules:
             labels.update(rule.labels)
             labels[ownership.POOL_LABEL] = rule.name
@@ -222,7 +230,14 @@ def pool_objects(pools: tuple[PoolRule, ...], *, nodes: list[dict[str, Any]]) ->
         obj["spec"] = {"taints": [*others, *taints]}
         ownership.fingerprinted(obj)
         out.append(
-            Desired(body=obj, stage=stage, source=rules[-1].source, field_manager=ownership.POOL_MANAGER, force=True)
+            Desired(
+                body=obj,
+                stage=stage,
+                source=rules[-1].source,
+                field_manager=ownership.POOL_MANAGER,
+                force=True,
+                team=team,
+            )
         )
     return out
 

@@ -15,7 +15,17 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from fleet.engine import blockers, deletions, disruptions, nodes, operators, ownership, plans, stages, workers
+from fleet.engine import (
+    blockers,
+    deletions,
+    impersonations,
+    nodes,
+    operators,
+    ownership,
+    plans,
+    stages,
+    workers,
+)
 from fleet.engine.changesets import Action, Change
 from fleet.engine.writes import free, refuse, span_attributes, uid_of
 from fleet.kube import KubeError, NotFound
@@ -37,7 +47,7 @@ async def prune(sync: Sync) -> None:
         sync.ledger.entries.pop(key)  # deleted outside fleet: only the record was left
     dry_run = sync.options.dry_run
     if sync.options.prune or dry_run:  # what this prune deletes (a diff shows it as deleted)
-        await disruptions.classify_sync(sync, found)
+        await sync.classify(found)
         for change in found:
             sync.wait(change)  # a disruptive deletion waits as a disruptive write does
     ours = deleted_keys(found)
@@ -102,10 +112,9 @@ async def blocked(sync: Sync, change: Change, *, ours: set[str]) -> str:
 async def _delete(sync: Sync, change: Change, *, ours: set[str]) -> None:
     started = time.monotonic()
     live = sync.live.get(change.ref.key)
-    team = (((live or {}).get("metadata") or {}).get("labels") or {}).get(ownership.TEAM_LABEL, "")
-    # A team's claims are pruned as the team; its Namespace, Role and ServiceAccount (tenancy,
-    # the platform's) carry its label too, but are not rendered from its directory.
-    client = sync.identities.client(sync.client, team if change.stage == "claims" else "")
+    # What a team's folder declared is pruned as the team, whatever its kind; its Namespace, Role and
+    # ServiceAccount (tenancy, rendered from its team.yaml) are the platform's.
+    client = sync.identities.client(sync.client, impersonations.origin(live or {}))
     attributes = span_attributes(change.ref, change.action)
     attributes[tracing.STAGE] = change.stage or "claims"
     with tracing.tracer().start_as_current_span("apply object", attributes=attributes):

@@ -65,7 +65,7 @@ from fleet.policy import extendedresources, featuregates, tenancy
 
 CLAIM_RESOURCES = ("resourceclaims", "resourceclaimtemplates")
 CLAIM_VERBS = ("create", "get", "list", "watch", "update", "patch", "delete")
-TEAM_ROLE = "fleet-team-claims"
+TEAM_ROLE = impersonations.TEAM_ROLE
 QUOTA_NAME = "fleet-devices"
 
 
@@ -146,14 +146,24 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         desired.__dict__["ref"] = ref
         out.append(desired)
 
-    for manifest in view.device_classes:
-        add_declared(manifest)
     default_ns = {name: namespaces[0] for name, namespaces in teams.items()}
     folder_to_team = {t.team: t.name for t in view.teams if t.team}
+
+    def origin(manifest: Manifest) -> str:
+        """The Team whose folder declares ``manifest`` ("" for the platform's): whatever its kind, a
+        file from a team's folder is written as that team (``fleet.engine.impersonations``)."""
+        return folder_to_team.get(manifest.team or "", manifest.team or "")
+
+    for manifest in view.device_classes:
+        add_declared(manifest, origin(manifest))
     for manifest in view.claims:
-        team_name = folder_to_team.get(manifest.team or "", manifest.team or "")
+        team_name = origin(manifest)
         add_declared(manifest, team_name, default_ns.get(team_name))
-    pools = tuple(_pool_rule(p.model, str(p.location)) for p in view.pools if isinstance(p.model, kinds.GPUNodePool))
+    pools = tuple(
+        _pool_rule(p.model, str(p.location), team=origin(p))
+        for p in view.pools
+        if isinstance(p.model, kinds.GPUNodePool)
+    )
     declared = view.operator
     return Plan(
         cluster=cluster,
@@ -161,7 +171,9 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         objects=ordered(out),
         pools=pools,
         teams=teams,
-        operator=_operator(declared.model, str(declared.location), cluster=view.cluster.model) if declared else None,
+        operator=_operator(declared.model, str(declared.location), cluster=view.cluster.model, team=origin(declared))
+        if declared
+        else None,
         prune=defaults.prune,
         allow_empty=fleet.spec.allow_empty if isinstance(fleet, kinds.Fleet) else False,
         rules=_rules(
@@ -300,7 +312,7 @@ def _instruction(obj: dict[str, Any], annotation: str) -> bool:
     return True
 
 
-def _pool_rule(model: kinds.GPUNodePool, source: str) -> PoolRule:
+def _pool_rule(model: kinds.GPUNodePool, source: str, *, team: str = "") -> PoolRule:
     spec = model.spec
     return PoolRule(
         name=model.metadata.name,
@@ -314,6 +326,7 @@ def _pool_rule(model: kinds.GPUNodePool, source: str) -> PoolRule:
         gpu_product=spec.gpu.product_name,
         gpus_per_node=spec.gpu.count,
         source=source,
+        team=team,
     )
 
 
@@ -332,7 +345,7 @@ _PATH_VALUES: dict[str, dict[str, Any]] = {
 """The guide's ``--set`` flags per install path (validation refuses values that contradict them)."""
 
 
-def _operator(model: Any, source: str, *, cluster: Any = None) -> OperatorRelease | None:
+def _operator(model: Any, source: str, *, cluster: Any = None, team: str = "") -> OperatorRelease | None:
     if not isinstance(model, kinds.GPUOperator):
         return None
     spec = model.spec
@@ -352,6 +365,7 @@ def _operator(model: Any, source: str, *, cluster: Any = None) -> OperatorReleas
         remediation=spec.remediation.strategy,
         retries=spec.remediation.retries,
         kubernetes_version=cluster.spec.kubernetes_version if isinstance(cluster, kinds.Cluster) else "",
+        team=team,
     )
 
 

@@ -68,7 +68,11 @@ async def write_all(sync: Sync, todo: list[tuple[Change, plans.Desired]]) -> Non
 
 
 async def _write(sync: Sync, change: Change, d: plans.Desired) -> None:
-    client = sync.identities.client(sync.client, d.team)  # a team's object is written as the team
+    # As the run decided (``fleet.engine.decisions``): a team's object is written as the team.
+    decided = change.decision
+    client = (
+        sync.client.impersonating(decided.user) if decided is not None else sync.identities.client(sync.client, d.team)
+    )
     if change.replace:
         preconditions = await free(sync, change, sync.live.get(d.ref.key))
         if preconditions is None:

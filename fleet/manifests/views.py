@@ -231,7 +231,10 @@ def _patched(
                 replace(finding, cluster=cluster, message=f"{finding.message} (after overlay {overlay.name})")
             )
         return manifest
-    return replace(manifest, data=data, positions=positions, model=model)
+    # What a team's overlay patched is the team's as much as the file it patched: it is written as
+    # the team (``fleet.engine.impersonations``), never with the rights of the file's owner.
+    team = overlay.team if overlay.team is not None else manifest.team
+    return replace(manifest, data=data, positions=positions, model=model, team=team)
 
 
 def _set(data: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:

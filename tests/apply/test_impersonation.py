@@ -16,7 +16,7 @@ import pytest
 
 from fleet import engine
 from fleet.engine import impersonations, ownership
-from fleet.policy import tenancy
+from fleet.policy import structures, tenancy
 from fleet.sandbox import Sandbox
 from fleetctl import cli
 from tests.apply.conftest import Engine
@@ -132,3 +132,152 @@ def test_required_refuses_a_team_without_a_service_account(sandbox: Sandbox, rep
     changes = apply("optional")
     assert not changes.failed, [c.error for c in changes.failed]
     assert "one-gpu" in templates(sandbox, repo.ns("ml"))
+
+
+@pytest.fixture()
+def validation_misses_placement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Turn off the placement rules: a team's folder may then hold any kind (what only RBAC stops)."""
+
+    def nothing(*args: object, **kwargs: object) -> Iterator[object]:
+        return iter(())
+
+    monkeypatch.setattr(structures, "placement", nothing)
+
+
+HOSTILE_CLASS = """\
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata:
+  name: {name}
+spec:
+  selectors:
+  - cel:
+      expression: "device.driver == 'gpu.nvidia.com'"
+"""
+
+HOSTILE_POOL = """\
+apiVersion: fleet.gpufleet.dev/v1alpha1
+kind: GPUNodePool
+metadata:
+  name: {name}
+spec:
+  nodeSelector:
+    sandbox.fleet.gpufleet.dev/pool: l4x4
+  labels:
+    {label}: ml
+  taints: []
+  gpu:
+    productName: NVIDIA L4
+    count: 4
+  nodes: 1
+"""
+
+
+def test_every_kind_of_a_team_folder_is_written_as_the_team(
+    sandbox: Sandbox, repo: Repo, fleet: Engine, validation_misses_placement: None
+) -> None:
+    """The identity follows the file's origin, not its kind: a DeviceClass that selects every GPU and
+    a GPUNodePool that labels a node no other pool selects, both in a team's folder, go as the team."""
+    two_teams(repo)
+    assert not fleet.apply(impersonation="required").failed
+    label = f"t{repo.id}.example.com/owner"
+    repo.files["teams/ml/every-gpu.yaml"] = HOSTILE_CLASS.format(name=f"every-{repo.id}.example.com")
+    repo.files["teams/ml/pool.yaml"] = HOSTILE_POOL.format(name=f"mine-{repo.id}", label=label)
+    repo.claim_template("ml", "legit", count=2)
+    plan = fleet.plan()
+    assert {d.team for d in plan.objects if d.ref.kind == "DeviceClass" and "every" in d.ref.name} == {"ml"}
+    assert [p.team for p in plan.pools] == ["ml"], "validation missed both"
+    try:
+        changes = fleet.apply(impersonation="required")
+        refused = {f"{c.ref.kind} {c.ref.name}": c for c in changes.failed}
+        assert set(refused) == {f"DeviceClass every-{repo.id}.example.com", "Node l4x4-01"}, refused
+        assert re.search(r"declared at teams/ml/every-gpu\.yaml:\d+:\d+", refused[next(iter(refused))].error)
+        assert all("the API server refuses it to team 'ml'" in c.error for c in refused.values()), refused
+        assert re.search(r"declared at teams/ml/pool\.yaml:\d+:\d+", refused["Node l4x4-01"].error)
+        # Nothing of the revision is written: not the class, not the label, not the good template.
+        classes = sandbox.kubectl("get", "deviceclasses", "-o", "name").stdout
+        assert f"every-{repo.id}" not in classes
+        node = json.loads(sandbox.kubectl("get", "node", "l4x4-01", "-o", "json").stdout)
+        assert label not in node["metadata"].get("labels", {})
+        assert "legit" not in templates(sandbox, repo.ns("ml"))
+        assert written_at(sandbox, repo, plan.revision) == []
+    finally:
+        sandbox.kubectl("label", "node", "l4x4-01", f"{label}-", "fleet.gpufleet.dev/pool-", check=False)
+
+
+def test_a_team_folder_cannot_install_the_gpu_operator(
+    repo: Repo, fleet: Engine, validation_misses_placement: None
+) -> None:
+    two_teams(repo)
+    repo.files["teams/ml/operator.yaml"] = OPERATOR
+    plan = fleet.plan()
+    assert plan.operator is not None and plan.operator.team == "ml"
+    changes = fleet.apply(impersonation="optional")
+    [refused] = changes.failed
+    assert refused.refused and refused.stage == "operator"
+    assert "declared at teams/ml/operator.yaml:" in refused.error and "team 'ml'" in refused.error
+    assert len(changes.entries) == 1, "nothing else is applied"
+
+
+OPERATOR = """\
+apiVersion: fleet.gpufleet.dev/v1alpha1
+kind: GPUOperator
+metadata:
+  name: gpu-operator
+spec:
+  namespace: gpu-operator
+  chart:
+    repository: https://helm.ngc.nvidia.com/nvidia
+    name: gpu-operator
+    version: v26.7.0
+  installPath: gpuCluster
+"""
+
+
+def test_drift_in_a_teams_rights_is_repaired_and_an_escalation_still_refused(
+    sandbox: Sandbox,
+    repo: Repo,
+    validation_misses_namespaces: None,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Someone deletes a team's RoleBinding and one of its templates: the revision that restores the
+    binding in its tenancy stage is not refused for the 403 the missing binding causes."""
+    monkeypatch.setenv("KUBECONFIG", str(sandbox.kubeconfig))
+    monkeypatch.setenv("NO_COLOR", "1")
+    repo.team("inf", namespaces=["inf", "canary"], group="inference")
+    repo.team("ml", namespaces=["ml"], group="ml-research")
+    repo.claim_template("inf", "serving", namespace=repo.ns("canary"))
+    path = str(repo.write())
+    flags = ["--cluster", repo.cluster, "--team-impersonation", "required"]
+    assert cli.run(["apply", path, *flags]) == 0
+    canary = repo.ns("canary")
+
+    def broken() -> None:
+        sandbox.kubectl("delete", "rolebinding", "-n", canary, impersonations.TEAM_ROLE)
+        sandbox.kubectl("delete", "resourceclaimtemplate", "-n", canary, "serving", "--ignore-not-found")
+
+    broken()
+    capsys.readouterr()
+    assert cli.run(["diff", path, *flags, "-o", "json"]) == 1
+    entries = {
+        f"{e['object']['kind']} {e['object']['name']}": e for e in json.loads(capsys.readouterr().out)["entries"]
+    }
+    template = entries["ResourceClaimTemplate serving"]
+    assert template["action"] == "created" and not template["error"], template
+    assert f"rights in {canary} are restored by this apply's tenancy stage" in template["reason"]
+    assert template["decision"] == {"verdict": "write", "as": "fleet", "asFleet": template["reason"]}
+    assert entries[f"RoleBinding {impersonations.TEAM_ROLE}"]["action"] == "created"
+
+    assert cli.run(["apply", path, *flags]) == 0, capsys.readouterr().out
+    assert "serving" in templates(sandbox, canary)
+    sandbox.kubectl("get", "rolebinding", "-n", canary, impersonations.TEAM_ROLE)
+
+    # A real escalation beside the same drift is still refused, and nothing is written.
+    broken()
+    repo.claim_template("inf", "sneaky", namespace=repo.ns("ml"))
+    assert cli.run(["apply", str(repo.write()), *flags]) == 1
+    out = capsys.readouterr()
+    assert "sneaky" in out.out + out.err and "the API server refuses it to team 'inf'" in out.out + out.err
+    assert "sneaky" not in templates(sandbox, repo.ns("ml"))
+    assert "serving" not in templates(sandbox, canary), "nothing of the refused revision is written"

@@ -274,3 +274,58 @@ def test_removing_a_template_running_pods_use_waits_as_a_disruptive_write_does(
         assert kubectl("get", "resourceclaimtemplate", "-n", ns, "one-gpu", check=False).returncode != 0
     finally:
         kubectl("delete", "-n", ns, "pod/worker", "--wait=true", "--timeout=60s", check=False)
+
+
+def test_a_held_pool_label_is_not_demanded_by_the_pools_gate_and_the_safe_part_applies(
+    team: Repo, kubectl: Kubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pool label that a running GPU pod selects its node by is held for the closed window; the pools
+    health gate verifies what the run wrote, not the held label, so the team's new template applies
+    in seconds and the run succeeds (it does not wait out the health timeout and fail)."""
+    repo, ns = team, team.ns("ml")
+    label = f"t{repo.id}.example.com/p"
+    node = "l4x4-01"
+    repo.pool(
+        "l4",
+        selector={"sandbox.fleet.gpufleet.dev/pool": "l4x4"},
+        labels={label: "l4"},
+        gpus=4,
+        product="NVIDIA L4",
+    )
+    assert cli.run(["apply", str(repo.write()), "--cluster", repo.cluster]) == 0
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "trainer", "namespace": ns},
+        "spec": {
+            "nodeSelector": {label: "l4"},
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "held"}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "c", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}}],
+        },
+    }
+    try:
+        kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+        kubectl("wait", "-n", ns, "pod/trainer", "--for=jsonpath={.status.phase}=Running", "--timeout=90s")
+        assert device_of(kubectl, ns, "held")[0] == node
+
+        repo.cluster_spec = {"maintenance": closed_window()}
+        repo.pools["l4"] = repo.pools["l4"].replace(f"{label}: l4", f"{label}: l4-renamed")
+        repo.claim_template("ml", "added")
+        capsys.readouterr()
+        args = ["apply", str(repo.write()), "--cluster", repo.cluster, "--health-timeout", "20", "-o", "json"]
+        assert cli.run(args) == 0, capsys.readouterr()
+        got = {
+            f"{e['object']['kind']} {e['object']['name']}": e for e in json.loads(capsys.readouterr().out)["entries"]
+        }
+        held = got[f"Node {node}"]
+        assert held["action"] == "skipped" and held["waiting"]["on"] == "window", held
+        assert held["decision"]["verdict"] == "hold"
+        assert got["ResourceClaimTemplate added"]["action"] == "created"
+        assert got["ResourceClaimTemplate added"]["decision"]["verdict"] == "write"
+        labels = json.loads(kubectl("get", "node", node, "-o", "json").stdout)["metadata"]["labels"]
+        assert labels[label] == "l4", "the held label is not written"
+        kubectl("get", "resourceclaimtemplate", "-n", ns, "added")
+    finally:
+        kubectl("delete", "-n", ns, "pod/trainer", "--wait=true", "--timeout=60s", check=False)
+        kubectl("label", "node", node, f"{label}-", "fleet.gpufleet.dev/pool-", check=False)

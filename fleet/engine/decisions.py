@@ -1,0 +1,104 @@
+"""One decision per change: what fleet does with it this run, as whom, and what the cluster shows after.
+
+fleet's features each have a say in a change's fate: the drift policy and a person's freeze
+(``holds``), safety refusals (``adoptions``, ``blockers``), the team's identity
+(``impersonations``), change management (``disruptions``, ``waits``). When each of them also
+*acted* on what it said, at its own time, they contradicted each other: a Node label held for
+the maintenance window was then demanded by the pools health gate, which read the plan, not
+what the run had written; a team's file of an unexpected kind was written with the
+controller's rights because the identity was chosen by kind.
+
+So the fate of a change is decided once, after its diff, its classing and its holds, and
+before anything is written, into one immutable ``Decision``:
+
+- ``verdict``: ``write`` (create, configure), ``hold`` (a disruptive change waiting for the
+  wave, the window or the jobs: ``wait`` says for what and until when), ``refuse`` (a safety
+  refusal or an error: the entry says why) or ``leave`` (nothing to do: unchanged, reported
+  drift, a freeze);
+- ``user``: as whom it is written and was dry-run (``""``: the controller's own identity), and
+  ``as_fleet`` why a team's object goes as fleet when it does;
+- ``disruption``: why writing it disrupts GPU work, if it does;
+- ``expected``: the object the cluster must show once the run wrote it, the health gates'
+  evidence (None: the run does not write it, so a gate must not demand it).
+
+Every later step reads the decision and none decides again: the writes (verdict and user), the
+health gates (``expected``: they verify what this run wrote, never a held object's declared
+state), the ledger and status (the verdict, via the ChangeSet), ``fleetctl diff`` in text, JSON
+and markdown, and the pull-request comment. ``decide`` is pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from fleet.kube import Ref
+
+if TYPE_CHECKING:
+    from fleet.engine.disruptions import Disruption
+    from fleet.engine.waits import Wait
+
+Verdict = Literal["write", "hold", "refuse", "leave"]
+WRITTEN = ("created", "configured")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What fleet does with one change this run (see the module's docstring)."""
+
+    verdict: Verdict
+    user: str = ""
+    """The identity the write and its dry-run use ("" for the controller's own)."""
+    as_fleet: str = ""
+    """Why an object of a team's folder goes as fleet, when it does ("" otherwise)."""
+    wait: Wait | None = None
+    """With ``hold``: what the change waits for, and until when."""
+    disruption: Disruption | None = None
+    expected: Mapping[str, Any] | None = None
+    """With ``write``: the object the run writes, which the health gates verify."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"verdict": self.verdict, "as": self.user or "fleet"}
+        if self.as_fleet:
+            out["asFleet"] = self.as_fleet
+        return out
+
+
+def decide(
+    *,
+    action: str,
+    error: str = "",
+    wait: Wait | None = None,
+    disruption: Disruption | None = None,
+    user: str = "",
+    as_fleet: str = "",
+    obj: Mapping[str, Any] | None = None,
+) -> Decision:
+    """The one decision for a change whose diff says ``action`` (``error``: why it failed or was
+    refused), held for ``wait``, classed ``disruption``, going as ``user`` (``as_fleet``: why fleet's
+    own identity): ``obj`` is what a write sends, the gates' evidence."""
+    if error:
+        verdict: Verdict = "refuse"
+    elif wait is not None:
+        verdict = "hold"
+    elif action in WRITTEN:
+        verdict = "write"
+    else:
+        verdict = "leave"
+    return Decision(
+        verdict=verdict,
+        user=user,
+        as_fleet=as_fleet,
+        wait=wait,
+        disruption=disruption,
+        expected=obj if verdict == "write" else None,
+    )
+
+
+def expected(decided: Iterable[Decision | None]) -> dict[str, Mapping[str, Any]]:
+    """What the run's writes leave in the cluster, by ``Ref.key``: the objects the gates verify."""
+    return {Ref.of(dict(d.expected)).key: d.expected for d in decided if d is not None and d.expected is not None}
+
+
+__all__ = ["Decision", "Verdict", "decide", "expected"]
