@@ -393,7 +393,7 @@ class Sync:
             for change, d, freeze in zip(found, desired, freezes, strict=True):
                 if change.action == Action.CREATED and self._deleted_outside(d.ref.key):
                     change.drift = True
-                    change.reason = "deleted in the cluster"
+                    change.reason = "deleted in the cluster" + (f"; {change.reason}" if change.reason else "")
                 change.frozen = freeze
                 if freeze is not None and freeze.live:
                     holds.hold(change, freeze)
