@@ -276,6 +276,24 @@ def test_removing_a_template_running_pods_use_waits_as_a_disruptive_write_does(
         kubectl("delete", "-n", ns, "pod/worker", "--wait=true", "--timeout=60s", check=False)
 
 
+def selecting_trainer(kubectl: Kubectl, ns: str, *, label: dict[str, str]) -> str:
+    """Run pod ``trainer`` on claim ``held``, selecting its node by ``label``; the node it runs on."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "trainer", "namespace": ns},
+        "spec": {
+            "nodeSelector": label,
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "held"}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "c", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}}],
+        },
+    }
+    kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+    kubectl("wait", "-n", ns, "pod/trainer", "--for=jsonpath={.status.phase}=Running", "--timeout=90s")
+    return device_of(kubectl, ns, "held")[0]
+
+
 def test_a_held_pool_label_is_not_demanded_by_the_pools_gate_and_the_safe_part_applies(
     team: Repo, kubectl: Kubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -293,21 +311,8 @@ def test_a_held_pool_label_is_not_demanded_by_the_pools_gate_and_the_safe_part_a
         product="NVIDIA L4",
     )
     assert cli.run(["apply", str(repo.write()), "--cluster", repo.cluster]) == 0
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "trainer", "namespace": ns},
-        "spec": {
-            "nodeSelector": {label: "l4"},
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": "held"}],
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-            "containers": [{"name": "c", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}}],
-        },
-    }
     try:
-        kubectl("apply", "-f", "-", stdin=json.dumps(pod))
-        kubectl("wait", "-n", ns, "pod/trainer", "--for=jsonpath={.status.phase}=Running", "--timeout=90s")
-        assert device_of(kubectl, ns, "held")[0] == node
+        assert selecting_trainer(kubectl, ns, label={label: "l4"}) == node
 
         repo.cluster_spec = {"maintenance": closed_window()}
         repo.pools["l4"] = repo.pools["l4"].replace(f"{label}: l4", f"{label}: l4-renamed")
