@@ -113,10 +113,8 @@ class Sync:
     steps: list[str] = field(init=False, default_factory=list)
     progress: Callable[[str, int, int], None] | None = None
     """Told ``(step, objects written, objects to write)`` as a step writes: for progress bars."""
-    unavailable: KubeError | None = None
-    """The first failure of the API server itself (no answer, 5xx, 429) that ended a stage, if any."""
-    applied: dict[str, dict[str, Any]] = field(init=False, default_factory=dict)
-    """What the API server returned to this stage's writes (by key): the exist gate's evidence."""
+    writer: writes.Writer | None = field(init=False, default=None)
+    """Sends the run's objects (made once the live objects are read)."""
     resumed: bool = field(init=False, default=False)
     """The ledger's progress says the last run did not finish."""
     stopped: bool = field(init=False, default=False)
@@ -178,6 +176,15 @@ class Sync:
             if self.prefetched:
                 self.live.update(self.prefetched.live)
         self._live_freezes = drifts.live_freezes(self.live)
+        self.writer = writes.Writer(
+            client=self.client,
+            live=self.live,
+            pools=self.plan.pools,
+            concurrency=self.options.concurrency,
+            force=self.options.force_conflicts,
+            timeout=self.options.health_timeout,
+            sent=self.written,
+        )
         self.steps = [s.name for s in stages.STAGES] + ["prune", "record"]
         refused = adoptions.conflicts(
             desired=self.plan.objects,
@@ -213,6 +220,11 @@ class Sync:
             await self._operator_run.prepare()
 
     @property
+    def unavailable(self) -> KubeError | None:
+        """The first failure of the API server itself (no answer, 5xx, 429) that ended a stage, if any."""
+        return self.writer.unavailable if self.writer is not None else None
+
+    @property
     def done(self) -> bool:
         return self.stopped or not self.steps
 
@@ -222,7 +234,19 @@ class Sync:
         if name == "prune":
             await prunes.prune(self)
         elif name == "record":
-            await records.record(self)
+            if not self.options.dry_run:
+                await records.record(
+                    client=self.client,
+                    ledger=self.ledger,
+                    revision=self.plan.revision,
+                    declared=[*self.plan.objects, *self.desired(stages.by_name("pools"))],
+                    origin=self.origin,
+                    changed=bool(self.changes.changed),
+                    resumed=self.resumed,
+                    waiting=self.waiting_since,
+                    keep=self.drains.kept if self.drains is not None else (),
+                    cordoned=self.drains.cordoned if self.drains is not None else 0,
+                )
         else:
             await self._stage(stages.by_name(name))
 
@@ -402,7 +426,7 @@ class Sync:
                 if change.drift and change.action in (Action.CREATED, Action.CONFIGURED) and not change.failed:
                     self._describe_repair(change, d)
                 if change.replace:
-                    writes.guard_replace(self, change)
+                    writes.guard_replace(change, origin=self.origin(d.ref.key), live=self.live.get(d.ref.key))
             await self.classify(found)
             for change in found:
                 self.wait(change)
@@ -440,13 +464,15 @@ class Sync:
             if new:
                 self.ledger.entries.update(new)
                 await self.save_progress()
-            self.applied = {}
             self.start_writing(stage.name, len(todo))
+            writer = self.writer
+            assert writer is not None
+            applied: dict[str, dict[str, Any]] = {}
             # Kinds in the stage's order, one wave each: a RoleBinding is created only after its
             # Role exists (for a non-admin applier the API server resolves the Role to check escalation).
             for kind in stage.kinds:
-                await writes.write_all(self, [(c, d) for c, d in todo if d.ref.kind == kind])
-            await writes.write_all(self, [(c, d) for c, d in todo if d.ref.kind not in stage.kinds])
+                applied |= await writer.write_all([(c, d) for c, d in todo if d.ref.kind == kind])
+            applied |= await writer.write_all([(c, d) for c, d in todo if d.ref.kind not in stage.kinds])
             if any(c.failed for c, _ in todo):
                 self.stopped = True
                 return
@@ -458,15 +484,13 @@ class Sync:
                         written=[d.ref for _, d in todo],
                         plan=self.plan,
                         timeout=self.options.health_timeout,
-                        applied=self.applied,
+                        applied=applied,
                         reader=self.reader,
                         expected=decisions.expected(c.decision for c, _ in todo),
                     )
             except healths.HealthTimeout:
                 self.stopped = True
                 raise
-            finally:
-                self.applied = {}
             if todo:
                 self.ledger.progress.done.append(stage.name)
                 await self.save_progress()
@@ -558,7 +582,7 @@ class Sync:
         return adoptions.origin(key, ledger=self.ledger.entries, live_before=self.live, handover=self.options.handover)
 
     async def save_progress(self) -> None:
-        await records.save_progress(self)
+        await records.save_progress(client=self.client, ledger=self.ledger, revision=self.plan.revision)
 
 
 _ALWAYS_CHECKED = (stages.Gate.CLASSES_PUBLISHED, stages.Gate.POOLS_APPLIED)

@@ -131,7 +131,7 @@ async def _delete(sync: Sync, change: Change, *, ours: set[str]) -> None:
                     await client.patch(change.ref, ownership.release_patch(current), field_manager=ownership.MANAGER)
                 sync.ledger.entries.pop(change.ref.key, None)
             else:
-                preconditions = await free(sync, change, live)
+                preconditions = await free(sync.client, change, live)
                 if preconditions is not None:
                     await client.delete(
                         change.ref, uid=preconditions.uid, resource_version=preconditions.resource_version

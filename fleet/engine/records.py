@@ -9,27 +9,37 @@ marked complete. Both are shielded: an interrupt never leaves the record half-wr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 import anyio
 
-from fleet.engine import drains, ledgers, stages
-
-if TYPE_CHECKING:
-    from fleet.engine.applies import Sync
+from fleet.engine import drains, ledgers, plans, stages
+from fleet.kube import Client
 
 
-async def record(sync: Sync) -> None:
-    """The record step: the declared objects, and what was not pruned, as the ledger; the run complete."""
-    if sync.options.dry_run:
-        return
-    ledger = sync.ledger
-    declared = [*sync.plan.objects, *sync.desired(stages.by_name("pools"))]
+async def record(
+    *,
+    client: Client,
+    ledger: ledgers.Ledger,
+    revision: str,
+    declared: Iterable[plans.Desired],
+    origin: Callable[[str], ledgers.Origin],
+    changed: bool,
+    resumed: bool,
+    waiting: Mapping[str, str],
+    keep: Collection[str] = (),
+    cordoned: int = 0,
+) -> None:
+    """The record step: the ``declared`` objects, and what was not pruned, as the ledger; the run complete.
+
+    ``origin`` says how fleet came to hold a newly recorded key; ``changed`` whether the run wrote
+    anything; ``waiting`` the held changes' start times; ``keep`` the changes still held, whose
+    drained nodes stay cordoned; ``cordoned`` how many nodes this run cordoned."""
     kept: dict[str, ledgers.Entry] = {}
     for d in declared:
         entry = ledger.entries.get(d.ref.key)
         if entry is None or entry.api_version != d.ref.api_version:
-            entry = ledgers.Entry(d.ref.api_version, sync.origin(d.ref.key))
+            entry = ledgers.Entry(d.ref.api_version, origin(d.ref.key))
         kept[d.ref.key] = entry
     for key, entry in ledger.entries.items():
         kept.setdefault(key, entry)  # not pruned (prune off, kept, failed): still ours to prune later
@@ -39,14 +49,12 @@ async def record(sync: Sync) -> None:
     if drained:
         # Every stage's gate passed: the changes applied are healthy, their drained nodes go back.
         with anyio.CancelScope(shield=True):
-            drained = await drains.uncordon(
-                sync.client, drained=drained, keep=sync.drains.kept if sync.drains is not None else set()
-            )
+            drained = await drains.uncordon(client, drained=drained, keep=set(keep))
     ledger.progress = ledgers.Progress(
-        revision=sync.plan.revision,
+        revision=revision,
         done=[s.name for s in stages.STAGES],
         complete=True,
-        waiting=dict(sync.waiting_since),
+        waiting=dict(waiting),
         drained=drained,
     )
     if not ledger.exists and not ledger.entries:
@@ -55,21 +63,21 @@ async def record(sync: Sync) -> None:
     # rather than write for nothing.
     progress = (
         ledger.index is None
-        or sync.resumed
-        or bool(sync.changes.changed)
+        or resumed
+        or changed
         or (before.waiting, before.drained) != (ledger.progress.waiting, ledger.progress.drained)
-        or (sync.drains is not None and sync.drains.cordoned > 0)  # saved as incomplete when it cordoned
+        or cordoned > 0  # saved as incomplete when it cordoned
     )
     with anyio.CancelScope(shield=True):
-        await ledgers.save(client=sync.client, ledger=ledger, progress=progress)
+        await ledgers.save(client=client, ledger=ledger, progress=progress)
 
 
-async def save_progress(sync: Sync) -> None:
-    """Save the ledger with this revision's progress so far (the run not complete)."""
-    sync.ledger.progress.revision = sync.plan.revision
-    sync.ledger.progress.complete = False
+async def save_progress(*, client: Client, ledger: ledgers.Ledger, revision: str) -> None:
+    """Save the ledger with ``revision``'s progress so far (the run not complete)."""
+    ledger.progress.revision = revision
+    ledger.progress.complete = False
     with anyio.CancelScope(shield=True):
-        await ledgers.save(client=sync.client, ledger=sync.ledger, progress=True)
+        await ledgers.save(client=client, ledger=ledger, progress=True)
 
 
 __all__ = ["record", "save_progress"]

@@ -4,7 +4,7 @@ Each object is written inside a shielded scope: a cancelled run (SIGTERM, lost
 leadership) finishes the object in flight rather than leave a replace half done, and
 objects not started are not started. The first failure of the API server itself (no
 answer, 5xx, 429 after the client's retries) skips the rest of the stage
-(``Sync.unavailable``). A replace deletes first, and only with the preconditions
+(``Writer.unavailable``). A replace deletes first, and only with the preconditions
 ``free`` gives: the uid fleet listed, and for a ResourceClaim the resourceVersion of a
 fresh read that found it free. Every Node write is computed from a read (the listing,
 then fresh ones) and carries its resourceVersion (``fleet.engine.nodes``), so a taint
@@ -15,19 +15,18 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.lowlevel
 
 from fleet.engine import blockers, healths, ledgers, nodes, plans, workers
 from fleet.engine.changesets import Action, Change
-from fleet.kube import KubeError, NotFound, Ref
+from fleet.kube import Client, KubeError, NotFound, Ref
 from fleet.kube.errors import UNAVAILABLE
 from fleet.telemetry import tracing
-
-if TYPE_CHECKING:
-    from fleet.engine.applies import Sync
 
 
 class Preconditions(NamedTuple):
@@ -37,82 +36,108 @@ class Preconditions(NamedTuple):
     resource_version: str | None = None
 
 
-async def write_all(sync: Sync, todo: list[tuple[Change, plans.Desired]]) -> None:
-    """Write each object concurrently (``Options.concurrency``), recording the outcome on its Change."""
-    tracer = tracing.tracer()
-
-    async def one(item: tuple[Change, plans.Desired]) -> None:
-        change, d = item
-        if sync.unavailable is not None:
-            change.action = Action.SKIPPED
-            change.reason = f"not sent: the API server is unavailable ({sync.unavailable.what})"
-            sync.written()
-            return
-        attrs = span_attributes(d.ref, change.action)
-        attrs[tracing.FIELD_MANAGER] = d.field_manager
-        with tracer.start_as_current_span("apply object", attributes=attrs) as span:
-            started = time.monotonic()
-            await anyio.lowlevel.checkpoint()
-            try:
-                with anyio.CancelScope(shield=True):
-                    await _write(sync, change, d)
-            except KubeError as err:
-                change.error = str(err)
-                span.set_attribute("error.type", type(err).__name__)
-                if isinstance(err, UNAVAILABLE) and sync.unavailable is None:
-                    sync.unavailable = err
-            change.duration = time.monotonic() - started
-            sync.written()
-
-    await workers.for_each(todo, one, concurrency=sync.options.concurrency)
+def _nothing() -> None:
+    return None
 
 
-async def _write(sync: Sync, change: Change, d: plans.Desired) -> None:
-    # As the run decided (``fleet.engine.decisions``): a team's object is written as the team.
-    decided = change.decision
-    client = (
-        sync.client.impersonating(decided.user) if decided is not None else sync.identities.client(sync.client, d.team)
-    )
-    if change.replace:
-        preconditions = await free(sync, change, sync.live.get(d.ref.key))
-        if preconditions is None:
-            return
-        with contextlib.suppress(NotFound):
-            await client.delete(
-                d.ref, uid=preconditions.uid, resource_version=preconditions.resource_version, propagation="Foreground"
-            )
-        await _gone(sync, d.ref)
-    if d.ref.kind == "Node":
-        pools = sync.plan.pools
+@dataclass
+class Writer:
+    """What sending a run's objects needs, and what the sends found (one per run, made by ``Sync``).
 
-        def body(node: dict[str, Any]) -> dict[str, Any] | None:
-            found = plans.pool_objects(pools, nodes=[node])  # None once no pool matches it
-            return found[0].obj if found else None
+    Each object goes as its decision says (``Change.decision``, ``fleet.engine.decisions``): the
+    verb reads the identity, it does not choose it."""
 
-        written = await nodes.write(client=client, ref=d.ref, body=body, listed=sync.live.get(d.ref.key))
-        if written is None:
-            change.reason = "no pool selects this Node any more (it changed since it was read)"
-        else:
-            sync.applied[d.ref.key] = healths.gate_view(written)
-    else:
-        force = sync.options.force_conflicts or d.force or change.forced
-        answer = await client.apply(d.obj, field_manager=d.field_manager, force=force)
-        sync.applied[d.ref.key] = healths.gate_view(answer)
+    client: Client
+    live: Mapping[str, dict[str, Any]]
+    """The run's listing, by key: a replace's uid, a pool Node's first read."""
+    pools: tuple[plans.PoolRule, ...] = ()
+    concurrency: int = 16
+    force: bool = False
+    """``--force-conflicts``: every apply takes the fields other managers own."""
+    timeout: float = 120.0
+    """How long a replace waits for the object it deleted to be gone (the health timeout)."""
+    sent: Callable[[], None] = _nothing
+    """Told after each object (progress)."""
+    unavailable: KubeError | None = None
+    """The first failure of the API server itself; the objects after it are not sent."""
+
+    async def write_all(self, todo: list[tuple[Change, plans.Desired]]) -> dict[str, dict[str, Any]]:
+        """Write each object concurrently, recording the outcome on its Change; the API server's answers
+        as the gates read them (``healths.gate_view``), by key: the exist gate's evidence."""
+        tracer = tracing.tracer()
+        applied: dict[str, dict[str, Any]] = {}
+
+        async def one(item: tuple[Change, plans.Desired]) -> None:
+            change, d = item
+            if self.unavailable is not None:
+                change.action = Action.SKIPPED
+                change.reason = f"not sent: the API server is unavailable ({self.unavailable.what})"
+                self.sent()
+                return
+            attrs = span_attributes(d.ref, change.action)
+            attrs[tracing.FIELD_MANAGER] = d.field_manager
+            with tracer.start_as_current_span("apply object", attributes=attrs) as span:
+                started = time.monotonic()
+                await anyio.lowlevel.checkpoint()
+                try:
+                    with anyio.CancelScope(shield=True):
+                        answer = await self._write(change, d)
+                    if answer is not None:
+                        applied[d.ref.key] = healths.gate_view(answer)
+                except KubeError as err:
+                    change.error = str(err)
+                    span.set_attribute("error.type", type(err).__name__)
+                    if isinstance(err, UNAVAILABLE) and self.unavailable is None:
+                        self.unavailable = err
+                change.duration = time.monotonic() - started
+                self.sent()
+
+        await workers.for_each(todo, one, concurrency=self.concurrency)
+        return applied
+
+    async def _write(self, change: Change, d: plans.Desired) -> dict[str, Any] | None:
+        decided = change.decision
+        client = self.client.impersonating(decided.user if decided is not None else "")
+        if change.replace:
+            preconditions = await free(self.client, change, self.live.get(d.ref.key))
+            if preconditions is None:
+                return None
+            with contextlib.suppress(NotFound):
+                await client.delete(
+                    d.ref,
+                    uid=preconditions.uid,
+                    resource_version=preconditions.resource_version,
+                    propagation="Foreground",
+                )
+            await _gone(self.client, d.ref, timeout=self.timeout)
+        if d.ref.kind == "Node":
+            pools = self.pools
+
+            def body(node: dict[str, Any]) -> dict[str, Any] | None:
+                found = plans.pool_objects(pools, nodes=[node])  # None once no pool matches it
+                return found[0].obj if found else None
+
+            written = await nodes.write(client=client, ref=d.ref, body=body, listed=self.live.get(d.ref.key))
+            if written is None:
+                change.reason = "no pool selects this Node any more (it changed since it was read)"
+            return written
+        force = self.force or d.force or change.forced
+        return await client.apply(d.obj, field_manager=d.field_manager, force=force)
 
 
-def guard_replace(sync: Sync, change: Change) -> None:
+def guard_replace(change: Change, *, origin: ledgers.Origin, live: dict[str, Any] | None) -> None:
     """A replace deletes the object: refuse it for what fleet did not create, and for claims in use."""
-    if sync.origin(change.ref.key) == ledgers.ADOPTED:
+    if origin == ledgers.ADOPTED:
         refuse(
             change,
             f"immutable fields differ, and fleet adopted this object rather than created it: replacing it "
             f"would delete it\n  hint: change the repository back, or delete {change.ref} yourself",
         )
     elif change.ref.kind == "ResourceClaim":
-        refuse(change, blockers.claim_block(change.ref, sync.live.get(change.ref.key)))
+        refuse(change, blockers.claim_block(change.ref, live))
 
 
-async def free(sync: Sync, change: Change, live: dict[str, Any] | None) -> Preconditions | None:
+async def free(client: Client, change: Change, live: dict[str, Any] | None) -> Preconditions | None:
     """The preconditions of a delete fleet may make; None (and the entry refused) for a claim in use.
 
     Always the uid fleet listed: an object recreated since by someone else is never deleted.
@@ -123,7 +148,7 @@ async def free(sync: Sync, change: Change, live: dict[str, Any] | None) -> Preco
     if change.ref.kind != "ResourceClaim":
         return Preconditions(uid=uid_of(live))
     try:
-        fresh = await sync.client.get(change.ref)
+        fresh = await client.get(change.ref)
     except NotFound:
         return Preconditions(uid=uid_of(live))
     if refuse(change, blockers.claim_block(change.ref, fresh)):
@@ -140,12 +165,12 @@ def refuse(change: Change, why: str) -> bool:
     return True
 
 
-async def _gone(sync: Sync, ref: Ref) -> None:
+async def _gone(client: Client, ref: Ref, *, timeout: float) -> None:  # noqa: ASYNC109 - the health timeout
     """Wait (bounded by the health timeout) until a replaced object is really deleted."""
-    with anyio.move_on_after(sync.options.health_timeout):
+    with anyio.move_on_after(timeout):
         while True:
             try:
-                await sync.client.get(ref)
+                await client.get(ref)
             except NotFound:
                 return
             await anyio.sleep(0.2)
@@ -165,4 +190,4 @@ def span_attributes(ref: Ref, action: Action) -> dict[str, Any]:
     }
 
 
-__all__ = ["Preconditions", "free", "guard_replace", "refuse", "span_attributes", "uid_of", "write_all"]
+__all__ = ["Preconditions", "Writer", "free", "guard_replace", "refuse", "span_attributes", "uid_of"]
