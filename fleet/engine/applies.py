@@ -232,7 +232,7 @@ class Sync:
         """Do the next step: one stage, prune, or record."""
         name = self.steps.pop(0)
         if name == "prune":
-            await prunes.prune(self)
+            await self._prune()
         elif name == "record":
             if not self.options.dry_run:
                 await records.record(
@@ -494,6 +494,48 @@ class Sync:
             if todo:
                 self.ledger.progress.done.append(stage.name)
                 await self.save_progress()
+
+    async def _prune(self) -> None:
+        """The prune step: what the ledger holds and the revision no longer declares is classed, held
+        or decided, then deleted (``--prune``), or previewed with why each would be refused."""
+        desired_keys = {d.ref.key for d in self.plan.objects}
+        desired_keys |= {d.ref.key for d in self.desired(stages.by_name("pools"))}
+        found = prunes.leftovers(ledger=self.ledger, desired_keys=desired_keys, live=self.live)
+        dry_run = self.options.dry_run
+        if self.options.prune or dry_run:  # what this prune deletes (a diff shows it as deleted)
+            await self.classify(found)
+            for change in found:
+                self.wait(change)  # a disruptive deletion waits as a disruptive write does
+        pruner = prunes.Pruner(
+            client=self.client,
+            ledger=self.ledger,
+            live=self.live,
+            identities=self.identities,
+            namespaced=self.namespaced_kinds,
+            concurrency=self.options.concurrency,
+            sent=self.written,
+        )
+        if not self.options.prune or dry_run:
+            await pruner.preview(found, dry_run=dry_run)
+            self._decide_deletions(found)
+            self.changes.entries.extend(found)
+            return
+        self._decide_deletions(found)
+        self.start_writing("prune", sum(c.action == Action.DELETED for c in found))
+        await pruner.prune(found, record=self.changes.entries.extend)
+
+    def _decide_deletions(self, found: list[Change]) -> None:
+        """The decision of each deletion: as whom (the team whose folder declared the object, from the
+        live object's team label and source; ``impersonations.origin``), held, refused or sent."""
+        for change in found:
+            team = impersonations.origin(self.live.get(change.ref.key) or {})
+            change.decision = decisions.decide(
+                action=change.action,
+                error=change.error,
+                wait=change.waiting,
+                disruption=change.disruption,
+                user=self.identities.user_of(team),
+            )
 
     async def _operator(self) -> None:
         """The operator stage: the GPU Operator Helm release (``fleet.engine.operators``), then its gate."""

@@ -11,7 +11,7 @@ controller's rights because the identity was chosen by kind.
 So the fate of a change is decided once, after its diff, its classing and its holds, and
 before anything is written, into one immutable ``Decision``:
 
-- ``verdict``: ``write`` (create, configure), ``hold`` (a disruptive change waiting for the
+- ``verdict``: ``write`` (create, configure, delete or release), ``hold`` (a disruptive change waiting for the
   wave, the window or the jobs: ``wait`` says for what and until when), ``refuse`` (a safety
   refusal or an error: the entry says why) or ``leave`` (nothing to do: unchanged, reported
   drift, a freeze);
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from fleet.engine.waits import Wait
 
 Verdict = Literal["write", "hold", "refuse", "leave"]
-WRITTEN = ("created", "configured")
+WRITTEN = ("created", "configured", "deleted")
+"""The actions that send a write (a deletion, or a release of what fleet set, included)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +57,7 @@ class Decision:
     """With ``hold``: what the change waits for, and until when."""
     disruption: Disruption | None = None
     expected: Mapping[str, Any] | None = None
-    """With ``write``: the object the run writes, which the health gates verify."""
+    """With ``write``: the object the run writes, which the health gates verify (None for a deletion)."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"verdict": self.verdict, "as": self.user or "fleet"}

@@ -13,12 +13,15 @@ and pruning stops after its stage. Within a stage, deletes run concurrently.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from fleet.engine import (
     blockers,
     deletions,
     impersonations,
+    ledgers,
     nodes,
     operators,
     ownership,
@@ -27,62 +30,127 @@ from fleet.engine import (
     workers,
 )
 from fleet.engine.changesets import Action, Change
+from fleet.engine.listings import LiveIndex
 from fleet.engine.writes import free, refuse, span_attributes, uid_of
-from fleet.kube import KubeError, NotFound
+from fleet.kube import Client, Kind, KubeError, NotFound
 from fleet.telemetry import tracing
 
-if TYPE_CHECKING:
-    from fleet.engine.applies import Sync
+
+def _nothing() -> None:
+    return None
 
 
-async def prune(sync: Sync) -> None:
-    """The prune step: plan the deletions; delete them (``--prune``), or say why each would be refused."""
-    desired_keys = {d.ref.key for d in sync.plan.objects}
-    desired_keys |= {d.ref.key for d in sync.desired(stages.by_name("pools"))}
-    stage_of = {kind: s.name for s in stages.STAGES for kind in s.kinds}
-    found = deletions.planned(ledger=sync.ledger.entries, desired_keys=desired_keys, live=sync.live, stage_of=stage_of)
-    order = {s.name: i for i, s in enumerate(stages.prune_order())}
-    found.sort(key=lambda c: (order.get(c.stage, 0), c.ref))
-    for key in [k for k in sync.ledger.entries if k not in desired_keys and k not in sync.live]:
-        sync.ledger.entries.pop(key)  # deleted outside fleet: only the record was left
-    dry_run = sync.options.dry_run
-    if sync.options.prune or dry_run:  # what this prune deletes (a diff shows it as deleted)
-        await sync.classify(found)
-        for change in found:
-            sync.wait(change)  # a disruptive deletion waits as a disruptive write does
-    ours = deleted_keys(found)
-    if not sync.options.prune or dry_run:
+@dataclass
+class Pruner:
+    """What deleting a run's leftovers needs (one per run, made by ``Sync``)."""
+
+    client: Client
+    ledger: ledgers.Ledger
+    """The run's ledger: an entry deleted (or found gone) is dropped from it."""
+    live: Mapping[str, dict[str, Any]]
+    identities: impersonations.Identities
+    namespaced: Callable[[], Awaitable[list[Kind]]]
+    """The namespaced kinds to list before deleting a namespace (discovered once per run)."""
+    concurrency: int = 16
+    sent: Callable[[], None] = _nothing
+
+    async def blocked(self, change: Change, *, ours: set[str]) -> str:
+        """Why this deletion may not be made ("" when it may), from the run's listing and live reads."""
+        ref = change.ref
+        if ref.kind == "ResourceClaim":
+            return blockers.claim_block(ref, self.live.get(ref.key))
+        if ref.kind == "Node":
+            return await operators.pool_node_blocked(self.client, node=ref.name)
+        if ref.kind == "Namespace":
+            return await blockers.namespace_block(
+                client=self.client, namespace=ref.name, kinds=await self.namespaced(), ours=ours
+            )
+        return ""
+
+    async def preview(self, found: list[Change], *, dry_run: bool) -> None:
+        """Without ``--prune`` (or in a dry run): say what each deletion would do, or why it would be refused."""
+        ours = deleted_keys(found)
         for change in found:
             if not dry_run and change.action == Action.DELETED:
                 change.action = Action.SKIPPED
                 change.reason = "no longer declared; not pruned (--prune not given)"
             elif change.action == Action.DELETED and guarded(change):
-                refuse(change, await blocked(sync, change, ours=ours))
-        sync.changes.entries.extend(found)
-        return
-    with tracing.tracer().start_as_current_span("prune") as span:
-        span.set_attribute("fleet.deletions", sum(c.action == Action.DELETED for c in found))
+                refuse(change, await self.blocked(change, ours=ours))
 
-        async def delete(change: Change) -> None:
-            await _delete(sync, change, ours=ours)
-            sync.written()
+    async def prune(self, found: list[Change], *, record: Callable[[list[Change]], None]) -> None:
+        """Delete ``found`` one stage at a time in prune order (claims before the classes they name,
+        namespaces last), concurrently within a stage; a failure stops pruning after its stage.
+        ``record`` is given each stage's entries as it starts."""
+        ours = deleted_keys(found)
+        with tracing.tracer().start_as_current_span("prune") as span:
+            span.set_attribute("fleet.deletions", sum(c.action == Action.DELETED for c in found))
 
-        sync.start_writing("prune", sum(c.action == Action.DELETED for c in found))
-        # One stage at a time, in prune order (claims before the classes they name, namespaces
-        # last); within a stage, deletes run concurrently. A failure stops pruning after its stage.
-        failed = ""
-        for stage in stages.prune_order():
-            here = [c for c in found if (c.stage or "claims") == stage.name]
-            sync.changes.entries.extend(here)
-            deleting = [c for c in here if c.action == Action.DELETED]
-            if failed:
-                for change in deleting:
-                    change.action = Action.SKIPPED
-                    change.reason = f"not pruned: pruning stage {failed} failed"
-                continue
-            await workers.for_each(deleting, delete, concurrency=sync.options.concurrency)
-            if any(c.failed for c in deleting):
-                failed = stage.name
+            async def delete(change: Change) -> None:
+                await self._delete(change, ours=ours)
+                self.sent()
+
+            failed = ""
+            for stage in stages.prune_order():
+                here = [c for c in found if (c.stage or "claims") == stage.name]
+                record(here)
+                deleting = [c for c in here if c.action == Action.DELETED]
+                if failed:
+                    for change in deleting:
+                        change.action = Action.SKIPPED
+                        change.reason = f"not pruned: pruning stage {failed} failed"
+                    continue
+                await workers.for_each(deleting, delete, concurrency=self.concurrency)
+                if any(c.failed for c in deleting):
+                    failed = stage.name
+
+    async def _delete(self, change: Change, *, ours: set[str]) -> None:
+        started = time.monotonic()
+        live = self.live.get(change.ref.key)
+        decided = change.decision
+        # As decided: what a team's folder declared is pruned as the team, whatever its kind; its
+        # Namespace, Role and ServiceAccount (tenancy, rendered from its team.yaml) are the platform's.
+        client = self.client.impersonating(decided.user) if decided is not None else self.client
+        entries = self.ledger.entries
+        attributes = span_attributes(change.ref, change.action)
+        attributes[tracing.STAGE] = change.stage or "claims"
+        with tracing.tracer().start_as_current_span("apply object", attributes=attributes):
+            try:
+                if guarded(change) and refuse(change, await self.blocked(change, ours=ours)):
+                    pass
+                elif change.release and change.ref.kind == "Node":
+                    ref = change.ref
+                    await nodes.write(client=client, ref=ref, body=lambda node: plans.release(ref, live=node))
+                    entries.pop(change.ref.key, None)
+                elif change.release:
+                    current = await client.get(change.ref)
+                    if uid_of(current) == uid_of(live):  # else someone recreated it since: not the object fleet adopted
+                        patch = ownership.release_patch(current)
+                        await client.patch(change.ref, patch, field_manager=ownership.MANAGER)
+                    entries.pop(change.ref.key, None)
+                else:
+                    preconditions = await free(self.client, change, live)
+                    if preconditions is not None:
+                        await client.delete(
+                            change.ref, uid=preconditions.uid, resource_version=preconditions.resource_version
+                        )
+                        entries.pop(change.ref.key, None)
+            except NotFound:
+                entries.pop(change.ref.key, None)
+            except KubeError as err:
+                change.error = str(err)
+        change.duration = time.monotonic() - started
+
+
+def leftovers(*, ledger: ledgers.Ledger, desired_keys: set[str], live: LiveIndex) -> list[Change]:
+    """What the ledger holds and the revision no longer declares, in prune order; ledger entries of
+    objects deleted outside fleet (only the record was left) are dropped from ``ledger``."""
+    stage_of = {kind: s.name for s in stages.STAGES for kind in s.kinds}
+    found = deletions.planned(ledger=ledger.entries, desired_keys=desired_keys, live=live, stage_of=stage_of)
+    order = {s.name: i for i, s in enumerate(stages.prune_order())}
+    found.sort(key=lambda c: (order.get(c.stage, 0), c.ref))
+    for key in [k for k in ledger.entries if k not in desired_keys and k not in live]:
+        ledger.entries.pop(key)
+    return found
 
 
 def deleted_keys(found: list[Change]) -> set[str]:
@@ -95,53 +163,4 @@ def guarded(change: Change) -> bool:
     return not change.release or change.ref.kind == "Node"
 
 
-async def blocked(sync: Sync, change: Change, *, ours: set[str]) -> str:
-    """Why this deletion may not be made ("" when it may), from the run's listing and live reads."""
-    ref = change.ref
-    if ref.kind == "ResourceClaim":
-        return blockers.claim_block(ref, sync.live.get(ref.key))
-    if ref.kind == "Node":
-        return await operators.pool_node_blocked(sync.client, node=ref.name)
-    if ref.kind == "Namespace":
-        return await blockers.namespace_block(
-            client=sync.client, namespace=ref.name, kinds=await sync.namespaced_kinds(), ours=ours
-        )
-    return ""
-
-
-async def _delete(sync: Sync, change: Change, *, ours: set[str]) -> None:
-    started = time.monotonic()
-    live = sync.live.get(change.ref.key)
-    # What a team's folder declared is pruned as the team, whatever its kind; its Namespace, Role and
-    # ServiceAccount (tenancy, rendered from its team.yaml) are the platform's.
-    client = sync.identities.client(sync.client, impersonations.origin(live or {}))
-    attributes = span_attributes(change.ref, change.action)
-    attributes[tracing.STAGE] = change.stage or "claims"
-    with tracing.tracer().start_as_current_span("apply object", attributes=attributes):
-        try:
-            if guarded(change) and refuse(change, await blocked(sync, change, ours=ours)):
-                pass
-            elif change.release and change.ref.kind == "Node":
-                ref = change.ref
-                await nodes.write(client=client, ref=ref, body=lambda node: plans.release(ref, live=node))
-                sync.ledger.entries.pop(change.ref.key, None)
-            elif change.release:
-                current = await client.get(change.ref)
-                if uid_of(current) == uid_of(live):  # else someone recreated it since: not the object fleet adopted
-                    await client.patch(change.ref, ownership.release_patch(current), field_manager=ownership.MANAGER)
-                sync.ledger.entries.pop(change.ref.key, None)
-            else:
-                preconditions = await free(sync.client, change, live)
-                if preconditions is not None:
-                    await client.delete(
-                        change.ref, uid=preconditions.uid, resource_version=preconditions.resource_version
-                    )
-                    sync.ledger.entries.pop(change.ref.key, None)
-        except NotFound:
-            sync.ledger.entries.pop(change.ref.key, None)
-        except KubeError as err:
-            change.error = str(err)
-    change.duration = time.monotonic() - started
-
-
-__all__ = ["blocked", "deleted_keys", "guarded", "prune"]
+__all__ = ["Pruner", "deleted_keys", "guarded", "leftovers"]
