@@ -33,7 +33,7 @@ from pathlib import Path
 import anyio
 
 from fleet import helm, hosts, kube
-from fleet.controller import controllers, leaders, servers, settings, startups
+from fleet.controller import controllers, leaders, servers, settings, startups, statuses
 from fleet.controller.metrics import Metrics
 from fleet.engine import plancaches
 from fleet.errors import FleetError
@@ -119,10 +119,8 @@ def build(config: settings.Settings, *, client: kube.Client, metrics: Metrics) -
         store=store,
         poster=_poster(config, metrics),
         reader=_reader(config),
+        spec=statuses.Spec(repository=source.where, ref=config.ref, path=config.path),
     )
-    ctl.report.repository = source.where
-    ctl.report.ref = config.ref
-    ctl.report.path = config.path
     return ctl
 
 

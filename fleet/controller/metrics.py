@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily
@@ -58,11 +59,28 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from fleet import builds
-from fleet.controller import statuses
+from fleet.controller import sections, statuses
 from fleet.engine.changesets import Action, ChangeSet
 
 _WRITTEN = frozenset({Action.CREATED, Action.CONFIGURED, Action.DELETED})
 _DURATIONS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+@dataclass
+class Stats:
+    """Counters of one controller that tests and benchmarks read (plain numbers, no registry)."""
+
+    reconciles: int = 0
+    finished: int = 0
+    """Reconciles that returned (``reconciles - finished`` is the one running now, if any)."""
+    fetches: int = 0
+    fetch_errors: int = 0
+    plans: int = 0
+    loop_lag: float = 0.0
+    max_loop_lag: float = 0.0
+    last_reasons: tuple[str, ...] = ()
+    gc_frozen: int = 0
+    """Objects out of the collector's sight (``heaps``) at the last sweep."""
 
 
 class Metrics:
@@ -192,7 +210,7 @@ class Metrics:
             if entry.drift:
                 self.drift.labels(stage=entry.stage).inc()
                 if entry.action in (Action.CREATED, Action.CONFIGURED) and not entry.failed:
-                    self.repaired.labels(stage=entry.stage, manager=statuses.manager_of(entry) or "unknown").inc()
+                    self.repaired.labels(stage=entry.stage, manager=sections.manager_of(entry) or "unknown").inc()
             if not entry.failed and entry.action in _WRITTEN:
                 self.objects.labels(stage=entry.stage, action=str(entry.action)).inc()
             if entry.operator is not None and entry.operator.remedied:
@@ -206,7 +224,7 @@ class Metrics:
         cluster = report.cluster
         self.ready.labels(cluster=cluster).set(1 if statuses.is_ready(report) else 0)
         self.stalled.labels(cluster=cluster).set(1 if statuses.is_stalled(report) else 0)
-        self.source_reachable.labels(cluster=cluster).set(1 if report.source_reachable else 0)
+        self.source_reachable.labels(cluster=cluster).set(1 if report.source.reachable else 0)
 
     def render(self, *, accept: str = "") -> tuple[bytes, str]:
         """The exposition for an ``Accept`` header (Prometheus text, or OpenMetrics if asked): body, content type."""
@@ -227,4 +245,4 @@ class _CacheSizes(Collector):
         yield family
 
 
-__all__ = ["Metrics"]
+__all__ = ["Metrics", "Stats"]

@@ -96,7 +96,7 @@ def test_the_status_gauges_follow_the_report_as_the_fleetsync_does() -> None:
 
     report.attempted = "def"
     report.findings = (Finding(location=Location("fleet.yaml"), rule="schema", message="bad"),)
-    report.source_reachable = False
+    report.source.reachable = False
     metrics.record_report(report)
     found = values(metrics)
     assert found[("fleet_ready", (("cluster", "c"),))] == 0
