@@ -446,7 +446,7 @@ def _repairs(ctl: controllers.Controller) -> float:
     return float(
         sum(
             sample.value
-            for metric in ctl.metrics.repaired.collect()
+            for metric in ctl.metrics.reconciles.repaired.collect()
             for sample in metric.samples
             if sample.name.endswith("_total")
         )

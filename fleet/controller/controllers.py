@@ -193,7 +193,7 @@ class Controller:
             heaps.sweep()  # the one full collection per period (see heaps)
             heaps.trim()
             self.stats.gc_frozen = heaps.frozen()  # walks the frozen list: not on every tick, nor at each scrape
-            self.metrics.gc_frozen.set(self.stats.gc_frozen)
+            self.metrics.loop.gc_frozen.set(self.stats.gc_frozen)
             self.queue.add(self.key, reason="resync")
 
     async def _lag(self) -> None:
@@ -209,9 +209,9 @@ class Controller:
             lag = max(0.0, time.monotonic() - start - self.options.lag_interval)
             self.stats.loop_lag = lag
             self.stats.max_loop_lag = max(self.stats.max_loop_lag, lag)
-            self.metrics.loop_lag.set(lag)
-            self.metrics.queue_depth.set(len(self.queue))
-            self.metrics.leader.set(1 if self.leader.leading else 0)
+            self.metrics.loop.loop_lag.set(lag)
+            self.metrics.loop.queue_depth.set(len(self.queue))
+            self.metrics.loop.leader.set(1 if self.leader.leading else 0)
 
     def _on_resume(self, kind: Kind) -> None:
         """A watch got an answer after failures: if reconciles failed meanwhile, retry now, not after their backoff."""

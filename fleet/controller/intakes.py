@@ -108,7 +108,7 @@ class Intake:
             checkout = await self.source.sync(collect=False)
         except FleetError as err:
             self.stats.fetch_errors += 1
-            self.metrics.fetch_errors.labels(reason=getattr(err, "reason", "error")).inc()
+            self.metrics.git.fetch_errors.labels(reason=getattr(err, "reason", "error")).inc()
             logger.warning("git fetch failed: %s", err)
             first = str(err).splitlines()[0]
             if source.reachable or source.error != first:
@@ -118,7 +118,7 @@ class Intake:
                 self.queue.add(self.key, reason="source unreachable")
             return
         finally:
-            self.metrics.fetch_duration.observe(time.monotonic() - started)
+            self.metrics.git.fetch_duration.observe(time.monotonic() - started)
         if not source.reachable:
             source.reachable, source.error, source.reason = True, "", ""
             self.queue.add(self.key, reason="source reachable again")

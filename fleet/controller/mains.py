@@ -137,7 +137,7 @@ def _poster(config: settings.Settings, metrics: Metrics) -> hosts.Poster | None:
         target=where,
         token_file=config.commit_status_token_file,
         ca_file=config.git_ca_file,
-        on_result=lambda result: metrics.commit_status_posts.labels(result=result).inc(),
+        on_result=lambda result: metrics.git.commit_status_posts.labels(result=result).inc(),
     )
 
 

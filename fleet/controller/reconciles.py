@@ -160,7 +160,7 @@ class Reconciler:
                 started = time.monotonic()
                 ok = await self.reconcile(reasons=item.reasons)
                 result = "invalid" if self.report.findings else ("success" if ok else "failed")
-                self.metrics.reconcile_duration.labels(result=result).observe(time.monotonic() - started)
+                self.metrics.reconciles.reconcile_duration.labels(result=result).observe(time.monotonic() - started)
             finally:
                 self.stats.finished += 1
                 self.queue.done(item.key)

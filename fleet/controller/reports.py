@@ -80,11 +80,11 @@ class Reporter:
         )
         if outcome.started:
             self.report.frozen = sections.frozen_of(outcome.frozen)
-            self.metrics.frozen.set(len(self.report.frozen))
+            self.metrics.reconciles.frozen.set(len(self.report.frozen))
         self.report.error = str(outcome.error) if outcome.error is not None else ""
         if outcome.unavailable is None and outcome.complete:
             self.report.applied = revision
-            self.metrics.last_success.set(time.time())
+            self.metrics.reconciles.last_success.set(time.time())
 
     def record_operator(self, plan: engine.Plan, changes: engine.ChangeSet, *, refused: engine.Change | None) -> float:
         """Keep the operator release's entry for status; the seconds until a node would become stuck (0: none).

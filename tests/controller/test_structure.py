@@ -17,6 +17,10 @@ from tests.paths import ROOT
 PACKAGE = ROOT / "fleet" / "controller"
 MAX_LINES = 400
 MAX_FIELDS = 15
+FLAG_TABLES = {"settings.py": "Settings"}
+"""Classes exempt from ``MAX_FIELDS``: ``settings.Settings`` is the flag table, one field per flag and
+``FLEET_*`` variable, whose flat names are what an operator writes; grouping its fields would rename
+the variables (pydantic-settings nests them as ``FLEET_GROUP__NAME``)."""
 
 
 def modules() -> list[Path]:
@@ -65,7 +69,7 @@ def test_no_controller_class_has_more_than_15_fields() -> None:
         f"{p.relative_to(ROOT)}:{cls.lineno} {cls.name}": len(found)
         for p in modules()
         for cls in classes(p)
-        if len(found := fields(cls)) > MAX_FIELDS
+        if FLAG_TABLES.get(p.name) != cls.name and len(found := fields(cls)) > MAX_FIELDS
     }
     assert not big, f"group state into a small dataclass per concern: {big}"
 
