@@ -28,7 +28,8 @@ def modules() -> list[Path]:
 
 
 def fields(cls: ast.ClassDef) -> set[str]:
-    """Annotated names in the class body (dataclass fields, ``ClassVar`` aside) and ``self.x`` set in its methods."""
+    """Annotated names in the class body (dataclass fields, ``ClassVar`` aside) and ``self.x`` set in its methods
+    (``self.x.y = ...`` sets a field of ``x``'s, not of this class)."""
     names: set[str] = set()
     for node in cls.body:
         annotated = isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
@@ -43,10 +44,14 @@ def fields(cls: ast.ClassDef) -> set[str]:
                 targets = list(node.targets)
             elif isinstance(node, ast.AnnAssign | ast.AugAssign):
                 targets = [node.target]
-            for target in targets:
-                for leaf in ast.walk(target):
-                    if isinstance(leaf, ast.Attribute) and isinstance(leaf.value, ast.Name) and leaf.value.id == "self":
-                        names.add(leaf.attr)
+            while targets:
+                target = targets.pop()
+                if isinstance(target, ast.Tuple | ast.List):
+                    targets.extend(target.elts)
+                elif isinstance(target, ast.Starred):
+                    targets.append(target.value)
+                elif isinstance(target, ast.Attribute) and ast.unparse(target.value) == "self":
+                    names.add(target.attr)
     return names
 
 
@@ -90,6 +95,8 @@ class A:
     async def later(self) -> None:
         self.w += 1
         self.t, self.s = 1, 2
+        self.w.inner = 5
+        self.v.deeper.still = 6
 """
     cls = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef))
     assert fields(cls) == {"x", "y", "w", "v", "t", "s"}
