@@ -288,7 +288,7 @@ class Reconciler:
         self.unavailable = outcome.unavailable
         changes = outcome.changes
         recheck = self.reporter.record_operator(plan, changes, refused=outcome.refused)
-        if recheck:
+        if recheck is not None:
             self.queue.add_after(
                 self.options.cluster, delay=recheck, reason="driver upgrade: a node reaches driverStateTimeout"
             )

@@ -86,8 +86,10 @@ class Reporter:
             self.report.applied = revision
             self.metrics.reconciles.last_success.set(time.time())
 
-    def record_operator(self, plan: engine.Plan, changes: engine.ChangeSet, *, refused: engine.Change | None) -> float:
-        """Keep the operator release's entry for status; the seconds until a node would become stuck (0: none).
+    def record_operator(
+        self, plan: engine.Plan, changes: engine.ChangeSet, *, refused: engine.Change | None
+    ) -> float | None:
+        """Keep the operator release's entry for status; the seconds until a node would become stuck (None: none).
 
         A run that stopped before the operator stage (or skipped it, done before a restart)
         leaves the last entry in place: the release did not change since.
@@ -101,7 +103,7 @@ class Reporter:
         deadline = seen.next_deadline() if seen is not None else None
         if seen is not None and deadline is not None:
             return (deadline - seen.checked).total_seconds() + 1.0
-        return 0.0
+        return None
 
     async def announce(self, changes: engine.ChangeSet) -> None:
         """The run's Events: what it did, drift and conflicts once each, its error, nodes newly stuck."""
