@@ -414,9 +414,9 @@ async def run(
             seen: set[int] = set()
             parts_mib = {  # in this order: what a part shares with an earlier one counts there
                 "watch cache (live objects)": retained_mib(ctl.cache.objects, seen=seen),
-                "parsed repository and memos (LoadCache)": retained_mib(ctl.loads, seen=seen),
-                "plan of the enforced revision": retained_mib(ctl.good, seen=seen),
-                "unchanged-object memo (Settled)": retained_mib(ctl.memory.settled, seen=seen),
+                "parsed repository and memos (LoadCache)": retained_mib(ctl.reconciler.plans.loads, seen=seen),
+                "plan of the enforced revision": retained_mib(ctl.reconciler.plans.good, seen=seen),
+                "unchanged-object memo (Settled)": retained_mib(ctl.reconciler.memory.settled, seen=seen),
             }
             print("  retained by the controller's long-lived parts (object sizes, no allocator overhead): "
                   + ", ".join(f"{k} {v:.0f} MiB" for k, v in parts_mib.items()))  # fmt: skip
@@ -446,7 +446,7 @@ def _repairs(ctl: controllers.Controller) -> float:
     return float(
         sum(
             sample.value
-            for metric in ctl.metrics.repaired.collect()
+            for metric in ctl.metrics.reconciles.repaired.collect()
             for sample in metric.samples
             if sample.name.endswith("_total")
         )

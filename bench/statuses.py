@@ -92,9 +92,9 @@ async def run(sb: Sandbox, root: Path, *, objects: int, rounds: int, latency: fl
                 for poster in posters.values():
                     tg.start_soon(poster.run)
                 await ctl.cache.wait_synced()
-                await ctl.fetch()
+                await ctl.intake.fetch()
                 started = time.monotonic()
-                assert await ctl.reconcile(), "the initial apply failed"
+                assert await ctl.reconciler.reconcile(), "the initial apply failed"
                 print(f"  initial apply of {count} objects: {time.monotonic() - started:.1f} s", flush=True)
                 ways = ("without", "with", "beside")
                 timings: dict[str, list[float]] = {way: [] for way in ways}
@@ -106,11 +106,11 @@ async def run(sb: Sandbox, root: Path, *, objects: int, rounds: int, latency: fl
                                         if "bench/round" not in text else
                                         text.replace(f"r{i - 1}", f"r{i}"))  # fmt: skip
                     revision = push(work, f"round {i}")
-                    await ctl.fetch()
-                    assert ctl.checkout is not None and ctl.checkout.revision == revision
-                    ctl.poster = posters.get(way)
+                    await ctl.intake.fetch()
+                    assert ctl.intake.checkout is not None and ctl.intake.checkout.revision == revision
+                    ctl.reconciler.reporter.poster = posters.get(way)
                     began = time.perf_counter()
-                    ok = await ctl.reconcile()
+                    ok = await ctl.reconciler.reconcile()
                     timings[way].append(time.perf_counter() - began)
                     assert ok, f"round {i} failed: {ctl.report.error}"
                     with anyio.fail_after(60):

@@ -33,7 +33,7 @@ from pathlib import Path
 import anyio
 
 from fleet import helm, hosts, kube
-from fleet.controller import controllers, leaders, servers, settings, startups
+from fleet.controller import controllers, leaders, servers, settings, startups, statuses
 from fleet.controller.metrics import Metrics
 from fleet.engine import plancaches
 from fleet.errors import FleetError
@@ -119,10 +119,8 @@ def build(config: settings.Settings, *, client: kube.Client, metrics: Metrics) -
         store=store,
         poster=_poster(config, metrics),
         reader=_reader(config),
+        spec=statuses.Spec(repository=source.where, ref=config.ref, path=config.path),
     )
-    ctl.report.repository = source.where
-    ctl.report.ref = config.ref
-    ctl.report.path = config.path
     return ctl
 
 
@@ -139,7 +137,7 @@ def _poster(config: settings.Settings, metrics: Metrics) -> hosts.Poster | None:
         target=where,
         token_file=config.commit_status_token_file,
         ca_file=config.git_ca_file,
-        on_result=lambda result: metrics.commit_status_posts.labels(result=result).inc(),
+        on_result=lambda result: metrics.git.commit_status_posts.labels(result=result).inc(),
     )
 
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily
@@ -58,19 +59,34 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from fleet import builds
-from fleet.controller import statuses
+from fleet.controller import sections, statuses
 from fleet.engine.changesets import Action, ChangeSet
 
 _WRITTEN = frozenset({Action.CREATED, Action.CONFIGURED, Action.DELETED})
 _DURATIONS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
-class Metrics:
-    """Every instrument of one controller, in its own registry."""
+@dataclass
+class Stats:
+    """Counters of one controller that tests and benchmarks read (plain numbers, no registry)."""
 
-    def __init__(self, *, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
-        r = self.registry
+    reconciles: int = 0
+    finished: int = 0
+    """Reconciles that returned (``reconciles - finished`` is the one running now, if any)."""
+    fetches: int = 0
+    fetch_errors: int = 0
+    plans: int = 0
+    loop_lag: float = 0.0
+    max_loop_lag: float = 0.0
+    last_reasons: tuple[str, ...] = ()
+    gc_frozen: int = 0
+    """Objects out of the collector's sight (``heaps``) at the last sweep."""
+
+
+class ReconcileMetrics:
+    """What reconciles did: their durations, the objects written, drift, held changes."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
         self.reconcile_duration = Histogram(
             "fleet_reconcile_duration_seconds",
             "Duration of one reconcile, by result.",
@@ -114,6 +130,18 @@ class Metrics:
             "Unix time of the last reconcile that applied a revision completely.",
             registry=r,
         )
+        self.helm_remediations = Counter(
+            "fleet_helm_remediations_total",
+            "Failed helm installs or upgrades of the GPU Operator that spec.remediation acted on "
+            "(rolled back, uninstalled, retried), and releases recovered from pending-*.",
+            registry=r,
+        )
+
+
+class GitMetrics:
+    """What the controller exchanged with the git host: fetches, webhooks, commit statuses."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
         self.fetch_duration = Histogram(
             "fleet_git_fetch_duration_seconds",
             "Duration of one git fetch and checkout.",
@@ -126,6 +154,25 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.webhook_requests = Counter(
+            "fleet_webhook_requests_total",
+            "Webhook requests, by result (accepted, ignored, unauthorized, replayed, too-large...).",
+            ["result"],
+            registry=r,
+        )
+        self.commit_status_posts = Counter(
+            "fleet_commit_status_posts_total",
+            "Commit statuses handed to the git host, by result (posted, unchanged, dropped, or an attempt's "
+            "error: rate-limited, unreachable, unauthorized, forbidden, not-found, invalid, error).",
+            ["result"],
+            registry=r,
+        )
+
+
+class LoopMetrics:
+    """The loop itself: the queue, the lag of its timers, the Lease, the collector."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
         self.queue_depth = Gauge("fleet_queue_depth", "Items waiting in the work queue.", registry=r)
         self.loop_lag = Gauge(
             "fleet_loop_lag_seconds",
@@ -138,20 +185,12 @@ class Metrics:
             "Long-lived objects moved out of the cyclic collector's sight (fleet.controller.heaps).",
             registry=r,
         )
-        self.webhook_requests = Counter(
-            "fleet_webhook_requests_total",
-            "Webhook requests, by result (accepted, ignored, unauthorized, replayed, too-large...).",
-            ["result"],
-            registry=r,
-        )
 
-        self.commit_status_posts = Counter(
-            "fleet_commit_status_posts_total",
-            "Commit statuses handed to the git host, by result (posted, unchanged, dropped, or an attempt's "
-            "error: rate-limited, unreachable, unauthorized, forbidden, not-found, invalid, error).",
-            ["result"],
-            registry=r,
-        )
+
+class StatusMetrics:
+    """The FleetSync's conditions as numbers an alert can wait on (``record_report``)."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
         self.ready = Gauge(
             "fleet_ready",
             "1 while the FleetSync is Ready (the newest revision applied completely), else 0.",
@@ -170,12 +209,18 @@ class Metrics:
             ["cluster"],
             registry=r,
         )
-        self.helm_remediations = Counter(
-            "fleet_helm_remediations_total",
-            "Failed helm installs or upgrades of the GPU Operator that spec.remediation acted on "
-            "(rolled back, uninstalled, retried), and releases recovered from pending-*.",
-            registry=r,
-        )
+
+
+class Metrics:
+    """Every instrument of one controller, in its own registry, grouped by the concern that sets it."""
+
+    def __init__(self, *, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.reconciles = ReconcileMetrics(r)
+        self.git = GitMetrics(r)
+        self.loop = LoopMetrics(r)
+        self.status = StatusMetrics(r)
         build = builds.current()
         Info("fleet_build", "The version and git commit of this fleet-controller.", registry=r).info(
             {"version": build.version, "revision": build.revision}
@@ -188,25 +233,26 @@ class Metrics:
     def record_changeset(self, changeset: ChangeSet) -> None:
         """Count the written entries of a ChangeSet (created, configured, deleted; failures are not counted),
         drift, and the operator release's remediations."""
+        counts = self.reconciles
         for entry in changeset.entries:
             if entry.drift:
-                self.drift.labels(stage=entry.stage).inc()
+                counts.drift.labels(stage=entry.stage).inc()
                 if entry.action in (Action.CREATED, Action.CONFIGURED) and not entry.failed:
-                    self.repaired.labels(stage=entry.stage, manager=statuses.manager_of(entry) or "unknown").inc()
+                    counts.repaired.labels(stage=entry.stage, manager=sections.manager_of(entry) or "unknown").inc()
             if not entry.failed and entry.action in _WRITTEN:
-                self.objects.labels(stage=entry.stage, action=str(entry.action)).inc()
+                counts.objects.labels(stage=entry.stage, action=str(entry.action)).inc()
             if entry.operator is not None and entry.operator.remedied:
-                self.helm_remediations.inc()
+                counts.helm_remediations.inc()
         held = collections.Counter(e.waiting.on for e in changeset.entries if e.waiting is not None)
         for on in ("wave", "window", "claims"):
-            self.waiting.labels(waits_for=on).set(held[on])
+            counts.waiting.labels(waits_for=on).set(held[on])
 
     def record_report(self, report: statuses.Report) -> None:
         """Set ``fleet_ready``, ``fleet_stalled`` and ``fleet_source_reachable`` from what the status shows."""
         cluster = report.cluster
-        self.ready.labels(cluster=cluster).set(1 if statuses.is_ready(report) else 0)
-        self.stalled.labels(cluster=cluster).set(1 if statuses.is_stalled(report) else 0)
-        self.source_reachable.labels(cluster=cluster).set(1 if report.source_reachable else 0)
+        self.status.ready.labels(cluster=cluster).set(1 if statuses.is_ready(report) else 0)
+        self.status.stalled.labels(cluster=cluster).set(1 if statuses.is_stalled(report) else 0)
+        self.status.source_reachable.labels(cluster=cluster).set(1 if report.source.reachable else 0)
 
     def render(self, *, accept: str = "") -> tuple[bytes, str]:
         """The exposition for an ``Accept`` header (Prometheus text, or OpenMetrics if asked): body, content type."""
@@ -227,4 +273,4 @@ class _CacheSizes(Collector):
         yield family
 
 
-__all__ = ["Metrics"]
+__all__ = ["GitMetrics", "LoopMetrics", "Metrics", "ReconcileMetrics", "Stats", "StatusMetrics"]

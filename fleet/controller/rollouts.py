@@ -37,7 +37,7 @@ from fleet.engine import waits
 from fleet.engine.plans import ChangeRules
 
 CONTEXT = "fleet/{cluster}"
-"""The commit status context each cluster's controller posts (``controllers.Controller._notify``)."""
+"""The commit status context each cluster's controller posts (``reports.Reporter.notify``)."""
 
 
 def context_of(cluster: str) -> str:

@@ -115,7 +115,7 @@ def build(
 
     async def webhook(request: Request) -> Response:
         verdict = await _receive(request, secret=secret, ref=ref, deliveries=seen)
-        metrics.webhook_requests.labels(result=verdict.result).inc()
+        metrics.git.webhook_requests.labels(result=verdict.result).inc()
         if verdict.ref is not None:
             on_push(verdict.ref)
         client = request.client.host if request.client else "?"

@@ -54,7 +54,7 @@ async def test_caches_stay_flat_while_managed_objects_churn(
         await eventually(functools.partial(_applied, ctl, revision), what="the first commit applied")
         nodes = [n["metadata"]["name"] for n in _pool_nodes(sandbox, pool)]
         assert len(nodes) == 2
-        declared = len(ctl.good.objects) + len(nodes) if ctl.good else 0
+        declared = len(good.objects) + len(nodes) if (good := ctl.reconciler.plans.good) else 0
         before = cache_entries(ctl)
         assert before["settled"] >= len(nodes), "the pool Nodes' answers are remembered"
         for i in range(CHURNS):

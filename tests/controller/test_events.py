@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fleet.controller.controllers import declared_shape
+from fleet.controller.intakes import declared_shape
 
 
 def quota() -> dict[str, Any]:

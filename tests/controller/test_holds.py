@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fleet import kube
-from fleet.controller import statuses
+from fleet.controller import holds
 from fleet.sandbox import Sandbox
 from tests import waits
 from tests.apply.repos import Repo
@@ -42,7 +42,7 @@ async def test_a_held_change_waits_for_the_window_then_an_emergency_then_the_job
     first = remote.push(repo, message="a team")
     try:
         async with running(
-            sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", emergency_poll=1.0
+            sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", looks=holds.Looks(emergency_poll=1.0)
         ) as ctl:
             await waits.eventually(lambda: applied_at(admin_client, repo.cluster, first), what="the team applied")
             node, uuid = trainer(kubectl, ns)
@@ -67,7 +67,7 @@ async def test_a_held_change_waits_for_the_window_then_an_emergency_then_the_job
             assert live_selector(kubectl, repo) == before
             assert b'fleet_changes_waiting{waits_for="window"} 1.0' in ctl.metrics.render()[0]
 
-            kubectl("annotate", "fleetsync", repo.cluster, f"{statuses.EMERGENCY}=CVE-2026-0001 in the driver")
+            kubectl("annotate", "fleetsync", repo.cluster, f"{holds.EMERGENCY}=CVE-2026-0001 in the driver")
             obj = await waits.eventually(lambda: waiting("claims"), what="the emergency skips the window")
             assert (
                 f"{ns}/held" in obj["status"]["waiting"][0]["reason"] and node in obj["status"]["waiting"][0]["reason"]
@@ -86,10 +86,10 @@ async def test_a_held_change_waits_for_the_window_then_an_emergency_then_the_job
             assert b'fleet_changes_waiting{waits_for="claims"} 0.0' in ctl.metrics.render()[0]
             [event] = [e for e in fleetsync_events(sandbox, repo.cluster) if e["reason"] == "EmergencyChange"]
             assert "CVE-2026-0001 in the driver" in event["message"]
-            assert f"the FleetSync annotation {statuses.EMERGENCY} set by kubectl-annotate at " in event["message"]
+            assert f"the FleetSync annotation {holds.EMERGENCY} set by kubectl-annotate at " in event["message"]
     finally:
         kubectl("delete", "-n", ns, "pod/trainer", "--wait=true", "--timeout=60s", check=False)
-        kubectl("annotate", "fleetsync", repo.cluster, f"{statuses.EMERGENCY}-", check=False)
+        kubectl("annotate", "fleetsync", repo.cluster, f"{holds.EMERGENCY}-", check=False)
 
 
 async def test_a_commits_emergency_trailer_skips_the_window_and_an_overdue_wait_is_announced(

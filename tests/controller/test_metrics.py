@@ -57,14 +57,14 @@ def test_record_changeset_counts_writes_and_drift() -> None:
 
 def test_every_instrument_is_exposed_and_registries_are_separate() -> None:
     first, second = Metrics(), Metrics()
-    first.reconcile_duration.labels(result="success").observe(1.5)
-    first.fetch_duration.observe(0.2)
-    first.fetch_errors.labels(reason="unreachable").inc()
-    first.last_success.set(1_700_000_000)
-    first.queue_depth.set(3)
-    first.loop_lag.set(0.01)
-    first.leader.set(1)
-    first.webhook_requests.labels(result="accepted").inc()
+    first.reconciles.reconcile_duration.labels(result="success").observe(1.5)
+    first.git.fetch_duration.observe(0.2)
+    first.git.fetch_errors.labels(reason="unreachable").inc()
+    first.reconciles.last_success.set(1_700_000_000)
+    first.loop.queue_depth.set(3)
+    first.loop.loop_lag.set(0.01)
+    first.loop.leader.set(1)
+    first.git.webhook_requests.labels(result="accepted").inc()
     found = values(first)
     names = {name for name, _ in found}
     assert {
@@ -96,7 +96,7 @@ def test_the_status_gauges_follow_the_report_as_the_fleetsync_does() -> None:
 
     report.attempted = "def"
     report.findings = (Finding(location=Location("fleet.yaml"), rule="schema", message="bad"),)
-    report.source_reachable = False
+    report.source.reachable = False
     metrics.record_report(report)
     found = values(metrics)
     assert found[("fleet_ready", (("cluster", "c"),))] == 0

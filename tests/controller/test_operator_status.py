@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 
-from fleet.controller import statuses
+from fleet.controller import events, sections, statuses
 from fleet.engine import operators
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.engine.drivers import DriverState, ReleaseStatus
@@ -71,7 +71,7 @@ def test_refused_and_failed_runs_show_the_running_version_and_the_error() -> Non
         error="v25.3.0 is older than the running v26.7.0: a downgrade\n  hint: set spec.upgrade.allowDowngrade",
         operator=_seen(),
     )
-    op = statuses.operator_of(refused)
+    op = sections.operator_of(refused)
     assert op is not None
     assert (op["action"], op["version"], op["error"].splitlines()[0]) == (
         "refused",
@@ -79,9 +79,9 @@ def test_refused_and_failed_runs_show_the_running_version_and_the_error() -> Non
         "v25.3.0 is older than the running v26.7.0: a downgrade",
     )
     failed = Change(ref=REF, stage="operator", action=Action.CONFIGURED, error="helm upgrade failed", operator=_seen())
-    assert statuses.operator_of(failed)["action"] == "failed"  # type: ignore[index]
+    assert sections.operator_of(failed)["action"] == "failed"  # type: ignore[index]
     skipped = Change(ref=REF, stage="operator", action=Action.SKIPPED, reason="no helm binary configured")
-    assert statuses.operator_of(skipped) == {
+    assert sections.operator_of(skipped) == {
         "release": "gpu-operator/gpu-operator",
         "version": "",
         "action": "skipped",
@@ -98,27 +98,27 @@ def test_the_status_does_not_change_while_nothing_but_time_passes() -> None:
     early = Change(ref=REF, stage="operator", action=Action.UNCHANGED, operator=_seen(MOVING, STUCK))
     later_seen = _seen(MOVING, STUCK, checked=T0 + datetime.timedelta(minutes=3))
     later = Change(ref=REF, stage="operator", action=Action.UNCHANGED, operator=later_seen)
-    assert statuses.operator_of(early) == statuses.operator_of(later)
+    assert sections.operator_of(early) == sections.operator_of(later)
     # ... until a node crosses driverStateTimeout: then it is a real change.
     crossed = _seen(MOVING, STUCK, checked=T0 + datetime.timedelta(minutes=26))
-    assert statuses.operator_of(Change(ref=REF, stage="operator", action=Action.UNCHANGED, operator=crossed)) != (
-        statuses.operator_of(early)
+    assert sections.operator_of(Change(ref=REF, stage="operator", action=Action.UNCHANGED, operator=crossed)) != (
+        sections.operator_of(early)
     )
     assert _seen(MOVING, STUCK).next_deadline() == MOVING.since + datetime.timedelta(seconds=1800)  # type: ignore[operator]
 
 
 def test_a_stuck_node_gets_one_warning_event_per_state() -> None:
     change = Change(ref=REF, stage="operator", action=Action.UNCHANGED, operator=_seen(MOVING, STUCK))
-    events, announced = statuses.stuck_events(change, already=set())
+    found, announced = events.stuck_events(change, already=set())
     assert announced == {("gpu-2", "pod-restart-required")}
-    assert [(reason, warning) for reason, _, warning in events] == [("DriverUpgradeStuck", True)]
-    message = events[0][1]
+    assert [(reason, warning) for reason, _, warning in found] == [("DriverUpgradeStuck", True)]
+    message = found[0][1]
     assert "Node gpu-2 has been in driver-upgrade state pod-restart-required for 45 min" in message
     assert "Evict: pod ml/train-0 has a PDB" in message and "kubectl describe node gpu-2" in message
-    assert statuses.stuck_events(change, already=announced) == ([], announced)
+    assert events.stuck_events(change, already=announced) == ([], announced)
     # Once it moves on, the pair is forgotten: stuck again later, it is announced again.
     moved = Change(ref=REF, stage="operator", action=Action.UNCHANGED, operator=_seen(MOVING))
-    assert statuses.stuck_events(moved, already=announced) == ([], set())
+    assert events.stuck_events(moved, already=announced) == ([], set())
 
 
 def test_fleetctl_status_renders_the_release_and_each_node() -> None:

@@ -14,19 +14,19 @@ from typing import Any
 import anyio
 import pytest
 
-from fleet.controller import controllers
+from fleet.controller import controllers, intakes
 
 
 def test_the_delay_counts_from_the_start_of_the_poll() -> None:
-    assert controllers.poll_delay(10.0, busy=0.0, jitter=0.0) == 10.0
-    assert controllers.poll_delay(10.0, busy=1.5, jitter=0.0) == 8.5
-    assert controllers.poll_delay(10.0, busy=1.5, jitter=0.1) == pytest.approx(9.5)
-    assert controllers.poll_delay(10.0, busy=1.5, jitter=-0.1) == pytest.approx(7.5)
+    assert intakes.poll_delay(10.0, busy=0.0, jitter=0.0) == 10.0
+    assert intakes.poll_delay(10.0, busy=1.5, jitter=0.0) == 8.5
+    assert intakes.poll_delay(10.0, busy=1.5, jitter=0.1) == pytest.approx(9.5)
+    assert intakes.poll_delay(10.0, busy=1.5, jitter=-0.1) == pytest.approx(7.5)
 
 
 def test_a_poll_that_outlasts_the_interval_is_followed_after_a_tenth_of_it() -> None:
-    assert controllers.poll_delay(10.0, busy=30.0, jitter=0.0) == 1.0
-    assert controllers.poll_delay(10.0, busy=9.5, jitter=0.0) == 1.0
+    assert intakes.poll_delay(10.0, busy=30.0, jitter=0.0) == 1.0
+    assert intakes.poll_delay(10.0, busy=9.5, jitter=0.0) == 1.0
 
 
 class SlowSource:
@@ -52,7 +52,7 @@ async def test_polls_start_every_interval_although_each_takes_a_third_of_it() ->
     options = controllers.Options(cluster="c", interval=0.9, jitter=0.1)
     ctl = controllers.Controller(client=SimpleNamespace(), source=source, options=options)  # type: ignore[arg-type]
     with anyio.move_on_after(4.0):
-        await ctl._poll()
+        await ctl.intake.poll()
     gaps = [b - a for a, b in zip(source.starts, source.starts[1:], strict=False)]
     assert len(gaps) >= 3, source.starts
     # Waiting a whole interval after the work would make each gap 1.2 s.

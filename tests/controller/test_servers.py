@@ -147,7 +147,7 @@ async def test_metrics_parse_and_count_webhooks(running: Running) -> None:
     await running.client.post("/webhook", **signed({"ref": "refs/heads/main"}, delivery="m1"))  # type: ignore[arg-type]
     await running.client.post("/webhook", **signed({"ref": "refs/heads/x"}, delivery="m2"))  # type: ignore[arg-type]
     await running.client.post("/webhook", content=b"{}", headers={"X-GitHub-Event": "push"})
-    running.metrics.leader.set(1)
+    running.metrics.loop.leader.set(1)
     response = await running.client.get("/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet.controller import statuses
+from fleet.controller import events, sections, statuses
 from fleet.engine.changesets import Action, Change, ChangeSet, FieldConflict
 from fleet.kube import Ref
 from fleet.manifests.findings import Finding
@@ -52,7 +52,7 @@ def test_drift_is_listed_with_what_was_done_and_an_event_each() -> None:
             Change(ref=RB, stage="tenancy", action=Action.SKIPPED, drift=True, reason="deleted in the cluster; report"),
         ],
     )
-    repairs = [d for d in statuses.drift_of(changes, at="2026-12-05T12:00:00Z") if d["action"] == "repaired"]
+    repairs = [d for d in sections.drift_of(changes, at="2026-12-05T12:00:00Z") if d["action"] == "repaired"]
     report = statuses.Report(cluster="c", attempted="abc", applied="abc", changes=changes, repairs=repairs)
     body = statuses.status(report, generation=1)
     assert [(d["kind"], d["action"]) for d in body["drift"]] == [
@@ -60,10 +60,10 @@ def test_drift_is_listed_with_what_was_done_and_an_event_each() -> None:
         ("DeviceClass", "repaired"),
     ]
     assert body["driftCount"] == 2
-    reasons = [(reason, warning) for reason, _, warning in statuses.events_for(changes)]
+    reasons = [(reason, warning) for reason, _, warning in events.events_for(changes)]
     assert reasons == [("DriftRepaired", False), ("Drift", True)]
     announced = {("RoleBinding", "ml", "fleet-team-claims", "reported")}
-    assert [m for _, m, _ in statuses.events_for(changes, already=announced)] == [
+    assert [m for _, m, _ in events.events_for(changes, already=announced)] == [
         "DeviceClass gpu: put back to git's content (changed in the cluster)"
     ]
 
@@ -77,7 +77,7 @@ def test_ignored_drift_is_listed_and_announces_nothing() -> None:
     )
     body = statuses.status(statuses.Report(cluster="c", attempted="abc", applied="abc", changes=changes), generation=1)
     assert [(d["kind"], d["action"]) for d in body["drift"]] == [("DeviceClass", "ignored")]
-    assert statuses.events_for(changes) == []
+    assert events.events_for(changes) == []
 
 
 def test_transition_times_change_only_with_the_status() -> None:
@@ -86,7 +86,7 @@ def test_transition_times_change_only_with_the_status() -> None:
     first["conditions"][0]["lastTransitionTime"] = "2020-01-01T00:00:00Z"
     again = statuses.status(report, generation=1, previous=first)
     assert again["conditions"][0]["lastTransitionTime"] == "2020-01-01T00:00:00Z"
-    report.source_reachable, report.source_error = False, "cannot reach the remote"
+    report.source.reachable, report.source.error = False, "cannot reach the remote"
     moved = statuses.status(report, generation=1, previous=first)
     assert moved["conditions"][0]["status"] == "False"
     assert moved["conditions"][0]["lastTransitionTime"] != "2020-01-01T00:00:00Z"
@@ -127,14 +127,14 @@ def test_a_field_another_manager_owns_is_a_conflict_naming_the_manager_and_one_e
         {"kind": "DeviceClass", "namespace": "", "name": "gpu", "field": ".spec.selectors", "manager": "kubectl-patch"}
     ]
     assert body["conflictCount"] == 1
-    events = statuses.events_for(changes)
-    assert [(r, w) for r, _, w in events if r == "Conflict"] == [("Conflict", True)]
-    assert "kubectl-patch" in next(m for r, m, _ in events if r == "Conflict")
-    assert not [e for e in events if e[0] == "Failed"]
+    recorded = events.events_for(changes)
+    assert [(r, w) for r, _, w in recorded if r == "Conflict"] == [("Conflict", True)]
+    assert "kubectl-patch" in next(m for r, m, _ in recorded if r == "Conflict")
+    assert not [e for e in recorded if e[0] == "Failed"]
     shown = status_command.render({"metadata": {"name": "c"}, "status": body})
     assert "conflicts (1), not overwritten:\n  DeviceClass gpu .spec.selectors: owned by kubectl-patch" in shown
     announced = {("DeviceClass", "", "gpu", "conflict")}
-    assert not [e for e in statuses.events_for(changes, already=announced) if e[0] == "Conflict"]
+    assert not [e for e in events.events_for(changes, already=announced) if e[0] == "Conflict"]
 
 
 def test_a_source_over_its_size_limit_says_so_and_names_the_revision_still_enforced() -> None:
@@ -143,16 +143,16 @@ def test_a_source_over_its_size_limit_says_so_and_names_the_revision_still_enfor
         attempted="good",
         applied="good",
         enforced="good",
-        source_reachable=False,
-        source_error="the fetch brought more than the limit of 1000 bytes",
-        source_reason="too-large",
+        source=statuses.SourceState(
+            reachable=False, error="the fetch brought more than the limit of 1000 bytes", reason="too-large"
+        ),
     )
     body = statuses.status(report, generation=1)
     ready = next(c for c in body["conditions"] if c["type"] == "Ready")
     assert (ready["status"], ready["reason"]) == ("False", "SourceTooLarge")
     assert ready["message"].endswith("(revision good stays enforced)")
     assert body["sourceReason"] == "too-large"
-    report.source_reason = "unreachable"
+    report.source.reason = "unreachable"
     assert conditions(statuses.status(report, generation=1))["Ready"] == ("False", "SourceUnreachable")
 
 

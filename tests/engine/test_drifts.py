@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from fleet.controller import statuses
+from fleet.controller import events, sections, statuses
 from fleet.controller.metrics import Metrics
 from fleet.engine import deletions, drifts, ledgers, ownership, renders
 from fleet.engine.changesets import Action, Change, ChangeSet, FieldConflict
@@ -177,7 +177,7 @@ def _repaired() -> Change:
 
 def test_status_keeps_repairs_with_their_facts_and_each_repair_is_an_event() -> None:
     changes = ChangeSet(cluster="c", revision="abc", entries=[_repaired()])
-    rows = statuses.drift_of(changes, at="2026-12-05T12:00:00Z")
+    rows = sections.drift_of(changes, at="2026-12-05T12:00:00Z")
     assert rows == [
         {
             "kind": "DeviceClass",
@@ -203,17 +203,17 @@ def test_status_keeps_repairs_with_their_facts_and_each_repair_is_an_event() -> 
     assert "frozen" not in document
     # The next reconcile (woken by the repair's own write) finds nothing: the repair stays listed.
     now = datetime.datetime(2026, 12, 5, 12, 30, tzinfo=datetime.UTC)
-    report = statuses.Report(cluster="c", attempted="abc", applied="abc", repairs=statuses.keep_repairs(rows, now=now))
+    report = statuses.Report(cluster="c", attempted="abc", applied="abc", repairs=sections.keep_repairs(rows, now=now))
     report.changes = ChangeSet(cluster="c", revision="abc")
     body = statuses.status(report, generation=1)
     assert [(d["name"], d["action"], d["manager"]) for d in body["drift"]] == [
         ("gpu.nvidia.com", "repaired", "kubectl-patch")
     ]
-    assert statuses.keep_repairs(rows, now=now + datetime.timedelta(hours=1)) == []
-    assert len(statuses.keep_repairs(rows * 50, now=now)) == statuses.MAX_REPAIRS
+    assert sections.keep_repairs(rows, now=now + datetime.timedelta(hours=1)) == []
+    assert len(sections.keep_repairs(rows * 50, now=now)) == sections.MAX_REPAIRS
     # Every repair is announced, even of an object announced before (repairs are not de-duplicated).
     already = {("DeviceClass", "", "gpu.nvidia.com", "repaired")}
-    [(reason, message, warning)] = statuses.events_for(changes, already=already)
+    [(reason, message, warning)] = events.events_for(changes, already=already)
     assert reason == "DriftRepaired" and not warning
     assert "kubectl-patch" in message and '"expression":"true"' in message and ".spec.selectors" in message
     text = status_command.render({"metadata": {"name": "c"}, "status": body})
@@ -235,7 +235,7 @@ def test_the_repair_counter_names_the_manager_and_the_frozen_gauge_is_set_by_the
 
 def test_frozen_objects_are_listed_with_who_and_when_and_rendered() -> None:
     rb = Ref(api_version="rbac.authorization.k8s.io/v1", kind="RoleBinding", namespace="ml", name="fleet-team-claims")
-    frozen = statuses.frozen_of(
+    frozen = sections.frozen_of(
         [
             (DC, drifts.Freeze(mode="report", by="kubectl-annotate", since="2026-12-05T12:00:00Z")),
             (rb, drifts.Freeze(mode="ignore", by="git", source="teams/ml/team.yaml:1")),

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from fleet import hosts, kube
+from fleet.controller import holds
 from fleet.sandbox import Sandbox
 from fleet.source import Credentials
 from tests import waits
@@ -128,7 +129,7 @@ async def test_a_later_wave_waits_for_the_earlier_waves_success_and_bake_and_hal
                 git_credentials=credentials,
                 poster=poster(),
                 reader=reader,
-                wave_poll=0.5,
+                looks=holds.Looks(wave_poll=0.5),
             ),
         ):
             # Everything of the first commit is safe (new objects): wave 2 applies it without waiting.
