@@ -74,7 +74,7 @@ import anyio
 from opentelemetry import context, trace
 
 from fleet import engine, helm, hosts
-from fleet.controller import caches, heaps, leaders, rollouts, statuses
+from fleet.controller import caches, heaps, leaders, rollouts, settings, statuses
 from fleet.controller.metrics import Metrics
 from fleet.controller.queues import WorkQueue
 from fleet.engine import disruptions, drivers, impersonations, ownership, pipelines, plancaches, waits
@@ -618,16 +618,7 @@ class Controller:
     async def _sync(self, plan: engine.Plan) -> bool:
         emergency, asked = await self._emergency(plan)
         waves = await self._waves(plan, emergency=emergency)
-        options = engine.Options(
-            reported=waves,
-            emergency=emergency,
-            prune=plan.prune,
-            force_conflicts=self.options.force_conflicts,
-            impersonation=self.options.team_impersonation,
-            health_timeout=self.options.health_timeout,
-            allow_empty=plan.allow_empty,
-            helm=self.options.helm,
-        )
+        options = settings.engine_options(self.options, plan=plan, emergency=emergency, reported=waves)
         sync = engine.Sync(
             client=self.client,
             plan=plan,
