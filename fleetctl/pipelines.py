@@ -8,6 +8,7 @@ arguments into its parameters and runs a command's async main with tracing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import signal
@@ -135,6 +136,32 @@ def helm_settings(args: argparse.Namespace, *, client: kube.Client) -> helm.Sett
     )
 
 
+NOT_FROM_FLAGS: dict[str, str] = {
+    "reported": "the rollout waves hold the controller; a person applying by hand is not held by them",
+    "handover": "only `fleetctl import` hands live objects over (fleet.engine.imports.takeovers)",
+}
+"""The engine options no flag of ``diff`` or ``apply`` sets, and why (``run_options`` leaves them default)."""
+
+APPLY_ONLY = ("prune", "dry_run", "allow_empty", "health_timeout")
+"""Flags only ``apply`` has, named as the options they set: ``diff`` is a dry run that shows deletions,
+previews an empty plan (``engine.Options.previewed``) and waits for no health gate."""
+
+
+def run_options(args: argparse.Namespace, *, client: kube.Client) -> engine.Options:
+    """The run's engine options from the command's flags, made once for ``diff`` and ``apply`` alike:
+    every option a flag of the command sets (``APPLY_ONLY`` where the command has them), none other
+    (``NOT_FROM_FLAGS``); helm runs against ``client``'s cluster and context."""
+    options = engine.Options(
+        force_conflicts=args.force_conflicts,
+        concurrency=args.concurrency,
+        ignore_managers=tuple(args.ignore_manager),
+        helm=helm_settings(args, client=client),
+        impersonation=args.team_impersonation,
+        emergency=args.emergency,
+    )
+    return dataclasses.replace(options, **{name: getattr(args, name) for name in APPLY_ONLY if hasattr(args, name)})
+
+
 def plan_store(args: argparse.Namespace) -> plancaches.PlanCache | None:
     """The on-disk plan cache ``--cache-dir`` names (``fleet.engine.plancaches``); None when turned off."""
     directory = plancaches.directory(getattr(args, "cache_dir", None))
@@ -218,6 +245,8 @@ async def _interruptible(main: Callable[[], Awaitable[T]]) -> T:
 
 
 __all__ = [
+    "APPLY_ONLY",
+    "NOT_FROM_FLAGS",
     "add_base_arg",
     "add_cluster_args",
     "connect",
@@ -229,4 +258,5 @@ __all__ = [
     "plan_and_connect",
     "plan_store",
     "run_async",
+    "run_options",
 ]

@@ -3,7 +3,7 @@
 ``Options`` is built once (``mains.build``, the tests' ``running``) and never copied field by
 field: the loop's timings are read by ``controllers``, the source's by ``intakes``, the held
 changes' by ``holds`` (``Looks``), and what a reconcile passes to the engine by
-``reconciles.engine_options``.
+``settings.engine_options``.
 """
 
 from __future__ import annotations

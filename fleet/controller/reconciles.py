@@ -42,7 +42,7 @@ import anyio
 from opentelemetry import trace
 
 from fleet import engine
-from fleet.controller import caches, heaps, leaders, statuses
+from fleet.controller import caches, heaps, leaders, settings, statuses
 from fleet.controller.holds import Holds
 from fleet.controller.intakes import Intake
 from fleet.controller.journeys import Journey
@@ -50,7 +50,7 @@ from fleet.controller.metrics import Metrics, Stats
 from fleet.controller.options import Options
 from fleet.controller.queues import WorkQueue
 from fleet.controller.reports import Reporter
-from fleet.engine import pipelines, plancaches, waits
+from fleet.engine import pipelines, plancaches
 from fleet.errors import FleetError
 from fleet.kube import Client, KubeError
 from fleet.manifests.findings import Finding
@@ -260,26 +260,13 @@ class Reconciler:
             self.journey.conclude(checkout.revision)
             await self.reporter.refused(checkout.revision, checked.findings)
 
-    def engine_options(self, plan: engine.Plan, *, waves: waits.Reported | None, emergency: str) -> engine.Options:
-        """What a run of ``plan`` passes to the engine: the one place the controller builds ``engine.Options``."""
-        return engine.Options(
-            reported=waves,
-            emergency=emergency,
-            prune=plan.prune,
-            force_conflicts=self.options.force_conflicts,
-            impersonation=self.options.team_impersonation,
-            health_timeout=self.options.health_timeout,
-            allow_empty=plan.allow_empty,
-            helm=self.options.helm,
-        )
-
     async def _sync(self, plan: engine.Plan) -> bool:
         emergency, asked = await self.holds.emergency(plan, checkout=self.intake.checkout)
         waves = await self.holds.waves(plan, emergency=emergency)
         sync = engine.Sync(
             client=self.client,
             plan=plan,
-            options=self.engine_options(plan, waves=waves, emergency=emergency),
+            options=settings.engine_options(self.options, plan=plan, emergency=emergency, reported=waves),
             prefetched=self.cache.prefetched(),
             reader=self.cache,
             memory=self.memory,

@@ -17,16 +17,20 @@ import argparse
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pydantic_settings
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fleet import hosts
+from fleet import engine, hosts
 from fleet.builds import VersionAction
+from fleet.engine import waits
 from fleet.errors import FleetError
 from fleet.kube import leases
+
+if TYPE_CHECKING:
+    from fleet.controller import options as controller_options
 
 DriftPolicy = Literal["enforce", "report", "ignore"]
 ENV_PREFIX = "FLEET_"
@@ -252,6 +256,33 @@ class Settings(BaseSettings):
         return leases.Timings(
             duration=self.lease_duration, renew_deadline=self.renew_deadline, retry_period=self.retry_period
         )
+
+
+NOT_FROM_SETTINGS: dict[str, str] = {
+    "dry_run": "the controller writes; `fleetctl diff` previews",
+    "concurrency": "the engine's default: the controller has no such setting",
+    "ignore_managers": "the drift policy decides what becomes of fields other managers own",
+    "handover": "only `fleetctl import` hands live objects over",
+}
+"""The engine options no setting of the controller's sets, and why (``engine_options`` leaves them default)."""
+
+
+def engine_options(
+    options: controller_options.Options, *, plan: engine.Plan, emergency: str, reported: waits.Reported | None
+) -> engine.Options:
+    """The engine's options for one reconcile of ``plan``: the settings (``--force-conflicts``,
+    ``--team-impersonation``, ``--health-timeout``, helm), what the revision says (``prune``,
+    ``allowEmpty``), the emergency and the earlier waves' statuses; none other (``NOT_FROM_SETTINGS``)."""
+    return engine.Options(
+        prune=plan.prune,
+        allow_empty=plan.allow_empty,
+        force_conflicts=options.force_conflicts,
+        impersonation=options.team_impersonation,
+        health_timeout=options.health_timeout,
+        helm=options.helm,
+        emergency=emergency,
+        reported=reported,
+    )
 
 
 def flag(name: str) -> str:

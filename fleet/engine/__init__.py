@@ -70,17 +70,7 @@ async def diff(
     *, client: Client, plan: Plan, options: Options | None = None, prefetched: Prefetched | None = None
 ) -> ChangeSet:
     """What ``reconcile`` would do, without writing: every stage dry-run, deletions included."""
-    base = options or Options()
-    dry = Options(
-        prune=True,
-        dry_run=True,
-        force_conflicts=base.force_conflicts,
-        allow_empty=True,
-        concurrency=base.concurrency,
-        ignore_managers=base.ignore_managers,
-        helm=base.helm,
-        emergency=base.emergency,
-    )
+    dry = (options or Options()).previewed()
     return (await drive(Sync(client=client, plan=plan, options=dry, prefetched=prefetched))).raise_error()
 
 

@@ -73,6 +73,10 @@ from fleet.telemetry import tracing
 
 @dataclass(frozen=True)
 class Options:
+    """How one run goes. Each front door (``fleetctl``'s ``pipelines.run_options``, the controller's
+    ``settings.engine_options``, ``fleetctl import``) makes it once from its flags or settings; everything
+    after derives from it with ``dataclasses.replace``, so no option is dropped on the way."""
+
     prune: bool = False
     dry_run: bool = False
     force_conflicts: bool = False
@@ -93,6 +97,11 @@ class Options:
     handover: Mapping[str, ledgers.Origin] = field(default_factory=dict)
     """``Ref.key`` → origin: live objects ``fleetctl import`` hands to fleet. They are taken over
     without a conflict, and the ledger records the origin given here (``created``: pruning deletes)."""
+
+    def previewed(self) -> Options:
+        """These options for ``engine.diff``: every stage dry-run, deletions shown, an empty plan previewed;
+        every other option as given (a preview under other options would show another run)."""
+        return dataclasses.replace(self, prune=True, dry_run=True, allow_empty=True)
 
 
 @dataclass

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -39,9 +38,9 @@ from fleetctl.pipelines import (
     add_emergency_arg,
     add_impersonation_arg,
     connect,
-    helm_settings,
     load_plan,
     run_async,
+    run_options,
 )
 
 TERMINATED = 143
@@ -122,17 +121,6 @@ async def _writing(args: argparse.Namespace, client: kube.Client) -> AsyncIterat
 
 
 async def _run(args: argparse.Namespace) -> int:
-    options = engine.Options(
-        prune=args.prune,
-        dry_run=args.dry_run,
-        force_conflicts=args.force_conflicts,
-        impersonation=args.team_impersonation,
-        allow_empty=args.allow_empty,
-        concurrency=args.concurrency,
-        ignore_managers=tuple(args.ignore_manager),
-        health_timeout=args.health_timeout,
-        emergency=args.emergency,
-    )
     failure: FleetError | None = None
     sync: engine.Sync | None = None
     tracer = tracing.tracer()
@@ -147,7 +135,7 @@ async def _run(args: argparse.Namespace) -> int:
             async with _writing(args, client):
                 prefetched = await listings.prefetch(client=client)
                 span.set_attribute(tracing.REVISION, plan.revision)
-                options = dataclasses.replace(options, helm=helm_settings(args, client=client))
+                options = run_options(args, client=client)
                 with reports.progress_bar(err_console) as bar:
                     tasks: dict[str, TaskID] = {}
 

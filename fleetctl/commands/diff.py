@@ -38,10 +38,10 @@ from fleetctl.pipelines import (
     add_cluster_args,
     add_emergency_arg,
     add_impersonation_arg,
-    helm_settings,
     live_devices,
     plan_and_connect,
     run_async,
+    run_options,
 )
 
 if TYPE_CHECKING:
@@ -105,14 +105,7 @@ async def _diff_cluster(args: argparse.Namespace, *, devices: bool) -> tuple[eng
                 client=client,
                 plan=plan,
                 prefetched=prefetched,
-                options=engine.Options(
-                    concurrency=args.concurrency,
-                    ignore_managers=tuple(args.ignore_manager),
-                    force_conflicts=args.force_conflicts,
-                    impersonation=args.team_impersonation,
-                    helm=helm_settings(args, client=client),
-                    emergency=args.emergency,
-                ),
+                options=run_options(args, client=client),
             )
             if devices:
                 live = _Live(client.context, *await live_devices(client))

@@ -133,8 +133,7 @@ async def _import(args: argparse.Namespace) -> int:
                     plan=plan,
                     client=client,
                     handover=found.handover,
-                    helm_settings=settings,
-                    health_timeout=args.health_timeout,
+                    options=engine.Options(helm=settings, health_timeout=args.health_timeout),
                 )
             except FleetError as err:  # the Lease held by another writer, an unreachable server...
                 taken = FleetError(

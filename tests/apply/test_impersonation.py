@@ -11,11 +11,12 @@ import dataclasses
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from fleet import engine
-from fleet.engine import impersonations, ownership
+from fleet.engine import impersonations, ownership, pipelines
 from fleet.policy import structures, tenancy
 from fleet.sandbox import Sandbox
 from fleetctl import cli
@@ -286,3 +287,57 @@ def test_drift_in_a_teams_rights_is_repaired_and_an_escalation_still_refused(
     assert "sneaky" in out.out + out.err and "the API server refuses it to team 'inf'" in out.out + out.err
     assert "sneaky" not in templates(sandbox, repo.ns("ml"))
     assert "serving" not in templates(sandbox, canary), "nothing of the refused revision is written"
+
+
+def diffed(repo: Repo, mode: impersonations.Mode, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    """``fleetctl diff --team-impersonation MODE -o json``: its exit code and entries by object name."""
+    capsys.readouterr()
+    argv = ["diff", str(repo.root), "--cluster", repo.cluster, "--team-impersonation", mode, "--cache-dir", ""]
+    code = cli.run([*argv, "-o", "json"])
+    entries = json.loads(capsys.readouterr().out)["entries"]
+    return code, {e["object"]["name"]: e for e in entries}
+
+
+def test_diff_without_impersonation_previews_the_team_s_objects_as_the_controller(
+    sandbox: Sandbox,
+    repo: Repo,
+    fleet: Engine,
+    validation_misses_namespaces: None,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--team-impersonation off`` previews what ``apply --team-impersonation off`` writes: the hostile
+    template is created, as the controller, not refused to the team."""
+    monkeypatch.setenv("KUBECONFIG", str(sandbox.kubeconfig))
+    two_teams(repo)
+    assert not fleet.apply(impersonation="required").failed
+    repo.claim_template("ml", "sneaky", namespace=repo.ns("inf"))
+    repo.write()
+    code, entries = diffed(repo, "off", capsys)
+    assert code == 1
+    assert entries["sneaky"]["action"] == "created", entries["sneaky"]
+    assert not entries["sneaky"]["refused"] and not entries["sneaky"]["error"]
+    assert not [e["error"] for e in entries.values() if e["error"]]
+    assert "sneaky" not in templates(sandbox, repo.ns("inf"))
+
+
+def test_diff_required_refuses_a_team_without_a_service_account(
+    sandbox: Sandbox, repo: Repo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As ``apply`` does (``test_required_refuses_a_team_without_a_service_account``): the plan declares no
+    ServiceAccount for the teams and the cluster holds none, so ``required`` refuses their objects."""
+    monkeypatch.setenv("KUBECONFIG", str(sandbox.kubeconfig))
+    load_plan = pipelines.load_plan
+
+    def without_accounts(*args: Any, **kwargs: Any) -> engine.Plan:
+        plan = load_plan(*args, **kwargs)
+        return dataclasses.replace(plan, objects=tuple(d for d in plan.objects if d.ref.kind != "ServiceAccount"))
+
+    monkeypatch.setattr(pipelines, "load_plan", without_accounts)
+    two_teams(repo)
+    repo.write()
+    code, entries = diffed(repo, "required", capsys)
+    assert code == 1
+    refused = {name for name, e in entries.items() if e["refused"]}
+    assert refused == {"one-gpu", "serving"}, entries
+    assert all("has no ServiceAccount" in entries[name]["error"] for name in refused)

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from fleet import engine, kube
 from fleet.controller import mains, settings
+from fleet.controller.metrics import Metrics
+from fleet.engine import waits
 
 REQUIRED = {"FLEET_REPO": "file:///srv/fleet.git", "FLEET_CLUSTER": "gpu-east"}
 
@@ -209,3 +214,20 @@ def test_commit_statuses_are_off_without_a_token_and_checked_at_start(
 def test_help_prints_every_flag_s_description_as_written() -> None:
     text = settings.build_parser().format_help()
     assert "helm's own --timeout is 10% shorter" in " ".join(text.split())
+
+
+def test_the_engine_options_carry_every_setting_that_applies(environment: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """From the flags through ``mains.build`` to one reconcile's engine options: each is set, or
+    ``settings.NOT_FROM_SETTINGS`` says why not."""
+    setenv(environment, REQUIRED)
+    flags = ["--force-conflicts", "--team-impersonation", "off", "--health-timeout", "7s", "--helm", sys.executable]
+    config = settings.parse([*flags, "--state-dir", str(tmp_path)])
+    ctl = mains.build(config, client=cast(kube.Client, object()), metrics=Metrics())
+    plan = engine.Plan(cluster="gpu-east", revision="abc", objects=(), prune=True, allow_empty=True)
+    reported = waits.Reported(revision="abc")
+    options = settings.engine_options(ctl.options, plan=plan, emergency="the driver leaks", reported=reported)
+    default = engine.Options()
+    left = {f.name for f in dataclasses.fields(options) if getattr(options, f.name) == getattr(default, f.name)}
+    assert left == set(settings.NOT_FROM_SETTINGS)
+    assert (options.impersonation, options.health_timeout, options.emergency) == ("off", 7.0, "the driver leaks")
+    assert options.helm is not None and options.helm.binary == Path(sys.executable)

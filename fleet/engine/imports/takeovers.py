@@ -15,12 +15,13 @@ and taints. An object handed over is not dry-run before its write
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
 
-from fleet import engine, helm, kube
+from fleet import engine, kube
 from fleet.engine import ledgers, listings, pipelines, plans, writers
 
 
@@ -31,11 +32,10 @@ async def take_over(
     plan: plans.Plan | None = None,
     client: kube.Client,
     handover: Mapping[str, ledgers.Origin],
-    helm_settings: helm.Settings | None,
-    health_timeout: float = 120.0,
+    options: engine.Options,
 ) -> engine.Outcome:
-    """Apply ``root`` (``plan``, when already made) to ``cluster``, no prune, recording ``handover``'s
-    origins in the ledger."""
+    """Apply ``root`` (``plan``, when already made) to ``cluster`` under ``options`` (``fleetctl import``'s
+    flags), recording ``handover``'s origins in the ledger."""
     if plan is None:
         plan = await anyio.to_thread.run_sync(lambda: pipelines.load_plan(root, cluster=cluster))
     async with writers.lock(client=client, cluster=cluster):
@@ -45,8 +45,8 @@ async def take_over(
             for key, node in prefetched.live.items()
             if key.startswith("/Node/") and any(p.matches(node) for p in plan.pools)
         }
-        options = engine.Options(handover={**pooled, **handover}, helm=helm_settings, health_timeout=health_timeout)
-        sync = engine.Sync(client=client, plan=plan, options=options, prefetched=prefetched)
+        taking = dataclasses.replace(options, handover={**pooled, **handover})
+        sync = engine.Sync(client=client, plan=plan, options=taking, prefetched=prefetched)
         return await engine.drive(sync)
 
 
