@@ -587,7 +587,15 @@ class Sync:
             prune=self.options.prune,
             timeout=self.options.health_timeout,
             remembered=self.memory.operator_noops if self.memory is not None else None,
-            hold=self.wait,
+            hold=self._decide_release,
+        )
+
+    def _decide_release(self, change: Change) -> None:
+        """The operator release's one decision, before helm runs: held as a disruptive write is, else
+        sent (helm runs with the controller's identity; a team's GPUOperator never gets here)."""
+        self.wait(change)
+        change.decision = decisions.decide(
+            action=change.action, error=change.error, wait=change.waiting, disruption=change.disruption
         )
 
     def _team_operator(self) -> list[Change]:

@@ -84,10 +84,20 @@ class Change:
     driver-upgrade states the run saw (``fleet.engine.drivers``); None on every other entry."""
     disruption: Disruption | None = None
     """Why writing this entry disrupts GPU work (``fleet.engine.disruptions``); None: safe."""
-    decision: Decision | None = None
-    """What fleet does with it this run, as whom, and what the gates verify (``fleet.engine.decisions``),
-    decided once before the stage writes; None for entries no stage decided (refusals before the run,
-    prunes, the operator release)."""
+    _decision: Decision | None = field(default=None, repr=False)
+
+    @property
+    def decision(self) -> Decision | None:
+        """What fleet does with it this run, as whom, and what the gates verify (``fleet.engine.decisions``),
+        decided once before anything of it is written; None for entries no step decided (refusals before
+        the run's first write)."""
+        return self._decision
+
+    @decision.setter
+    def decision(self, value: Decision) -> None:
+        if self._decision is not None:
+            raise AttributeError(f"{self.ref}: decided once already ({self._decision.verdict}); no step decides again")
+        self._decision = value
 
     @classmethod
     def refusal(cls, ref: Ref, *, stage: str, error: str, **more: Any) -> Change:

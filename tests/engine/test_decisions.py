@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from fleet.engine import decisions, impersonations, ownership, plans, renders, stages
+from fleet.engine.changesets import Action, Change
 from fleet.engine.disruptions import Disruption
 from fleet.engine.healths import pool_problems
 from fleet.engine.waits import Wait
+from fleet.kube import Ref
 from fleet.manifests.views import resolve
 from tests.manifests.repos import example_files, load
 
@@ -102,3 +106,10 @@ def test_a_team_whose_rights_this_run_restores_is_previewed_as_fleet_in_those_na
         assert impersonations.as_whom(identities, there, preview=True)[0], "other namespaces are asked as the team"
     names = [s.name for s in stages.STAGES]
     assert names.index("tenancy") < names.index("claims"), "the rights exist again before the claims stage"
+
+
+def test_a_change_is_decided_once() -> None:
+    change = Change(ref=Ref("v1", "Node", "", "a"), stage="pools", action=Action.CONFIGURED)
+    change.decision = decisions.decide(action=change.action)
+    with pytest.raises(AttributeError, match=r"decided once already \(write\)"):
+        change.decision = decisions.decide(action=change.action, error="later")
