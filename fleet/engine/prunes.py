@@ -39,7 +39,8 @@ async def prune(sync: Sync) -> None:
     if sync.options.prune or dry_run:  # what this prune deletes (a diff shows it as deleted)
         await disruptions.classify_sync(sync, found)
         for change in found:
-            sync.wait(change)  # a disruptive deletion waits as a disruptive write does
+            sync.wait(change)  # a disruptive deletion waits as a disruptive write does, and drains as one
+        await sync.drain(found)
     ours = deleted_keys(found)
     if not sync.options.prune or dry_run:
         for change in found:
