@@ -373,6 +373,7 @@ def test_max_unavailable_bounds_the_nodes_being_drained_across_runs(
 ) -> None:
     repo, ns = team, team.ns("ml")
     repo.cluster_spec = {"disruption": {"policy": "drain", "maxUnavailable": 1}}
+    repo.teams["ml"].quota = 8
     for job in ("job-1", "job-2", "job-3"):
         repo.claim("ml", job)
     assert cli.run(["apply", str(repo.write()), "--cluster", repo.cluster]) == 0
@@ -419,7 +420,8 @@ def test_max_unavailable_bounds_the_nodes_being_drained_across_runs(
         # Then one node at a time; a drained node stays cordoned until the change is applied.
         for job, node in (("job-1", SPREAD[0]), ("job-2", SPREAD[1])):
             assert f"draining node {node}: pod {ns}/{job} evicted" in run()
-            assert draining() == {node}
+            assert draining() <= {node}, "an evicted pod may be gone already"
+            assert node in cordoned_for(kubectl, key)
             gone(kubectl, ns, job, job)
         assert cordoned_for(kubectl, key) == set(SPREAD)
 
