@@ -114,19 +114,31 @@ def kubectl(sandbox: Sandbox) -> Kubectl:
     return kubectl_of(sandbox)
 
 
-def gpu_pod(kubectl: Kubectl, namespace: str, *, name: str, claim: str, also: tuple[dict[str, Any], ...] = ()) -> None:
+def gpu_pod(
+    kubectl: Kubectl,
+    namespace: str,
+    *,
+    name: str,
+    claim: str,
+    also: tuple[dict[str, Any], ...] = (),
+    node: str = "",
+    labels: dict[str, str] | None = None,
+) -> None:
     """Start pod ``name`` holding the existing (or ``also``-created) ResourceClaim ``claim``, as the
-    guide's pods do: one container using the claim, tolerating the GPU nodes' taint."""
-    pod = {
+    guide's pods do: one container using the claim, tolerating the GPU nodes' taint; on ``node``
+    when given (the scheduler still allocates the claim: a ``nodeSelector``, not ``nodeName``)."""
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace, **({"labels": labels} if labels else {})},
         "spec": {
             "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
             "containers": [{"name": "c", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}}],
         },
     }
+    if node:
+        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
     items = [*also, pod]
     kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 

@@ -332,26 +332,21 @@ class Sync:
             self.waiting_since[key] = found.since.isoformat()
         change.hold(found)
 
-    async def _drain(self, changes: list[Change]) -> None:
-        """Under ``drain``: one step of draining the nodes of each change held for its claims (``drains``)."""
-        if self.plan.rules.policy != "drain" or self.options.dry_run:
+    async def drain(self, changes: list[Change]) -> None:
+        """Under ``drain``: one step of draining for each of ``changes`` held for its claims (``drains.step``).
+        Every step that holds changes calls it: an object stage, the operator release, the prune."""
+        if self.plan.rules.policy != "drain" or self.options.dry_run or not drains.held(changes):
             return
-        held = [c for c in changes if c.waiting is not None and c.waiting.on == "claims" and c.disruption is not None]
-        if not held:
-            return
+        claims = await self.classing_reads().objects(disruptions.CLAIM)
         if self.drains is None:
             self.drains = drains.Drains(
                 client=self.client,
                 max_unavailable=self.plan.rules.max_unavailable,
                 drained=self.ledger.progress.drained,
+                occupied=drains.occupied(claims),
                 save=self.save_progress,
             )
-        claims = {disruptions.claim_name(c): c for c in await self.classing_reads().objects(disruptions.CLAIM)}
-        for change in held:
-            assert change.disruption is not None
-            affected = [claims[name] for name in change.disruption.claims if name in claims]
-            where = await self.drains.advance(key=change.ref.key, claims=affected)
-            change.reason = f"{change.reason}; {where}"
+        await drains.step(self.drains, changes, claims=claims)
 
     def classing_reads(self) -> disruptions.Reads:
         """Where classification reads: the reader, else what the run listed, else the client; one
@@ -439,7 +434,7 @@ class Sync:
             await self.classify(found)
             for change in found:
                 self.wait(change)
-            await self._drain(found)
+            await self.drain(found)
             # The one decision per change: every step below reads it, none decides again.
             for change, d in zip(found, desired, strict=True):
                 user, as_fleet = impersonations.as_whom(self.identities, d, preview=self.options.dry_run)
@@ -514,7 +509,8 @@ class Sync:
         if self.options.prune or dry_run:  # what this prune deletes (a diff shows it as deleted)
             await self.classify(found)
             for change in found:
-                self.wait(change)  # a disruptive deletion waits as a disruptive write does
+                self.wait(change)  # a disruptive deletion waits as a disruptive write does, and drains as one
+            await self.drain(found)
         pruner = prunes.Pruner(
             client=self.client,
             ledger=self.ledger,
@@ -567,6 +563,7 @@ class Sync:
         except operators.OperatorRefused:
             self.stopped = True
             raise
+        await self.drain(run.changes)
         if any(c.failed for c in run.changes) and not self.options.dry_run:
             self.stopped = True
             return

@@ -9,11 +9,19 @@ eviction is refused with 429 and fleet says which budget, then tries again on th
 the change goes once no affected claim is left. The node is uncordoned when the run that applied
 the change completes, every stage's health gate passed: the change is healthy.
 
+Every change held for its claims under ``drain`` takes the same step (``step``), whichever step of
+the run holds it: an object stage's write, the GPU Operator release, the prune's deletion of a
+DeviceClass or a ResourceClaimTemplate in use.
+
 At most ``maxUnavailable`` nodes are *being drained* at once (cordoned and still holding affected
-pods); a node whose pods are gone frees its slot but stays cordoned until the change is applied,
-so a change that touches several nodes (a DeviceClass, the operator) drains them in turn without
-letting the jobs it evicted come back under the old configuration. A node someone else cordoned
-is drained but never uncordoned by fleet.
+pods), across the changes of a run and across runs (``being_drained``): a node fleet cordoned in an
+earlier run (the ledger's ``drained``) takes its slot while pods hold claims on it, until the run
+looks at the change it was cordoned for and finds none of its pods left there. A node whose pods
+are gone frees its slot but stays cordoned until the change is applied, so a change that touches
+several nodes (a DeviceClass, the operator) drains them in turn without letting the jobs it
+evicted come back under the old configuration. Only cordoning a node takes a free slot (``admit``):
+a node already cordoned (by fleet, or by someone else) is drained at once and counts against the
+bound while it holds the change's pods. A node someone else cordoned is never uncordoned by fleet.
 
 Each step is one call per run and never blocks: the run that cordons and evicts holds the change
 back and says where the drain stands; the controller runs again when a claim is released (or at
@@ -28,12 +36,15 @@ naming the change, for people.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleet.engine.disruptions import claim_nodes, holders, listed
+from fleet.engine.disruptions import allocation, claim_name, claim_nodes, holders, listed
 from fleet.kube import Client, KubeError, NotFound, Ref
+
+if TYPE_CHECKING:
+    from fleet.engine.changesets import Change
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +57,49 @@ def node_ref(name: str) -> Ref:
     return Ref(api_version="v1", kind="Node", namespace="", name=name)
 
 
+def occupied(claims: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The nodes where allocated claims are reserved for pods: where a drain may still have pods to end."""
+    return frozenset(n for c in claims if allocation(c) and holders(c) for n in claim_nodes(c))
+
+
+def being_drained(*, drained: Mapping[str, str], occupied: Set[str], looked: Mapping[str, Set[str]]) -> set[str]:
+    """The nodes being drained now, each taking one of ``maxUnavailable`` slots.
+
+    ``looked``: change → the cordoned nodes where its affected pods are, for each change this run
+    has looked at; ``drained``: node → change, the nodes fleet cordoned (the ledger, earlier runs
+    included). A node drained for a change not looked at yet counts while it is ``occupied``: until
+    the run looks at that change, it cannot tell its pods from others, and the bound must hold
+    whatever order the run looks at the changes in."""
+    out: set[str] = set().union(*looked.values())
+    out |= {node for node, key in drained.items() if key not in looked and node in occupied}
+    return out
+
+
+def admit(
+    nodes: Sequence[str], *, cordoned: Set[str], busy: Set[str], max_unavailable: int
+) -> tuple[list[str], list[str]]:
+    """Which of a change's ``nodes`` (each holding its affected pods) are drained now, and which wait
+    for a slot. One already ``cordoned`` is drained at once; cordoning another takes a slot, free while
+    fewer than ``max_unavailable`` nodes are being drained (``busy``, and those admitted here)."""
+    now = [n for n in nodes if n in cordoned]
+    queued: list[str] = []
+    taken = set(busy) | set(now)
+    for node in nodes:
+        if node in cordoned:
+            continue
+        if len(taken) >= max_unavailable:
+            queued.append(node)
+            continue
+        now.append(node)
+        taken.add(node)
+    return now, queued
+
+
+def held(changes: Iterable[Change]) -> list[Change]:
+    """The changes held for their claims (``waits``): those a drain step advances."""
+    return [c for c in changes if c.waiting is not None and c.waiting.on == "claims" and c.disruption is not None]
+
+
 @dataclass
 class Drains:
     """One run's drains, across every change that waits under ``drain``."""
@@ -54,10 +108,10 @@ class Drains:
     max_unavailable: int
     drained: dict[str, str]
     """Node → the change it was cordoned for: the ledger's ``Progress.drained``, updated in place."""
-    draining: set[str] = field(default_factory=set)
-    """Nodes cordoned and still holding affected pods: each takes one of ``max_unavailable`` slots."""
-    kept: set[str] = field(default_factory=set)
-    """``Ref.key`` of the changes still held this run: their nodes stay cordoned."""
+    occupied: frozenset[str] = frozenset()
+    """Nodes where allocated claims are reserved for pods, as the run read the claims (``occupied``)."""
+    looked: dict[str, set[str]] = field(default_factory=dict)
+    """``Ref.key`` of each change held this run → the cordoned nodes where its affected pods are."""
     save: Callable[[], Awaitable[None]] | None = None
     """Saves the ledger's progress: called with a node in ``drained`` before it is cordoned, so a run
     killed in between leaves the ledger knowing a node it may have cordoned (giving back one that was
@@ -65,29 +119,36 @@ class Drains:
     cordoned: int = 0
     """Nodes this run cordoned."""
 
+    @property
+    def kept(self) -> set[str]:
+        """``Ref.key`` of the changes still held this run: their nodes stay cordoned."""
+        return set(self.looked)
+
+    @property
+    def draining(self) -> set[str]:
+        """The nodes being drained now (``being_drained``)."""
+        return being_drained(drained=self.drained, occupied=self.occupied, looked=self.looked)
+
     async def advance(self, *, key: str, claims: Sequence[Mapping[str, Any]]) -> str:
         """One step of draining for the change ``key`` whose affected ``claims`` are still allocated:
         cordon what a slot allows, evict what is cordoned; says where the drain stands."""
-        self.kept.add(key)
-        by_node: dict[str, list[str]] = {}
+        self.looked[key] = set()  # its nodes from earlier runs count again only where its pods are
+        by_node: dict[str, set[str]] = {}
         for claim in claims:
             namespace = str((claim.get("metadata") or {}).get("namespace", ""))
             for node in claim_nodes(claim):
-                by_node.setdefault(node, []).extend(f"{namespace}/{pod}" for pod in holders(claim))
-        if not any(by_node.values()):
+                by_node.setdefault(node, set()).update(f"{namespace}/{pod}" for pod in holders(claim))
+        nodes = sorted(n for n, pods in by_node.items() if pods)
+        if not nodes:
             return "its claims are allocated but reserved for no pod: nothing to evict; waits for them to be freed"
+        cordoned = {n for n in nodes if n in self.drained or await self._unschedulable(n)}
+        now, queued = admit(nodes, cordoned=cordoned, busy=self.draining, max_unavailable=self.max_unavailable)
         notes: list[str] = []
-        queued: list[str] = []
-        for node, pods in sorted(by_node.items()):
-            if not pods:
-                continue
-            if node not in self.drained and not await self._unschedulable(node):
-                if len(self.draining) >= self.max_unavailable:
-                    queued.append(node)
-                    continue
+        for node in sorted(now):
+            if node not in cordoned:
                 await self._cordon(node, key=key)
-            self.draining.add(node)
-            outcomes = [await evict(self.client, pod) for pod in sorted(set(pods))]
+            self.looked[key].add(node)
+            outcomes = [await evict(self.client, pod) for pod in sorted(by_node[node])]
             notes.append(f"draining node {node}: " + "; ".join(outcomes))
         if queued:
             notes.append(
@@ -111,6 +172,21 @@ class Drains:
         body = {"metadata": {"annotations": {DRAINED_FOR: key}}, "spec": {"unschedulable": True}}
         await self.client.patch(node_ref(node), body, field_manager=MANAGER)
         self.cordoned += 1
+
+
+async def step(drains: Drains, changes: Iterable[Change], *, claims: Sequence[Mapping[str, Any]]) -> None:
+    """One step of draining for each of ``changes`` held for its claims (``held``), whichever step of the
+    run holds it (an object stage, the operator release, the prune); ``claims``: the run's allocated
+    and other claims, as classing read them. Each held change's reason says where its drain stands."""
+    waiting = held(changes)
+    if not waiting:
+        return
+    by_name = {claim_name(c): c for c in claims}
+    for change in waiting:
+        assert change.disruption is not None
+        affected = [by_name[name] for name in change.disruption.claims if name in by_name]
+        where = await drains.advance(key=change.ref.key, claims=affected)
+        change.reason = f"{change.reason}; {where}"
 
 
 async def evict(client: Client, pod: str) -> str:
@@ -153,4 +229,15 @@ async def uncordon(client: Client, *, drained: Mapping[str, str], keep: set[str]
     return left
 
 
-__all__ = ["DRAINED_FOR", "MANAGER", "Drains", "evict", "uncordon"]
+__all__ = [
+    "DRAINED_FOR",
+    "MANAGER",
+    "Drains",
+    "admit",
+    "being_drained",
+    "evict",
+    "held",
+    "occupied",
+    "step",
+    "uncordon",
+]

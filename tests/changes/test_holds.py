@@ -5,7 +5,8 @@ DeviceClass past that device is disruptive (``fleet.engine.disruptions``); a tea
 beside it is safe. ``fleetctl apply`` applies the safe part at once and holds the disruptive one:
 for the maintenance window (an emergency skips it), for the pod (policy ``wait``, reported overdue
 after the deadline), or while fleet drains the node through the Eviction API (policy ``drain``, a
-PodDisruptionBudget holding it until it is gone). Once the pod is gone the change goes.
+PodDisruptionBudget holding it until it is gone). Once the pod is gone the change goes. A held prune
+drains as a held write does, and ``maxUnavailable`` bounds the nodes being drained across runs.
 """
 
 from __future__ import annotations
@@ -80,6 +81,58 @@ def template_count(kubectl: Kubectl, ns: str) -> int:
 def released(kubectl: Kubectl, ns: str) -> bool:
     claim = json.loads(kubectl("get", "resourceclaim", "-n", ns, "held", "-o", "json").stdout)
     return not (claim.get("status") or {}).get("allocation")
+
+
+def budget(kubectl: Kubectl, ns: str, app: str) -> None:
+    """A PodDisruptionBudget that forbids evicting the pods labelled ``app`` (once it counts them)."""
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": app, "namespace": ns},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": app}}},
+    }
+    kubectl("apply", "-f", "-", stdin=json.dumps(pdb))
+
+    def counted() -> bool:
+        status = json.loads(kubectl("get", "pdb", "-n", ns, app, "-o", "json").stdout).get("status", {})
+        return bool(status.get("currentHealthy") == 1)
+
+    waits.wait_for(counted, within=30, what="the budget counts the pod")
+
+
+def entry_of(capsys: pytest.CaptureFixture[str], kind: str, name: str) -> dict[str, Any]:
+    [found] = [
+        e
+        for e in json.loads(capsys.readouterr().out)["entries"]
+        if e["object"]["kind"] == kind and e["object"]["name"] == name
+    ]
+    return found
+
+
+def gone(kubectl: Kubectl, ns: str, pod: str, claim: str) -> None:
+    """Wait for an evicted ``pod`` to be gone and its ``claim`` deallocated."""
+    waits.wait_for(
+        lambda: kubectl("get", "-n", ns, f"pod/{pod}", check=False).returncode != 0, within=60, what=f"{pod} gone"
+    )
+    waits.wait_for(
+        lambda: (
+            not json.loads(kubectl("get", "resourceclaim", "-n", ns, claim, "-o", "json").stdout)
+            .get("status", {})
+            .get("allocation")
+        ),
+        within=60,
+        what=f"claim {claim} deallocated",
+    )
+
+
+def cordoned_for(kubectl: Kubectl, key: str) -> set[str]:
+    """The nodes fleet cordoned for the change ``key``."""
+    nodes = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    return {
+        n["metadata"]["name"]
+        for n in nodes
+        if n["spec"].get("unschedulable") and (n["metadata"].get("annotations") or {}).get(drains.DRAINED_FOR) == key
+    }
 
 
 @pytest.fixture()
@@ -178,24 +231,8 @@ def test_drain_cordons_evicts_through_the_eviction_api_respects_a_budget_and_unc
     repo, ns = team, team.ns("ml")
     repo.cluster_spec = {"disruption": {"policy": "drain", "maxUnavailable": 1}}
     node, uuid = holding(kubectl, repo, ns, labels={"app": "trainer"})
-    budget = {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": "trainer", "namespace": ns},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "trainer"}}},
-    }
-    kubectl("apply", "-f", "-", stdin=json.dumps(budget))
     try:
-        waits.wait_for(
-            lambda: (
-                json.loads(kubectl("get", "pdb", "-n", ns, "trainer", "-o", "json").stdout)
-                .get("status", {})
-                .get("currentHealthy")
-                == 1
-            ),
-            within=30,
-            what="the budget counts the pod",
-        )
+        budget(kubectl, ns, "trainer")
         before = live_selector(kubectl, repo)
         repo.device_class_expression = f"device.attributes['gpu.nvidia.com'].uuid != '{uuid}'"
         path = str(repo.write())
@@ -334,3 +371,125 @@ def test_a_held_pool_label_is_not_demanded_by_the_pools_gate_and_the_safe_part_a
     finally:
         kubectl("delete", "-n", ns, "pod/trainer", "--wait=true", "--timeout=60s", check=False)
         kubectl("label", "node", node, f"{label}-", "fleet.gpufleet.dev/pool-", check=False)
+
+
+def test_a_held_prune_of_a_class_in_use_drains_its_node_under_policy_drain(
+    team: Repo, kubectl: Kubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, ns = team, team.ns("ml")
+    repo.cluster_spec = {"disruption": {"policy": "drain", "maxUnavailable": 1}}
+    old = f"t-{repo.id}-old.gpu.example.com"
+    repo.files[f"deviceclasses/{old}.yaml"] = f"""\
+        apiVersion: resource.k8s.io/v1
+        kind: DeviceClass
+        metadata:
+          name: {old}
+        spec:
+          selectors:
+          - cel:
+              expression: "device.driver == 'gpu.nvidia.com'"
+        """
+    assert cli.run(["apply", str(repo.write()), "--cluster", repo.cluster]) == 0
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "old"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": old}}]}},
+    }
+    gpu_pod(kubectl, ns, name="trainer", claim="old", also=(claim,))
+    node = ""
+    try:
+        kubectl("wait", "-n", ns, "pod/trainer", "--for=jsonpath={.status.phase}=Running", "--timeout=90s")
+        node, _ = device_of(kubectl, ns, "old")
+        del repo.files[f"deviceclasses/{old}.yaml"]
+        path = str(repo.write())
+        capsys.readouterr()
+
+        assert cli.run(["apply", path, "--cluster", repo.cluster, "--prune", "-o", "json"]) == 0
+        held = entry_of(capsys, "DeviceClass", old)
+        assert held["action"] == "skipped" and held["waiting"]["on"] == "claims"
+        assert held["waiting"]["intended"] == "deleted"
+        assert f"draining node {node}: pod {ns}/trainer evicted" in held["reason"]
+        assert cordoned_for(kubectl, f"resource.k8s.io/DeviceClass//{old}") == {node}
+        assert kubectl("get", "deviceclass", old, check=False).returncode == 0, "held: not deleted yet"
+        gone(kubectl, ns, "trainer", "old")
+
+        assert cli.run(["apply", path, "--cluster", repo.cluster, "--prune", "-o", "json"]) == 0
+        assert entry_of(capsys, "DeviceClass", old)["action"] == "deleted"
+        live = json.loads(kubectl("get", "node", node, "-o", "json").stdout)
+        assert not live["spec"].get("unschedulable"), "uncordoned once the prune went"
+    finally:
+        kubectl("delete", "-n", ns, "pod/trainer", "resourceclaim/old", "--wait=true", "--timeout=60s", check=False)
+        if node:
+            kubectl("uncordon", node, check=False)
+
+
+SPREAD = ("a100x8-01", "h100x8-01", "h200x8-01")
+"""Three GPU nodes of the sandbox, in name order: one job on each."""
+
+
+def test_max_unavailable_bounds_the_nodes_being_drained_across_runs(
+    team: Repo, kubectl: Kubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, ns = team, team.ns("ml")
+    repo.cluster_spec = {"disruption": {"policy": "drain", "maxUnavailable": 1}}
+    repo.teams["ml"].quota = 8
+    for job in ("job-1", "job-2", "job-3"):
+        repo.claim("ml", job)
+    assert cli.run(["apply", str(repo.write()), "--cluster", repo.cluster]) == 0
+    key = f"resource.k8s.io/DeviceClass//{repo.device_class_name}"
+
+    def draining() -> set[str]:
+        """Nodes fleet cordoned for the change that still hold one of the jobs: at most maxUnavailable."""
+        pods = json.loads(kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
+        found = cordoned_for(kubectl, key) & {p["spec"].get("nodeName") for p in pods}
+        assert len(found) <= 1, f"{sorted(found)} cordoned and draining at once with maxUnavailable 1"
+        return found
+
+    def run() -> str:
+        assert cli.run(["apply", path, "--cluster", repo.cluster, "-o", "json"]) == 0
+        held = entry_of(capsys, "DeviceClass", repo.device_class_name)
+        assert held["action"] == "skipped" and held["waiting"]["on"] == "claims"
+        return str(held["reason"])
+
+    try:
+        # The last node by name holds a job a budget keeps there.
+        gpu_pod(kubectl, ns, name="job-3", claim="job-3", node=SPREAD[2], labels={"app": "job-3"})
+        kubectl("wait", "-n", ns, "pod/job-3", "--for=jsonpath={.status.phase}=Running", "--timeout=90s")
+        budget(kubectl, ns, "job-3")
+        repo.device_class_expression = "device.driver == 'retired.example.com'"  # no device any more: all affected
+        path = str(repo.write())
+        capsys.readouterr()
+
+        assert f"draining node {SPREAD[2]}: pod {ns}/job-3 not evicted" in run()
+        assert draining() == {SPREAD[2]}
+
+        # Jobs that start meanwhile on the nodes not cordoned are affected too; they wait for the slot.
+        for job, node in (("job-1", SPREAD[0]), ("job-2", SPREAD[1])):
+            gpu_pod(kubectl, ns, name=job, claim=job, node=node)
+            kubectl("wait", "-n", ns, f"pod/{job}", "--for=jsonpath={.status.phase}=Running", "--timeout=90s")
+        reason = run()
+        assert f"nodes {SPREAD[0]}, {SPREAD[1]} wait for a drain slot (maxUnavailable 1)" in reason
+        assert draining() == {SPREAD[2]}
+        assert cordoned_for(kubectl, key) == {SPREAD[2]}
+
+        kubectl("delete", "pdb", "-n", ns, "job-3")
+        assert f"pod {ns}/job-3 evicted" in run()
+        gone(kubectl, ns, "job-3", "job-3")
+
+        # Then one node at a time; a drained node stays cordoned until the change is applied.
+        for job, node in (("job-1", SPREAD[0]), ("job-2", SPREAD[1])):
+            assert f"draining node {node}: pod {ns}/{job} evicted" in run()
+            assert draining() <= {node}, "an evicted pod may be gone already"
+            assert node in cordoned_for(kubectl, key)
+            gone(kubectl, ns, job, job)
+        assert cordoned_for(kubectl, key) == set(SPREAD)
+
+        assert cli.run(["apply", path, "--cluster", repo.cluster, "-o", "json"]) == 0
+        assert entry_of(capsys, "DeviceClass", repo.device_class_name)["action"] == "configured"
+        assert cordoned_for(kubectl, key) == set(), "every drained node uncordoned once the change applied"
+    finally:
+        kubectl("delete", "pdb", "-n", ns, "job-3", check=False)
+        kubectl("delete", "-n", ns, "pod/job-1", "pod/job-2", "pod/job-3", "--wait=true", "--timeout=60s", check=False)
+        for node in SPREAD:
+            kubectl("uncordon", node, check=False)

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from fleet import engine, helm
-from fleet.engine import operators, previews
+from fleet.engine import drains, operators, previews
 from fleet.errors import FleetError
 from fleet.sandbox import Sandbox, credentials
 from fleet.sandbox.operators import StandInOperator
 from tests.apply.conftest import Engine
+from tests.changes.test_holds import device_of
 from tests.conftest import Kubectl, gpu_pod
 from tests.operator.conftest import NAMESPACE, RELEASE, UPSTREAM, install_cluster_policy
 from tests.operator.repos import OperatorRepo
@@ -253,6 +254,43 @@ def test_removal_waits_for_claims_then_uninstalls_with_hooks(
         "get", "events", "-n", NAMESPACE, "--field-selector", "involvedObject.name=gpu-operator-cleanup-gpucluster"
     )
     assert "SuccessfulCreate" in events.stdout
+
+
+def test_a_held_upgrade_drains_the_nodes_of_its_claims_under_policy_drain(
+    sandbox: Sandbox,
+    fleet: Engine,
+    op_repo: OperatorRepo,
+    helm_settings: helm.Settings,
+    kubectl: Kubectl,
+    namespace: str,
+) -> None:
+    op_repo.cluster_spec = {"disruption": {"policy": "drain", "maxUnavailable": 1}}
+    with StandInOperator(sandbox, upstream=UPSTREAM):
+        fleet.apply(helm=helm_settings)
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "held"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+    }
+    gpu_pod(kubectl, namespace, name="trainer", claim="held", also=(claim,))
+    node = ""
+    try:
+        kubectl("wait", "-n", namespace, "pod/trainer", "--for=condition=Ready", "--timeout=60s")
+        node, _ = device_of(kubectl, namespace, "held")
+        # A new DRA kubelet plugin restarts it on every GPU node: held for the claims, and drained.
+        op_repo.values = {**op_repo.values, "draDriver": {**op_repo.values["draDriver"], "version": "v0.6.0"}}
+        entry = _operator_entry(fleet.apply(helm=helm_settings))
+        assert entry.action == engine.Action.SKIPPED and entry.waiting is not None and entry.waiting.on == "claims"
+        assert f"draining node {node}: pod {namespace}/trainer evicted" in entry.reason
+        live = json.loads(kubectl("get", "node", node, "-o", "json").stdout)
+        assert live["spec"].get("unschedulable") is True
+        assert live["metadata"]["annotations"][drains.DRAINED_FOR] == entry.ref.key
+        assert _release(helm_settings)["revision"] == "1", "held: helm did not run"
+    finally:
+        kubectl("delete", "-n", namespace, "pod/trainer", "--wait=true", "--timeout=60s", check=False)
+        if node:
+            kubectl("uncordon", node, check=False)
 
 
 def _tiny_chart(tmp_path: Path, name: str, *, crd: bool = False) -> Path:
