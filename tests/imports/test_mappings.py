@@ -351,3 +351,22 @@ def test_a_template_another_tool_keeps_is_adopted_not_made_fleets() -> None:
                      context=CONTEXT)  # fmt: skip
     assert found.handover["resource.k8s.io/ResourceClaimTemplate/gpu-example/h100-gpu"] == "adopted"
     assert found.handover["resource.k8s.io/ResourceClaimTemplate/gpu-example/two-gpus"] == "created"
+
+
+def test_a_namespace_without_owners_gets_a_team_that_grants_no_guessed_subject(tmp_path: Path) -> None:
+    """No RoleBinding binds a Role within fleet's team Role: the Team names no owner (``[]``), so fleet's
+    RoleBinding binds the team's own ServiceAccount only, and IMPORT.md says to fill the owners in."""
+    from fleet.engine.imports.repositories import write
+
+    found = imported(_live(templates=[_guide_template("two-gpus")]), cluster="east", fleet="gpus", context=CONTEXT)
+    team = next(d for d in found.documents if d.path == "teams/gpu-example/team.yaml")
+    assert team.body["spec"]["owners"] == []
+    assert "owners: none found, fill them in (IMPORT.md)" in team.comment
+    root = tmp_path / "fleet"
+    files = plan(root, found, cluster="east", fleet="gpus", context=CONTEXT)
+    [row] = [r for r in files["IMPORT.md"].splitlines() if r.startswith("| the owners of namespace gpu-example")]
+    assert "grants no one it guessed" in row and "Fill in spec.owners of teams/gpu-example/team.yaml" in row
+    bindings = [d.body for d in write(root, files, cluster="east").objects if d.body["kind"] == "RoleBinding"]
+    assert [b["subjects"] for b in bindings] == [
+        [{"kind": "ServiceAccount", "name": "fleet-team", "namespace": "gpu-example"}]
+    ]
