@@ -281,3 +281,27 @@ def test_the_take_over_grants_nobody_the_import_guessed_and_apply_binds_the_owne
         assert _can_claim(kubectl, f"{GUIDE_NS}-owners") == "no"
 
         _release_all(root, cluster=cluster, sandbox=sandbox, settings=helm_settings)
+
+
+def test_a_label_and_a_taint_only_some_nodes_of_a_pool_carry_are_rows_of_import_md(
+    sandbox: Sandbox, kubectl: Kubectl, helm_settings: helm.Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = _pool_nodes(kubectl)
+    assert len(nodes) > 1, "the pool has nodes that do not carry them"
+    kubectl("label", "--overwrite", "nodes", nodes[0], "gpufleet.dev/rack=r7")
+    kubectl("taint", "--overwrite", "nodes", nodes[0], "gpufleet.dev/repair=psu:NoSchedule")
+    try:
+        root = tmp_path / "fleet"
+        code = _cli("import", str(root), "--cluster", "partial", "--no-adopt", sandbox=sandbox, settings=helm_settings)
+        out = capsys.readouterr()
+        assert code == 0, out.out + out.err
+    finally:
+        kubectl("label", "nodes", nodes[0], "gpufleet.dev/rack-", check=False)
+        kubectl("taint", "nodes", nodes[0], "gpufleet.dev/repair:NoSchedule-", check=False)
+    rows = {r.split(" | ")[0].removeprefix("| "): r for r in (root / "IMPORT.md").read_text().splitlines()}
+    [label] = [r for w, r in rows.items() if w.startswith("label gpufleet.dev/rack of pool ")]
+    [taint] = [r for w, r in rows.items() if w.startswith("taint gpufleet.dev/repair=psu:NoSchedule of pool ")]
+    assert f"1 of {len(nodes)} Nodes carry it (gpufleet.dev/rack=r7 on {nodes[0]})" in label
+    assert f"1 of {len(nodes)} Nodes carry it ({nodes[0]})" in taint
+    pools = [yaml.safe_load(p.read_text())["spec"] for p in (root / "pools").glob("*.yaml")]
+    assert not [p for p in pools if "gpufleet.dev/rack" in p.get("labels", {})], "a pool keeps what all carry"

@@ -6,7 +6,9 @@ than fleet's team Role; a binding that grants more stays outside the repository 
 listed. Its quota is the ResourceQuota ``fleet-devices`` when it has exactly the keys
 fleet renders. Templates and claims people made (kubectl) become fleet's (``created``:
 pruning deletes them), those another tool keeps (Helm, an owner object) are adopted, as
-are the namespace and the fleet-shaped Role, RoleBinding and quota.
+are the namespace and the fleet-shaped Role, RoleBinding and quota. A namespace labelled
+``resource.kubernetes.io/admin-access: "true"`` makes the Team ``adminAccess: true``; its other
+labels and annotations are listed (a Team declares none).
 
 A namespace where no owners are found gets a Team with ``owners: []`` and a row saying to fill
 them in: the import grants no subject it guessed. Fleet's RoleBinding then binds the team's
@@ -152,6 +154,8 @@ def _team(
     if quota:
         spec["quota"] = quota
     spec["adoptNamespaces"] = True
+    if _namespace_metadata(ns, live=live, out=out):
+        spec["adminAccess"] = True
     out.handover[Ref("v1", "Namespace", "", ns).key] = "adopted"
     if not owners:
         out.unmapped.append(
@@ -170,6 +174,39 @@ def _team(
         f"; {role_notes}" if role_notes else ""
     )
     out.documents.insert(len(out.documents) - len(objs), Document(f"teams/{ns}/team.yaml", body, comment))
+
+
+NAMESPACE_SET = ("kubernetes.io/metadata.name",)
+"""The label the API server sets on every namespace."""
+
+
+def _namespace_metadata(ns: str, *, live: Live, out: Imported) -> bool:
+    """Whether namespace ``ns`` carries ``resource.kubernetes.io/admin-access: "true"`` (the Team's
+    ``adminAccess: true`` renders it); its other labels and annotations, which a Team does not declare,
+    are a row: they stay on the namespace."""
+    found = next((n for n in live.namespaces if n["metadata"]["name"] == ns), None)
+    if found is None:
+        return False
+    meta = clean(found)["metadata"]
+    labels = dict(meta.get("labels") or {})
+    admin = bool(labels.pop(kinds.ADMIN_ACCESS_LABEL, None) == "true")
+    kept = [
+        f"label {k}={v}"
+        for k, v in sorted(labels.items())
+        if k not in NAMESPACE_SET and not k.startswith(f"{ownership.DOMAIN}/")
+    ]
+    kept += [
+        f"annotation {k}" for k in sorted(meta.get("annotations") or {}) if not k.startswith(f"{ownership.DOMAIN}/")
+    ]
+    if kept:
+        out.unmapped.append(
+            Unmapped(
+                f"the metadata of Namespace {ns}",
+                f"a Team declares no labels or annotations of its namespaces but fleet's own: {', '.join(kept)} "
+                "stay on the namespace as they are",
+            )
+        )
+    return admin
 
 
 def _tools(obj: dict[str, Any]) -> bool:
