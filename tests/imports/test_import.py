@@ -263,16 +263,16 @@ def test_the_take_over_grants_nobody_the_import_guessed_and_apply_binds_the_owne
         out = capsys.readouterr()
         assert code == 0, out.out + out.err
 
-        team = root / "teams" / GUIDE_NS / "team.yaml"
-        assert yaml.safe_load(team.read_text())["spec"]["owners"] == []
-        [row] = [r for r in (root / "IMPORT.md").read_text().splitlines() if r.startswith("| the owners of namespace")]
-        assert f"Fill in spec.owners of teams/{GUIDE_NS}/team.yaml" in row, row
+        assert _can_claim(kubectl, f"{GUIDE_NS}-owners") == "no"
         bindings = json.loads(kubectl("get", "rolebindings", "-n", GUIDE_NS, "-o", "json").stdout)["items"]
         assert [(b["metadata"]["name"], b["subjects"]) for b in bindings] == [
             ("fleet-team-claims", [{"kind": "ServiceAccount", "name": "fleet-team", "namespace": GUIDE_NS}])
         ]
         assert kubectl("get", "clusterrolebindings", "-o", "name").stdout.split() == cluster_bindings
-        assert _can_claim(kubectl, f"{GUIDE_NS}-owners") == "no"
+        team = root / "teams" / GUIDE_NS / "team.yaml"
+        assert yaml.safe_load(team.read_text())["spec"]["owners"] == []
+        [row] = [r for r in (root / "IMPORT.md").read_text().splitlines() if r.startswith("| the owners of namespace")]
+        assert f"Fill in spec.owners of teams/{GUIDE_NS}/team.yaml" in row, row
 
         team.write_text(team.read_text().replace("owners: []", "owners:\n  - {kind: Group, name: ml-research}"))
         assert _cli("apply", str(root), "--cluster", cluster, sandbox=sandbox, settings=helm_settings) == 0
