@@ -296,8 +296,10 @@ class Owner(Model):
 class TeamSpec(Model):
     clusters: ClusterSelector = Field(default_factory=ClusterSelector)
     namespaces: list[str] = Field(min_length=1)
-    owners: list[Owner] = Field(min_length=1)
-    """Who gets the team's Role (claims and templates only) in its namespaces."""
+    owners: list[Owner]
+    """Who gets the team's Role (claims and templates only) in its namespaces. ``[]`` (what ``fleetctl
+    import`` writes when it finds none) grants it to nobody but the team's ServiceAccount, as which fleet
+    writes the team's objects; ``validate`` warns (``team-owners``)."""
     device_classes: list[str] = Field(min_length=1)
     """DeviceClasses the team's requests may name."""
     quota: dict[str, int] = Field(default_factory=dict)

@@ -14,7 +14,7 @@ structure                 duplicate-object, dns-label, team-folder,
                           team-kind, team-cluster-scoped,
                           deviceclass-location, claim-location,
                           adopt-annotation, take-ownership-annotation,
-                          drift-annotation,
+                          drift-annotation, team-owners (a warning),
                           unsupported-kind, fleet-root, cluster-reference
 per cluster               team-namespace, reserved-namespace,
                           team-device-class, unknown-device-class,

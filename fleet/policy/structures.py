@@ -6,7 +6,8 @@ no object is declared twice, names are DNS labels, and the Fleet names
 exactly the Clusters that exist. The adopt and take-ownership annotations, when
 present, say ``"true"``, and the drift annotation names a drift policy: any other
 value would silently do nothing (``adopt-annotation``, ``take-ownership-annotation``,
-``drift-annotation``).
+``drift-annotation``). A Team with ``owners: []`` is a warning (``team-owners``): it grants nobody its
+claims.
 """
 
 from __future__ import annotations
@@ -39,8 +40,27 @@ def _own(manifest: Manifest, *, has_team: bool) -> tuple[Finding, ...]:
     found: tuple[Finding, ...] | None = manifest.memo.get(key)
     if found is None:
         teams = {manifest.team} if has_team else set()
-        found = manifest.memo[key] = (*names(manifest), *placement(manifest, teams=teams), *adoption(manifest))
+        found = manifest.memo[key] = (
+            *names(manifest),
+            *placement(manifest, teams=teams),
+            *adoption(manifest),
+            *owners(manifest),
+        )
     return found
+
+
+def owners(manifest: Manifest) -> Iterator[Finding]:
+    """A Team with ``owners: []`` is valid (``fleetctl import`` writes it when it finds no owners, rather
+    than granting a guessed group) but grants nobody the team's claims: a warning until someone is named."""
+    if isinstance(manifest.model, kinds.Team) and not manifest.model.spec.owners:
+        yield Finding(
+            manifest.positions.at(("spec", "owners")),
+            "team-owners",
+            f"Team {manifest.name!r} has no owners: nobody but fleet may make claims in its namespaces",
+            severity="warning",
+            hint="name who claims there in spec.owners (kind: Group|User|ServiceAccount, name) and apply",
+            object=manifest.ref,
+        )
 
 
 ADOPT = "fleet.gpufleet.dev/adopt"

@@ -225,3 +225,83 @@ def _release_all(root: Path, *, cluster: str, sandbox: Sandbox, settings: helm.S
         _cli("apply", str(root), "--cluster", cluster, "--prune", "--allow-empty", sandbox=sandbox, settings=settings)
         == 0
     )
+
+
+def _can_claim(kubectl: Kubectl, group: str) -> str:
+    """What the API server answers a member of ``group`` asking to create claims in the guide's namespace."""
+    argv = ("auth", "can-i", "create", "resourceclaims.resource.k8s.io", "-n", GUIDE_NS, "--as", "someone")
+    return kubectl(*argv, "--as-group", group, check=False).stdout.strip()
+
+
+def test_the_take_over_grants_nobody_the_import_guessed_and_apply_binds_the_owners_filled_in(
+    sandbox: Sandbox,
+    kubectl: Kubectl,
+    by_hand: list[str],
+    chart_repo: str,
+    helm_settings: helm.Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The guide's namespace has no RoleBinding to take owners from: the Team names none, IMPORT.md says
+    to fill them in, and until then the only subject fleet binds is the team's own ServiceAccount."""
+    cluster = f"owners-{uuid.uuid4().hex[:6]}"
+    root = tmp_path / "fleet"
+    cluster_bindings = kubectl("get", "clusterrolebindings", "-o", "name").stdout.split()
+    with StandInOperator(sandbox, upstream=UPSTREAM):
+        wait_for(
+            lambda: (
+                kubectl("get", "gpucluster", "gpu-cluster", "-o", "jsonpath={.status.state}", check=False).stdout
+                == "ready"
+            ),
+            what="the played operator reports GPUCluster gpu-cluster ready",
+            within=120,
+        )
+        code = _cli(
+            "import", str(root), "--cluster", cluster, "--chart-repository", chart_repo,
+            sandbox=sandbox, settings=helm_settings,
+        )  # fmt: skip
+        out = capsys.readouterr()
+        assert code == 0, out.out + out.err
+
+        assert _can_claim(kubectl, f"{GUIDE_NS}-owners") == "no"
+        bindings = json.loads(kubectl("get", "rolebindings", "-n", GUIDE_NS, "-o", "json").stdout)["items"]
+        assert [(b["metadata"]["name"], b["subjects"]) for b in bindings] == [
+            ("fleet-team-claims", [{"kind": "ServiceAccount", "name": "fleet-team", "namespace": GUIDE_NS}])
+        ]
+        assert kubectl("get", "clusterrolebindings", "-o", "name").stdout.split() == cluster_bindings
+        team = root / "teams" / GUIDE_NS / "team.yaml"
+        assert yaml.safe_load(team.read_text())["spec"]["owners"] == []
+        [row] = [r for r in (root / "IMPORT.md").read_text().splitlines() if r.startswith("| the owners of namespace")]
+        assert f"Fill in spec.owners of teams/{GUIDE_NS}/team.yaml" in row, row
+
+        team.write_text(team.read_text().replace("owners: []", "owners:\n  - {kind: Group, name: ml-research}"))
+        assert _cli("apply", str(root), "--cluster", cluster, sandbox=sandbox, settings=helm_settings) == 0
+        capsys.readouterr()
+        assert _can_claim(kubectl, "ml-research") == "yes"
+        assert _can_claim(kubectl, f"{GUIDE_NS}-owners") == "no"
+
+        _release_all(root, cluster=cluster, sandbox=sandbox, settings=helm_settings)
+
+
+def test_a_label_and_a_taint_only_some_nodes_of_a_pool_carry_are_rows_of_import_md(
+    sandbox: Sandbox, kubectl: Kubectl, helm_settings: helm.Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = _pool_nodes(kubectl)
+    assert len(nodes) > 1, "the pool has nodes that do not carry them"
+    kubectl("label", "--overwrite", "nodes", nodes[0], "gpufleet.dev/rack=r7")
+    kubectl("taint", "--overwrite", "nodes", nodes[0], "gpufleet.dev/repair=psu:NoSchedule")
+    try:
+        root = tmp_path / "fleet"
+        code = _cli("import", str(root), "--cluster", "partial", "--no-adopt", sandbox=sandbox, settings=helm_settings)
+        out = capsys.readouterr()
+        assert code == 0, out.out + out.err
+    finally:
+        kubectl("label", "nodes", nodes[0], "gpufleet.dev/rack-", check=False)
+        kubectl("taint", "nodes", nodes[0], "gpufleet.dev/repair:NoSchedule-", check=False)
+    rows = {r.split(" | ")[0].removeprefix("| "): r for r in (root / "IMPORT.md").read_text().splitlines()}
+    [label] = [r for w, r in rows.items() if w.startswith("label gpufleet.dev/rack of pool ")]
+    [taint] = [r for w, r in rows.items() if w.startswith("taint gpufleet.dev/repair=psu:NoSchedule of pool ")]
+    assert f"1 of {len(nodes)} Nodes carry it (gpufleet.dev/rack=r7 on {nodes[0]})" in label
+    assert f"1 of {len(nodes)} Nodes carry it ({nodes[0]})" in taint
+    pools = [yaml.safe_load(p.read_text())["spec"] for p in (root / "pools").glob("*.yaml")]
+    assert not [p for p in pools if "gpufleet.dev/rack" in p.get("labels", {})], "a pool keeps what all carry"

@@ -351,3 +351,82 @@ def test_a_template_another_tool_keeps_is_adopted_not_made_fleets() -> None:
                      context=CONTEXT)  # fmt: skip
     assert found.handover["resource.k8s.io/ResourceClaimTemplate/gpu-example/h100-gpu"] == "adopted"
     assert found.handover["resource.k8s.io/ResourceClaimTemplate/gpu-example/two-gpus"] == "created"
+
+
+def test_a_namespace_without_owners_gets_a_team_that_grants_no_guessed_subject(tmp_path: Path) -> None:
+    """No RoleBinding binds a Role within fleet's team Role: the Team names no owner (``[]``), so fleet's
+    RoleBinding binds the team's own ServiceAccount only, and IMPORT.md says to fill the owners in."""
+    from fleet.engine.imports.repositories import write
+
+    found = imported(_live(templates=[_guide_template("two-gpus")]), cluster="east", fleet="gpus", context=CONTEXT)
+    team = next(d for d in found.documents if d.path == "teams/gpu-example/team.yaml")
+    assert team.body["spec"]["owners"] == []
+    assert "owners: none found, fill them in (IMPORT.md)" in team.comment
+    root = tmp_path / "fleet"
+    files = plan(root, found, cluster="east", fleet="gpus", context=CONTEXT)
+    [row] = [r for r in files["IMPORT.md"].splitlines() if r.startswith("| the owners of namespace gpu-example")]
+    assert "grants no one it guessed" in row and "Fill in spec.owners of teams/gpu-example/team.yaml" in row
+    bindings = [d.body for d in write(root, files, cluster="east").objects if d.body["kind"] == "RoleBinding"]
+    assert [b["subjects"] for b in bindings] == [
+        [{"kind": "ServiceAccount", "name": "fleet-team", "namespace": "gpu-example"}]
+    ]
+
+
+def test_a_label_or_taint_only_some_nodes_of_a_pool_carry_is_a_row() -> None:
+    extra = {"key": "maintenance", "effect": "NoExecute"}
+    valued = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
+    nodes = [
+        _node("a", labels={"team": "ml", "zone": "1", "rack": "r7"}, taints=[valued]),
+        _node("b", labels={"team": "ml", "zone": "2"}, taints=[valued, extra]),
+        _node("c", labels={"team": "ml", "zone": "2"}),
+    ]
+    found = imported(
+        _live(nodes=nodes, slices=[_slice(n, 8) for n in "abc"]), cluster="east", fleet="gpus", context=CONTEXT
+    )
+    pool = next(d.body for d in found.documents if d.path == "pools/p5-48xlarge.yaml")
+    assert (pool["spec"]["labels"], pool["spec"].get("taints")) == ({"team": "ml"}, None)
+    rows = {u.what: u.reason for u in found.unmapped}
+    assert rows["label zone of pool p5-48xlarge"].startswith("3 of 3 Nodes carry it (zone=1 on a; zone=2 on b, c): ")
+    assert rows["label rack of pool p5-48xlarge"].startswith("1 of 3 Nodes carry it (rack=r7 on a): ")
+    assert rows["taint dedicated=ml:NoSchedule of pool p5-48xlarge"].startswith("2 of 3 Nodes carry it (a, b): ")
+    assert rows["taint maintenance:NoExecute of pool p5-48xlarge"].startswith("1 of 3 Nodes carry it (b): ")
+    assert all(r.endswith("it stays on those Nodes as it is") for w, r in rows.items() if "of pool" in w)
+    assert len(rows) == 4
+
+
+def test_a_node_a_pool_selects_that_publishes_no_gpus_is_a_row() -> None:
+    nodes = [_node("a"), _node("b"), _node("cpu", instance="m5.large")]
+    found = imported(_live(nodes=nodes, slices=[_slice("a", 8)]), cluster="east", fleet="gpus", context=CONTEXT)
+    rows = {u.what: u.reason for u in found.unmapped}
+    assert list(rows) == ["Node b"]
+    assert rows["Node b"].startswith("pool p5-48xlarge selects it (node.kubernetes.io/instance-type=p5.48xlarge) but")
+
+
+def test_a_namespaces_admin_access_label_is_the_teams_and_its_other_metadata_a_row() -> None:
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": "gpu-example",
+            "uid": "1",
+            "labels": {
+                "kubernetes.io/metadata.name": "gpu-example",
+                "resource.kubernetes.io/admin-access": "true",
+                "pod-security.kubernetes.io/enforce": "baseline",
+            },
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "owner": "ml"},
+        },
+    }
+    found = imported(
+        _live(templates=[_guide_template("two-gpus")], namespaces=[namespace]),
+        cluster="east",
+        fleet="gpus",
+        context=CONTEXT,
+    )
+    team = next(d.body for d in found.documents if d.path == "teams/gpu-example/team.yaml")
+    assert team["spec"]["adminAccess"] is True
+    rows = {u.what: u.reason for u in found.unmapped}
+    assert rows["the metadata of Namespace gpu-example"] == (
+        "a Team declares no labels or annotations of its namespaces but fleet's own: label "
+        "pod-security.kubernetes.io/enforce=baseline, annotation owner stay on the namespace as they are"
+    )

@@ -321,6 +321,22 @@ def test_mig_profiles_and_service_account_owners_are_checked() -> None:
     ]
 
 
+def test_a_team_without_owners_is_valid_with_a_warning() -> None:
+    """``owners: []`` (what ``fleetctl import`` writes when it finds none) grants nobody the team's
+    claims: a warning naming what to fill in, not an error; leaving the field out is still one."""
+    team = example_files()["teams/inference/team.yaml"]
+    start = team.index(b"  owners:\n")
+    bare = team[:start] + b"  owners: []\n" + team[team.index(b"  deviceClasses:") :]
+    finding = only(findings_with({"teams/inference/team.yaml": bare}), "team-owners")
+    assert finding.severity == "warning"
+    assert finding.message == "Team 'inference' has no owners: nobody but fleet may make claims in its namespaces"
+    assert finding.location.file == "teams/inference/team.yaml"
+    assert "spec.owners" in finding.hint
+    missing = team[:start] + team[team.index(b"  deviceClasses:") :]
+    refused = findings_with({"teams/inference/team.yaml": missing})
+    assert "missing required field 'spec.owners'" in [f.message for f in refused if f.rule == "schema"]
+
+
 def test_team_in_a_reserved_namespace() -> None:
     team = example_files()["teams/ml-research/team.yaml"]
     for namespace, why in (

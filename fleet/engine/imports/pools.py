@@ -5,14 +5,16 @@ feature discovery's product label), which becomes the pool's ``nodeSelector``. T
 and taints every node of a group carries (Kubernetes' and the discovery tools' own labels
 aside) are what the pool keeps, so adopting the pool changes no node. The GPU model,
 count and memory come from the ResourceSlices the driver publishes; a node that differs
-from its group, or that nothing selects, is listed, not guessed.
+from its group, that nothing selects, or that a pool selects but that publishes no GPUs
+is listed, not guessed. So is each label and taint only some nodes of a group carry (or
+carry with different values): it stays on those nodes, outside the repository.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,9 +75,11 @@ def _attr(device: dict[str, Any], name: str) -> str:
 def pools(live: Live, *, cluster: str, out: Imported) -> None:
     gpus = _gpus(live.slices)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    bare: list[dict[str, Any]] = []
     for node in sorted(live.nodes, key=lambda n: str(n["metadata"]["name"])):
         name = str(node["metadata"]["name"])
         if name not in gpus:
+            bare.append(node)
             continue
         labels = node["metadata"].get("labels") or {}
         key = INSTANCE_TYPE if labels.get(INSTANCE_TYPE) else GPU_PRODUCT_LABEL if labels.get(GPU_PRODUCT_LABEL) else ""
@@ -94,6 +98,16 @@ def pools(live: Live, *, cluster: str, out: Imported) -> None:
         pool = _pool_name(value, taken=names)
         names.add(pool)
         out.documents.append(_pool(pool, key=key, value=value, nodes=nodes, gpus=gpus, cluster=cluster, out=out))
+        for node in bare:
+            if (node["metadata"].get("labels") or {}).get(key) == value:
+                out.unmapped.append(
+                    Unmapped(
+                        f"Node {node['metadata']['name']}",
+                        f"pool {pool} selects it ({key}={value}) but it publishes no GPUs (no {GPU_DRIVER} "
+                        "ResourceSlice): spec.nodes does not count it, and fleet gives it the pool's labels and "
+                        "taints; import again once its driver publishes its GPUs",
+                    )
+                )
 
 
 def _pool_name(value: str, *, taken: set[str]) -> str:
@@ -134,6 +148,7 @@ def _pool(
         for n in nodes
     ]
     taints = [t for t in taint_sets[0] if all(_has_taint(ts, t) for ts in taint_sets[1:])]
+    out.unmapped.extend(_uneven(pool, nodes=nodes, label_sets=label_sets, taint_sets=taint_sets, common=common))
     seen = Counter(gpus[str(n["metadata"]["name"])] for n in nodes)
     model = seen.most_common(1)[0][0]
     for n in nodes:
@@ -166,8 +181,55 @@ def _pool(
     return Document(f"pools/{pool}.yaml", body, comment)
 
 
+def _uneven(
+    pool: str,
+    *,
+    nodes: list[dict[str, Any]],
+    label_sets: list[dict[str, str]],
+    taint_sets: list[list[dict[str, Any]]],
+    common: dict[str, str],
+) -> Iterator[Unmapped]:
+    """A row per label and per taint some of the pool's nodes carry but not all alike: the pool declares
+    only what every node carries, so these stay on their nodes, outside the repository."""
+    names = [str(n["metadata"]["name"]) for n in nodes]
+    values: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for name, labels in zip(names, label_sets, strict=True):
+        for k, v in labels.items():
+            if k not in common:
+                values[k][str(v)].append(name)
+    for key, by_value in sorted(values.items()):
+        count = sum(len(n) for n in by_value.values())
+        seen = "; ".join(f"{key}={v} on {_listed(n)}" for v, n in sorted(by_value.items()))
+        yield Unmapped(
+            f"label {key} of pool {pool}",
+            f"{count} of {len(nodes)} Nodes carry it ({seen}): a pool declares only the labels all its "
+            "Nodes carry alike; it stays on those Nodes as it is",
+        )
+    tainted: dict[str, list[str]] = defaultdict(list)
+    for name, taints in zip(names, taint_sets, strict=True):
+        for t in taints:
+            if not all(_has_taint(ts, t) for ts in taint_sets) and name not in tainted[_shown(t)]:
+                tainted[_shown(t)].append(name)
+    for shown, carriers in sorted(tainted.items()):
+        yield Unmapped(
+            f"taint {shown} of pool {pool}",
+            f"{len(carriers)} of {len(nodes)} Nodes carry it ({_listed(carriers)}): a pool declares only the "
+            "taints all its Nodes carry; it stays on those Nodes as it is",
+        )
+
+
+def _listed(names: list[str], limit: int = 10) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
 def _has_taint(taints: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
     return any(_taint(t) == _taint(taint) for t in taints)
+
+
+def _shown(t: dict[str, Any]) -> str:
+    """A taint as ``kubectl taint`` writes it: ``key[=value]:Effect``."""
+    taint = _taint(t)
+    return f"{taint['key']}{'=' + taint['value'] if 'value' in taint else ''}:{taint['effect']}"
 
 
 def _taint(t: dict[str, Any]) -> dict[str, str]:

@@ -6,7 +6,14 @@ than fleet's team Role; a binding that grants more stays outside the repository 
 listed. Its quota is the ResourceQuota ``fleet-devices`` when it has exactly the keys
 fleet renders. Templates and claims people made (kubectl) become fleet's (``created``:
 pruning deletes them), those another tool keeps (Helm, an owner object) are adopted, as
-are the namespace and the fleet-shaped Role, RoleBinding and quota.
+are the namespace and the fleet-shaped Role, RoleBinding and quota. A namespace labelled
+``resource.kubernetes.io/admin-access: "true"`` makes the Team ``adminAccess: true``; its other
+labels and annotations are listed (a Team declares none).
+
+A namespace where no owners are found gets a Team with ``owners: []`` and a row saying to fill
+them in: the import grants no subject it guessed. Fleet's RoleBinding then binds the team's
+ServiceAccount alone, as which fleet writes the team's objects (``fleet.engine.impersonations``);
+without it the take-over could not write the templates as the team.
 """
 
 from __future__ import annotations
@@ -15,15 +22,13 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from fleet.engine import ownership
+from fleet.engine import impersonations, ownership
 from fleet.engine.imports.documents import Document, Imported, Unmapped, annotate, clean, origin
 from fleet.engine.imports.lives import Live
 from fleet.engine.renders import CLAIM_RESOURCES, CLAIM_VERBS, QUOTA_NAME, TEAM_ROLE, quota_keys
 from fleet.kube import Ref
 from fleet.manifests import kinds
 from fleet.policy import tenancy
-
-PLACEHOLDER_OWNER = "{team}-owners"
 
 
 def teams(
@@ -143,28 +148,65 @@ def _team(
     spec: dict[str, Any] = {
         "clusters": {"names": [cluster]},
         "namespaces": [ns],
-        "owners": owners or [{"kind": "Group", "name": PLACEHOLDER_OWNER.format(team=ns)}],
+        "owners": owners,
         "deviceClasses": sorted(used),
     }
     if quota:
         spec["quota"] = quota
     spec["adoptNamespaces"] = True
+    if _namespace_metadata(ns, live=live, out=out):
+        spec["adminAccess"] = True
     out.handover[Ref("v1", "Namespace", "", ns).key] = "adopted"
     if not owners:
         out.unmapped.append(
             Unmapped(
                 f"the owners of namespace {ns}",
                 f"no RoleBinding there binds a Role within fleet's team Role ({', '.join(CLAIM_RESOURCES)}: "
-                f"{', '.join(CLAIM_VERBS)}); team {ns} names the placeholder Group "
-                f"{PLACEHOLDER_OWNER.format(team=ns)}, bound to fleet's team Role: put the real group in "
-                f"teams/{ns}/team.yaml and apply",
+                f"{', '.join(CLAIM_VERBS)}), and the import grants no one it guessed: team {ns} is written with "
+                f"owners: [], so its RoleBinding {TEAM_ROLE} binds only the team's ServiceAccount "
+                f"{impersonations.SERVICE_ACCOUNT} (as which fleet writes the team's objects). Fill in "
+                f"spec.owners of teams/{ns}/team.yaml with who claims there and apply",
             )
         )
+        role_notes = "; ".join(filter(None, ["owners: none found, fill them in (IMPORT.md)", role_notes]))
     body = {"apiVersion": kinds.API_VERSION, "kind": "Team", "metadata": {"name": ns}, "spec": spec}
     comment = f"namespace {ns} of context {context}, which holds ResourceClaimTemplates" + (
         f"; {role_notes}" if role_notes else ""
     )
     out.documents.insert(len(out.documents) - len(objs), Document(f"teams/{ns}/team.yaml", body, comment))
+
+
+NAMESPACE_SET = ("kubernetes.io/metadata.name",)
+"""The label the API server sets on every namespace."""
+
+
+def _namespace_metadata(ns: str, *, live: Live, out: Imported) -> bool:
+    """Whether namespace ``ns`` carries ``resource.kubernetes.io/admin-access: "true"`` (the Team's
+    ``adminAccess: true`` renders it); its other labels and annotations, which a Team does not declare,
+    are a row: they stay on the namespace."""
+    found = next((n for n in live.namespaces if n["metadata"]["name"] == ns), None)
+    if found is None:
+        return False
+    meta = clean(found)["metadata"]
+    labels = dict(meta.get("labels") or {})
+    admin = bool(labels.pop(kinds.ADMIN_ACCESS_LABEL, None) == "true")
+    kept = [
+        f"label {k}={v}"
+        for k, v in sorted(labels.items())
+        if k not in NAMESPACE_SET and not k.startswith(f"{ownership.DOMAIN}/")
+    ]
+    kept += [
+        f"annotation {k}" for k in sorted(meta.get("annotations") or {}) if not k.startswith(f"{ownership.DOMAIN}/")
+    ]
+    if kept:
+        out.unmapped.append(
+            Unmapped(
+                f"the metadata of Namespace {ns}",
+                f"a Team declares no labels or annotations of its namespaces but fleet's own: {', '.join(kept)} "
+                "stay on the namespace as they are",
+            )
+        )
+    return admin
 
 
 def _tools(obj: dict[str, Any]) -> bool:
@@ -292,4 +334,4 @@ def _quota(ns: str, *, live: Live, extended: dict[str, str] | None, out: Importe
     return found
 
 
-__all__ = ["PLACEHOLDER_OWNER", "teams"]
+__all__ = ["teams"]
