@@ -214,6 +214,17 @@ def test_both_deploy_crs_is_refused_before_anything_runs(op_repo: OperatorRepo, 
     assert operators.values_problem({"clusterPolicy": {"deployCR": True}, "gpuCluster": {"deployCR": True}})
 
 
+def trainer_on_a_gpu(kubectl: Kubectl, namespace: str) -> None:
+    """Pod ``trainer`` holding claim ``held`` of the driver's class, as the guide's pods do."""
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "held"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+    }
+    gpu_pod(kubectl, namespace, name="trainer", claim="held", also=(claim,))
+
+
 def test_removal_waits_for_claims_then_uninstalls_with_hooks(
     sandbox: Sandbox,
     fleet: Engine,
@@ -225,13 +236,7 @@ def test_removal_waits_for_claims_then_uninstalls_with_hooks(
     op_repo.version = "v26.7.1"
     with StandInOperator(sandbox, upstream=UPSTREAM):
         fleet.apply(helm=helm_settings)
-    claim = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "held"},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
-    }
-    gpu_pod(kubectl, namespace, name="trainer", claim="held", also=(claim,))
+    trainer_on_a_gpu(kubectl, namespace)
     kubectl("wait", "-n", namespace, "pod/trainer", "--for=condition=Ready", "--timeout=60s")
 
     op_repo.version, op_repo.upgrade = "v26.7.0", {"allowDowngrade": True}
@@ -267,13 +272,7 @@ def test_a_held_upgrade_drains_the_nodes_of_its_claims_under_policy_drain(
     op_repo.cluster_spec = {"disruption": {"policy": "drain", "maxUnavailable": 1}}
     with StandInOperator(sandbox, upstream=UPSTREAM):
         fleet.apply(helm=helm_settings)
-    claim = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "held"},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
-    }
-    gpu_pod(kubectl, namespace, name="trainer", claim="held", also=(claim,))
+    trainer_on_a_gpu(kubectl, namespace)
     node = ""
     try:
         kubectl("wait", "-n", namespace, "pod/trainer", "--for=condition=Ready", "--timeout=60s")
