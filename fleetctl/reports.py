@@ -10,6 +10,7 @@ log or fed to other tools; ``-o json`` never passes through here.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TextIO
@@ -128,6 +129,11 @@ def print_problems(out: Console, changes: ChangeSet) -> None:
                 )
             else:
                 out.print(Text.assemble(("conflict", "bold yellow"), f": {entry.ref}: {fields}"))
+    # Why some of a team's objects go as fleet (its rights are set up or restored by this run, or it has
+    # no ServiceAccount): once per reason, as each decision says.
+    as_fleet = Counter(e.decision.as_fleet for e in changes.entries if e.decision is not None and e.decision.as_fleet)
+    for why, n in as_fleet.items():
+        out.print(f"note: {why} ({n} object{'s' if n != 1 else ''})")
     if changes.conflicted:
         owners = sorted({c.manager for e in changes.conflicted for c in e.conflicts if c.manager})
         out.print(

@@ -218,7 +218,7 @@ class Sync:
                 desired=[d for d in teams if not self.identities.deferred(d.team, d.ref.namespace) and self._new(d)],
                 concurrency=self.options.concurrency,
             )
-        self._refused = {c.ref.key: c for c in refused}
+        self._refused = {c.ref.key: self._decided_refusal(c) for c in refused}
         if refused and not self.options.dry_run:
             self.changes.entries.extend(refused)  # before any write: nothing is applied in part
             self.stopped = True
@@ -390,7 +390,7 @@ class Sync:
                     concurrency=self.options.concurrency,
                 )
                 if late:
-                    self.changes.entries.extend(refused + late)
+                    self.changes.entries.extend(refused + [self._decided_refusal(c) for c in late])
                     self.stopped = True
                     return
             freezes = [self._freeze(d) for d in desired]
@@ -554,15 +554,20 @@ class Sync:
                         stage="operator",
                         action=Action.SKIPPED,
                         reason="no helm binary configured (fleetctl --helm, $FLEET_HELM)",
+                        _decision=decisions.Decision(verdict="leave"),
                     )
                 )
             return
         run = self._operator_run or self._operator_stage(settings)
         try:
-            self.changes.entries.extend(await run.run())
+            found = await run.run()
         except operators.OperatorRefused:
             self.stopped = True
             raise
+        for change in found:  # what the stage refused or left before the release's own decision
+            if change.decision is None:
+                change.decision = decisions.decide(action=change.action, error=change.error)
+        self.changes.entries.extend(found)
         await self.drain(run.changes)
         if any(c.failed for c in run.changes) and not self.options.dry_run:
             self.stopped = True
@@ -586,6 +591,12 @@ class Sync:
             remembered=self.memory.operator_noops if self.memory is not None else None,
             hold=self._decide_release,
         )
+
+    def _decided_refusal(self, change: Change) -> Change:
+        """A refusal made before anything is written (not fleet's object, the API server refuses the team):
+        decided ``refuse`` there and then."""
+        change.decision = decisions.decide(action=change.action, error=change.error)
+        return change
 
     def _decide_release(self, change: Change) -> None:
         """The operator release's one decision, before helm runs: held as a disruptive write is, else

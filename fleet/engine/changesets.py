@@ -89,8 +89,7 @@ class Change:
     @property
     def decision(self) -> Decision | None:
         """What fleet does with it this run, as whom, and what the gates verify (``fleet.engine.decisions``),
-        decided once before anything of it is written; None for entries no step decided (refusals before
-        the run's first write)."""
+        decided once before anything of it is written (None only until then)."""
         return self._decision
 
     @decision.setter

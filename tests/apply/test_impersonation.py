@@ -275,6 +275,9 @@ def test_drift_in_a_teams_rights_is_repaired_and_an_escalation_still_refused(
     bindings = [e for e in json.loads(out)["entries"] if e["object"]["kind"] == "RoleBinding"]
     assert {e["object"]["namespace"] for e in bindings if e["action"] == "created"} == {canary}
 
+    assert cli.run(["diff", path, *flags]) == 1
+    said = capsys.readouterr().out
+    assert f"note: dry-run as fleet: team 'inf''s rights in {canary} are restored" in said, said
     assert cli.run(["apply", path, *flags]) == 0, capsys.readouterr().out
     assert "serving" in templates(sandbox, canary)
     sandbox.kubectl("get", "rolebinding", "-n", canary, impersonations.TEAM_ROLE)
