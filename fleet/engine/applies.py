@@ -122,8 +122,9 @@ class Sync:
     steps: list[str] = field(init=False, default_factory=list)
     progress: Callable[[str, int, int], None] | None = None
     """Told ``(step, objects written, objects to write)`` as a step writes: for progress bars."""
-    writer: writes.Writer | None = field(init=False, default=None)
-    """Sends the run's objects (made once the live objects are read)."""
+    unavailable: KubeError | None = field(init=False, default=None)
+    """The first failure of the API server itself (no answer, 5xx, 429) that ended a stage, if any:
+    the later stages send nothing either."""
     resumed: bool = field(init=False, default=False)
     """The ledger's progress says the last run did not finish."""
     stopped: bool = field(init=False, default=False)
@@ -185,15 +186,6 @@ class Sync:
             if self.prefetched:
                 self.live.update(self.prefetched.live)
         self._live_freezes = drifts.live_freezes(self.live)
-        self.writer = writes.Writer(
-            client=self.client,
-            live=self.live,
-            pools=self.plan.pools,
-            concurrency=self.options.concurrency,
-            force=self.options.force_conflicts,
-            timeout=self.options.health_timeout,
-            sent=self.written,
-        )
         self.steps = [s.name for s in stages.STAGES] + ["prune", "record"]
         refused = adoptions.conflicts(
             desired=self.plan.objects,
@@ -227,11 +219,6 @@ class Sync:
             # read or refuses the values stops the run here (ChartRefused), not after stage 1.
             self._operator_run = self._operator_stage(self.options.helm)
             await self._operator_run.prepare()
-
-    @property
-    def unavailable(self) -> KubeError | None:
-        """The first failure of the API server itself (no answer, 5xx, 429) that ended a stage, if any."""
-        return self.writer.unavailable if self.writer is not None else None
 
     @property
     def done(self) -> bool:
@@ -437,7 +424,11 @@ class Sync:
             await self.drain(found)
             # The one decision per change: every step below reads it, none decides again.
             for change, d in zip(found, desired, strict=True):
-                user, as_fleet = impersonations.as_whom(self.identities, d, preview=self.options.dry_run)
+                user, as_fleet = (
+                    ("", "")  # nothing is sent: as whom does not arise (and 10,000 of them cost)
+                    if change.action == Action.UNCHANGED
+                    else impersonations.as_whom(self.identities, d, preview=self.options.dry_run)
+                )
                 change.decision = decisions.decide(
                     action=change.action,
                     error=change.error,
@@ -469,14 +460,24 @@ class Sync:
                 self.ledger.entries.update(new)
                 await self.save_progress()
             self.start_writing(stage.name, len(todo))
-            writer = self.writer
-            assert writer is not None
+            # One stage's writer, not kept: it holds a callback into this Sync (no cycle outlives the stage).
+            writer = writes.Writer(
+                client=self.client,
+                live=self.live,
+                pools=self.plan.pools,
+                concurrency=self.options.concurrency,
+                force=self.options.force_conflicts,
+                timeout=self.options.health_timeout,
+                sent=self.written,
+                unavailable=self.unavailable,
+            )
             applied: dict[str, dict[str, Any]] = {}
             # Kinds in the stage's order, one wave each: a RoleBinding is created only after its
             # Role exists (for a non-admin applier the API server resolves the Role to check escalation).
             for kind in stage.kinds:
                 applied |= await writer.write_all([(c, d) for c, d in todo if d.ref.kind == kind])
             applied |= await writer.write_all([(c, d) for c, d in todo if d.ref.kind not in stage.kinds])
+            self.unavailable = writer.unavailable
             if any(c.failed for c, _ in todo):
                 self.stopped = True
                 return

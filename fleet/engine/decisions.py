@@ -66,6 +66,10 @@ class Decision:
         return out
 
 
+LEAVE = Decision(verdict="leave")
+"""What most changes get: nothing to do, as nobody."""
+
+
 def decide(
     *,
     action: str,
@@ -79,6 +83,8 @@ def decide(
     """The one decision for a change whose diff says ``action`` (``error``: why it failed or was
     refused), held for ``wait``, classed ``disruption``, going as ``user`` (``as_fleet``: why fleet's
     own identity): ``obj`` is what a write sends, the gates' evidence."""
+    if not (error or wait or disruption or user or as_fleet) and action not in WRITTEN:
+        return LEAVE  # the common case, shared: a no-op of 10,000 objects makes no 10,000 values
     if error:
         verdict: Verdict = "refuse"
     elif wait is not None:
@@ -102,4 +108,4 @@ def expected(decided: Iterable[Decision | None]) -> dict[str, Mapping[str, Any]]
     return {Ref.of(dict(d.expected)).key: d.expected for d in decided if d is not None and d.expected is not None}
 
 
-__all__ = ["Decision", "Verdict", "decide", "expected"]
+__all__ = ["LEAVE", "Decision", "Verdict", "decide", "expected"]
