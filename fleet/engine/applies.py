@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -331,7 +332,10 @@ class Sync:
                 max_unavailable=self.plan.rules.max_unavailable,
                 drained=self.ledger.progress.drained,
                 occupied=drains.occupied(claims),
-                save=self.save_progress,
+                # Not a method of this Sync: the Drains it keeps must not hold it in a cycle.
+                save=functools.partial(
+                    records.save_progress, client=self.client, ledger=self.ledger, revision=self.plan.revision
+                ),
             )
         await drains.step(self.drains, changes, claims=claims)
 
@@ -592,6 +596,11 @@ class Sync:
             remembered=self.memory.operator_noops if self.memory is not None else None,
             hold=self._decide_release,
         )
+
+    def release(self) -> None:
+        """Let go of the run's helpers that hold a method of this Sync (the operator stage's hold), so
+        the Sync is freed when its run ends without waiting for the cyclic collector."""
+        self._operator_run = None
 
     def _decided_refusal(self, change: Change) -> Change:
         """A refusal made before anything is written (not fleet's object, the API server refuses the team):

@@ -87,6 +87,7 @@ async def drive(sync: Sync, *, hooks: Hooks | None = None) -> Outcome:
     finally:
         if sync.memory is not None:
             sync.memory.settled.sweep()
+        sync.release()  # what holds a method of the Sync goes: no cycle outlives the run
     if outcome.started:
         outcome.frozen = sync.frozen()
     outcome.steps_left = list(sync.steps)
