@@ -60,7 +60,10 @@ class Decision:
     """With ``write``: the object the run writes, which the health gates verify (None for a deletion)."""
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"verdict": self.verdict, "as": self.user or "fleet"}
+        """``verdict``, and for what is sent or would be, ``as`` (the user, or ``fleet``) and ``asFleet``."""
+        out: dict[str, Any] = {"verdict": self.verdict}
+        if self.verdict != "leave" or self.user or self.as_fleet:
+            out["as"] = self.user or "fleet"
         if self.as_fleet:
             out["asFleet"] = self.as_fleet
         return out

@@ -33,6 +33,7 @@ def test_each_change_gets_one_verdict_and_only_a_write_is_expected_of_the_cluste
     assert [v for v, d in cases.items() if d.expected is not None] == ["write"]
     assert decisions.expected(cases.values()) == {"/Node//a": obj}
     assert cases["hold"].wait == held and cases["hold"].to_json() == {"verdict": "hold", "as": "fleet"}
+    assert cases["leave"] is decisions.LEAVE and decisions.LEAVE.to_json() == {"verdict": "leave"}, "nothing is sent"
 
 
 def _node(name: str, labels: dict[str, str]) -> dict[str, Any]:
