@@ -251,8 +251,14 @@ class Sync:
 
     def desired(self, stage: stages.Stage) -> list[plans.Desired]:
         if stage.name == "pools":
-            return plans.pool_objects(self.plan.pools, nodes=self._nodes())
+            return list(self._pool_objects)
         return self.plan.in_stage(stage)
+
+    @functools.cached_property
+    def _pool_objects(self) -> tuple[plans.Desired, ...]:
+        """The pools' Node writes, from the Nodes ``start`` listed: made once per run, read by the refusal
+        check, the pools stage, the prune and the record (each write reads its Node afresh)."""
+        return tuple(plans.pool_objects(self.plan.pools, nodes=self._nodes()))
 
     def _nodes(self) -> list[dict[str, Any]]:
         return [o for k, o in self.live.items() if k.startswith("/Node/")]
