@@ -185,3 +185,18 @@ def test_scalars_resolve_by_the_core_schema_and_the_shortcut_skips_only_strings(
     for text in ("".join(p) for n in (1, 2, 3, 4) for p in itertools.product(alphabet, repeat=n)):
         if text[0] not in scalars._NUMBER_START:
             assert not any(p.match(text) for p in patterns) and text not in scalars._NAN, text
+
+
+def test_keys_and_short_values_are_one_string_across_files() -> None:
+    """Parsed manifests share their keys and short values (the controller keeps 10,000 of them)."""
+    text = "kind: ResourceClaimTemplate\nmetadata:\n  namespace: team-a\n  note: '{long}'\n"
+    long = "x" * 100
+    first = parse(file="a.yaml", content=text.format(long=long).encode(), limits=Limits())[0][0].data
+    second = parse(file="b.yaml", content=text.format(long=long).encode(), limits=Limits())[0][0].data
+    assert first == second
+    assert [k for k in first] == ["kind", "metadata"]
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    assert first["kind"] is second["kind"]
+    assert first["metadata"]["namespace"] is second["metadata"]["namespace"]
+    assert next(iter(first["metadata"])) is next(iter(second["metadata"]))
+    assert first["metadata"]["note"] == long  # longer values (unique, mostly) are not interned
