@@ -323,10 +323,7 @@ def _with_policy(plan: engine.Plan, policy: str | None) -> engine.Plan:
 
 
 def _drifting(desired: engine.Desired, policy: str) -> engine.Desired:
-    copy = object.__new__(type(desired))
-    copy.__dict__.update(desired.__dict__)
-    copy.__dict__["drift"] = policy
-    return copy
+    return desired.copied(drift=policy)
 
 
 __all__ = ["Plans", "Reconciler"]

@@ -143,7 +143,7 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         )
         # The revision annotation is the only difference from the memoised render, so its Ref (and
         # the Ref's cached key) carry over: a commit of one file does not rebuild 10,000 of them.
-        desired.__dict__["ref"] = ref
+        desired.knows(ref=ref)
         out.append(desired)
 
     default_ns = {name: namespaces[0] for name, namespaces in teams.items()}
@@ -395,12 +395,7 @@ def carried(desired: Desired, *, revision: str) -> Desired:
     """A declared object of an earlier plan, for ``revision``: what ``plan`` makes of the same manifest
     (the body is the memoised render; only the revision differs). Its cached Ref carries over, and
     so do its applied leaves when both revisions are set (the annotation is there either way)."""
-    copy = object.__new__(Desired)
-    copy.__dict__.update(desired.__dict__)
-    copy.__dict__["revision"] = revision
-    if not (revision and desired.revision):
-        copy.__dict__.pop("leaves", None)
-    return copy
+    return desired.copied(revision=revision)
 
 
 def source_file(source: str) -> str:

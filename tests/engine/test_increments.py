@@ -225,7 +225,7 @@ def test_a_carried_object_is_the_rendered_one_for_the_new_revision() -> None:
         assert before.leaves  # computed once, for the first revision
         copy = renders.carried(before, revision="r2")
         assert copy == after and copy.obj == after.obj and copy.leaves == after.leaves
-        assert copy.__dict__["ref"] is before.__dict__["ref"]
+        assert copy.ref is before.ref and copy.leaves is before.leaves  # carried, not computed again
 
 
 def test_an_overlay_patching_a_claim_makes_every_check_full() -> None:

@@ -148,3 +148,23 @@ def test_the_most_specific_drift_policy_wins() -> None:
         )
         == "report"
     )
+
+
+def test_a_copied_object_carries_every_slot_and_what_was_computed() -> None:
+    """``Desired.copied`` writes each slot out by hand (for speed): a slot added later must be copied too."""
+    import pickle
+
+    for d in _plan().objects:
+        assert d.ref and d.applied and d.order and d.leaves  # computed once, then carried
+        same = d.copied()
+        assert all(getattr(same, name) is getattr(d, name) for name in plans.Desired.__slots__)
+        other = d.copied(revision="def456", drift="report")
+        assert other.revision == "def456" and other.drift == "report" and other.ref is d.ref
+        assert other.obj == renders.carried(d, revision="def456").obj
+        # the leaves carry over only between two set revisions (the annotation is in both)
+        assert (other.leaves is d.leaves) == bool(d.revision)
+        assert other.leaves == frozenset(plans.normalizations.desired_leaves(other.obj))
+        unset = d.copied(revision="")
+        assert unset.leaves == frozenset(plans.normalizations.desired_leaves(unset.obj))
+        back = pickle.loads(pickle.dumps(other))  # the plan store pickles plans
+        assert back == other and back.ref == other.ref and back.drift == "report"
