@@ -21,7 +21,6 @@ Consumers get ``Event``s: ``LISTED`` for each object of a (re)list followed by o
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
@@ -113,7 +112,7 @@ async def watch(
                     if not line.strip():
                         continue
                     received += 1
-                    event = json.loads(line)
+                    event = clients.decoded(line)
                     obj = event.get("object") or {}
                     etype = event.get("type", "")
                     if etype == "ERROR":
