@@ -71,11 +71,13 @@ class ParseCache:
         self._used = set()
 
     def release(self) -> None:
-        """Let every cached manifest drop its position maps (``Positions.release``): once a load is
-        validated they are read only to place a finding, and are made again from the bytes then."""
+        """Let every cached manifest drop its position maps and its model (``Manifest.release``): once a
+        load is validated the maps are read only to place a finding, and are made again from the
+        bytes then; a model is read again only when a fleet-wide change checks everything again
+        (or its team's files change), and is validated again from the manifest's data then."""
         for manifests, _ in self.entries.values():
             for manifest in manifests:
-                manifest.positions.release()
+                manifest.release()
 
 
 Stamp = tuple[int, int, int, int, int]

@@ -29,6 +29,29 @@ from fleet.manifests.salvages import moved, salvage
 from fleet.manifests.validations import findings_from
 from fleet.manifests.yamls import Document, parse
 
+_RELEASED: Any = object()
+
+
+class _Remade:
+    """``Manifest.model``: the validated model, or, once ``Manifest.release`` let it go, the model
+    validated again from ``data`` when next read (and kept). A data descriptor: the dataclass's
+    ``__init__`` and ``replace`` set the field through it, and its default is None."""
+
+    def __get__(self, manifest: Manifest | None, owner: type | None = None) -> Model | None:
+        if manifest is None:
+            return None
+        found: Model | None = manifest.__dict__["_model"]
+        if found is _RELEASED:
+            model_class = registry.MODELS[(manifest.api_version, manifest.kind)]
+            # without ``share_field_sets``: a full check makes 10,000 again and lets them go after,
+            # and the walk would cost as much as validating them
+            found = model_class.model_validate(manifest.data)
+            manifest.__dict__["_model"] = found  # two threads may both make it: equal models
+        return found
+
+    def __set__(self, manifest: Manifest, value: Model | None) -> None:
+        manifest.__dict__["_model"] = value
+
 
 @dataclass(frozen=True)
 class Manifest:
@@ -47,7 +70,7 @@ class Manifest:
     namespace: str | None
     data: dict[str, Any]
     positions: Positions
-    model: Model | None = None
+    model: _Remade = _Remade()  # read as Model | None, and set as one
     team: str | None = None
     """The folder name for files under ``teams/<team>/``, else None (see :func:`team_of`)."""
     memo: dict[str, Any] = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
@@ -61,6 +84,25 @@ class Manifest:
     @property
     def location(self) -> Location:
         return self.positions.root
+
+    def release(self) -> None:
+        """Drop what is made again when read: the position maps (``Positions.release``) and the model,
+        validated again from ``data`` (the controller keeps 10,000 manifests between commits, and
+        their models were the largest part of them; a check that reads them again makes them
+        again), with the memo of the claim's requests, which holds parts of it. A salvaged model
+        (``data`` alone does not validate) and one not validated from ``data`` itself stay."""
+        self.positions.release()
+        model = self.__dict__["_model"]
+        if model is None or model is _RELEASED or self.salvaged:
+            return
+        if type(model) is registry.MODELS.get((self.api_version, self.kind)):
+            self.memo.pop("requests", None)
+            self.__dict__["_model"] = _RELEASED
+
+    @property
+    def released(self) -> bool:
+        """Whether the model was let go (``release``) and not made again since."""
+        return self.__dict__["_model"] is _RELEASED
 
     @property
     def ref(self) -> str:

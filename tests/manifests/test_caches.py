@@ -62,6 +62,29 @@ def test_released_positions_are_made_again_the_same_from_the_bytes() -> None:
     assert manifests == load_revision(files).manifests
 
 
+def test_released_models_are_validated_again_equal_and_salvaged_ones_stay() -> None:
+    """A long-lived cache drops the models it can make again from ``data``; read again, each is equal."""
+    from tests.manifests.repos import example_files
+
+    files = {**example_files(), "teams/a/bad.yaml": _template("bad").replace(b"count: 1", b'count: "1"')}
+    cache = ParseCache()
+    manifests = load_revision(files, cache=cache).manifests
+    models = [m.model for m in manifests]
+    salvaged = [m for m in manifests if m.salvaged]
+    assert salvaged and sum(model is not None for model in models) > 20
+    for m in manifests:
+        if m.kind == "ResourceClaimTemplate":
+            assert m.memo.setdefault("requests", ["kept with the model"])
+    cache.release()
+    releasable = [model is not None and not m.salvaged for m, model in zip(manifests, models, strict=True)]
+    assert [m.released for m in manifests] == releasable
+    assert all("requests" not in m.memo for m in manifests if m.released)
+    assert [m.model for m in manifests] == models  # validated again from data
+    assert not any(m.released for m in manifests)
+    assert all(m.model is model for m, model in zip(manifests, models, strict=True) if m.salvaged)
+    assert manifests == load_revision(files).manifests
+
+
 def _read_once(directory: Path) -> TreeCache:
     """a.yaml, b.yaml and c.yaml written an hour ago (outside the racy window) and read once."""
     old = time.time() - 3600
