@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -427,7 +428,7 @@ def _declared(
     specs of different manifests are one object (``_SHAPES``): about a third of a plan's memory, and
     of its pickle (``plancaches``).
     """
-    key = f"plan\0{cluster}\0{team}\0{namespace or ''}"
+    key = sys.intern(f"plan\0{cluster}\0{team}\0{namespace or ''}")  # kept in each manifest's memo: one string
     found: tuple[dict[str, Any], bool, bool, Ref, str, str] | None = manifest.memo.get(key)
     if found is None:
         obj = _clean(manifest.data)

@@ -32,11 +32,14 @@ def check(revision: Revision) -> Iterator[Finding]:
     yield from fleet_root(revision)
 
 
+_OWN_KEYS = {has_team: f"structures\0{has_team}" for has_team in (True, False)}
+
+
 def _own(manifest: Manifest, *, has_team: bool) -> tuple[Finding, ...]:
     """The findings about ``manifest`` alone (names, placement, adoption), computed once per
     manifest: an unchanged file keeps its manifests in the controller's ParseCache, so a
     commit re-checks only the files it changed. ``has_team``: its folder holds a Team."""
-    key = f"structures\0{has_team}"
+    key = _OWN_KEYS[has_team]  # one string each, not one per manifest's memo
     found: tuple[Finding, ...] | None = manifest.memo.get(key)
     if found is None:
         teams = {manifest.team} if has_team else set()

@@ -24,6 +24,7 @@ owners claims there, put a quota on it, and on removal try to prune it.
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -154,7 +155,7 @@ def _claim(
     memo: tuple[str, tuple[Finding, ...]] | None = claim.memo.get("tenancy")
     if memo is None or memo[0] != key:  # one slot: a changed Team replaces it
         memo = claim.memo["tenancy"] = (
-            key,
+            sys.intern(key),  # one string per team and namespace owner, not one per claim
             (*_namespace(claim, team=team, owners=owners), *_requests(claim, team=team, classes=classes)),
         )
     return memo[1]
