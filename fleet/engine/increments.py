@@ -305,6 +305,7 @@ def _parse(path: str, content: bytes, *, cache: ParseCache) -> Parsed:
     parsed = cache.get(key)
     if parsed is None:
         parsed = load_file(file=path, content=content, limits=LIMITS)
+        renders.share(parsed[0])  # kept for as long as the file is unchanged
         cache.put(key, parsed)
     return parsed
 

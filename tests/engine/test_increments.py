@@ -245,3 +245,23 @@ def test_an_overlay_patching_a_claim_makes_every_check_full() -> None:
     assert (state.full_checks, state.partial_checks) == (2, 0)
     assert {f.location.file for f in got.findings} == {"overlays/claims/overlay.yaml"}
     assert (got.findings, got.plan) == reference(files, revision="r1")
+
+
+def test_equal_specs_of_cached_manifests_are_one_object() -> None:
+    """What the controller keeps of claims stamped from one pattern: their specs and labels once."""
+    files = example()
+    claim = (
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata:\n  name: {name}\n"
+        "  namespace: ml-research\n  labels: {{tier: gold}}\nspec:\n  spec:\n    devices:\n      requests:\n"
+        "      - name: gpu\n        exactly:\n          deviceClassName: gpu.nvidia.com\n"
+    )
+    for name in ("same-a", "same-b"):
+        files[f"teams/ml-research/{name}.yaml"] = claim.format(name=name).encode()
+    cache = ParseCache()
+    state = increments.Increments()
+    outcome = state.check(dict(files), cluster=CLUSTER, revision="r1", read=(), cache=cache)
+    assert outcome.plan is not None and outcome.findings == reference(files, revision="r1")[0]
+    a, b = (state.parsed[f"teams/ml-research/{n}.yaml"][0][0] for n in ("same-a", "same-b"))
+    assert a.data["spec"] is b.data["spec"] and a.data["metadata"]["labels"] is b.data["metadata"]["labels"]
+    assert a.data["metadata"] is not b.data["metadata"] and a.data["metadata"]["name"] == "same-a"
+    assert outcome.plan == reference(files, revision="r1")[1]
