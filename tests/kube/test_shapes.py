@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
-from fleet.kube.shapes import Shapes
+from fleet.kube.shapes import Shapes, intern_metadata
 
 
 def _live(name: str, *, team: str = "a", count: int = 1) -> dict[str, Any]:
@@ -87,3 +88,37 @@ def test_renewing_keeps_only_the_shapes_live_objects_hold() -> None:
     )
     again = shapes.share(_live("t9"))
     assert again["spec"] is kept[0]["spec"], "what live objects hold is still shared"
+
+
+def test_repeated_metadata_strings_are_one_string_and_the_object_unchanged() -> None:
+    def watched(name: str, uid: str) -> dict[str, Any]:
+        decoded = json.loads(  # as a watch event's object is decoded: strings of its own
+            json.dumps(
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceClaimTemplate",
+                    "metadata": {
+                        "name": name,
+                        "namespace": "team-a",
+                        "uid": uid,
+                        "creationTimestamp": "2026-12-06T21:00:00Z",
+                        "annotations": {"fleet.gpufleet.dev/revision": "0123abcd" * 5, "long": "x" * 65},
+                        "managedFields": [{"manager": "fleet", "operation": "Apply", "time": "2026-12-06T21:00:00Z"}],
+                    },
+                }
+            )
+        )
+        assert isinstance(decoded, dict)
+        return decoded
+
+    a, b = watched("a", "uid-a"), watched("b", "uid-b")
+    before = copy.deepcopy(a)
+    assert intern_metadata(a) is a and a == before
+    intern_metadata(b)
+    ma, mb = a["metadata"], b["metadata"]
+    assert a["apiVersion"] is b["apiVersion"] and a["kind"] is b["kind"]
+    assert ma["namespace"] is mb["namespace"] and ma["creationTimestamp"] is mb["creationTimestamp"]
+    assert ma["annotations"]["fleet.gpufleet.dev/revision"] is mb["annotations"]["fleet.gpufleet.dev/revision"]
+    assert ma["annotations"]["long"] is not mb["annotations"]["long"]  # longer values are left alone
+    assert all(ma["managedFields"][0][k] is mb["managedFields"][0][k] for k in ("manager", "operation", "time"))
+    assert intern_metadata({"metadata": None}) == {"metadata": None}
