@@ -148,3 +148,12 @@ def test_the_most_specific_drift_policy_wins() -> None:
         )
         == "report"
     )
+
+
+def test_a_rendered_objects_metadata_is_a_deep_copy_of_the_manifests() -> None:
+    """``stamp`` writes into the render's metadata: nothing of it may be the manifest's own."""
+    metadata = {"name": "a", "labels": {"x": "1"}, "ownerReferences": [{"uid": "u", "list": [{"k": None}]}], "n": 1.5}
+    copied = renders._plain_copy(metadata)
+    assert copied == metadata and copied is not metadata
+    assert copied["labels"] is not metadata["labels"]
+    assert copied["ownerReferences"][0]["list"][0] is not metadata["ownerReferences"][0]["list"][0]
