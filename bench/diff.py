@@ -132,18 +132,25 @@ async def server_counts(sb: Sandbox) -> metrics.Counter[metrics.Key]:
 
 
 def fleetctl(
-    sb: Sandbox, *args: str, cache: Path | None = None
+    sb: Sandbox, *args: str, cache: Path | None = None, root: Path = ROOT
 ) -> tuple[subprocess.CompletedProcess[str], float, float]:
     """Run fleetctl in its own process; (result, wall seconds, peak RSS MiB).
 
     ``cache`` is its plan cache (``FLEET_CACHE_DIR``); without one, none: every run plans afresh.
+    ``root``: the checkout of fleet it runs (``--against``: a peer's, byte-compiled by ``compiled``).
     """
-    env = {**os.environ, "KUBECONFIG": str(sb.kubeconfig), "PYTHONPATH": str(ROOT), "FLEET_CACHE_DIR": str(cache or "")}
+    env = {**os.environ, "KUBECONFIG": str(sb.kubeconfig), "PYTHONPATH": str(root), "FLEET_CACHE_DIR": str(cache or "")}
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", RUSAGE, *args], capture_output=True, text=True, env=env, check=False)
     wall = time.monotonic() - started
     rss = next((int(line.split()[1]) / 1024 for line in proc.stderr.splitlines() if line.startswith("maxrss_kb")), 0.0)
     return proc, wall, rss
+
+
+def compiled(root: Path) -> Path:
+    """``root`` (a peer checkout, ``--against``) with fleet byte-compiled, as ``bench/run`` compiles this one."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "fleet", "fleetctl"], cwd=root, check=True)
+    return root
 
 
 def kubectl_input(repo: Path, *, live_revision: str, out: Path) -> int:
@@ -246,7 +253,16 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=2000)
     parser.add_argument("--noop-objects", type=int, default=10000)
     parser.add_argument("--runs", type=int, default=3, help="timed runs of each diff (median reported)")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        metavar="CHECKOUT",
+        help="another checkout of fleet (a worktree at an earlier commit): its diff planned afresh is timed "
+        "too, alternating with this tree's in the same sandbox",
+    )
     args = parser.parse_args()
+    peer = compiled(args.against.resolve()) if args.against else None
     if binaries.locate() is None:
         binaries.build()
     with sandbox({"h100x8": 1}) as sb, tempfile.TemporaryDirectory(prefix="fleet-bench-repo-") as tmp:
@@ -266,9 +282,15 @@ def main() -> None:
         # diff after an edit); "stored" runs find the plan an earlier run of the same content stored.
         stored = Path(tmp) / "stored"
         fleetctl(sb, "diff", str(repo), "--cluster", CLUSTER, cache=stored)
-        fleet_times, stored_times, kubectl_times = [], [], []
+        fleet_times, stored_times, kubectl_times, peer_times = [], [], [], []
         fleet_changed = kubectl_changed = 0
         for i in range(args.runs):
+            if peer is not None:
+                proc, wall, _rss = fleetctl(
+                    sb, "diff", str(repo), "--cluster", CLUSTER, cache=Path(tmp) / f"peer{i}", root=peer
+                )
+                assert proc.returncode == 1, proc.stderr[-2000:]
+                peer_times.append(wall)
             proc, wall, _rss = fleetctl(sb, "diff", str(repo), "--cluster", CLUSTER, cache=Path(tmp) / f"empty{i}")
             assert proc.returncode == 1, proc.stderr[-2000:]
             fleet_times.append(wall)
@@ -292,6 +314,11 @@ def main() -> None:
         print(f"{'kubectl diff --server-side':44} {kubectl_s:6.2f}   {kubectl_changed}")
         print(f"{'ratio (kubectl / fleetctl), planned afresh':44} {kubectl_s / fleet_s:6.1f}x")
         print(f"{'ratio (kubectl / fleetctl), stored plan':44} {kubectl_s / stored_s:6.1f}x")
+        peer_figures: dict[str, float] = {}
+        if peer_times:
+            peer_s = sorted(peer_times)[len(peer_times) // 2]
+            peer_figures = {"peer_fleetctl_diff_s": round(peer_s, 2), "peer_ratio": round(kubectl_s / peer_s, 1)}
+            print(f"{'--against ' + str(peer) + ', planned afresh':44} {peer_s:6.2f}   {kubectl_s / peer_s:.1f}x")
 
         imports = import_times()
         steps = diff_steps(sb, repo, stored)
@@ -328,6 +355,7 @@ def main() -> None:
             ratio=round(kubectl_s / fleet_s, 1),
             fleetctl_diff_stored_s=round(stored_s, 2),
             ratio_stored=round(kubectl_s / stored_s, 1),
+            **peer_figures,
             imports_third_party_s=round(imports["third_party"], 3),
             imports_stored_s=round(imports["stored"], 3),
             imports_afresh_s=round(imports["afresh"], 3),

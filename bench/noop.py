@@ -28,7 +28,7 @@ from pathlib import Path
 
 import anyio
 from common import result, sandbox
-from diff import CLUSTER, apply_all, fleetctl, server_counts, write_repo
+from diff import CLUSTER, ROOT, apply_all, compiled, fleetctl, server_counts, write_repo
 
 from fleet import engine, kube
 from fleet.engine import listings, pipelines, stages
@@ -140,7 +140,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--big", type=int, default=100_000, help="objects of the cold run (0: skip)")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        metavar="CHECKOUT",
+        help="another checkout of fleet (a worktree at an earlier commit): its cold run is timed too, "
+        "before and after this tree's, on the same fleet",
+    )
     args = parser.parse_args()
+    peer = compiled(args.against.resolve()) if args.against else None
     if binaries.locate() is None:
         binaries.build()
     with sandbox({"h100x8": 1}) as sb, tempfile.TemporaryDirectory(prefix="fleet-bench-repo-") as tmp:
@@ -171,12 +180,26 @@ def main() -> None:
             big = anyio.run(apply_all, sb, repo)
             print(f"\napplied {n_big} objects in {time.monotonic() - t:.1f}s ({len(big.failed)} failed)", flush=True)
             # Two fresh processes: the first plans (nothing stored), the second finds the plan the
-            # first stored, as a restarted controller finds it in its state directory.
+            # first stored, as a restarted controller finds it in its state directory. With
+            # --against, the peer's cold runs come before and after this tree's cold one.
             cache = Path(tmp) / "cache"
-            for run, name in (("cold", "no stored plan"), ("stored", "the stored plan")):
+            runs = [("cold", "no stored plan", ROOT), ("stored", "the stored plan", ROOT)]
+            if peer is not None:  # each peer run with a cache of its own: it plans afresh
+                cold = ("no stored plan, --against " + str(peer), peer)
+                runs = [("peer_cold", *cold), runs[0], ("peer_cold_again", *cold), runs[1]]
+            for run, name, root in runs:
                 before = anyio.run(server_counts, sb)
                 proc, wall, rss = fleetctl(
-                    sb, "apply", str(repo), "--cluster", CLUSTER, "--prune", "-o", "json", cache=cache
+                    sb,
+                    "apply",
+                    str(repo),
+                    "--cluster",
+                    CLUSTER,
+                    "--prune",
+                    "-o",
+                    "json",
+                    cache=Path(tmp) / run if run.startswith("peer") else cache,
+                    root=root,
                 )
                 after = anyio.run(server_counts, sb)
                 assert proc.returncode == 0, proc.stderr[-2000:]

@@ -48,7 +48,6 @@ manifest's own ``fleet.gpufleet.dev/drift`` annotation (an instruction, removed 
 
 from __future__ import annotations
 
-import copy
 import json
 import sys
 from collections.abc import Iterable, Mapping
@@ -473,8 +472,18 @@ def _clean(data: dict[str, Any]) -> dict[str, Any]:
     (``fleet.manifests.yamls``), and neither the manifest nor the Desired object is ever changed in
     place. Sharing saves a copy of every spec the controller keeps."""
     obj = dict(data)
-    obj["metadata"] = copy.deepcopy(data.get("metadata") or {})
+    obj["metadata"] = _plain_copy(data.get("metadata") or {})
     return obj
+
+
+def _plain_copy(value: Any) -> Any:
+    """A deep copy of JSON-plain data (maps, lists and immutable scalars, as the loader makes them):
+    ``copy.deepcopy``'s answer without its memo and dispatch, once per object of a plan."""
+    if isinstance(value, dict):
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain_copy(v) for v in value]
+    return value
 
 
 __all__ = [

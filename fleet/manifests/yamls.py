@@ -37,6 +37,8 @@ from fleet.manifests.locations import Location, Path, Positions, Scalar
 from fleet.manifests.scalars import SUSPECT_START, ambiguity, resolve_scalar
 
 _CORE = "tag:yaml.org,2002:"
+_SUSPECT_OR_MERGE = SUSPECT_START | {"<"}
+"""First characters of a key that may be a merge key or ambiguous (``_Builder._mapping``)."""
 _PLAIN_TAGS = frozenset({_CORE + "str", "!"})
 
 
@@ -61,13 +63,13 @@ class _Loader(_BaseLoader):  # type: ignore[misc]
         return None
 
 
-# an alias is "*name" after a blank or a flow indicator; a "*" inside a regex ('^.*h100') is not one
 _INTERNED = 64
 """Keys, and string values up to this length, are interned (``sys.intern``): 10,000 manifests repeat a
 few dozen keys and values (kinds, apiVersions, namespaces, class names), and the controller keeps
 every parsed manifest; one copy of each instead of one per manifest is about a tenth of what the
 parsed repository holds. Interned strings are freed as any other once nothing refers to them."""
 
+# an alias is "*name" after a blank or a flow indicator; a "*" inside a regex ('^.*h100') is not one
 _ALIAS = re.compile(r"(?:^|[\s\[{,:])\*[^\s,\]}]", re.MULTILINE)
 
 
@@ -291,7 +293,12 @@ class _Builder:
         self.findings: list[Finding] = []
 
     def build(self, node: Node, *, path: Path) -> Any:
-        if len(path) >= self.limits.max_depth:
+        return self._build(node, path if self.record else None, len(path))
+
+    # ``path`` is None when nothing is recorded: no path tuple is made for each node then, only
+    # its ``depth`` is counted (the common case: positions are made again only for findings).
+    def _build(self, node: Node, path: Path | None, depth: int) -> Any:
+        if depth >= self.limits.max_depth:
             raise _refused(
                 _loc(self.file, node),
                 "yaml-limit",
@@ -299,7 +306,7 @@ class _Builder:
                 hint="flatten the document",
             )
         if isinstance(node, MappingNode):
-            return self._mapping(node, path=path)
+            return self._mapping(node, path, depth)
         if isinstance(node, SequenceNode):
             if node.tag != _CORE + "seq":
                 raise _refused(
@@ -310,14 +317,16 @@ class _Builder:
                 )
             items = []
             for index, item in enumerate(node.value):
-                if self.record:
-                    self.nodes[(*path, index)] = _loc(self.file, item)
-                items.append(self.build(item, path=(*path, index)))
+                at = None
+                if path is not None:
+                    at = (*path, index)
+                    self.nodes[at] = _loc(self.file, item)
+                items.append(self._build(item, at, depth + 1))
             return items
         assert isinstance(node, ScalarNode)
-        return self._scalar(node, path=path)
+        return self._scalar(node, path)
 
-    def _mapping(self, node: MappingNode, *, path: Path) -> dict[str, Any]:
+    def _mapping(self, node: MappingNode, path: Path | None, depth: int) -> dict[str, Any]:
         if node.tag != _CORE + "map":
             raise _refused(
                 _loc(self.file, node),
@@ -326,7 +335,6 @@ class _Builder:
                 hint="remove the tag; write a plain mapping",
             )
         result: dict[str, Any] = {}
-        seen: dict[str, Node] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, ScalarNode):
                 raise _refused(
@@ -335,31 +343,36 @@ class _Builder:
                     "mapping keys must be plain strings",
                     hint="use a string key",
                 )
-            if key_node.value == "<<" and not key_node.style:
-                raise _refused(
-                    _loc(self.file, key_node),
-                    "yaml-syntax",
-                    "YAML merge keys (<<) are not supported",
-                    hint="write the merged fields out; Kubernetes tools disagree on <<",
-                )
-            self._lint(key_node)
             key = sys.intern(str(key_node.value))
-            if key in seen:
+            if not key_node.style and key and key[0] in _SUSPECT_OR_MERGE:  # decided without a call, mostly
+                if key == "<<":
+                    raise _refused(
+                        _loc(self.file, key_node),
+                        "yaml-syntax",
+                        "YAML merge keys (<<) are not supported",
+                        hint="write the merged fields out; Kubernetes tools disagree on <<",
+                    )
+                self._lint(key_node)
+            if key in result:
+                first = next(k for k, _ in node.value if str(k.value) == key)
                 raise _refused(
                     _loc(self.file, key_node),
                     "yaml-duplicate-key",
-                    f"duplicate key {key!r} (first at line {seen[key].start_mark.line + 1})",
+                    f"duplicate key {key!r} (first at line {first.start_mark.line + 1})",
                     hint="keep one of them; Kubernetes would silently use the last",
                 )
-            seen[key] = key_node
-            if self.record:
-                self.nodes[(*path, key)] = _loc(self.file, key_node)
-            result[key] = self.build(value_node, path=(*path, key))
+            at = None
+            if path is not None:
+                at = (*path, key)
+                self.nodes[at] = _loc(self.file, key_node)
+            result[key] = self._build(value_node, at, depth + 1)
         return result
 
-    def _scalar(self, node: ScalarNode, *, path: Path) -> Any:
-        self._lint(node)
+    def _scalar(self, node: ScalarNode, path: Path | None) -> Any:
         style = node.style or ""
+        text = str(node.value)
+        if not style and text and text[0] in SUSPECT_START:
+            self._lint(node)
         if node.tag not in _PLAIN_TAGS:
             raise _refused(
                 _loc(self.file, node),
@@ -367,10 +380,10 @@ class _Builder:
                 f"YAML tag {node.tag!r} is not supported",
                 hint="remove the tag; write plain values",
             )
-        value = resolve_scalar(str(node.value)) if not style else str(node.value)
+        value = resolve_scalar(text) if not style else text
         if type(value) is str and len(value) <= _INTERNED:
             value = sys.intern(value)
-        if self.record and isinstance(value, str):
+        if path is not None and isinstance(value, str):
             indent = self._block_indent(node) if style in ("|", ">") else 0
             self.scalars[path] = Scalar(start=_loc(self.file, node), style=style, indent=indent)
         return value
@@ -385,7 +398,7 @@ class _Builder:
     def _lint(self, node: ScalarNode) -> None:
         value = node.value
         if node.style or not value or value[0] not in SUSPECT_START:
-            return  # the common case, decided without a call (every key and value passes here)
+            return  # the builder checks the first character before calling; ``parse``'s others may not
         found = ambiguity(str(value))
         if found is not None:
             self.findings.append(Finding(_loc(self.file, node), "yaml-ambiguous", found[0], hint=found[1]))

@@ -165,3 +165,56 @@ def test_a_first_apply_that_adds_fleets_marks_certainly_changes_the_object() -> 
     )
     relabelled = _live({"team": "b"}, OWNED, manager="kubectl-client-side-apply")
     assert normalizations.first_apply_changes(plain, relabelled, manager="fleet")
+
+
+def _by_leaf_paths(desired: dict[str, Any], live: dict[str, Any]) -> bool:
+    """What ``same_outside_lists`` answers, leaf path by leaf path from the root (its definition)."""
+    return all(
+        normalizations._same_value(normalizations.value_at(desired, w), normalizations.value_at(live, w))
+        for w in normalizations.desired_leaves(desired)
+        if not isinstance(normalizations.value_at(desired, w), list)
+    )
+
+
+def test_one_walk_compares_the_leaves_outside_lists_as_leaf_paths_do() -> None:
+    """The no-op shortcut's value check walks both trees once; its answer is the per-path one."""
+    desired: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "q", "namespace": "n", "labels": {"a": "1"}, "annotations": {}},
+        "spec": {"hard": {"gpu": "1000000"}, "scopes": ["x"], "empty": {}, "n": None},
+    }
+    lives: list[Any] = [
+        desired,
+        {**desired, "metadata": {"name": "other", "namespace": "elsewhere", "labels": {"a": "1"}, "annotations": {}}},
+        {**desired, "spec": {"hard": {"gpu": "1M"}, "scopes": ["y", "z"], "empty": {}, "n": None}},
+        {**desired, "spec": {"hard": {"gpu": "2M"}, "scopes": ["x"], "empty": {}, "n": None}},
+        {**desired, "spec": {"hard": {"gpu": "1000000"}, "scopes": ["x"], "empty": {"k": "v"}, "n": None}},
+        {**desired, "spec": {"hard": {"gpu": "1000000"}, "scopes": ["x"], "empty": {}}},
+        {**desired, "spec": {"hard": "not a map", "scopes": ["x"], "empty": {}, "n": None}},
+        {**desired, "spec": "not a map"},
+        {**desired, "metadata": {"name": "q", "namespace": "n", "labels": {"a": "2"}, "annotations": {}}},
+        {**desired, "metadata": {"name": "q", "namespace": "n", "labels": {"a": "1"}}},
+        {"apiVersion": "v2", "kind": "Other"},
+        {},
+    ]
+    answers = [normalizations.same_outside_lists(desired, live) for live in lives]
+    assert answers == [_by_leaf_paths(desired, live) for live in lives]
+    assert answers == [True, True, True, False, False, True, False, False, False, False, False, False]
+
+
+def test_desired_leaves_are_scalars_lists_and_empty_maps_without_the_identity() -> None:
+    obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "n", "labels": {"a": "1"}, "annotations": {}},
+        "data": {"k": "v", "l": ["x"], "deep": {"er": {"est": 1}}},
+    }
+    assert normalizations.desired_leaves(obj) == {
+        ("metadata", "labels", "a"),
+        ("metadata", "annotations"),
+        ("data", "k"),
+        ("data", "l"),
+        ("data", "deep", "er", "est"),
+    }
+    assert normalizations.desired_leaves({}) == {()}

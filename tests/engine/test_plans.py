@@ -168,3 +168,12 @@ def test_a_copied_object_carries_every_slot_and_what_was_computed() -> None:
         assert unset.leaves == frozenset(plans.normalizations.desired_leaves(unset.obj))
         back = pickle.loads(pickle.dumps(other))  # the plan store pickles plans
         assert back == other and back.ref == other.ref and back.drift == "report"
+
+
+def test_a_rendered_objects_metadata_is_a_deep_copy_of_the_manifests() -> None:
+    """``stamp`` writes into the render's metadata: nothing of it may be the manifest's own."""
+    metadata = {"name": "a", "labels": {"x": "1"}, "ownerReferences": [{"uid": "u", "list": [{"k": None}]}], "n": 1.5}
+    copied = renders._plain_copy(metadata)
+    assert copied == metadata and copied is not metadata
+    assert copied["labels"] is not metadata["labels"]
+    assert copied["ownerReferences"][0]["list"][0] is not metadata["ownerReferences"][0]["list"][0]
