@@ -39,12 +39,24 @@ EXTRAS = ("gitea", "jaeger", "image")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``extras("gitea"|"jaeger"|"image")`` run last, in the order those are built."""
+    """Tests marked ``extras("gitea"|"jaeger"|"image")`` run last, in the order those are built.
+
+    ``./dev test`` hands whole files to its workers (``--dist loadfile``), in this order: a file
+    that mixed extras tests with others would be handed out early and its worker would wait for a
+    build, so such a file is refused."""
 
     def rank(item: pytest.Item) -> int:
         marker = item.get_closest_marker("extras")
         return -1 if marker is None else EXTRAS.index(marker.args[0])
 
+    ranks: dict[Path, set[int]] = {}
+    for item in items:
+        ranks.setdefault(item.path, set()).add(rank(item))
+    mixed = sorted(str(path) for path, seen in ranks.items() if -1 in seen and len(seen) > 1)
+    if mixed:
+        raise pytest.UsageError(
+            f"{', '.join(mixed)}: extras tests share a file with others; move them to a file of their own"
+        )
     items.sort(key=rank)
 
 
