@@ -39,19 +39,22 @@ EXTRAS = ("gitea", "jaeger", "image")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``extras("gitea"|"jaeger"|"image")`` run last, in the order those are built.
+    """Tests marked ``extras("gitea"|"jaeger"|"image")`` run last, in the order those are built;
+    the others start with the ``slow`` ones (minutes each), so no worker is left with one at the end.
 
     ``./dev test`` hands whole files to its workers (``--dist loadfile``), in this order: a file
     that mixed extras tests with others would be handed out early and its worker would wait for a
     build, so such a file is refused."""
 
-    def rank(item: pytest.Item) -> int:
+    def rank(item: pytest.Item) -> tuple[int, int]:
         marker = item.get_closest_marker("extras")
-        return -1 if marker is None else EXTRAS.index(marker.args[0])
+        if marker is not None:
+            return EXTRAS.index(marker.args[0]), 0
+        return -1, 0 if item.get_closest_marker("slow") else 1
 
     ranks: dict[Path, set[int]] = {}
     for item in items:
-        ranks.setdefault(item.path, set()).add(rank(item))
+        ranks.setdefault(item.path, set()).add(rank(item)[0])
     mixed = sorted(str(path) for path, seen in ranks.items() if -1 in seen and len(seen) > 1)
     if mixed:
         raise pytest.UsageError(
