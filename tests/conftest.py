@@ -39,12 +39,27 @@ EXTRAS = ("gitea", "jaeger", "image")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``extras("gitea"|"jaeger"|"image")`` run last, in the order those are built."""
+    """Tests marked ``extras("gitea"|"jaeger"|"image")`` run last, in the order those are built;
+    the others start with the ``slow`` ones (minutes each), so no worker is left with one at the end.
 
-    def rank(item: pytest.Item) -> int:
+    ``./dev test`` hands whole files to its workers (``--dist loadfile``), in this order: a file
+    that mixed extras tests with others would be handed out early and its worker would wait for a
+    build, so such a file is refused."""
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
         marker = item.get_closest_marker("extras")
-        return -1 if marker is None else EXTRAS.index(marker.args[0])
+        if marker is not None:
+            return EXTRAS.index(marker.args[0]), 0
+        return -1, 0 if item.get_closest_marker("slow") else 1
 
+    ranks: dict[Path, set[int]] = {}
+    for item in items:
+        ranks.setdefault(item.path, set()).add(rank(item)[0])
+    mixed = sorted(str(path) for path, seen in ranks.items() if -1 in seen and len(seen) > 1)
+    if mixed:
+        raise pytest.UsageError(
+            f"{', '.join(mixed)}: extras tests share a file with others; move them to a file of their own"
+        )
     items.sort(key=rank)
 
 
@@ -145,13 +160,22 @@ def gpu_pod(
 
 @pytest.fixture()
 def namespace(kubectl: Kubectl) -> Iterator[str]:
-    """A fresh namespace for one test, deleted afterwards (waiting, so the devices its pods held are free again)."""
+    """A fresh namespace for one test, deleted afterwards.
+
+    What holds devices or node room (workloads, their pods and claims) is deleted first, waiting
+    until it is gone, so the devices its pods held are free again for the next test; the namespace
+    itself is then deleted without waiting: kube-controller-manager starts on a deleted namespace
+    only 5 s later (its fixed ``namespaceDeletionGracePeriod``), time no later test needs."""
     name = f"t-{uuid.uuid4().hex[:8]}"
     kubectl("create", "namespace", name)
     try:
         yield name
     finally:
-        kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False)
+        kubectl(
+            "delete", "all,resourceclaims", "--all", "-n", name, "--grace-period=0", "--force", "--wait=true",
+            "--timeout=120s", check=False,
+        )  # fmt: skip
+        kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
 # -- the GPU Operator stage: real helm and NVIDIA's chart (tests/operator, tests/controller) --

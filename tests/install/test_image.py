@@ -174,7 +174,7 @@ def installed(gpu_east: Sandbox, helm_binary: Path) -> Iterator[None]:
     """The single-replica overlay and the GPU Operator stage's rights, applied as docs/install.md says;
     afterwards the operator's release and those rights are removed again (the sandbox is shared)."""
     rendered = gpu_east.kubectl("kustomize", str(ROOT / "overlays" / "single-replica")).stdout
-    gpu_east.kubectl("apply", "--server-side", "-f", "-", stdin=rendered)
+    gpu_east.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=rendered)
     gpu_east.kubectl("apply", "--server-side", "-f", str(ROOT / "overlays" / "gpu-operator" / "operator.yaml"))
     gpu_east.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
     try:

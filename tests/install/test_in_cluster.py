@@ -43,7 +43,7 @@ def test_the_installed_controller_reconciles_the_example_as_its_service_account(
     gpu_east: Sandbox, tmp_path: Path
 ) -> None:
     rendered = gpu_east.kubectl("kustomize", str(ROOT / "overlays" / "single-replica")).stdout
-    gpu_east.kubectl("apply", "--server-side", "-f", "-", stdin=rendered)
+    gpu_east.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=rendered)
     gpu_east.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
 
     account = tmp_path / "serviceaccount"

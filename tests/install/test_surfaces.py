@@ -289,7 +289,7 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
     (secrets / "status-token").write_text(status_token + "\n")
 
     rendered = gpu_east.kubectl("kustomize", str(ROOT / "overlays" / "single-replica")).stdout
-    gpu_east.kubectl("apply", "--server-side", "-f", "-", stdin=rendered)
+    gpu_east.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=rendered)
     gpu_east.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
     get_probe = ("get", "secret", "-n", "ml-research", "surface-probe", "-o", "json")
     found = binaries.locate()
@@ -528,7 +528,7 @@ def test_webhook_refuses_attacks_and_survives_a_flood_while_reconciling(gpu_east
     secret = b"flood-secret-" + os.urandom(4).hex().encode()
     (tmp_path / "webhook").write_bytes(secret)
     rendered = gpu_east.kubectl("kustomize", str(ROOT / "overlays" / "single-replica")).stdout
-    gpu_east.kubectl("apply", "--server-side", "-f", "-", stdin=rendered)
+    gpu_east.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=rendered)
     gpu_east.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
     upstream = Upstream(tmp_path / "upstream")
     first = example_into(upstream, chart_repository=None)

@@ -7,12 +7,11 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from fleet.sandbox import SandboxError, clusters, processes, profiles
+from fleet.sandbox import clusters, processes, profiles
 
 pytestmark = pytest.mark.sandbox
 
@@ -79,44 +78,6 @@ def test_a_ca_file_still_empty_is_not_ready_rather_than_an_error(tmp_path: Path)
     empty = tmp_path / "apiserver.crt"
     empty.write_text("")  # kube-apiserver has created it and not written it yet
     assert processes.probe("https://127.0.0.1:1/readyz", ca_file=empty) is False
-
-
-@pytest.mark.extras("gitea")
-def test_etcd_apiserver_and_gitea_stop_and_start_on_their_ports_with_their_data(tmp_path: Path) -> None:
-    d = tmp_path / "sb"
-    flag = "--watch-cache-sizes=configmaps#0"
-    profile = profiles.parse({"pools": {"l4x1": 1}})
-    sb = clusters.up(directory=d, profile=profile, apiserver_flags=(flag,), forge=True)
-    try:
-        sb.kubectl("create", "configmap", "kept", "-n", "default", "--from-literal=a=1")
-        with pytest.raises(SandboxError, match="still running"):
-            clusters.start_component(sb, "etcd")
-        assert sb.forge is not None
-        sb.forge.api().create_repository("kept")
-        with pytest.raises(SandboxError, match="choose one of etcd, kube-apiserver, gitea"):
-            clusters.stop_component(sb, "kwok")
-        before = {c.name: c.pid for c in sb.components}
-        for name in clusters.RESTARTABLE:
-            old = next(c for c in sb.components if c.name == name)
-            clusters.stop_component(sb, name, grace=2)
-            assert not processes.alive(old)
-            clusters.start_component(sb, name)
-        deadline = time.monotonic() + 60
-        while not sb.healthy() and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert sb.healthy()
-        saved = clusters.Sandbox.load(d)
-        assert saved is not None and saved.ports == sb.ports and saved.apiserver_flags == [flag]
-        after = {c.name: c.pid for c in saved.components}
-        assert {n for n in after if after[n] != before[n]} == set(clusters.RESTARTABLE)
-        apiserver = next(c for c in saved.components if c.name == "kube-apiserver")
-        assert flag.encode() in Path(f"/proc/{apiserver.pid}/cmdline").read_bytes().split(b"\0")
-        got = sb.kubectl("get", "configmap", "kept", "-n", "default", "-o", "jsonpath={.data.a}")
-        assert got.stdout == "1", "etcd came back with its data"
-        assert saved.forge == sb.forge and saved.forge is not None
-        assert saved.forge.api().call("GET", "/repos/fleet/kept")["private"], "Gitea came back with its data and token"
-    finally:
-        clusters.down(directory=d)
 
 
 def test_apiserver_port_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None:
