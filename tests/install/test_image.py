@@ -273,7 +273,10 @@ def test_the_overlays_pod_runs_the_image_as_written(
             wait_for(lambda: not pod.state()["Running"], within=30, what="the container killed", pod=pod)
             assert pod.state()["ExitCode"] == 137
             restarted = time.monotonic()
-            image.podman("start", pod.container)
+            # The pod's last container gone, podman stops the pod's infra container too, sooner or
+            # later (its pod exit policy): the pod is started again, as the kubelet restarts a
+            # container in a sandbox that is still there.
+            image.podman("pod", "start", pod.name)
             wait_for(
                 lambda: pod.probe("readinessProbe") and applied(gpu_east, third),
                 within=180, what=f"Ready at {third} after the restart", pod=pod,
