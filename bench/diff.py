@@ -137,11 +137,15 @@ def fleetctl(
     """Run fleetctl in its own process; (result, wall seconds, peak RSS MiB).
 
     ``cache`` is its plan cache (``FLEET_CACHE_DIR``); without one, none: every run plans afresh.
-    ``root``: the checkout of fleet it runs (``--against``: a peer's, byte-compiled by ``compiled``).
+    ``root``: the checkout of fleet it runs (``--against``: a peer's, byte-compiled by ``compiled``),
+    also its working directory: ``python -c`` puts the working directory first on ``sys.path``,
+    ahead of ``PYTHONPATH``, so from this checkout's root a peer would run this checkout's code.
     """
     env = {**os.environ, "KUBECONFIG": str(sb.kubeconfig), "PYTHONPATH": str(root), "FLEET_CACHE_DIR": str(cache or "")}
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", RUSAGE, *args], capture_output=True, text=True, env=env, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", RUSAGE, *args], capture_output=True, text=True, env=env, cwd=root, check=False
+    )
     wall = time.monotonic() - started
     rss = next((int(line.split()[1]) / 1024 for line in proc.stderr.splitlines() if line.startswith("maxrss_kb")), 0.0)
     return proc, wall, rss

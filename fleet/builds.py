@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib.metadata
 import json
-import runpy
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,6 +57,8 @@ class Build:
 @functools.cache
 def current() -> Build:
     """This installation's build (computed once per process)."""
+    import runpy  # only ``--version`` and the controller's build info ask
+
     try:
         pins = runpy.run_path(str(_HERE / "sandbox" / "versions.py"))
     except OSError:  # an installation without the sandbox's modules
@@ -73,6 +73,8 @@ def current() -> Build:
 
 
 def _version() -> str:
+    import importlib.metadata  # imported here: about 40 ms (email, zipfile, ...) no other command needs
+
     try:
         return importlib.metadata.version("fleet")
     except importlib.metadata.PackageNotFoundError:

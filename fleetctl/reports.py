@@ -61,14 +61,28 @@ def shown(entry: Change) -> bool:
 
 def print_diff(out: Console, changes: ChangeSet) -> None:
     """Every shown entry's unified diff, ``+`` green, ``-`` red, headers bold; under a disruptive
-    entry, ``disruptive: <reason>`` (``fleet.engine.disruptions``)."""
+    entry, ``disruptive: <reason>`` (``fleet.engine.disruptions``).
+
+    One ``print`` of every line (each its own style), not one per line: the same text, and
+    rich's render pipeline once instead of hundreds of times (25 ms of a 20-object diff)."""
+    text = Text()
+    lines = 0
+
+    def add(line: str | Text, style: str = "") -> None:
+        nonlocal lines
+        if lines:
+            text.append("\n")
+        text.append(line, style=style or None)
+        lines += 1
+
     for entry in changes.entries:
         if shown(entry):
             for line in unified(entry).splitlines():
-                style = next((s for prefix, s in _DIFF_STYLES if line.startswith(prefix)), "")
-                out.print(Text(line, style=style))
+                add(line, next((s for prefix, s in _DIFF_STYLES if line.startswith(prefix)), ""))
         if entry.disruption is not None and not entry.failed:
-            out.print(Text.assemble(("disruptive", "bold magenta"), f": {disruption_text(entry)}"))
+            add(Text.assemble(("disruptive", "bold magenta"), f": {disruption_text(entry)}"))
+    if lines:
+        out.print(text)
 
 
 def disruption_text(entry: Change) -> str:

@@ -138,11 +138,14 @@ def load_revision(
     limits: Limits | None = None,
     findings: tuple[Finding, ...] = (),
     cache: ParseCache | None = None,
+    share: bool = True,
 ) -> Revision:
     """Parse and validate every file (path relative to the repo root → bytes).
 
     ``findings`` are carried into the Revision (those of reading the tree). With a
     ``cache``, a file whose path and content were parsed before is not parsed again.
+    ``share``: the models share their field sets (``share_field_sets``), memory for a
+    revision that is kept or large, at a walk of every model (a quarter of the load's time).
     """
     limits = limits or Limits()
     manifests: list[Manifest] = []
@@ -155,7 +158,7 @@ def load_revision(
         key = ParseCache.key(file, files[file], limits) if cache is not None else None
         parsed = cache.get(key) if cache is not None and key is not None else None
         if parsed is None:
-            parsed = load_file(file=file, content=files[file], limits=limits)
+            parsed = load_file(file=file, content=files[file], limits=limits, share=share)
             if cache is not None and key is not None:
                 cache.put(key, parsed)
         manifests.extend(parsed[0])
@@ -165,14 +168,16 @@ def load_revision(
     return Revision(manifests=tuple(manifests), findings=tuple(found))
 
 
-def load_file(*, file: str, content: bytes, limits: Limits) -> tuple[tuple[Manifest, ...], tuple[Finding, ...]]:
-    """The manifests of one file and the findings about it."""
+def load_file(
+    *, file: str, content: bytes, limits: Limits, share: bool = True
+) -> tuple[tuple[Manifest, ...], tuple[Finding, ...]]:
+    """The manifests of one file and the findings about it (``share``: as in ``load_revision``)."""
     manifests: list[Manifest] = []
     found: list[Finding] = []
     documents, problems = parse(file=file, content=content, limits=limits)
     found.extend(problems)
     for document in documents:
-        manifest, problems = _manifest(document)
+        manifest, problems = _manifest(document, share=share)
         found.extend(problems)
         if manifest is not None:
             manifests.append(manifest)
@@ -191,7 +196,7 @@ def check_path(file: str) -> Finding | None:
     return None
 
 
-def _manifest(document: Document) -> tuple[Manifest | None, list[Finding]]:
+def _manifest(document: Document, *, share: bool = True) -> tuple[Manifest | None, list[Finding]]:
     data = document.data
     where = document.location
     if (
@@ -235,7 +240,7 @@ def _manifest(document: Document) -> tuple[Manifest | None, list[Finding]]:
             salvaged = True
     elif not name:
         return None, [Finding(where, "schema", f"{kind} has no metadata.name", hint="add metadata.name", object=ref)]
-    if model is not None:
+    if model is not None and share:
         share_field_sets(model)
     manifest = Manifest(
         file=document.file,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from fleet.inventory import Inventory
 from fleet.manifests import Finding, Manifest, Revision, cluster_names, kinds, resolve
 from fleet.policy import (
     declarations,
@@ -25,6 +25,9 @@ from fleet.policy import (
     structures,
     tenancy,
 )
+
+if TYPE_CHECKING:
+    from fleet.inventory import Inventory
 
 
 @dataclass(frozen=True)

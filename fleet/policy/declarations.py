@@ -20,10 +20,12 @@ cluster without pools has nothing declared and is not checked either.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleet.inventory import Inventory, models
 from fleet.manifests import ClusterView, Finding, Manifest, kinds
+
+if TYPE_CHECKING:
+    from fleet.inventory import Inventory, models
 
 SOURCE = "declared pools"
 
@@ -42,6 +44,8 @@ def declared(view: ClusterView) -> Declared:
     pools = sorted((m for m in view.pools if isinstance(m.model, kinds.GPUNodePool)), key=lambda m: m.name)
     if not pools:
         return Declared(None, [])
+    from fleet.inventory import Inventory, models  # only with pools: the device tables and CEL
+
     table = models.by_product_name()
     findings: list[Finding] = []
     slices: list[dict[str, Any]] = []
@@ -83,6 +87,8 @@ def declared(view: ClusterView) -> Declared:
 
 def _slices(node: models.NodeSpec) -> list[dict[str, Any]]:
     """The node's pool as the driver lays it out (one slice, or counters then one slice per GPU)."""
+    from fleet.inventory import models
+
     specs = models.slice_specs(node)
     return [
         {

@@ -17,12 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from fleet.inventory import Checker, Inventory, holdings
 from fleet.manifests import ClusterView, Finding, Location, Manifest, Path, Severity
 from fleet.policy import walks
 from fleet.policy.selectors import locate
+
+if TYPE_CHECKING:
+    # Imported where a claim is checked: validating a cluster without devices (no pools, no
+    # inventory: ``fleetctl diff`` of most repositories) needs none of the inventory.
+    from fleet.inventory import Checker, Inventory, holdings
 
 DUPLICATED_RULES = frozenset({"cel-compile", "deviceclass-unknown"})
 
@@ -103,6 +107,8 @@ def evaluate(
     (``--context``), each claim also gets how many copies fit *now*, and a template that fits
     ever but not now is a ``claim-blocked`` warning naming the claims that hold its devices.
     """
+    from fleet.inventory import Checker, holdings
+
     classes = {m.name: m for m in view.device_classes}
     class_data = {name: m.data for name, m in classes.items()}
     checker = Checker(inventory=inventory, classes=class_data)
@@ -152,6 +158,8 @@ def _blocked(
     claim: Manifest, *, live: Live, inventory: Inventory, classes: Mapping[str, Any], cluster: str, source: str
 ) -> Finding:
     """``claim-blocked``: which live claims, freed alone, would let one copy fit."""
+    from fleet.inventory import Checker, holdings
+
     taken = live.taken
     blockers = [
         held.claim

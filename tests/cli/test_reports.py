@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 import pytest
+from rich.text import Text
 
 from fleet.engine import Action, Change, ChangeSet, FieldConflict
 from fleet.engine.previews import unified
@@ -66,6 +67,24 @@ def test_colour_on_a_terminal_and_none_with_no_color(monkeypatch: pytest.MonkeyP
     assert "\x1b[31m-" in coloured and "\x1b[32m+" in coloured
     monkeypatch.setenv("NO_COLOR", "1")
     assert "\x1b[" not in render(Terminal(), "print_diff")
+
+
+def test_the_diff_is_printed_at_once_as_it_was_line_by_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``print_diff`` hands rich one text of every line (one render, not one per line: issue 38); on a
+    terminal, colours and all, it is byte for byte what a print of each line with its style gives."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    found = changes()
+    found.entries.append(found.entries[1])  # two diffs: the lines of both, in order
+    each = reports.console(Terminal())
+    for entry in found.entries[1:]:
+        for line in unified(entry).splitlines():
+            style = next((s for prefix, s in reports._DIFF_STYLES if line.startswith(prefix)), "")
+            each.print(Text(line, style=style))
+    once = reports.console(Terminal())
+    reports.print_diff(once, found)
+    assert isinstance(once.file, Terminal) and isinstance(each.file, Terminal)
+    assert once.file.getvalue() == each.file.getvalue() and "\x1b[32m+" in once.file.getvalue()
 
 
 def test_conflicts_name_owner_and_field_and_say_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:

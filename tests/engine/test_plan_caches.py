@@ -189,6 +189,7 @@ def test_a_process_taking_a_stored_plan_does_not_import_the_models(tmp_path: Pat
     )
     heavy = ["pydantic", "fleet.manifests.kinds", "fleet.policy", "fleet.engine.renders", "cel_expr_python"]
     heavy += ["opentelemetry.sdk.trace", "pygments", "git"]  # GitPython: the controller's source only
+    heavy += ["importlib.metadata"]  # the key's library versions are read from the dist-info names
 
     def imported() -> list[str]:
         argv = [sys.executable, "-c", probe, str(root), repo.cluster, str(tmp_path / "plans"), *heavy]
@@ -196,3 +197,28 @@ def test_a_process_taking_a_stored_plan_does_not_import_the_models(tmp_path: Pat
 
     assert imported()[:4] == heavy[:4], "planning afresh needs the models, checks and renderer"
     assert imported() == [], "a stored plan needs none of them"
+
+
+def test_a_diff_planned_afresh_imports_only_what_it_uses(tmp_path: Path) -> None:
+    """A fresh ``fleetctl diff`` pays for every module it imports before it can answer (issue 38):
+    the device inventory (and its tables) only when the cluster declares pools, and never the git
+    hosts' clients, the sandbox, the controller or the tracing SDK and its exporters (no endpoint
+    configured)."""
+    repo = _repo(tmp_path)
+    probe = (
+        "import sys; from pathlib import Path; from fleetctl import cli; cli.build_parser(['diff']); "
+        "from fleet.engine import pipelines; "
+        "pipelines.load_plan(Path(sys.argv[1]), cluster=sys.argv[2]); "
+        "print(' '.join(m for m in sys.argv[3:] if m in sys.modules))"
+    )
+    never = ["fleet.hosts", "fleet.sandbox", "fleet.controller", "opentelemetry.sdk", "opentelemetry.exporter"]
+    watched = ["fleet.inventory", *never]
+
+    def imported() -> list[str]:
+        argv = [sys.executable, "-c", probe, str(repo.write()), repo.cluster, *watched]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        return subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout.split()
+
+    assert imported() == [], "a cluster without pools: no inventory"
+    repo.pool("h100", selector={"pool": "h100"}, labels={"gpu": "h100"})
+    assert imported() == ["fleet.inventory"], "declared pools: the inventory checks what fits on them"
