@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -177,10 +178,18 @@ async def request_totals(sb: Sandbox) -> Any:
         await client.close()
 
 
+CPU: list[float] = []
+"""The CPU seconds (user + system) of each ``timed`` command, in turn."""
+
+
 def timed(argv: list[str], *, env: dict[str, str], stdout: Any = subprocess.DEVNULL) -> tuple[float, int, str]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env, check=False)
-    return time.perf_counter() - started, done.returncode, done.stderr
+    elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return elapsed, done.returncode, done.stderr
 
 
 def main(argv: list[str]) -> int:
@@ -188,6 +197,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--namespaces", type=int, default=200)
     parser.add_argument("--templates", type=int, default=2000)
+    parser.add_argument("--profile", metavar="FILE", help="run the take-over's fleetctl under cProfile, writing FILE")
     args = parser.parse_args(argv)
     with sandbox({"l4x4": 1}) as sb, tempfile.TemporaryDirectory(prefix="fleet-bench-import-") as tmp:
         started = time.perf_counter()
@@ -212,12 +222,25 @@ def main(argv: list[str]) -> int:
         assert code == 0, err
         second = Path(tmp) / "adopted"
         before = anyio.run(request_totals, sb)
-        adopt_s, code, err = timed([fleetctl, "import", str(second), "--cluster", "bench", *common], env=env)
+        profiled = [sys.executable, "-m", "cProfile", "-o", args.profile] if args.profile else []
+        adopt_s, code, err = timed([*profiled, fleetctl, "import", str(second), "--cluster", "bench", *common], env=env)
         assert code == 0, err
+        adopt_cpu = CPU[-1]
         after = anyio.run(request_totals, sb)
         resources = set(stages.WRITTEN_RESOURCES) | {"configmaps", "resourceslices"}
         adopt_requests = metrics.total(before, after, resources=resources)
         adopt_writes = metrics.writes(before, after, resources=resources)
+        print("the take-over's requests as the API server counted them (verb resource/subresource dry-run: count):")
+        for (verb, res, sub, dry), n in sorted(
+            ((k, after[k] - before.get(k, 0)) for k in after), key=lambda kv: -kv[1]
+        ):
+            if n and res in resources | {
+                "selfsubjectaccessreviews",
+                "subjectaccessreviews",
+                "leases",
+                "serviceaccounts",
+            }:
+                print(f"  {verb} {res}{'/' + sub if sub else ''}{' dry-run' if dry else ''}: {n}")
         with (Path(tmp) / "diff.txt").open("w") as out:
             diff_s, diff_exit, err = timed(
                 [fleetctl, "diff", str(second), "--cluster", "bench", *common], env=env, stdout=out
@@ -231,13 +254,18 @@ def main(argv: list[str]) -> int:
         kubectl = [str(sb.binary("kubectl")), "apply", "--server-side", "--field-manager=bench-peer", "--validate=warn"]
         marks_s, code, err = timed([*kubectl, "-f", str(peer_body)], env=env)
         assert code == 0, err
+        marks_cpu = CPU[-1]
     print(f"fleetctl import --no-adopt: {import_s:.2f} s ({files} files)")
     print(f"kubectl get -o yaml of the same kinds (peer): {peer_s:.2f} s")
     print(
-        f"fleetctl import with the take-over: {adopt_s:.2f} s ({adopt_requests} requests, {adopt_writes} writes); "
+        f"fleetctl import with the take-over: {adopt_s:.2f} s, {adopt_cpu:.2f} s of CPU "
+        f"({adopt_requests} requests, {adopt_writes} writes); "
         f"then fleetctl diff: {diff_s:.2f} s, exit {diff_exit}"
     )
-    print(f"kubectl apply --server-side of the same marks on the same {len(marked)} objects (peer): {marks_s:.2f} s")
+    print(
+        f"kubectl apply --server-side of the same marks on the same {len(marked)} objects (peer): {marks_s:.2f} s, "
+        f"{marks_cpu:.2f} s of CPU"
+    )
     result(
         nodes=args.nodes,
         namespaces=args.namespaces,
@@ -249,6 +277,9 @@ def main(argv: list[str]) -> int:
         adopt_requests=adopt_requests,
         adopt_writes=adopt_writes,
         kubectl_marks_s=round(marks_s, 2),
+        ratio=round(adopt_s / marks_s, 2),
+        import_adopt_cpu_s=round(adopt_cpu, 2),
+        kubectl_marks_cpu_s=round(marks_cpu, 2),
         marked=len(marked),
         diff_after_s=round(diff_s, 2),
         diff_exit=diff_exit,

@@ -394,6 +394,27 @@ def test_a_label_or_taint_only_some_nodes_of_a_pool_carry_is_a_row() -> None:
     assert len(rows) == 4
 
 
+def test_a_taint_is_compared_by_key_value_and_effect_and_each_carrier_named_once() -> None:
+    """The pool's taints are those every node carries alike (an empty value is no value); a node listing the
+    same taint twice (the API server keeps what it was given) is named once in the row."""
+    bare = {"key": "dedicated", "effect": "NoSchedule"}
+    empty = {"key": "dedicated", "value": "", "effect": "NoSchedule"}
+    other = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
+    nodes = [
+        _node("a", taints=[bare, other, other]),
+        _node("b", taints=[empty]),
+        _node("c", taints=[bare, {**other, "timeAdded": "2026-12-06T00:00:00Z"}]),
+    ]
+    found = imported(
+        _live(nodes=nodes, slices=[_slice(n, 8) for n in "abc"]), cluster="east", fleet="gpus", context=CONTEXT
+    )
+    pool = next(d.body for d in found.documents if d.path == "pools/p5-48xlarge.yaml")
+    assert pool["spec"]["taints"] == [{"key": "dedicated", "effect": "NoSchedule"}]
+    rows = {u.what: u.reason for u in found.unmapped}
+    assert rows["taint dedicated=ml:NoSchedule of pool p5-48xlarge"].startswith("2 of 3 Nodes carry it (a, c): ")
+    assert len(rows) == 1
+
+
 def test_a_node_a_pool_selects_that_publishes_no_gpus_is_a_row() -> None:
     nodes = [_node("a"), _node("b"), _node("cpu", instance="m5.large")]
     found = imported(_live(nodes=nodes, slices=[_slice("a", 8)]), cluster="east", fleet="gpus", context=CONTEXT)

@@ -147,8 +147,11 @@ def _pool(
         ]
         for n in nodes
     ]
-    taints = [t for t in taint_sets[0] if all(_has_taint(ts, t) for ts in taint_sets[1:])]
-    out.unmapped.extend(_uneven(pool, nodes=nodes, label_sets=label_sets, taint_sets=taint_sets, common=common))
+    everywhere = _common_taints(taint_sets)
+    taints = [t for t in taint_sets[0] if _key(t) in everywhere]
+    out.unmapped.extend(
+        _uneven(pool, nodes=nodes, label_sets=label_sets, taint_sets=taint_sets, common=common, everywhere=everywhere)
+    )
     seen = Counter(gpus[str(n["metadata"]["name"])] for n in nodes)
     model = seen.most_common(1)[0][0]
     for n in nodes:
@@ -188,6 +191,7 @@ def _uneven(
     label_sets: list[dict[str, str]],
     taint_sets: list[list[dict[str, Any]]],
     common: dict[str, str],
+    everywhere: frozenset[tuple[tuple[str, str], ...]],
 ) -> Iterator[Unmapped]:
     """A row per label and per taint some of the pool's nodes carry but not all alike: the pool declares
     only what every node carries, so these stay on their nodes, outside the repository."""
@@ -208,7 +212,7 @@ def _uneven(
     tainted: dict[str, list[str]] = defaultdict(list)
     for name, taints in zip(names, taint_sets, strict=True):
         for t in taints:
-            if not all(_has_taint(ts, t) for ts in taint_sets) and name not in tainted[_shown(t)]:
+            if _key(t) not in everywhere and name not in tainted[_shown(t)][-1:]:
                 tainted[_shown(t)].append(name)
     for shown, carriers in sorted(tainted.items()):
         yield Unmapped(
@@ -222,8 +226,17 @@ def _listed(names: list[str], limit: int = 10) -> str:
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _has_taint(taints: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
-    return any(_taint(t) == _taint(taint) for t in taints)
+def _key(t: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A taint as ``_taint`` compares it, hashable."""
+    return tuple(_taint(t).items())
+
+
+def _common_taints(taint_sets: list[list[dict[str, Any]]]) -> frozenset[tuple[tuple[str, str], ...]]:
+    """The taints (``_key``) every one of ``taint_sets`` carries: one pass over the nodes, not one per taint."""
+    common = {_key(t) for t in taint_sets[0]} if taint_sets else set()
+    for taints in taint_sets[1:]:
+        common &= {_key(t) for t in taints}
+    return frozenset(common)
 
 
 def _shown(t: dict[str, Any]) -> str:
