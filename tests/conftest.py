@@ -160,12 +160,13 @@ def gpu_pod(
 
 @pytest.fixture()
 def namespace(kubectl: Kubectl) -> Iterator[str]:
-    """A fresh namespace for one test, deleted afterwards.
+    """A fresh namespace for one test, deleted afterwards, waiting until it is gone: so the devices its
+    pods held are free for the next test, and the namespace controller's deletions of what it held
+    (roles, quotas, templates) land in this test, not in the write counts of a later one.
 
-    What holds devices or node room (workloads, their pods and claims) is deleted first, waiting
-    until it is gone, so the devices its pods held are free again for the next test; the namespace
-    itself is then deleted without waiting: kube-controller-manager starts on a deleted namespace
-    only 5 s later (its fixed ``namespaceDeletionGracePeriod``), time no later test needs."""
+    Workloads, their pods and claims are force-deleted first: a namespace still holding pods waits
+    for their graceful end (kube-controller-manager starts on a deleted namespace 5 s later, its
+    fixed ``namespaceDeletionGracePeriod``, then again when the pods' grace estimate has passed)."""
     name = f"t-{uuid.uuid4().hex[:8]}"
     kubectl("create", "namespace", name)
     try:
@@ -175,7 +176,7 @@ def namespace(kubectl: Kubectl) -> Iterator[str]:
             "delete", "all,resourceclaims", "--all", "-n", name, "--grace-period=0", "--force", "--wait=true",
             "--timeout=120s", check=False,
         )  # fmt: skip
-        kubectl("delete", "namespace", name, "--wait=false", check=False)
+        kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False)
 
 
 # -- the GPU Operator stage: real helm and NVIDIA's chart (tests/operator, tests/controller) --
