@@ -73,7 +73,7 @@ def current() -> Build:
 
 
 def _version() -> str:
-    import importlib.metadata  # imported here: about 40 ms (email, zipfile, ...) no other command needs
+    import importlib.metadata  # imported here: email, zipfile, ... that no other command needs
 
     try:
         return importlib.metadata.version("fleet")

@@ -64,7 +64,7 @@ def print_diff(out: Console, changes: ChangeSet) -> None:
     entry, ``disruptive: <reason>`` (``fleet.engine.disruptions``).
 
     One ``print`` of every line (each its own style), not one per line: the same text, and
-    rich's render pipeline once instead of hundreds of times (25 ms of a 20-object diff)."""
+    rich's render pipeline once instead of once per line."""
     text = Text()
     lines = 0
 

@@ -83,8 +83,8 @@ def _canonical(name: str) -> str:
 def _installed() -> dict[str, str]:
     """Distribution (canonical name) → version, from the ``NAME-VERSION.dist-info`` directories on
     ``sys.path``, the first found winning as in ``importlib.metadata``. Directory names only:
-    importing ``importlib.metadata`` (email, zipfile, csv) and reading each METADATA file cost a
-    process that takes a stored plan about 20 ms (issue 38)."""
+    importing ``importlib.metadata`` (email, zipfile, csv) and reading each METADATA file are
+    a measurable part of a process that takes a stored plan (docs/benchmarks.md)."""
     found: dict[str, str] = {}
     for entry in sys.path:
         try:

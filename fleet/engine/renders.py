@@ -458,7 +458,7 @@ _SHAPES = Shapes()
 def share(manifests: Iterable[Manifest]) -> None:
     """Let each manifest's ``spec`` and labels be an equal one seen before (``_SHAPES``, the table its
     render shares them through): the controller keeps every parsed manifest, and templates stamped
-    from one pattern have equal specs, each of its own as parsed (about half of a claim's data).
+    from one pattern have equal specs, each of its own as parsed (much of a claim's data).
     Safe as the render's sharing is: nothing changes a manifest's data in place. A salvaged
     manifest's data is left alone (what salvaging left is its own)."""
     for manifest in manifests:

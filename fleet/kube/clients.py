@@ -465,11 +465,10 @@ def in_cluster(*, service_account: str = SERVICE_ACCOUNT_DIR) -> bool:
 
 
 def decoded(content: bytes | str) -> Any:
-    """A response body (or a watch event's line) as Python data: by orjson (about a third of json's
-    time on a page of 1,000 objects, half on watch events), whose cache of keys makes the keys of
-    every decoded object one string each where json makes them per body (a third less memory for
-    10,000 watched objects); what orjson refuses is read by json, which accepts more (lone
-    surrogate escapes), so a body decodes whenever it did before."""
+    """A response body (or a watch event's line) as Python data: by orjson (faster than json), whose
+    cache of keys makes the keys of every decoded object one string each where json makes them per
+    body (less memory for a process that watches many objects); what orjson refuses is read by
+    json, which accepts more (lone surrogate escapes), so a body decodes whenever it did before."""
     try:
         return orjson.loads(content)
     except orjson.JSONDecodeError:

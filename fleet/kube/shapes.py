@@ -82,8 +82,8 @@ def intern_metadata(obj: dict[str, Any]) -> dict[str, Any]:
     """``obj``, changed in place: the strings of its metadata that repeat from object to object are
     one string each (``sys.intern``): apiVersion and kind, namespace, creation time, annotation values
     of up to 64 characters (the revision, the team) and every managedFields entry's manager,
-    operation, apiVersion and time. For what a process keeps (the controller's watch cache): about
-    a third of what 10,000 watched templates hold once ``Shapes`` shared their parts; names, uids and
+    operation, apiVersion and time. These repeat from object to object in what a process keeps (the controller's
+    watch cache), after ``Shapes`` shared their parts; names, uids and
     resourceVersions, which do not repeat, are left alone."""
     intern = sys.intern
     for key in ("apiVersion", "kind"):

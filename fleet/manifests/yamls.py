@@ -66,8 +66,8 @@ class _Loader(_BaseLoader):  # type: ignore[misc]
 _INTERNED = 64
 """Keys, and string values up to this length, are interned (``sys.intern``): 10,000 manifests repeat a
 few dozen keys and values (kinds, apiVersions, namespaces, class names), and the controller keeps
-every parsed manifest; one copy of each instead of one per manifest is about a tenth of what the
-parsed repository holds. Interned strings are freed as any other once nothing refers to them."""
+every parsed manifest; one copy of each instead of one per manifest (docs/benchmarks.md).
+Interned strings are freed as any other once nothing refers to them."""
 
 # an alias is "*name" after a blank or a flow indicator; a "*" inside a regex ('^.*h100') is not one
 _ALIAS = re.compile(r"(?:^|[\s\[{,:])\*[^\s,\]}]", re.MULTILINE)

@@ -6,12 +6,12 @@ extras tests only (tests/conftest.py), so the suite's workers take it last, whol
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from fleet.sandbox import SandboxError, clusters, processes, profiles
+from tests.waits import wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -36,10 +36,7 @@ def test_etcd_apiserver_and_gitea_stop_and_start_on_their_ports_with_their_data(
             clusters.stop_component(sb, name, grace=2)
             assert not processes.alive(old)
             clusters.start_component(sb, name)
-        deadline = time.monotonic() + 60
-        while not sb.healthy() and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert sb.healthy()
+        wait_for(sb.healthy, within=60, what="the sandbox healthy after the restarts")
         saved = clusters.Sandbox.load(d)
         assert saved is not None and saved.ports == sb.ports and saved.apiserver_flags == [flag]
         after = {c.name: c.pid for c in saved.components}
