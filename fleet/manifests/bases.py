@@ -16,17 +16,10 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
-
-# pydantic looks for plugins (the ``pydantic`` entry-point group) when it builds the first
-# validator: importlib.metadata and a read of every installed distribution's metadata, in
-# each command that plans afresh. fleet uses no plugin; setting the
-# variable (an empty value enables them all) lets pydantic look again.
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 
 class Model(BaseModel):

@@ -145,7 +145,7 @@ def load_revision(
     ``findings`` are carried into the Revision (those of reading the tree). With a
     ``cache``, a file whose path and content were parsed before is not parsed again.
     ``share``: the models share their field sets (``share_field_sets``), memory for a
-    revision that is kept or large, at a walk of every model (a quarter of the load's time).
+    revision that is kept or large, at a walk of every model (docs/benchmarks.md).
     """
     limits = limits or Limits()
     manifests: list[Manifest] = []
