@@ -24,11 +24,12 @@ GUARD = 60.0
 
 @pytest.fixture(scope="module")
 def namespace(kubectl: Kubectl) -> Iterator[str]:
-    """One namespace for the module's Leases (each test has its own Lease): deleting one takes seconds."""
+    """One namespace for the module's Leases (each test has its own Lease), gone before the next module:
+    its deletions must not reach a later test's server-side write counts."""
     name = f"t-leases-{uuid.uuid4().hex[:6]}"
     kubectl("create", "namespace", name)
     yield name
-    kubectl("delete", "namespace", name, "--wait=false", check=False)
+    kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False)
 
 
 def lease(namespace: str) -> kube.Ref:
