@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -10,10 +11,11 @@ import anyio
 import pytest
 
 from fleet import engine, kube
-from fleet.engine import stages
+from fleet.engine import blockers, stages
 from fleet.engine.pipelines import load_plan
 from fleet.sandbox import Sandbox, credentials
 from tests import servermetrics as metrics
+from tests import waits
 from tests.apply.repos import Repo
 
 T = TypeVar("T")
@@ -52,11 +54,32 @@ class Engine:
         return self.run(lambda c: engine.diff(client=c, plan=plan, options=engine.Options(**options)))
 
     def server_writes(self, action: Callable[[], object]) -> int:
-        """Writes the API server counted to fleet's resources while ``action`` ran."""
+        """Writes the API server counted to fleet's resources while ``action`` ran.
+
+        The counters are the server's, whoever writes: first wait until Kubernetes has put its
+        own objects (``blockers.IMPLICIT``) into every namespace and no namespace is being
+        emptied, or a busy kube-controller-manager's late writes count as the action's.
+        """
+        waits.wait_for(self._settled, what="every namespace has its ServiceAccount and root CA, none Terminating")
         before = self.run(lambda c: c.metrics())
         action()
         after = self.run(lambda c: c.metrics())
         return metrics.writes(metrics.request_totals(before), metrics.request_totals(after), resources=FLEET_RESOURCES)
+
+    def _settled(self) -> bool:
+        kinds = "namespaces,serviceaccounts,configmaps"
+        listed = json.loads(self.sandbox.kubectl("get", kinds, "-A", "-o", "json").stdout)
+        namespaces: set[str] = set()
+        made: set[tuple[str, str]] = set()
+        for item in listed["items"]:
+            meta = item["metadata"]
+            if item["kind"] == "Namespace":
+                if item.get("status", {}).get("phase") != "Active":
+                    return False
+                namespaces.add(meta["name"])
+            elif (item["kind"], meta["name"]) in blockers.IMPLICIT:
+                made.add((meta["namespace"], item["kind"]))
+        return all((ns, kind) in made for ns in namespaces for kind, _ in blockers.IMPLICIT)
 
 
 @pytest.fixture()

@@ -82,6 +82,16 @@ def partitioned(sandbox: Sandbox) -> Iterator[list[str]]:
             sandbox.kubectl("delete", "resourceslices", "--field-selector", f"spec.nodeName={name}", check=False)
 
 
+def scheduling_events(kubectl: Callable[..., Any], namespace: str) -> str:
+    """The namespace's scheduling events, a line each: why a pod is still pending."""
+    events = guide.get_json(kubectl, "events", "-n", namespace)["items"]
+    return "\n".join(
+        f"{e['involvedObject']['name']}: {e['reason']} x{e.get('count') or 1}: {e.get('message', '')}"
+        for e in events
+        if e["reason"] in {"FailedScheduling", "Scheduled"}
+    )
+
+
 def pool_inventory(kubectl: Callable[..., Any], pool: str) -> Inventory:
     node = f"{pool}-01"
     slices = [s for s in guide.get_json(kubectl, "resourceslices")["items"] if s["spec"].get("nodeName") == node]
@@ -117,7 +127,15 @@ def test_copies_are_what_the_scheduler_allocates(
             assert running <= predicted, f"{case}: scheduler ran {running} pods, fleet predicted {predicted}"
             return phases if running == predicted else None
 
-        phases = waits.wait_for(settled, within=180, what=f"{predicted} running pods ({case})")
+        # 330 s: a pod the scheduler parked as unschedulable while its claim was still being made
+        # waits for a queueing hint or, at worst, the scheduler's 5-minute flush of parked pods.
+        phases = waits.wait_for(
+            settled,
+            within=330,
+            every=1,
+            what=f"{predicted} running pods ({case})",
+            details=lambda: scheduling_events(kubectl, namespace),
+        )
         pending = sorted(n for n, phase in phases.items() if phase != "Running")
         assert len(pending) == 1
         waits.wait_for(
