@@ -1,4 +1,4 @@
-"""fleet's only door to Kubernetes: one client over kr8s, typed errors, SSA, watches.
+"""fleet's only door to Kubernetes: one client (kr8s's credentials), typed errors, SSA, watches.
 
 Everything else in fleet talks to a cluster through this package, so timeouts,
 retries, error types and request accounting are decided once, here.
@@ -27,6 +27,8 @@ retries, error types and request accounting are decided once, here.
 - ``Kind`` names a resource type (group, version, plural, scope); ``Ref`` names one
   object and its inventory ``key``.
 - ``fleet.kube.timestamps.parse`` reads the API server's RFC 3339 timestamps.
+- ``fleet.kube.transports``: the session's connections, httpx's API over httpcore2's pool
+  (kr8s's own session where a proxy applies).
 - ``fleet.kube.leases`` holds a ``coordination.k8s.io`` Lease: acquire, renew in the
   background, release, and cancel the work under it when it is lost.
 """

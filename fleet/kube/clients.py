@@ -57,7 +57,7 @@ import httpx  # noqa: E402
 import kr8s  # noqa: E402
 import kr8s.asyncio  # noqa: E402
 
-from fleet.kube import errors, kinds, retries  # noqa: E402
+from fleet.kube import errors, kinds, retries, transports  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +124,8 @@ class Client:
         self.user = ""
         """The user every request impersonates ("" for the client's own identity)."""
         self._headers: dict[str, str] = {"User-Agent": user_agent} if user_agent else {}
+        self._sessions = _Sessions(api)
+        """Shared by every ``impersonating`` view (a shallow copy): one pool of connections."""
 
     def impersonating(self, user: str) -> Client:
         """This connection acting as ``user`` (``Impersonate-User``); ``""`` gives the own identity back."""
@@ -141,23 +143,13 @@ class Client:
         return str(self._api.auth.server)
 
     async def close(self) -> None:
-        session = getattr(self._api, "_session", None)
-        if session is not None:
-            await session.aclose()
+        await self._sessions.close()
 
     # -- the one request path -------------------------------------------------------------
 
     async def _session(self, *, renew: bool = False) -> httpx.AsyncClient:
-        """kr8s' authenticated httpx session (``call_api`` cannot express paths like ``/metrics``)."""
-        if renew:
-            await self._api.reauthenticate()
-            await self._api._create_session()
-        session = self._api._session
-        if session is None or session.is_closed:
-            await self._api._create_session()
-            session = self._api._session
-        assert isinstance(session, httpx.AsyncClient)
-        return session
+        """The authenticated httpx session every view of this connection shares (``_Sessions``)."""
+        return await self._sessions.get(renew=renew)
 
     @asynccontextmanager
     async def stream(
@@ -473,6 +465,47 @@ def decoded(content: bytes | str) -> Any:
         return orjson.loads(content)
     except orjson.JSONDecodeError:
         return json.loads(content)
+
+
+class _Sessions:
+    """The connection's httpx session: fleet's own on httpcore2's pool (``fleet.kube.transports``),
+    made from kr8s's credentials; kr8s's session where a proxy applies, and for kr8s's own calls."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+        self.own: httpx.AsyncClient | None = None
+        self.kr8s_only = False
+        """A proxy applies: every request goes through kr8s's session."""
+
+    async def get(self, *, renew: bool = False) -> httpx.AsyncClient:
+        if renew:  # an expired exec/OIDC or service-account token: read the credentials again
+            await self.api.reauthenticate()
+            await self.close()
+        if not self.kr8s_only and (self.own is None or self.own.is_closed):
+            self.own = await transports.session(
+                self.api.auth, timeout=self.api.timeout, user_agent=self.api.__version__
+            )
+            self.kr8s_only = self.own is None
+            kr8s_session = getattr(self.api, "_session", None)
+            if self.own is not None and kr8s_session is not None:  # its connection of the version check
+                await kr8s_session.aclose()
+                self.api._session = None
+        if self.own is not None:
+            return self.own
+        session = self.api._session
+        if session is None or session.is_closed:
+            await self.api._create_session()
+            session = self.api._session
+        assert isinstance(session, httpx.AsyncClient)
+        return session
+
+    async def close(self) -> None:
+        own, self.own = self.own, None
+        if own is not None:
+            await own.aclose()
+        kr8s_session = getattr(self.api, "_session", None)
+        if kr8s_session is not None:
+            await kr8s_session.aclose()
 
 
 def _error(response: httpx.Response, *, where: str, retry_after: float = 0.0) -> errors.KubeError:

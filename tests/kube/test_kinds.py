@@ -74,5 +74,6 @@ def test_public_surface_is_sorted_and_complete() -> None:
         "retries",
         "shapes",
         "timestamps",
+        "transports",
         "watches",
     }
