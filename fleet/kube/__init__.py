@@ -28,7 +28,7 @@ retries, error types and request accounting are decided once, here.
   object and its inventory ``key``.
 - ``fleet.kube.timestamps.parse`` reads the API server's RFC 3339 timestamps.
 - ``fleet.kube.transports``: the session's connections, httpx's API over httpcore2's pool
-  (kr8s's own session where a proxy applies).
+  (httpx's own transport where a proxy applies).
 - ``fleet.kube.leases`` holds a ``coordination.k8s.io`` Lease: acquire, renew in the
   background, release, and cancel the work under it when it is lost.
 """

@@ -3,8 +3,8 @@
 kr8s reads kubeconfigs well (contexts, exec plugins, client certificates, tokens)
 but has no server-side apply, no dry-run, no timeouts by default and retries 401/403
 by re-authenticating three times (which would quadruple every Forbidden). So kr8s
-owns the authenticated ``httpx`` session and nothing else: every request goes
-through ``Client.request`` which
+reads the credentials (``KubeAuth``) and nothing else: the ``httpx`` session is fleet's own
+(``fleet.kube.transports``), and every request goes through ``Client.request`` which
 
 - sets an explicit timeout on every call (``timeout`` seconds per attempt);
 - retries 429/5xx/connection loss with capped, jittered exponential backoff,
@@ -32,7 +32,6 @@ import json
 import logging
 import os
 import sys
-import warnings
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -54,8 +53,7 @@ sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 defer("httpx_ws", "jsonpath", "cryptography.x509")
 
 import httpx  # noqa: E402
-import kr8s  # noqa: E402
-import kr8s.asyncio  # noqa: E402
+from kr8s._auth import KubeAuth  # noqa: E402 - kr8s's kubeconfig, exec-plugin and service-account reader
 
 from fleet.kube import errors, kinds, retries, transports  # noqa: E402
 
@@ -110,9 +108,10 @@ class Client:
     """One authenticated connection to one cluster; create it with ``connect``."""
 
     def __init__(
-        self, *, api: Any, context: str, timeout: float, retry: retries.RetryPolicy, user_agent: str = ""
+        self, *, auth: Any, context: str, timeout: float, retry: retries.RetryPolicy, user_agent: str = ""
     ) -> None:
-        self._api = api
+        self._auth = auth
+        """kr8s's ``KubeAuth``: the server, token, certificates and CA the kubeconfig or pod gives."""
         self.context = context
         self.user_agent = user_agent
         """Sent as ``User-Agent`` when set: the API server's audit log then names who wrote."""
@@ -124,14 +123,14 @@ class Client:
         self.user = ""
         """The user every request impersonates ("" for the client's own identity)."""
         self._headers: dict[str, str] = {"User-Agent": user_agent} if user_agent else {}
-        self._sessions = _Sessions(api)
+        self._sessions = _Sessions(auth, timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
         """Shared by every ``impersonating`` view (a shallow copy): one pool of connections."""
 
     def impersonating(self, user: str) -> Client:
         """This connection acting as ``user`` (``Impersonate-User``); ``""`` gives the own identity back."""
         if user == self.user:
             return self
-        view = copy.copy(self)  # the same kr8s api (session), kinds table and counts
+        view = copy.copy(self)  # the same credentials, session, kinds table and counts
         view.user = user
         view._headers = {k: v for k, v in self._headers.items() if k != IMPERSONATE_USER}
         if user:
@@ -140,7 +139,7 @@ class Client:
 
     @property
     def server(self) -> str:
-        return str(self._api.auth.server)
+        return str(self._auth.server)
 
     async def close(self) -> None:
         await self._sessions.close()
@@ -447,6 +446,8 @@ class Client:
         return result
 
 
+USER_AGENT = "fleet"
+"""Sent when the client is given none of its own (``connect(user_agent=...)``)."""
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 _NO_KUBECONFIG = "/nonexistent/fleet-in-cluster/kubeconfig"
 
@@ -468,44 +469,26 @@ def decoded(content: bytes | str) -> Any:
 
 
 class _Sessions:
-    """The connection's httpx session: fleet's own on httpcore2's pool (``fleet.kube.transports``),
-    made from kr8s's credentials; kr8s's session where a proxy applies, and for kr8s's own calls."""
+    """The connection's httpx session (``fleet.kube.transports.session``), made from kr8s's
+    credentials, once for every view of the connection."""
 
-    def __init__(self, api: Any) -> None:
-        self.api = api
-        self.own: httpx.AsyncClient | None = None
-        self.kr8s_only = False
-        """A proxy applies: every request goes through kr8s's session."""
+    def __init__(self, auth: Any, *, timeout: httpx.Timeout) -> None:
+        self.auth = auth
+        self.timeout = timeout
+        self.session: httpx.AsyncClient | None = None
 
     async def get(self, *, renew: bool = False) -> httpx.AsyncClient:
         if renew:  # an expired exec/OIDC or service-account token: read the credentials again
-            await self.api.reauthenticate()
+            await self.auth.reauthenticate()
             await self.close()
-        if not self.kr8s_only and (self.own is None or self.own.is_closed):
-            self.own = await transports.session(
-                self.api.auth, timeout=self.api.timeout, user_agent=self.api.__version__
-            )
-            self.kr8s_only = self.own is None
-            kr8s_session = getattr(self.api, "_session", None)
-            if self.own is not None and kr8s_session is not None:  # its connection of the version check
-                await kr8s_session.aclose()
-                self.api._session = None
-        if self.own is not None:
-            return self.own
-        session = self.api._session
-        if session is None or session.is_closed:
-            await self.api._create_session()
-            session = self.api._session
-        assert isinstance(session, httpx.AsyncClient)
-        return session
+        if self.session is None or self.session.is_closed:
+            self.session = await transports.session(self.auth, timeout=self.timeout, user_agent=USER_AGENT)
+        return self.session
 
     async def close(self) -> None:
-        own, self.own = self.own, None
-        if own is not None:
-            await own.aclose()
-        kr8s_session = getattr(self.api, "_session", None)
-        if kr8s_session is not None:
-            await kr8s_session.aclose()
+        session, self.session = self.session, None
+        if session is not None:
+            await session.aclose()
 
 
 def _error(response: httpx.Response, *, where: str, retry_after: float = 0.0) -> errors.KubeError:
@@ -540,39 +523,40 @@ async def connect(
         where = f"in-cluster ({service_account})"
         kubeconfig = _NO_KUBECONFIG  # kr8s falls back to the service account when no kubeconfig loads
     try:
-        with anyio.fail_after(timeout), warnings.catch_warnings():
-            # kr8s warns on any Kubernetes newer than it was tested with; we only use its session.
-            warnings.simplefilter("ignore", UserWarning)
-            api = await kr8s.asyncio.api(kubeconfig=kubeconfig, context=context, serviceaccount=service_account)
-    except TimeoutError as exc:
-        raise errors.Unreachable(
-            f"the API server did not answer within {timeout:g}s",
-            where=where,
-            hint="check the server address in the kubeconfig and that the cluster is running",
-        ) from exc
-    except (httpx.TransportError, kr8s.APITimeoutError, OSError) as exc:
-        raise errors.Unreachable(
-            f"cannot reach the API server: {exc}",
-            where=where,
-            hint="check the server address in the kubeconfig and that the cluster is running",
-        ) from exc
+        auth = await KubeAuth(kubeconfig=kubeconfig, context=context, serviceaccount=service_account)
     except ValueError as exc:
         raise errors.KubeError(
             f"cannot use the kubeconfig: {exc}",
             where=where,
             hint="pass --kubeconfig FILE or set KUBECONFIG, and a --context that exists in it",
         ) from exc
-    except kr8s.ServerError as exc:
-        status = exc.response.status_code if exc.response is not None else 0
-        raise errors.from_status(status=status, body=str(exc), where=where) from exc
-    api.timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
-    return Client(
-        api=api,
-        context=str(api.auth.active_context or context or ""),
+    client = Client(
+        auth=auth,
+        context=str(auth.active_context or context or ""),
         timeout=timeout,
         retry=retry or retries.RetryPolicy(),
         user_agent=user_agent,
     )
+    unreachable = "check the server address in the kubeconfig and that the cluster is running"
+    try:
+        with anyio.fail_after(timeout):
+            session = await client._session()
+            response = await session.get("/version", headers=client._agent())
+        if response.is_error:
+            raise _error(response, where=where)
+    except TimeoutError as exc:
+        await client.close()
+        raise errors.Unreachable(
+            f"the API server did not answer within {timeout:g}s", where=where, hint=unreachable
+        ) from exc
+    except (httpx.TransportError, OSError) as exc:
+        await client.close()
+        raise errors.Unreachable(f"cannot reach the API server: {exc}", where=where, hint=unreachable) from exc
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await client.close()
+        raise
+    return client
 
 
 __all__ = [
@@ -581,6 +565,7 @@ __all__ = [
     "PAGE_SIZE",
     "RETRYING",
     "SERVICE_ACCOUNT_DIR",
+    "USER_AGENT",
     "WRITE_VERBS",
     "Client",
     "ListResult",

@@ -14,10 +14,10 @@ responses, timeouts and exception types stay what the rest of fleet (and kr8s) u
 wraps the pool's network backend so that a connection finds its socket once and its
 readability check is one ``poll``.
 
-``session`` builds the authenticated ``httpx.AsyncClient`` as kr8s builds its own (server,
-bearer token, TLS from the kubeconfig), on a ``Transport``. Where a proxy applies (the
-kubeconfig's ``proxy-url``, or ``HTTPS_PROXY`` not bypassed by ``NO_PROXY``) it returns None and
-the client keeps kr8s's session, which honours proxies as httpx does.
+``session`` builds the authenticated ``httpx.AsyncClient`` from kr8s's credentials (server,
+bearer token, TLS from the kubeconfig or the pod), on a ``Transport``. Where a proxy applies (the
+kubeconfig's ``proxy-url``, or ``HTTPS_PROXY`` not bypassed by ``NO_PROXY``) it is httpx's own
+transport, which speaks to proxies.
 """
 
 from __future__ import annotations
@@ -212,17 +212,20 @@ def proxied(server: str, *, proxy: str | None) -> bool:
     return True
 
 
-async def session(auth: typing.Any, *, timeout: httpx.Timeout, user_agent: str) -> httpx.AsyncClient | None:
-    """An ``httpx.AsyncClient`` on a ``Transport``, authenticated as kr8s's ``auth`` says (server, bearer
-    token, client certificate and CA); None where a proxy applies (``proxied``)."""
+async def session(auth: typing.Any, *, timeout: httpx.Timeout, user_agent: str) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` authenticated as kr8s's ``auth`` says (server, bearer token, client
+    certificate and CA): on a ``Transport``, or where a proxy applies (``proxied``) on httpx's own
+    transport, which honours the kubeconfig's ``proxy-url`` and the environment as kr8s's session did."""
     server = str(auth.server)
-    if proxied(server, proxy=auth.proxy):
-        return None
     verify = await auth.ssl_context()
     context = verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(verify=bool(verify))
     headers = {"User-Agent": user_agent, "Content-Type": "application/json"}
     if auth.token:
         headers["Authorization"] = f"Bearer {auth.token}"
+    if proxied(server, proxy=auth.proxy):
+        return httpx.AsyncClient(
+            base_url=server, headers=headers, timeout=timeout, follow_redirects=True, verify=context, proxy=auth.proxy
+        )
     return httpx.AsyncClient(
         base_url=server,
         headers=headers,

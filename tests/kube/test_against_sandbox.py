@@ -111,7 +111,7 @@ async def test_discovery_knows_dra_kinds(admin_client: kube.Client) -> None:
 
 async def test_unreachable_server_after_retries(sandbox: Sandbox) -> None:
     client = await kube.connect(kubeconfig=str(sandbox.kubeconfig), timeout=5)
-    client._api.auth.server = "https://127.0.0.1:1"  # a closed port on the same machine
+    client._auth.server = "https://127.0.0.1:1"  # a closed port on the same machine
     await client.close()
     client.retry = kube.RetryPolicy(attempts=3, base=0.01, cap=0.02)
     with pytest.raises(kube.Unreachable):

@@ -141,7 +141,7 @@ def test_a_refused_connection_and_a_cut_answer_raise_httpx_errors() -> None:
         ({"ALL_PROXY": "http://proxy:3128"}, None, True),
     ],
 )
-def test_a_proxy_keeps_kr8s_own_session(
+def test_a_proxy_is_left_to_httpx_own_transport(
     monkeypatch: pytest.MonkeyPatch, env: dict[str, str], proxy: str | None, expected: bool
 ) -> None:
     for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY"):
