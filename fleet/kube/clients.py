@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio
 import orjson
@@ -167,7 +168,7 @@ class Client:
         self.counts.by_verb[verb] += 1
         try:
             async with session.stream(
-                method, path, params=params or {}, headers=self._agent(), timeout=timeout
+                method, _target(path, params), headers=self._agent(), timeout=timeout
             ) as response:
                 if response.is_error:
                     self.counts.failed[response.status_code] += 1
@@ -202,6 +203,7 @@ class Client:
         """Send one request with timeouts and retries; the decoded JSON (or text if ``raw``).
         ``attempts`` caps the client's retries (an eviction refused with 429 is an answer, not throttling)."""
         content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        target = _target(path, params)
         headers = {"Content-Type": content_type, "Accept": accept, **self._agent()}
         where = where or f"{method} {path}"
         attempt = 0
@@ -214,9 +216,7 @@ class Client:
             try:
                 session = await self._session()
                 with anyio.fail_after(self.timeout):
-                    response = await session.request(
-                        method, path, params=params or {}, headers=headers, content=content
-                    )
+                    response = await session.request(method, target, headers=headers, content=content)
                 if not response.is_error:
                     return response.text if raw else (decoded(response.content) if response.content else {})
                 self.counts.failed[response.status_code] += 1
@@ -489,6 +489,12 @@ class _Sessions:
         session, self.session = self.session, None
         if session is not None:
             await session.aclose()
+
+
+def _target(path: str, params: dict[str, str] | None) -> str:
+    """``path`` with ``params`` as its query, encoded as httpx encodes ``params=``: given ``params=``
+    (even empty), httpx parses the whole URL once more per request, a cost of every apply."""
+    return f"{path}?{urlencode(params)}" if params else path
 
 
 def _error(response: httpx.Response, *, where: str, retry_after: float = 0.0) -> errors.KubeError:

@@ -150,3 +150,65 @@ def test_a_proxy_is_left_to_httpx_own_transport(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert transports.proxied("https://api.example:6443", proxy=proxy) is expected
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        None,
+        {},
+        {"fieldManager": "fleet", "force": "true", "dryRun": "All"},
+        {"labelSelector": "app in (a, b),!gone", "fieldSelector": "spec.nodeName=gpu-01", "limit": "500"},
+        {"continue": "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTIzfQ==/+x"},
+    ],
+)
+def test_a_query_made_by_the_client_is_the_one_httpx_makes_from_params(params: dict[str, str] | None) -> None:
+    from fleet.kube.clients import _target
+
+    by_httpx = httpx.Request("GET", "https://api.example:6443/apis/x", params=params).url
+    assert httpx.URL("https://api.example:6443" + _target("/apis/x", params)) == by_httpx
+
+
+class _Auth:
+    """kr8s's KubeAuth as ``session`` reads it."""
+
+    def __init__(self, server: str, proxy: str | None) -> None:
+        self.server, self.proxy, self.token = server, proxy, "t0ken"
+
+    async def ssl_context(self) -> bool:
+        return True
+
+
+def test_a_kubeconfig_proxy_url_carries_the_requests_and_no_proxy_goes_direct(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    seen: list[bytes] = []
+
+    async def main() -> None:
+        async def serve(conn: anyio.abc.SocketStream) -> None:
+            async with conn:
+                seen.append(await conn.receive())
+                await conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        timeout = httpx.Timeout(5)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, serve)
+            proxied = await transports.session(
+                _Auth("http://api.invalid:6443", f"http://127.0.0.1:{port}"), timeout=timeout, user_agent="fleet"
+            )
+            async with proxied:
+                assert not isinstance(proxied._transport, transports.Transport)
+                assert (await proxied.get("/version")).json() == {}
+            direct = await transports.session(_Auth(f"http://127.0.0.1:{port}", None), timeout=timeout, user_agent="f")
+            async with direct:
+                assert isinstance(direct._transport, transports.Transport)
+                assert (await direct.get("/version")).json() == {}
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    assert seen[0].startswith(b"GET http://api.invalid:6443/version HTTP/1.1\r\n")  # absolute form: to a proxy
+    assert b"\r\nAuthorization: Bearer t0ken\r\n" in seen[0]
+    assert seen[1].startswith(b"GET /version HTTP/1.1\r\n")
