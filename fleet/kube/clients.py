@@ -491,6 +491,15 @@ class _Sessions:
             await session.aclose()
 
 
+def _tls_files(auth: Any, exc: BaseException) -> str:
+    """The certificate, key and CA files the credentials name, where reading one failed without
+    saying which (``ssl``'s errors carry no file name)."""
+    if auth is None or not isinstance(exc, OSError) or exc.filename:
+        return ""
+    files = [str(f) for f in (auth.client_cert_file, auth.client_key_file, auth.server_ca_file) if f]
+    return f" (reading {', '.join(dict.fromkeys(files))})" if files else ""
+
+
 def _target(path: str, params: dict[str, str] | None) -> str:
     """``path`` with ``params`` as its query, encoded as httpx encodes ``params=``: given ``params=``
     (even empty), httpx parses the whole URL once more per request, a cost of every apply."""
@@ -528,21 +537,30 @@ async def connect(
     if service_account:
         where = f"in-cluster ({service_account})"
         kubeconfig = _NO_KUBECONFIG  # kr8s falls back to the service account when no kubeconfig loads
+    auth = None
     try:
-        auth = await KubeAuth(kubeconfig=kubeconfig, context=context, serviceaccount=service_account)
-    except ValueError as exc:
+        with anyio.fail_after(timeout):  # an exec plugin (a cloud's token command) may hang
+            auth = await KubeAuth(kubeconfig=kubeconfig, context=context, serviceaccount=service_account)
+        client = Client(
+            auth=auth,
+            context=str(auth.active_context or context or ""),
+            timeout=timeout,
+            retry=retry or retries.RetryPolicy(),
+            user_agent=user_agent,
+        )
+        await client._session()  # reads the certificate, key and CA files
+    except TimeoutError as exc:
         raise errors.KubeError(
-            f"cannot use the kubeconfig: {exc}",
+            f"reading the credentials did not finish within {timeout:g}s",
+            where=where,
+            hint="check the kubeconfig's exec plugin (run its command by hand), or raise --timeout",
+        ) from exc
+    except (ValueError, KeyError, TypeError, OSError, RuntimeError) as exc:  # Runtime: an exec plugin failed
+        raise errors.KubeError(
+            f"cannot use the kubeconfig: {exc}{_tls_files(auth, exc)}",
             where=where,
             hint="pass --kubeconfig FILE or set KUBECONFIG, and a --context that exists in it",
         ) from exc
-    client = Client(
-        auth=auth,
-        context=str(auth.active_context or context or ""),
-        timeout=timeout,
-        retry=retry or retries.RetryPolicy(),
-        user_agent=user_agent,
-    )
     unreachable = "check the server address in the kubeconfig and that the cluster is running"
     try:
         with anyio.fail_after(timeout):

@@ -352,3 +352,17 @@ def test_interrupted_demo_stops_the_sandbox_it_was_starting(tmp_path: Path, sand
     run = interrupted(["demo"], ready="==> starting sandbox", env={"FLEET_SANDBOX_DIR": str(directory)})
     assert_clean(run, code=130, says="fleetctl demo: interrupted")
     assert clusters.Sandbox.load(directory) is None, "the half-started sandbox was stopped and removed"
+
+
+@pytest.mark.parametrize(("command", "args"), CLUSTER_COMMANDS, ids=[c[0] for c in CLUSTER_COMMANDS])
+def test_failing_exec_plugin(places: Places, tmp_path: Path, command: str, args: list[str]) -> None:
+    kubeconfig = tmp_path / "exec.kubeconfig"
+    kubeconfig.write_text(
+        places.dead.read_text().replace(
+            "user: {token: x}",
+            'user: {exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: "false"}}',
+        )
+    )
+    run = fleetctl(command, *args, "--kubeconfig", str(kubeconfig), "--context", "c")
+    assert_clean(run, code=2, says="cannot use the kubeconfig: Process exited with non-zero code 1")
+    assert "hint: pass --kubeconfig FILE" in run.stderr
