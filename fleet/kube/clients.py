@@ -56,7 +56,7 @@ defer("httpx_ws", "jsonpath", "cryptography.x509")
 import httpx  # noqa: E402
 from kr8s._auth import KubeAuth  # noqa: E402 - kr8s's kubeconfig, exec-plugin and service-account reader
 
-from fleet.kube import errors, kinds, retries, transports  # noqa: E402
+from fleet.kube import errors, kinds, retries  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -482,6 +482,10 @@ class _Sessions:
             await self.auth.reauthenticate()
             await self.close()
         if self.session is None or self.session.is_closed:
+            # imported here: httpcore2 reads its version from its dist-info (importlib.metadata) at
+            # import, a cost only a command that connects should pay (not validate, not render)
+            from fleet.kube import transports
+
             self.session = await transports.session(self.auth, timeout=self.timeout, user_agent=USER_AGENT)
         return self.session
 
