@@ -66,7 +66,8 @@ def test_an_exec_plugin_that_is_missing_is_a_kubeconfig_error(tmp_path: Path) ->
 
 
 def test_an_exec_plugin_that_hangs_is_stopped_at_the_timeout(tmp_path: Path) -> None:
-    error = _connect(_kubeconfig(tmp_path, _exec(sys.executable, "-c", "import time; time.sleep(60)")), timeout=1)
+    hangs = _exec(sys.executable, "-c", "import threading; threading.Event().wait()")  # never returns
+    error = _connect(_kubeconfig(tmp_path, hangs), timeout=1)
     assert error.what == "reading the credentials did not finish within 1s"
     assert "exec plugin" in error.hint
 

@@ -109,7 +109,7 @@ def test_a_refused_connection_and_a_cut_answer_raise_httpx_errors() -> None:
         async def cut(conn: anyio.abc.SocketStream) -> None:
             async with conn:
                 if b"/slow" in await conn.receive():
-                    await anyio.sleep(30)
+                    await anyio.sleep_forever()  # a server that never answers
                 await conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort")
 
         listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
