@@ -414,8 +414,8 @@ def _object(entry: Change) -> str:
     name = f"{ref.api_version}/{ref.kind} {ref.namespace + '/' if ref.namespace else ''}{ref.name}"
     extra = " (replace)" if entry.replace else (" (drift)" if entry.drift else "")
     extra += " ⚠️ disruptive" if entry.disruption is not None else ""
-    extra += " ⏸️ waits" if entry.waiting is not None else ""
-    action = entry.intended if entry.waiting is not None and entry.intended else entry.action
+    extra += " ⏸️ waits" if entry.held is not None else ""
+    action = entry.intended if entry.held is not None and entry.intended else entry.action
     summary = f"<b>{html.escape(str(action))}</b>{extra} <code>{html.escape(name)}</code>"
     return collapsed(summary, fenced(unified(entry), info="diff"))
 
@@ -434,8 +434,8 @@ def _disruptive(entry: Change) -> str:
         line += f"; claims: {inline(', '.join(claims[:10]))}" + (
             f" and {len(claims) - 10} more" if len(claims) > 10 else ""
         )
-    if entry.waiting is not None:
-        line += f"; **{inline(str(entry.waiting))}**"
+    if entry.held is not None:
+        line += f"; **{inline(str(entry.held))}**"
     return line + "\n"
 
 

@@ -14,12 +14,13 @@ import shutil
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import anyio
 
 from fleet import engine, helm, kube
 from fleet.engine import impersonations, listings, pipelines, plancaches
+from fleet.engine.options import DriftPolicy
 from fleet.errors import unwrapped
 from fleet.telemetry import tracing
 
@@ -100,6 +101,18 @@ def add_impersonation_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_drift_arg(parser: argparse.ArgumentParser) -> None:
+    """``--drift-policy`` of apply and diff, as the controller's (``engine.Options.drift_policy``)."""
+    parser.add_argument(
+        "--drift-policy",
+        choices=get_args(DriftPolicy),
+        default=None,
+        help="the drift policy of every object the repository leaves at the default (enforce), as "
+        "fleet-controller --drift-policy: report (drift is shown, not re-applied) or ignore; default: the "
+        "repository's policies",
+    )
+
+
 def add_emergency_arg(parser: argparse.ArgumentParser) -> None:
     """``--emergency`` of apply and diff (``fleet.engine.waits``)."""
     parser.add_argument(
@@ -158,6 +171,7 @@ def run_options(args: argparse.Namespace, *, client: kube.Client) -> engine.Opti
         helm=helm_settings(args, client=client),
         impersonation=args.team_impersonation,
         emergency=args.emergency,
+        drift_policy=args.drift_policy,
     )
     return dataclasses.replace(options, **{name: getattr(args, name) for name in APPLY_ONLY if hasattr(args, name)})
 

@@ -54,7 +54,7 @@ def shown(entry: Change) -> bool:
     """Whether ``entry`` has a diff to show: a change (one held back too), or drift a ``warn`` policy only reports."""
     if entry.failed:
         return False
-    if entry.waiting is not None:  # held back for a window or running jobs: still what will change
+    if entry.held is not None:  # held back for a window or running jobs: still what will change
         return True
     return entry.action in SHOWN or (entry.action == Action.SKIPPED and entry.drift and entry.after is not None)
 
@@ -129,7 +129,7 @@ def print_problems(out: Console, changes: ChangeSet) -> None:
         if entry.failed:
             text = entry.error if entry.error.startswith(str(entry.ref)) else f"{entry.ref}: {entry.error}"
             out.print(Text.assemble(("error", "bold red"), f": {text}"))
-        elif entry.waiting is not None:
+        elif entry.held is not None:
             out.print(Text.assemble(("waits", "magenta"), f": {entry.ref} ({entry.intended}): {entry.reason}"))
         elif entry.action == Action.SKIPPED and entry.reason:
             out.print(Text.assemble(("skipped", "yellow"), f": {entry.ref}: {entry.reason}"))

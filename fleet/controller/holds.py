@@ -118,7 +118,7 @@ class Holds:
     ) -> None:
         """Queue ``key`` again when a held change may go, and announce overdue changes and an emergency
         that let changes skip the waves and the window."""
-        held = [e.waiting for e in changes.waiting if e.waiting is not None]
+        held = [e.held for e in changes.waiting if e.held is not None]
         self.waits_for = tuple(sorted({w.on for w in held}))
         looks = [waits.next_look(held, now=datetime.datetime.now(datetime.UTC))]
         if {"window", "wave"} & set(self.waits_for):  # a person may annotate the FleetSync for an emergency
@@ -131,7 +131,7 @@ class Holds:
             self.queue.add_after(key, delay=delay + 1.0, reason="a held disruptive change may go")
         if self.report.rollout is not None:
             self.report.rollout["held"] = len(on_wave)
-        overdue = {e.ref.key: e for e in changes.waiting if e.waiting is not None and e.waiting.overdue}
+        overdue = {e.ref.key: e for e in changes.waiting if e.held is not None and e.held.overdue}
         for ref in sorted(set(overdue) - self.overdue):
             entry = overdue[ref]
             if not await self.writer.event(
@@ -143,7 +143,7 @@ class Holds:
         skipping = changes.disruptive if emergency and waits.emergency_skips(rules, now=now) else []
         if skipping and self.announced != (changes.revision, emergency):
             self.announced = (changes.revision, emergency)
-            went = sum(1 for e in skipping if e.waiting is None)
+            went = sum(1 for e in skipping if e.held is None)
             await self.writer.event(
                 reason="EmergencyChange",
                 message=f"{len(skipping)} disruptive change(s) skip the rollout waves and the maintenance window "

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from fleet import helm
 from fleet.controller.holds import Looks
 from fleet.engine import impersonations
+from fleet.engine.options import DriftPolicy
 
 
 @dataclass
@@ -21,7 +22,7 @@ class Options:
     interval: float = 60.0
     resync: float = 600.0
     health_timeout: float = 120.0
-    drift_policy: str | None = None
+    drift_policy: DriftPolicy | None = None
     """Overrides the repository's Fleet default (``--drift-policy``); None keeps the repository's."""
     jitter: float = 0.1
     """Each poll starts up to this fraction of the interval early (drawn anew each time), never

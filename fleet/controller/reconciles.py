@@ -250,7 +250,7 @@ class Reconciler:
         checked = await self.plans.check(checkout, cluster=self.options.cluster)
         self.report.findings = checked.findings
         if checked.plan is not None:
-            self.plans.good = _with_policy(checked.plan, self.options.drift_policy)
+            self.plans.good = checked.plan
             self.report.error = ""
         else:
             first = checked.findings[0]
@@ -309,21 +309,6 @@ def _empty(cluster: str, good: engine.Plan | None) -> Finding:
 def _unplannable(err: FleetError, cluster: str) -> Finding:
     where = err.where.split(" (cluster ")[0] if err.where else f"clusters/{cluster}.yaml"
     return Finding(location=Location(where), rule="revision", message=err.what, hint=err.hint)
-
-
-def _with_policy(plan: engine.Plan, policy: str | None) -> engine.Plan:
-    """``--drift-policy`` replaces the policy of every object whose repository left it at the default.
-
-    Each changed object is a copy that keeps what the original computed once (its Ref, its leaves):
-    ``dataclasses.replace`` would make every commit recompute them for every object."""
-    if policy is None:
-        return plan
-    objects = tuple(_drifting(d, policy) if d.drift == "enforce" else d for d in plan.objects)
-    return dataclasses.replace(plan, objects=objects)
-
-
-def _drifting(desired: engine.Desired, policy: str) -> engine.Desired:
-    return desired.copied(drift=policy)
 
 
 __all__ = ["Plans", "Reconciler"]

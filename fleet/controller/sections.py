@@ -39,7 +39,7 @@ def waiting_of(changes: ChangeSet | None) -> list[dict[str, Any]]:
     """``status.waiting``: the disruptive changes held back, what each would do and what it waits for."""
     rows = []
     for entry in changes.waiting if changes is not None else ():
-        wait = entry.waiting
+        wait = entry.held
         assert wait is not None
         rows.append(
             {

@@ -271,12 +271,13 @@ def engine_options(
     options: controller_options.Options, *, plan: engine.Plan, emergency: str, reported: waits.Reported | None
 ) -> engine.Options:
     """The engine's options for one reconcile of ``plan``: the settings (``--force-conflicts``,
-    ``--team-impersonation``, ``--health-timeout``, helm), what the revision says (``prune``,
+    ``--team-impersonation``, ``--health-timeout``, ``--drift-policy``, helm), what the revision says (``prune``,
     ``allowEmpty``), the emergency and the earlier waves' statuses; none other (``NOT_FROM_SETTINGS``)."""
     return engine.Options(
         prune=plan.prune,
         allow_empty=plan.allow_empty,
         force_conflicts=options.force_conflicts,
+        drift_policy=options.drift_policy,
         impersonation=options.team_impersonation,
         health_timeout=options.health_timeout,
         helm=options.helm,

@@ -108,9 +108,9 @@ def waiting_summary(changes: ChangeSet | None) -> str:
     held = changes.waiting if changes is not None else []
     if not held:
         return ""
-    first = held[0].waiting
+    first = held[0].held
     assert first is not None
-    overdue = sum(1 for e in held if e.waiting is not None and e.waiting.overdue)
+    overdue = sum(1 for e in held if e.held is not None and e.held.overdue)
     late = f"; {overdue} overdue" if overdue else ""
     return f"{len(held)} disruptive change(s) wait: {held[0].ref} {first}{late}"
 

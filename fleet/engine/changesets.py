@@ -98,6 +98,17 @@ class Change:
             raise AttributeError(f"{self.ref}: decided once already ({self._decision.verdict}); no step decides again")
         self._decision = value
 
+    @property
+    def verdict(self) -> str:
+        """The decision's verdict (``""`` before the decision): what consumers read, never the action."""
+        return self._decision.verdict if self._decision is not None else ""
+
+    @property
+    def held(self) -> waits.Wait | None:
+        """What the change waits for, as decided (``hold``); None when it is not held."""
+        decided = self._decision
+        return decided.wait if decided is not None and decided.verdict == "hold" else None
+
     @classmethod
     def refusal(cls, ref: Ref, *, stage: str, error: str, **more: Any) -> Change:
         """What fleet refused for safety before writing: skipped, ``refused``, with why and what to do."""
@@ -162,8 +173,8 @@ class ChangeSet:
 
     @property
     def conflicted(self) -> list[Change]:
-        """Entries with fields other managers own that the apply does not take (not ``forced``)."""
-        return [e for e in self.entries if e.conflicts and not e.forced]
+        """Entries with fields other managers own that the apply does not take (not decided with force)."""
+        return [e for e in self.entries if e.conflicts and not e.forced and not (e.decision and e.decision.force)]
 
     @property
     def changed(self) -> list[Change]:
@@ -173,8 +184,8 @@ class ChangeSet:
 
     @property
     def waiting(self) -> list[Change]:
-        """Disruptive changes held back for a window or running jobs: the cluster still differs from git."""
-        return [e for e in self.entries if e.waiting is not None]
+        """Disruptive changes decided ``hold`` (a wave, a window, running jobs): the cluster still differs from git."""
+        return [e for e in self.entries if e.held is not None]
 
     @property
     def disruptive(self) -> list[Change]:

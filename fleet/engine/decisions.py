@@ -15,16 +15,23 @@ before anything is written, into one immutable ``Decision``:
   wave, the window or the jobs: ``wait`` says for what and until when), ``refuse`` (a safety
   refusal or an error: the entry says why) or ``leave`` (nothing to do: unchanged, reported
   drift, a freeze);
-- ``user``: as whom it is written and was dry-run (``""``: the controller's own identity), and
-  ``as_fleet`` why a team's object goes as fleet when it does;
+- ``verb``: what the executor does: ``apply``, ``replace``, ``node-write``, ``delete``,
+  ``release``, ``helm-upgrade``, ``helm-uninstall``, ``cordon``, ``evict`` or ``uncordon`` (for a
+  ``hold`` or a ``refuse``, what it would do; ``""`` for a plain ``leave``), with ``force``
+  (the apply takes fields other managers own);
+- ``user``: as whom it is written (``""``: the controller's own identity), and ``as_fleet`` why a
+  team's object goes as fleet when it does (``impersonations.identity``, the one rule);
 - ``disruption``: why writing it disrupts GPU work, if it does;
 - ``expected``: the object the cluster must show once the run wrote it, the health gates'
   evidence (None: the run does not write it, so a gate must not demand it).
 
-Every later step reads the decision and none decides again: the writes (verdict and user), the
-health gates (``expected``: they verify what this run wrote, never a held object's declared
-state), the ledger and status (the verdict, via the ChangeSet), ``fleetctl diff`` in text, JSON
-and markdown, and the pull-request comment. ``decide`` is pure.
+Every later step reads the decision and none decides again. The executors (the writer, the
+pruner, helm, the drainer) take only decisions (``require``: an executor given none refuses to
+run) and record the outcome on the entry; what they find at write time (a 403, a conflict, a
+claim reserved since the plan) is an outcome, never a second verdict. The health gates read
+``expected`` (they verify what this run wrote, never a held object's declared state); the ledger,
+status, metrics and holds read the verdict (via the ChangeSet: ``Change.verdict``, ``Change.held``),
+as do ``fleetctl diff`` in text, JSON and markdown and the pull-request comment. ``decide`` is pure.
 """
 
 from __future__ import annotations
@@ -40,6 +47,20 @@ if TYPE_CHECKING:
     from fleet.engine.waits import Wait
 
 Verdict = Literal["write", "hold", "refuse", "leave"]
+Verb = Literal[
+    "",
+    "apply",
+    "replace",
+    "node-write",
+    "delete",
+    "release",
+    "helm-upgrade",
+    "helm-uninstall",
+    "cordon",
+    "evict",
+    "uncordon",
+]
+VERBS: tuple[Verb, ...] = Verb.__args__  # type: ignore[attr-defined]
 WRITTEN = ("created", "configured", "deleted")
 """The actions that send a write (a deletion, or a release of what fleet set, included)."""
 
@@ -49,6 +70,10 @@ class Decision:
     """What fleet does with one change this run (see the module's docstring)."""
 
     verdict: Verdict
+    verb: Verb = ""
+    """What the executor does (for ``hold`` and ``refuse``: what it would do)."""
+    force: bool = False
+    """The apply takes the fields other field managers own (``--force-conflicts``, drift repair, adoption)."""
     user: str = ""
     """The identity the write and its dry-run use ("" for the controller's own)."""
     as_fleet: str = ""
@@ -60,8 +85,13 @@ class Decision:
     """With ``write``: the object the run writes, which the health gates verify (None for a deletion)."""
 
     def to_json(self) -> dict[str, Any]:
-        """``verdict``, and for what is sent or would be, ``as`` (the user, or ``fleet``) and ``asFleet``."""
+        """``verdict``, ``verb``, and for what is sent or would be, ``as`` (the user, or ``fleet``), ``asFleet``
+        and ``force``."""
         out: dict[str, Any] = {"verdict": self.verdict}
+        if self.verb:
+            out["verb"] = self.verb
+        if self.force:
+            out["force"] = True
         if self.verdict != "leave" or self.user or self.as_fleet:
             out["as"] = self.user or "fleet"
         if self.as_fleet:
@@ -73,9 +103,23 @@ LEAVE = Decision(verdict="leave")
 """What most changes get: nothing to do, as nobody."""
 
 
+class Undecided(RuntimeError):
+    """An executor was handed a change with no decision, or one that is not ``write``: a bug in fleet."""
+
+
+def require(decision: Decision | None, *, what: object) -> Decision:
+    """The ``write`` decision an executor obeys; anything else makes it refuse to run (``Undecided``)."""
+    if decision is None or decision.verdict != "write":
+        found = "no decision" if decision is None else f"a {decision.verdict!r} decision"
+        raise Undecided(f"{what}: an executor was handed {found}; only a 'write' decision is executed")
+    return decision
+
+
 def decide(
     *,
     action: str,
+    verb: Verb = "",
+    force: bool = False,
     error: str = "",
     wait: Wait | None = None,
     disruption: Disruption | None = None,
@@ -85,8 +129,9 @@ def decide(
 ) -> Decision:
     """The one decision for a change whose diff says ``action`` (``error``: why it failed or was
     refused), held for ``wait``, classed ``disruption``, going as ``user`` (``as_fleet``: why fleet's
-    own identity): ``obj`` is what a write sends, the gates' evidence."""
-    if not (error or wait or disruption or user or as_fleet) and action not in WRITTEN:
+    own identity) by ``verb`` (``force``: taking others' fields): ``obj`` is what a write sends, the
+    gates' evidence."""
+    if not (error or wait or disruption or user or as_fleet or force) and action not in WRITTEN:
         return LEAVE  # the common case, shared: a no-op of 10,000 objects makes no 10,000 values
     if error:
         verdict: Verdict = "refuse"
@@ -98,6 +143,8 @@ def decide(
         verdict = "leave"
     return Decision(
         verdict=verdict,
+        verb=verb if verdict != "leave" else "",
+        force=force and verdict != "leave",
         user=user,
         as_fleet=as_fleet,
         wait=wait,
@@ -111,4 +158,4 @@ def expected(decided: Iterable[Decision | None]) -> dict[str, Mapping[str, Any]]
     return {Ref.of(dict(d.expected)).key: d.expected for d in decided if d is not None and d.expected is not None}
 
 
-__all__ = ["LEAVE", "Decision", "Verdict", "decide", "expected"]
+__all__ = ["LEAVE", "VERBS", "Decision", "Undecided", "Verb", "Verdict", "decide", "expected", "require"]

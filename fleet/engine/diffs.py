@@ -111,6 +111,7 @@ async def diff_objects(
     settled: Settled | None = None,
     identities: impersonations.Identities | None = None,
     handover: Collection[str] = (),
+    drift_policy: str | None = None,
 ) -> list[Change]:
     """One Change per desired object: created, configured or unchanged (or skipped, with the error).
 
@@ -122,7 +123,8 @@ async def diff_objects(
     between runs (see ``Settled``). ``identities`` says as whom each team object is dry-run
     (``fleet.engine.impersonations``): a refusal of the API server is a refused entry naming the
     object's file:line. ``handover`` (``Ref.key``s, ``Options.handover``): objects an apply takes
-    over from ``fleetctl import`` without a dry-run where it cannot change the answer.
+    over from ``fleetctl import`` without a dry-run where it cannot change the answer. ``drift_policy``
+    (``Options.drift_policy``) replaces the policy of objects left at the default.
     """
     identities = identities or impersonations.Identities()
     unchanged = settled.unchanged if settled is not None else _unchanged
@@ -131,17 +133,20 @@ async def diff_objects(
 
     async def one(i: int) -> None:
         d = desired[i]
-        user, as_fleet = impersonations.as_whom(identities, d, preview=preview)
+        if drift_policy is not None and d.drift == "enforce" and drift_policy != d.drift:
+            d = d.copied(drift=drift_policy)
+        who = impersonations.identity(identities, d.team, d.ref.namespace)
         change = await _diff_one(
-            client=client.impersonating(user),
+            client=client.impersonating(who.dry_run),
             d=d,
             live=live.get(d.ref.key),
             ignored=ignored,
             force=force,
             preview=preview,
         )
-        if as_fleet and not change.reason:
-            change.reason = as_fleet
+        note = who.note or who.as_fleet
+        if note and not change.reason:
+            change.reason = note
         changes[i] = change
 
     # The pure test is CPU work over every object: a worker thread keeps

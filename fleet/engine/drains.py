@@ -23,6 +23,13 @@ evicted come back under the old configuration. Only cordoning a node takes a fre
 a node already cordoned (by fleet, or by someone else) is drained at once and counts against the
 bound while it holds the change's pods. A node someone else cordoned is never uncordoned by fleet.
 
+Cordons, evictions and uncordons are changes like any other: ``Drains.plan`` proposes a held
+change's drain step (pure but for reading whether a node is cordoned already), ``entries`` makes
+one decided entry per cordon (the Node, verb ``cordon``) and eviction (the Pod, verb ``evict``) in
+the held change's stage, and ``uncordons`` one per node given back (verb ``uncordon``, stage
+``record``); ``fleetctl diff`` shows them as the apply records them, and only the apply executes
+them (``execute``, ``uncordon``), recording each outcome on its entry.
+
 Each step is one call per run and never blocks: the run that cordons and evicts holds the change
 back and says where the drain stands; the controller runs again when a claim is released (or at
 its next resync), and ``fleetctl apply`` is run again. The claims and the pods holding them come
@@ -38,13 +45,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fleet.engine.disruptions import allocation, claim_name, claim_nodes, holders, listed
+from fleet.engine import decisions
+from fleet.engine.changesets import Action, Change
+from fleet.engine.disruptions import allocation, claim_nodes, holders, listed
+from fleet.engine.proposals import decide_entry
 from fleet.kube import Client, KubeError, NotFound, Ref
-
-if TYPE_CHECKING:
-    from fleet.engine.changesets import Change
 
 logger = logging.getLogger(__name__)
 
@@ -96,8 +103,38 @@ def admit(
 
 
 def held(changes: Iterable[Change]) -> list[Change]:
-    """The changes held for their claims (``waits``): those a drain step advances."""
-    return [c for c in changes if c.waiting is not None and c.waiting.on == "claims" and c.disruption is not None]
+    """The changes decided ``hold`` for their claims (``waits``): those a drain step advances."""
+    return [c for c in changes if c.held is not None and c.held.on == "claims" and c.decision and c.decision.disruption]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One held change's drain step: the nodes to cordon, the pods to evict by node (in the order they
+    go), the nodes waiting for a slot, and what to say when there is nothing to evict."""
+
+    key: str
+    stage: str
+    cordon: tuple[str, ...] = ()
+    evict: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    queued: tuple[str, ...] = ()
+    max_unavailable: int = 1
+    note: str = ""
+
+    def text(self, outcomes: Mapping[str, str] | None = None) -> str:
+        """Where the drain stands: per node, each pod's eviction (``outcomes``: what the apply found,
+        by pod; else what the step will do), then the nodes waiting for a slot."""
+        if self.note:
+            return self.note
+        notes = []
+        for node, pods in self.evict:
+            said = [(outcomes or {}).get(pod) or f"pod {pod} to be evicted" for pod in pods]
+            notes.append(f"draining node {node}: " + "; ".join(said))
+        if self.queued:
+            notes.append(
+                f"node{'s' if len(self.queued) > 1 else ''} {listed(list(self.queued))} wait for a drain slot "
+                f"(maxUnavailable {self.max_unavailable})"
+            )
+        return "; ".join(notes)
 
 
 @dataclass
@@ -107,7 +144,8 @@ class Drains:
     client: Client
     max_unavailable: int
     drained: dict[str, str]
-    """Node → the change it was cordoned for: the ledger's ``Progress.drained``, updated in place."""
+    """Node → the change it was cordoned for: the ledger's ``Progress.drained``, updated in place
+    (a planned cordon included: the next change's step counts its slot)."""
     occupied: frozenset[str] = frozenset()
     """Nodes where allocated claims are reserved for pods, as the run read the claims (``occupied``)."""
     looked: dict[str, set[str]] = field(default_factory=dict)
@@ -129,9 +167,9 @@ class Drains:
         """The nodes being drained now (``being_drained``)."""
         return being_drained(drained=self.drained, occupied=self.occupied, looked=self.looked)
 
-    async def advance(self, *, key: str, claims: Sequence[Mapping[str, Any]]) -> str:
+    async def plan(self, *, key: str, stage: str, claims: Sequence[Mapping[str, Any]]) -> Planned:
         """One step of draining for the change ``key`` whose affected ``claims`` are still allocated:
-        cordon what a slot allows, evict what is cordoned; says where the drain stands."""
+        which nodes a slot lets it cordon, which pods it evicts; nothing is written."""
         self.looked[key] = set()  # its nodes from earlier runs count again only where its pods are
         by_node: dict[str, set[str]] = {}
         for claim in claims:
@@ -140,22 +178,42 @@ class Drains:
                 by_node.setdefault(node, set()).update(f"{namespace}/{pod}" for pod in holders(claim))
         nodes = sorted(n for n, pods in by_node.items() if pods)
         if not nodes:
-            return "its claims are allocated but reserved for no pod: nothing to evict; waits for them to be freed"
+            note = "its claims are allocated but reserved for no pod: nothing to evict; waits for them to be freed"
+            return Planned(key=key, stage=stage, note=note)
         cordoned = {n for n in nodes if n in self.drained or await self._unschedulable(n)}
         now, queued = admit(nodes, cordoned=cordoned, busy=self.draining, max_unavailable=self.max_unavailable)
-        notes: list[str] = []
-        for node in sorted(now):
-            if node not in cordoned:
-                await self._cordon(node, key=key)
+        for node in now:
             self.looked[key].add(node)
-            outcomes = [await evict(self.client, pod) for pod in sorted(by_node[node])]
-            notes.append(f"draining node {node}: " + "; ".join(outcomes))
-        if queued:
-            notes.append(
-                f"node{'s' if len(queued) > 1 else ''} {listed(queued)} wait for a drain slot "
-                f"(maxUnavailable {self.max_unavailable})"
-            )
-        return "; ".join(notes)
+            if node not in cordoned:
+                self.drained[node] = key
+        return Planned(
+            key=key,
+            stage=stage,
+            cordon=tuple(sorted(n for n in now if n not in cordoned)),
+            evict=tuple((node, tuple(sorted(by_node[node]))) for node in sorted(now)),
+            queued=tuple(queued),
+            max_unavailable=self.max_unavailable,
+        )
+
+    async def execute(self, planned: Planned, entries: Sequence[Change]) -> dict[str, str]:
+        """Cordon and evict as ``entries`` (``entries(planned)``, decided ``write``) say; each outcome on its
+        entry; what happened to each pod, by pod."""
+        outcomes: dict[str, str] = {}
+        for entry in entries:
+            decided = decisions.require(entry.decision, what=entry.ref)
+            if decided.verb == "cordon":
+                try:
+                    await self._cordon(entry.ref.name, key=planned.key)
+                except KubeError as err:
+                    entry.error = str(err)
+                continue
+            pod = f"{entry.ref.namespace}/{entry.ref.name}"
+            outcomes[pod] = said = await evict(self.client, pod)
+            if " not evicted: " in said:
+                entry.error = said
+            elif " is gone" in said:
+                entry.reason = said
+        return outcomes
 
     async def _unschedulable(self, node: str) -> bool:
         """Whether someone else cordoned ``node`` already (a node that is gone counts: nothing to do there)."""
@@ -174,19 +232,24 @@ class Drains:
         self.cordoned += 1
 
 
-async def step(drains: Drains, changes: Iterable[Change], *, claims: Sequence[Mapping[str, Any]]) -> None:
-    """One step of draining for each of ``changes`` held for its claims (``held``), whichever step of the
-    run holds it (an object stage, the operator release, the prune); ``claims``: the run's allocated
-    and other claims, as classing read them. Each held change's reason says where its drain stands."""
-    waiting = held(changes)
-    if not waiting:
-        return
-    by_name = {claim_name(c): c for c in claims}
-    for change in waiting:
-        assert change.disruption is not None
-        affected = [by_name[name] for name in change.disruption.claims if name in by_name]
-        where = await drains.advance(key=change.ref.key, claims=affected)
-        change.reason = f"{change.reason}; {where}"
+def entries(planned: Planned) -> list[Change]:
+    """The decided entries of a drain step: a cordon per node (``cordon``), an eviction per pod (``evict``),
+    in the stage of the change they serve."""
+    out: list[Change] = []
+    why = f"drained for {planned.key}"
+    for node in planned.cordon:
+        change = Change(ref=node_ref(node), stage=planned.stage, action=Action.CONFIGURED, reason=why)
+        out.append(decide_entry(change, verb="cordon"))
+    for _, pods in planned.evict:
+        for pod in pods:
+            namespace, _, name = pod.partition("/")
+            change = Change(ref=pod_ref(namespace, name), stage=planned.stage, action=Action.DELETED, reason=why)
+            out.append(decide_entry(change, verb="evict"))
+    return out
+
+
+def pod_ref(namespace: str, name: str) -> Ref:
+    return Ref(api_version="v1", kind="Pod", namespace=namespace, name=name)
 
 
 async def evict(client: Client, pod: str) -> str:
@@ -210,22 +273,36 @@ async def evict(client: Client, pod: str) -> str:
     return f"pod {pod} evicted, waiting for it to end"
 
 
-async def uncordon(client: Client, *, drained: Mapping[str, str], keep: set[str]) -> dict[str, str]:
-    """Uncordon every node fleet drained for a change that no longer waits (applied, or gone from git);
-    the nodes still drained (for changes in ``keep``)."""
-    left = {}
-    for node, key in drained.items():
-        if key in keep:
-            left[node] = key
-            continue
+def uncordons(*, drained: Mapping[str, str], keep: Set[str]) -> list[Change]:
+    """The decided entries that give back every node fleet drained for a change that no longer waits
+    (applied, or gone from git): verb ``uncordon``, stage ``record``."""
+    return [
+        decide_entry(
+            Change(ref=node_ref(node), stage="record", action=Action.CONFIGURED, reason=f"drained for {key}"),
+            verb="uncordon",
+        )
+        for node, key in sorted(drained.items())
+        if key not in keep
+    ]
+
+
+async def uncordon(client: Client, *, drained: Mapping[str, str], entries: Sequence[Change]) -> dict[str, str]:
+    """Uncordon the nodes of ``entries`` (``uncordons``, decided ``write``), each outcome on its entry; the
+    nodes still drained."""
+    left = dict(drained)
+    for entry in entries:
+        decisions.require(entry.decision, what=entry.ref)
+        node = entry.ref.name
         body: dict[str, Any] = {"metadata": {"annotations": {DRAINED_FOR: None}}, "spec": {"unschedulable": None}}
         try:
             await client.patch(node_ref(node), body, field_manager=MANAGER)
         except NotFound:
-            continue  # the node is gone: nothing to give back
+            entry.reason = "the node is gone: nothing to give back"
         except KubeError as err:
             logger.warning("node %s stays cordoned until the next run: %s", node, err.what)
-            left[node] = key
+            entry.error = f"stays cordoned until the next run: {err.what}"
+            continue
+        left.pop(node, None)
     return left
 
 
@@ -233,11 +310,14 @@ __all__ = [
     "DRAINED_FOR",
     "MANAGER",
     "Drains",
+    "Planned",
     "admit",
     "being_drained",
+    "entries",
     "evict",
     "held",
     "occupied",
-    "step",
+    "pod_ref",
     "uncordon",
+    "uncordons",
 ]

@@ -84,15 +84,6 @@ class Identities:
         objects there are previewed as fleet and asked about at the start of their own stage."""
         return bool(team) and (team in self.pending or (team, namespace) in self.restoring)
 
-    def user_of(self, team: str, *, preview: bool = False, namespace: str = "") -> str:
-        """The user ``team``'s requests impersonate ("" for the controller's identity)."""
-        if not team or (preview and self.deferred(team, namespace)):
-            return ""
-        return self.users.get(team, "")
-
-    def client(self, client: Client, team: str, *, preview: bool = False, namespace: str = "") -> Client:
-        return client.impersonating(self.user_of(team, preview=preview, namespace=namespace))
-
 
 def resolve(*, plan: plans.Plan, live: Mapping[str, dict[str, Any]], mode: Mode) -> Identities:
     """Each team's identity under ``mode``: its ServiceAccount in its first namespace, live or planned.
@@ -172,42 +163,69 @@ def origin(obj: Mapping[str, Any]) -> str:
     return team
 
 
-def as_whom(identities: Identities, d: plans.Desired, *, preview: bool) -> tuple[str, str]:
-    """The user ``d`` is written (``preview``: dry-run) as ("" for fleet), and why a team's object goes as fleet."""
-    name = identities.user_of(d.team, preview=preview, namespace=d.ref.namespace)
-    if not d.team or name or identities.mode == "off":
-        return name, ""
-    if preview and d.team in identities.pending:
-        return "", f"dry-run as fleet: team {d.team!r}'s ServiceAccount is created by this apply's tenancy stage"
-    if preview and identities.deferred(d.team, d.ref.namespace):
-        return "", (
-            f"dry-run as fleet: team {d.team!r}'s rights in {d.ref.namespace} are restored by this apply's "
-            "tenancy stage; the apply writes it as the team after that stage"
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """As whom one object of a team goes: the one rule the dry-run, the write, the prune and the refusal
+    check all read (``identity``)."""
+
+    user: str = ""
+    """The user the write (and its decision) impersonates ("": the controller's own identity)."""
+    dry_run: str = ""
+    """The user the dry-run that builds the proposal impersonates: fleet where this run's tenancy stage
+    creates or restores the team's rights first (``note`` says so)."""
+    as_fleet: str = ""
+    """Why a team's object goes as fleet (``--team-impersonation=optional``, no ServiceAccount)."""
+    note: str = ""
+    """Why the dry-run went as fleet although the write goes as the team."""
+    refusal: str = ""
+    """Why the object may not be written at all (``required``, and the team has no ServiceAccount)."""
+
+
+FLEET = Identity()
+
+
+def identity(identities: Identities, team: str, namespace: str = "") -> Identity:
+    """As whom an object of ``team`` (``""``: the platform's) in ``namespace`` is dry-run and written."""
+    if not team or identities.mode == "off":
+        return FLEET
+    name = identities.users.get(team, "")
+    if name:
+        if not identities.deferred(team, namespace):
+            return Identity(user=name, dry_run=name)
+        if team in identities.pending:
+            note = f"dry-run as fleet: team {team!r}'s ServiceAccount is created by this apply's tenancy stage"
+        else:
+            note = (
+                f"dry-run as fleet: team {team!r}'s rights in {namespace} are restored by this apply's "
+                "tenancy stage; the apply writes it as the team after that stage"
+            )
+        return Identity(user=name, note=note)
+    if identities.mode == "required":
+        ref = identities.missing.get(team) or account("")
+        return Identity(
+            refusal=f"team {team!r} has no ServiceAccount {ref.namespace}/{ref.name}: --team-impersonation=required "
+            "writes a team's objects only as the team"
         )
-    return "", f"written as fleet: team {d.team!r} has no ServiceAccount (--team-impersonation=optional)"
+    return Identity(as_fleet=f"written as fleet: team {team!r} has no ServiceAccount (--team-impersonation=optional)")
 
 
 def unaccounted(identities: Identities, *, desired: Iterable[plans.Desired]) -> list[Change]:
     """Under ``required``, a refused Change for every object of a team without a ServiceAccount."""
-    if identities.mode != "required":
-        return []
     out: list[Change] = []
     for d in desired:
-        ref = identities.missing.get(d.team)
-        if ref is None:
-            continue
-        out.append(
-            Change.refusal(
-                d.ref,
-                stage=d.stage.name,
-                error=(
-                    f"declared at {d.source} by team {d.team!r}, which has no ServiceAccount "
-                    f"{ref.namespace}/{ref.name}: --team-impersonation=required writes a team's objects "
-                    "only as the team. fleet applies nothing while this stands.\n  hint: let the tenancy "
-                    "stage create it (the Team needs a namespace), or run with --team-impersonation=optional"
-                ),
+        why = identity(identities, d.team, d.ref.namespace).refusal
+        if why:
+            out.append(
+                Change.refusal(
+                    d.ref,
+                    stage=d.stage.name,
+                    error=(
+                        f"declared at {d.source} by {why}. fleet applies nothing while this stands.\n  hint: let "
+                        "the tenancy stage create it (the Team needs a namespace), or run with "
+                        "--team-impersonation=optional"
+                    ),
+                )
             )
-        )
     return out
 
 
@@ -221,7 +239,7 @@ async def refusals(
     the run creates, an invalid object) is the diff's and the apply's to report per object."""
     groups: dict[tuple[str, str, str, str], list[plans.Desired]] = {}
     for d in desired:
-        name = identities.user_of(d.team)
+        name = identity(identities, d.team, d.ref.namespace).user
         if name:
             groups.setdefault((name, d.ref.namespace, d.ref.api_version, d.ref.kind), []).append(d)
     keys = sorted(groups)
@@ -267,13 +285,15 @@ def refused(d: plans.Desired, *, user: str, err: KubeError) -> Change:
 
 
 __all__ = [
+    "FLEET",
     "MODES",
     "SERVICE_ACCOUNT",
     "TEAM_ROLE",
     "Identities",
+    "Identity",
     "Mode",
     "account",
-    "as_whom",
+    "identity",
     "origin",
     "refusals",
     "refused",

@@ -3,11 +3,13 @@
 Every deletion carries the live ``uid`` as precondition (a recreated object of the same
 name is never deleted by mistake). Objects fleet adopted, and pool Nodes, are released
 (fleet gives back its labels, annotations and fields), never deleted. One guard,
-``blocked``, says why a deletion may not be made, and the preview (``diff``, a dry run)
-and the prune both ask it, with the same idea of what is fleet's: a ResourceClaim in use
-is never deleted, a pool Node whose GPUs claims hold is not given back, and a namespace
-is deleted only while it holds nothing but what this prune deletes. Such an entry fails,
-and pruning stops after its stage. Within a stage, deletes run concurrently.
+``blocked``, says why a deletion may not be made; ``Pruner.propose`` asks it for every
+deletion before the run decides (``proposals.decide_deletion``), so ``diff`` and the prune
+refuse the same deletions: a ResourceClaim in use is never deleted, a pool Node whose GPUs
+claims hold is not given back, and a namespace is deleted only while it holds nothing but
+what this prune deletes. ``Pruner.prune`` executes only ``write`` decisions; a claim reserved
+since the decision is found by the delete's own fresh read (``writes.free``), an outcome on
+the entry. A failure stops pruning after its stage. Within a stage, deletes run concurrently.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from typing import Any
 
 from fleet.engine import (
     blockers,
+    decisions,
     deletions,
-    impersonations,
     ledgers,
     nodes,
     operators,
@@ -48,7 +50,6 @@ class Pruner:
     ledger: ledgers.Ledger
     """The run's ledger: an entry deleted (or found gone) is dropped from it."""
     live: Mapping[str, dict[str, Any]]
-    identities: impersonations.Identities
     namespaced: Callable[[], Awaitable[list[Kind]]]
     """The namespaced kinds to list before deleting a namespace (discovered once per run)."""
     concurrency: int = 16
@@ -67,57 +68,60 @@ class Pruner:
             )
         return ""
 
-    async def preview(self, found: list[Change], *, dry_run: bool) -> None:
-        """Without ``--prune`` (or in a dry run): say what each deletion would do, or why it would be refused."""
+    async def propose(self, found: list[Change], *, prune: bool) -> None:
+        """Before the decisions: without ``prune`` (``--prune`` not given) each deletion is skipped, saying so;
+        with it, each guarded deletion the guard forbids is refused, with why."""
         ours = deleted_keys(found)
         for change in found:
-            if not dry_run and change.action == Action.DELETED:
+            if not prune and change.action == Action.DELETED:
                 change.action = Action.SKIPPED
                 change.reason = "no longer declared; not pruned (--prune not given)"
             elif change.action == Action.DELETED and guarded(change):
                 refuse(change, await self.blocked(change, ours=ours))
+        failed = ""
+        for stage in stages.prune_order():  # a refusal stops pruning after its stage, as a failure does
+            here = [c for c in found if (c.stage or "claims") == stage.name]
+            if failed:
+                stopped(here, failed)
+            elif any(c.failed for c in here):
+                failed = stage.name
 
     async def prune(self, found: list[Change], *, record: Callable[[list[Change]], None]) -> None:
         """Delete ``found`` one stage at a time in prune order (claims before the classes they name,
         namespaces last), concurrently within a stage; a failure stops pruning after its stage.
-        ``record`` is given each stage's entries as it starts."""
-        ours = deleted_keys(found)
+        ``record`` is given each stage's entries as it starts. Only ``write`` decisions are executed."""
         with tracing.tracer().start_as_current_span("prune") as span:
             span.set_attribute("fleet.deletions", sum(c.action == Action.DELETED for c in found))
 
             async def delete(change: Change) -> None:
-                await self._delete(change, ours=ours)
+                await self._delete(change)
                 self.sent()
 
             failed = ""
             for stage in stages.prune_order():
                 here = [c for c in found if (c.stage or "claims") == stage.name]
                 record(here)
-                deleting = [c for c in here if c.action == Action.DELETED]
+                deleting = [c for c in here if c.decision is not None and c.decision.verdict == "write"]
                 if failed:
-                    for change in deleting:
-                        change.action = Action.SKIPPED
-                        change.reason = f"not pruned: pruning stage {failed} failed"
+                    stopped(deleting, failed)  # the decision stands; the outcome: not sent
                     continue
                 await workers.for_each(deleting, delete, concurrency=self.concurrency)
                 if any(c.failed for c in deleting):
                     failed = stage.name
 
-    async def _delete(self, change: Change, *, ours: set[str]) -> None:
+    async def _delete(self, change: Change) -> None:
         started = time.monotonic()
         live = self.live.get(change.ref.key)
-        decided = change.decision
+        decided = decisions.require(change.decision, what=change.ref)
         # As decided: what a team's folder declared is pruned as the team, whatever its kind; its
         # Namespace, Role and ServiceAccount (tenancy, rendered from its team.yaml) are the platform's.
-        client = self.client.impersonating(decided.user) if decided is not None else self.client
+        client = self.client.impersonating(decided.user)
         entries = self.ledger.entries
         attributes = span_attributes(change.ref, change.action)
         attributes[tracing.STAGE] = change.stage or "claims"
         with tracing.tracer().start_as_current_span("apply object", attributes=attributes):
             try:
-                if guarded(change) and refuse(change, await self.blocked(change, ours=ours)):
-                    pass
-                elif change.release and change.ref.kind == "Node":
+                if change.release and change.ref.kind == "Node":
                     ref = change.ref
                     await nodes.write(client=client, ref=ref, body=lambda node: plans.release(ref, live=node))
                     entries.pop(change.ref.key, None)
@@ -153,6 +157,14 @@ def leftovers(*, ledger: ledgers.Ledger, desired_keys: set[str], live: LiveIndex
     return found
 
 
+def stopped(changes: list[Change], stage: str) -> None:
+    """Not pruned because pruning stage ``stage`` failed or was refused."""
+    for change in changes:
+        if change.action == Action.DELETED:
+            change.action = Action.SKIPPED
+            change.reason = f"not pruned: pruning stage {stage} failed"
+
+
 def deleted_keys(found: list[Change]) -> set[str]:
     """What this prune deletes (not releases): in a namespace, the only objects that do not block it."""
     return {c.ref.key for c in found if c.action == Action.DELETED and not c.release}
@@ -163,4 +175,4 @@ def guarded(change: Change) -> bool:
     return not change.release or change.ref.kind == "Node"
 
 
-__all__ = ["Pruner", "deleted_keys", "guarded", "leftovers"]
+__all__ = ["Pruner", "deleted_keys", "guarded", "leftovers", "stopped"]

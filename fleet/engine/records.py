@@ -9,11 +9,12 @@ marked complete. Both are shielded: an interrupt never leaves the record half-wr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import anyio
 
 from fleet.engine import drains, ledgers, plans, stages
+from fleet.engine.changesets import Change
 from fleet.kube import Client
 
 
@@ -27,14 +28,15 @@ async def record(
     changed: bool,
     resumed: bool,
     waiting: Mapping[str, str],
-    keep: Collection[str] = (),
+    uncordon: Sequence[Change] = (),
     cordoned: int = 0,
 ) -> None:
     """The record step: the ``declared`` objects, and what was not pruned, as the ledger; the run complete.
 
     ``origin`` says how fleet came to hold a newly recorded key; ``changed`` whether the run wrote
-    anything; ``waiting`` the held changes' start times; ``keep`` the changes still held, whose
-    drained nodes stay cordoned; ``cordoned`` how many nodes this run cordoned."""
+    anything; ``waiting`` the held changes' start times; ``uncordon`` the decided entries that give
+    drained nodes back (``drains.uncordons``: the others stay cordoned); ``cordoned`` how many nodes
+    this run cordoned."""
     kept: dict[str, ledgers.Entry] = {}
     for d in declared:
         entry = ledger.entries.get(d.ref.key)
@@ -46,10 +48,10 @@ async def record(
     ledger.entries = kept
     before = ledger.progress
     drained = before.drained
-    if drained:
+    if uncordon:
         # Every stage's gate passed: the changes applied are healthy, their drained nodes go back.
         with anyio.CancelScope(shield=True):
-            drained = await drains.uncordon(client, drained=drained, keep=set(keep))
+            drained = await drains.uncordon(client, drained=drained, entries=uncordon)
     ledger.progress = ledgers.Progress(
         revision=revision,
         done=[s.name for s in stages.STAGES],

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import anyio
 import anyio.lowlevel
 
-from fleet.engine import blockers, healths, ledgers, nodes, plans, workers
+from fleet.engine import blockers, decisions, healths, ledgers, nodes, plans, workers
 from fleet.engine.changesets import Action, Change
 from fleet.kube import Client, KubeError, NotFound, Ref
 from fleet.kube.errors import UNAVAILABLE
@@ -44,16 +44,16 @@ def _nothing() -> None:
 class Writer:
     """What sending a run's objects needs, and what the sends found (one per run, made by ``Sync``).
 
-    Each object goes as its decision says (``Change.decision``, ``fleet.engine.decisions``): the
-    verb reads the identity, it does not choose it."""
+    Each object goes as its decision says (``Change.decision``, ``fleet.engine.decisions``): as whom,
+    with or without force, by which verb; a change without a ``write`` decision is not sent
+    (``decisions.require``). What the write finds (a 403, a conflict, a claim reserved since the plan)
+    is recorded on the entry: an outcome, never a second verdict."""
 
     client: Client
     live: Mapping[str, dict[str, Any]]
     """The run's listing, by key: a replace's uid, a pool Node's first read."""
     pools: tuple[plans.PoolRule, ...] = ()
     concurrency: int = 16
-    force: bool = False
-    """``--force-conflicts``: every apply takes the fields other managers own."""
     timeout: float = 120.0
     """How long a replace waits for the object it deleted to be gone (the health timeout)."""
     sent: Callable[[], None] = _nothing
@@ -96,9 +96,9 @@ class Writer:
         return applied
 
     async def _write(self, change: Change, d: plans.Desired) -> dict[str, Any] | None:
-        decided = change.decision
-        client = self.client.impersonating(decided.user if decided is not None else "")
-        if change.replace:
+        decided = decisions.require(change.decision, what=d.ref)
+        client = self.client.impersonating(decided.user)
+        if decided.verb == "replace":
             preconditions = await free(self.client, change, self.live.get(d.ref.key))
             if preconditions is None:
                 return None
@@ -110,7 +110,7 @@ class Writer:
                     propagation="Foreground",
                 )
             await _gone(self.client, d.ref, timeout=self.timeout)
-        if d.ref.kind == "Node":
+        if decided.verb == "node-write":
             pools = self.pools
 
             def body(node: dict[str, Any]) -> dict[str, Any] | None:
@@ -121,8 +121,7 @@ class Writer:
             if written is None:
                 change.reason = "no pool selects this Node any more (it changed since it was read)"
             return written
-        force = self.force or d.force or change.forced
-        return await client.apply(d.obj, field_manager=d.field_manager, force=force)
+        return await client.apply(d.obj, field_manager=d.field_manager, force=decided.force)
 
 
 def guard_replace(change: Change, *, origin: ledgers.Origin, live: dict[str, Any] | None) -> None:

@@ -35,6 +35,7 @@ from fleet.telemetry import tracing
 from fleetctl import documents, reports
 from fleetctl.pipelines import (
     add_cluster_args,
+    add_drift_arg,
     add_emergency_arg,
     add_impersonation_arg,
     connect,
@@ -62,6 +63,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--allow-empty", action="store_true", help="allow a revision that declares no object")
     add_impersonation_arg(parser)
     add_emergency_arg(parser)
+    add_drift_arg(parser)
     parser.add_argument(
         "--wait",
         action="store_true",
@@ -174,8 +176,8 @@ async def _run(args: argparse.Namespace) -> int:
         out = reports.console(sys.stdout)
         reports.print_problems(out, changes)
         reports.print_summary(out, changes)
-        if failure is not None:
-            out.print(f"error: {failure}")
+        if failure is not None and not isinstance(failure, operators.OperatorRefused):
+            out.print(f"error: {failure}")  # a refused release is an entry of the ChangeSet, printed above
     # --dry-run: a conflict listed now is an object the real apply would fail on.
     return 1 if (changes.failed or failure is not None or changes.conflicted) else 0
 

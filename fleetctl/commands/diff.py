@@ -36,6 +36,7 @@ from fleetctl import documents, reports
 from fleetctl.pipelines import (
     add_base_arg,
     add_cluster_args,
+    add_drift_arg,
     add_emergency_arg,
     add_impersonation_arg,
     live_devices,
@@ -64,6 +65,7 @@ def register(sub: Any) -> None:
     add_base_arg(parser)
     add_impersonation_arg(parser)
     add_emergency_arg(parser)
+    add_drift_arg(parser)
     parser.set_defaults(func=run)
 
 

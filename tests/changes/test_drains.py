@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet.engine import drains, waits
+from fleet.engine import drains, proposals, waits
 from fleet.engine.changesets import Action, Change
 from fleet.engine.disruptions import Disruption
 from fleet.kube import Ref
@@ -76,7 +76,7 @@ def change(key: str, *, on: waits.On | None, claims: tuple[str, ...] = ("ml/held
     made.disruption = Disruption(reason="tightens the selectors", nodes=frozenset({"gpu-a"}), claims=claims)
     if on is not None:
         made.hold(waits.Wait(on=on, reason="…"))
-    return made
+    return proposals.decide_entry(made)
 
 
 def test_a_drain_step_advances_only_the_changes_held_for_their_claims() -> None:

@@ -26,6 +26,8 @@ SHARED = [
     "off",
     "--emergency",
     "the driver leaks memory",
+    "--drift-policy",
+    "report",
 ]
 APPLY = ["--prune", "--dry-run", "--allow-empty", "--health-timeout", "7"]
 

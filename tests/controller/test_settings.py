@@ -221,6 +221,7 @@ def test_the_engine_options_carry_every_setting_that_applies(environment: pytest
     ``settings.NOT_FROM_SETTINGS`` says why not."""
     setenv(environment, REQUIRED)
     flags = ["--force-conflicts", "--team-impersonation", "off", "--health-timeout", "7s", "--helm", sys.executable]
+    flags += ["--drift-policy", "report"]
     config = settings.parse([*flags, "--state-dir", str(tmp_path)])
     ctl = mains.build(config, client=cast(kube.Client, object()), metrics=Metrics())
     plan = engine.Plan(cluster="gpu-east", revision="abc", objects=(), prune=True, allow_empty=True)

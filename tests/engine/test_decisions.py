@@ -83,28 +83,21 @@ def test_the_identity_follows_the_files_origin() -> None:
     assert impersonations.origin(stamped("deviceclasses/a.yaml:1:1", "")) == ""
 
 
-def test_a_team_whose_rights_this_run_restores_is_previewed_as_fleet_in_those_namespaces_only() -> None:
+def test_a_team_whose_rights_this_run_restores_is_dry_run_as_fleet_there_and_written_as_the_team() -> None:
     plan = _plan()
     live = {d.ref.key: d.obj for d in plan.objects}
     team, namespaces = next((t, ns) for t, ns in plan.teams.items() if len(ns) > 1)
     assert not impersonations.resolve(plan=plan, live=live, mode="required").restoring
-    gone = (
-        impersonations.account(namespaces[1])
-        .key.replace("/ServiceAccount/", "/RoleBinding/")
-        .replace(impersonations.SERVICE_ACCOUNT, impersonations.TEAM_ROLE)
-    )
     gone = f"rbac.authorization.k8s.io/RoleBinding/{namespaces[1]}/{impersonations.TEAM_ROLE}"
     assert gone in live
     del live[gone]
     identities = impersonations.resolve(plan=plan, live=live, mode="required")
     assert identities.restoring == {(team, namespaces[1])}
-    here = next(d for d in plan.objects if d.team == team and d.ref.namespace == namespaces[1])
-    there = next((d for d in plan.objects if d.team == team and d.ref.namespace == namespaces[0]), None)
-    user, why = impersonations.as_whom(identities, here, preview=True)
-    assert user == "" and f"rights in {namespaces[1]} are restored" in why
-    assert impersonations.as_whom(identities, here, preview=False)[0], "the apply writes it as the team"
-    if there is not None:
-        assert impersonations.as_whom(identities, there, preview=True)[0], "other namespaces are asked as the team"
+    here = impersonations.identity(identities, team, namespaces[1])
+    assert here.dry_run == "" and f"rights in {namespaces[1]} are restored" in here.note
+    assert here.user == impersonations.user(namespaces[0]), "the decision (the apply) writes it as the team"
+    there = impersonations.identity(identities, team, namespaces[0])
+    assert there.dry_run == there.user == here.user, "other namespaces are dry-run and written as the team"
     names = [s.name for s in stages.STAGES]
     assert names.index("tenancy") < names.index("claims"), "the rights exist again before the claims stage"
 

@@ -34,16 +34,20 @@ def test_every_team_object_names_its_team_and_the_plan_renders_each_team_an_acco
     identities = impersonations.resolve(plan=plan, live={}, mode="required")
     assert identities.pending == teams and not identities.missing
     first = plan.teams["inference"][0]
-    assert identities.user_of("inference") == f"system:serviceaccount:{first}:fleet-team"
-    assert identities.user_of("inference", preview=True) == "", "a diff cannot act as an account not made yet"
-    assert impersonations.resolve(plan=plan, live={}, mode="off").user_of("inference") == ""
+    who = impersonations.identity(identities, "inference", first)
+    assert who.user == f"system:serviceaccount:{first}:fleet-team", "the decision: written as the team"
+    assert who.dry_run == "" and "created by this apply's tenancy stage" in who.note, (
+        "a diff cannot act as an account not made yet: its dry-run goes as fleet"
+    )
+    off = impersonations.resolve(plan=plan, live={}, mode="off")
+    assert impersonations.identity(off, "inference", first) == impersonations.FLEET
 
 
 def test_a_live_account_is_used_and_a_team_without_one_is_refused_only_when_required() -> None:
     plan = _plan()
     live = {impersonations.account(ns[0]).key: _account(ns[0], team=t) for t, ns in plan.teams.items()}
     identities = impersonations.resolve(plan=plan, live=live, mode="required")
-    assert not identities.pending and identities.user_of("ml-research", preview=True)
+    assert not identities.pending and impersonations.identity(identities, "ml-research").dry_run
 
     without = dataclasses.replace(plan, objects=tuple(d for d in plan.objects if d.ref.kind != "ServiceAccount"))
     required = impersonations.resolve(plan=without, live={}, mode="required")
@@ -52,7 +56,9 @@ def test_a_live_account_is_used_and_a_team_without_one_is_refused_only_when_requ
     assert all(c.refused and "has no ServiceAccount" in c.error and "declared at teams/" in c.error for c in refused)
     optional = impersonations.resolve(plan=without, live={}, mode="optional")
     assert impersonations.unaccounted(optional, desired=without.objects) == []
-    assert optional.user_of("inference") == "", "optional: written as the controller"
+    who = impersonations.identity(optional, "inference", plan.teams["inference"][0])
+    assert who.user == "" and "has no ServiceAccount (--team-impersonation=optional)" in who.as_fleet
+    assert impersonations.identity(required, "inference").refusal, "required: refused, whatever the verb"
 
 
 def test_a_removed_team_is_pruned_as_its_own_account_and_never_as_a_look_alike() -> None:
@@ -62,8 +68,9 @@ def test_a_removed_team_is_pruned_as_its_own_account_and_never_as_a_look_alike()
         "b": _account("elsewhere", team="other", cluster="another-cluster"),
     }
     identities = impersonations.resolve(plan=plan, live=live, mode="required")
-    assert identities.user_of("gone") == "system:serviceaccount:gone:fleet-team"
-    assert identities.user_of("other") == ""
+    assert impersonations.identity(identities, "gone").user == "system:serviceaccount:gone:fleet-team"
+    assert impersonations.identity(identities, "other").user == ""
+    assert "has no ServiceAccount" in impersonations.identity(identities, "other").refusal
 
 
 def test_a_refusal_says_whose_rights_are_missing() -> None:

@@ -30,6 +30,7 @@ EVERY_OPTION: dict[str, Any] = {
     "impersonation": "off",
     "emergency": "the driver leaks memory",
     "reported": waits.Reported(revision="abc"),
+    "drift_policy": "report",
     "handover": {"/Node/n1": cast(ledgers.Origin, "adopted")},
 }
 """A value for every option; the preview's own ones (``prune``, ``dry_run``, ``allow_empty``) as a run's."""

@@ -220,9 +220,9 @@ def test_an_identity_that_may_not_read_releases_removes_none_and_does_not_fail()
         async def releases(self, *, namespace: str | None = None) -> list[helm.Release]:
             raise helm.HelmError('helm list failed: secrets is forbidden: cannot list resource "secrets"')
 
-    plan = Plan(cluster="gpu-east", revision="r", objects=(), operator=None)
-    stage = operators.Stage(client=None, h=Refused(), plan=plan, prune=True)  # type: ignore[arg-type]
-    assert anyio.run(stage.run) == []
+    from fleet.engine.operators import removals
+
+    assert anyio.run(lambda: removals.found(h=Refused(), prune=True)) == []  # type: ignore[arg-type]
 
 
 def test_helm_gets_its_own_timeout_shorter_than_the_kill_deadline() -> None:

@@ -1,27 +1,32 @@
-"""Removal: a GPU Operator no longer declared is uninstalled, never while claims hold its GPUs.
+"""Removal: a GPU Operator no longer declared is uninstalled, as a disruptive change like any other.
 
 fleet removes only releases it installed (the Helm storage label
-``app.kubernetes.io/managed-by=fleet``), only with ``--prune``, and only once no
-ResourceClaim holds devices of the NVIDIA driver (the guide's clean-up order: workloads
-and claims first). ``helm uninstall`` runs the chart's pre-delete hooks.
+``app.kubernetes.io/managed-by=fleet``) and only with ``--prune``. ``found`` proposes each
+removal; while ResourceClaims hold devices of the NVIDIA driver, the removal is disruptive
+(``disruption``: the guide's clean-up order is workloads and claims first), so the run classes,
+holds, drains and waves it as it does every disruptive change (``fleet.engine.operatorsteps``).
+``uninstall`` runs ``helm uninstall`` (the chart's pre-delete hooks) for a ``write`` decision only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from fleet import helm
+from fleet.engine import decisions, disruptions
 from fleet.engine.changesets import Action, Change
-from fleet.engine.operators.guards import allocated_claims, claims_block
 from fleet.engine.operators.releases import release_ref, summary, visible_releases
-from fleet.kube import Client
+from fleet.engine.operators.restarts import GPU_DRIVER, gpu_nodes
 
 
-async def remove(*, client: Client, h: helm.Helm, prune: bool, dry_run: bool) -> list[Change]:
-    """The operator is no longer declared: uninstall fleet's release, once no claim holds a GPU."""
+async def found(*, h: helm.Helm, prune: bool) -> list[Change]:
+    """The releases fleet installed that the revision no longer declares: deleted (``prune``) or skipped."""
     try:
         from fleet.manifests.kinds import GPUOperatorSpec  # the models: only a removal needs its default
 
-        found = await visible_releases(h, namespace=GPUOperatorSpec.model_fields["namespace"].default)
-        mine = [r for r in found if r.chart_name == "gpu-operator"]
+        releases = await visible_releases(h, namespace=GPUOperatorSpec.model_fields["namespace"].default)
+        mine = [r for r in releases if r.chart_name == "gpu-operator"]
     except helm.HelmMissing:
         return []  # no helm here: nothing fleet could have installed with it
     except helm.HelmError as err:
@@ -32,32 +37,46 @@ async def remove(*, client: Client, h: helm.Helm, prune: bool, dry_run: bool) ->
         return []
     changes: list[Change] = []
     for r in mine:
-        labelled = await h.labels(name=r.name, namespace=r.namespace, revision=r.revision)
-        if not labelled:
+        if not await h.labels(name=r.name, namespace=r.namespace, revision=r.revision):
             continue  # not installed by fleet: never removed by fleet
         ref = release_ref(release=r.name, namespace=r.namespace)
         change = Change(ref=ref, stage="operator", action=Action.DELETED, before=summary(r, {}, chart="gpu-operator"))
         if not prune:
             change.action = Action.SKIPPED
             change.reason = "no longer declared; not uninstalled (--prune not given)"
-            changes.append(change)
-            continue
-        claims = await allocated_claims(client)
-        if claims:
-            reason, fix = claims_block(claims, what="removing")
-            change.action = Action.SKIPPED
-            change.refused = True
-            change.error = f"{reason}\n  hint: {fix}"
-            changes.append(change)
-            continue
         changes.append(change)
-        if dry_run:
-            continue
-        try:
-            await h.uninstall(name=r.name, namespace=r.namespace)
-        except helm.HelmError as err:
-            change.error = str(err)
     return changes
 
 
-__all__ = ["remove"]
+def disruption(
+    *, slices: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, Any]]
+) -> disruptions.Disruption | None:
+    """Why uninstalling disrupts GPU work: the claims that hold the driver's devices (None: none does)."""
+    held = sorted(
+        disruptions.claim_name(c)
+        for c in claims
+        if any(
+            r.get("driver") == GPU_DRIVER for r in (disruptions.allocation(c).get("devices") or {}).get("results") or ()
+        )
+    )
+    if not held:
+        return None
+    nodes = frozenset(n for c in claims if disruptions.claim_name(c) in held for n in disruptions.claim_nodes(c))
+    return disruptions.Disruption(
+        reason=f"uninstalling the GPU Operator removes the driver that {disruptions.listed(held)} hold "
+        "(the guide's order: GPU workloads and claims first)",
+        nodes=nodes or gpu_nodes(slices),
+        claims=tuple(held),
+    )
+
+
+async def uninstall(*, h: helm.Helm, change: Change) -> None:
+    """``helm uninstall`` the release of ``change``, as its ``write`` decision says; the error on the entry."""
+    decisions.require(change.decision, what=change.ref)
+    try:
+        await h.uninstall(name=change.ref.name, namespace=change.ref.namespace)
+    except helm.HelmError as err:
+        change.error = str(err)
+
+
+__all__ = ["disruption", "found", "uninstall"]

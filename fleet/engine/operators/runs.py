@@ -1,9 +1,13 @@
 """One run of the operator stage: observe, preflight, guards, CRDs, upgrade; each step its own module.
 
 This module only orders the steps and turns their answers into the release's ChangeSet
-entry: ``unchanged`` when the deployed release already has the declared chart version and
-values, a refusal (an entry under ``diff``, ``OperatorRefused`` under ``apply``) when a
-preflight check or a guard says no, and otherwise the change helm made.
+entry, the stage's proposal (``propose``): ``unchanged`` when the deployed release already has
+the declared chart version and values, a refusal when a preflight check or a guard says no
+(``refusal`` keeps why, for the run that stops on it), and otherwise the change helm would make,
+classed (``disruption``). The run decides it as it decides every change (held, refused, sent:
+``fleet.engine.operatorsteps``), the same for ``diff`` and apply; ``execute`` then runs helm for a
+``write`` decision only (``decisions.require``). ``detail`` (``fleetctl diff``) adds the chart's
+objects, dry-run one by one, beside the release's entry.
 
 ``prepare`` runs before the apply writes anything, in any stage: when the release is to change
 it fetches the chart and renders it with the cluster's capabilities, so a chart repository
@@ -17,17 +21,15 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fleet import helm
-from fleet.engine import disruptions, preflights
+from fleet.engine import decisions, disruptions, preflights
 from fleet.engine.changesets import Action, Change
 from fleet.engine.drivers import ReleaseStatus, driver_states
 from fleet.engine.operators import capabilities, crds, guards, noops, renders, restarts, upgrades
 from fleet.engine.operators.releases import Observed, OperatorRefused, observe, release_ref, summary
-from fleet.engine.operators.removals import remove
 from fleet.engine.plans import Plan
 from fleet.kube import Client, Ref
 from fleet.telemetry import tracing
@@ -45,13 +47,13 @@ def _unreadable(err: helm.HelmError) -> bool:
 
 @dataclass
 class Stage:
-    """One run of the operator stage for a plan (``Sync`` calls ``run``; ``diff`` calls it with dry_run)."""
+    """One run of the operator stage for a plan: ``propose``, then (decided ``write``) ``execute``."""
 
     client: Client
     h: helm.Helm
     plan: Plan
-    dry_run: bool = False
-    prune: bool = False
+    detail: bool = False
+    """Also dry-run the chart's objects one by one beside the release (``fleetctl diff``)."""
     timeout: float = 120.0
     changes: list[Change] = field(default_factory=list)
     changed: bool = False
@@ -61,8 +63,10 @@ class Stage:
     """The chart's CRDs as ``prepare`` fetched them."""
     rendered: list[dict[str, Any]] | None = None
     """The chart's objects as ``prepare`` rendered them (what ``restarts`` compares with the release's)."""
-    hold: Callable[[Change], None] | None = None
-    """Holds the release's entry back when it is disruptive and may not go now (``Sync.wait``)."""
+    refusal: guards.Problem | None = None
+    """Why the release was refused (reason, fix), when it was: the apply stops on it (``OperatorRefused``)."""
+    _upgrade: _Upgrade | None = None
+    """What ``execute`` needs of the proposal: the release observed, the chart and its CRDs."""
     remembered: noops.Noops | None = None
     """Release records remembered between runs (the controller's): an unchanged release costs no helm."""
     _known: bool = False
@@ -135,25 +139,30 @@ class Stage:
 
     def _refuse(self, ref: Ref, problem: guards.Problem, *, seen: ReleaseStatus) -> None:
         reason, fix = problem
+        self.refusal = problem
         change = Change.refusal(
             ref,
             stage="operator",
-            error=f"{reason}\n  hint: {fix}",
+            error=f"the operator release was not changed: {reason}\n  hint: {fix}",
             reason=seen.text(),
             operator=seen,
         )
-        if self.dry_run:
-            self.changes.append(change)
-            return
-        raise OperatorRefused(
+        self.changes.append(change)
+
+    def refused(self) -> OperatorRefused | None:
+        """The error that stops an apply whose release was refused (its entry is in ``changes``, decided)."""
+        if self.refusal is None:
+            return None
+        reason, fix = self.refusal
+        change = next((c for c in self.changes if c.refused), None)
+        return OperatorRefused(
             f"the operator release was not changed: {reason}", where=self.where, hint=fix, change=change
         )
 
-    async def run(self) -> list[Change]:
+    async def propose(self) -> list[Change]:
+        """The release's entry as the cluster and the chart say (and, with ``detail``, the chart's objects)."""
         desired = self.plan.operator
-        if desired is None:
-            self.changes += await remove(client=self.client, h=self.h, prune=self.prune, dry_run=self.dry_run)
-            return self.changes
+        assert desired is not None, "no GPUOperator: the removal is proposed by operatorsteps"
         ref = release_ref(release=desired.release, namespace=desired.namespace)
         chart = helm.ChartRef(repository=desired.repository, name=desired.chart, version=desired.version)
         if self._known or await self._unchanged_without_helm():
@@ -249,36 +258,39 @@ class Stage:
             self._refuse(ref, problem, seen=seen)
             return self.changes
         change.disruption = await self._disruption(obs, chart=chart)
-        if self.hold is not None:
-            self.hold(change)
-        if change.waiting is not None and not self.dry_run:
-            self.changes.append(change)  # held for the window or the jobs: no helm now
-            return self.changes
-        if self.dry_run:
-            if obs.release is not None and obs.release.status in upgrades.PENDING:
-                change.reason = "\n".join(
-                    filter(None, (change.reason, f"release is {obs.release.status}: apply recovers it first"))
-                )
-            self.changes.append(change)
+        if obs.release is not None and obs.release.status in upgrades.PENDING:
+            change.reason = "\n".join(
+                filter(None, (change.reason, f"release is {obs.release.status}: apply recovers it first"))
+            )
+        self.changes.append(change)
+        self._upgrade = _Upgrade(change=change, observed=obs, chart=chart, chart_crds=chart_crds, seen=seen)
+        if self.detail:
             self.changes += await renders.object_diff(
                 client=self.client, h=self.h, chart=chart, desired=desired, chart_crds=chart_crds
             )
-            return self.changes
+        return self.changes
+
+    async def execute(self) -> None:
+        """Install or upgrade the release as its entry's ``write`` decision says (refuses any other)."""
+        desired = self.plan.operator
+        up = self._upgrade
+        assert desired is not None and up is not None, "execute follows a proposal with a release to change"
+        change, obs, chart, seen = up.change, up.observed, up.chart, up.seen
+        decisions.require(change.decision, what=change.ref)
         attributes = {
-            tracing.KIND: ref.kind,
-            tracing.NAMESPACE: ref.namespace,
-            tracing.NAME: ref.name,
+            tracing.KIND: change.ref.kind,
+            tracing.NAMESPACE: change.ref.namespace,
+            tracing.NAME: change.ref.name,
             tracing.ACTION: str(change.action),
             tracing.FIELD_MANAGER: "helm",
         }
         with tracing.tracer().start_as_current_span("apply object", attributes=attributes) as span:
             started = time.monotonic()
-            self.changes.append(change)
             try:
                 recovered = await self._recover(obs, change=change)
                 if recovered is None:
-                    return self.changes
-                await crds.apply(self.client, chart_crds, timeout=self.timeout, where=self.where)
+                    return
+                await crds.apply(self.client, up.chart_crds, timeout=self.timeout, where=self.where)
                 outcome = await upgrades.upgrade(
                     self.h, client=self.client, chart=chart, desired=desired, change=change
                 )
@@ -288,10 +300,9 @@ class Stage:
             if outcome.error is not None:
                 span.set_attribute("error.type", type(outcome.error).__name__)
                 change.operator = dataclasses.replace(seen, remedied=remedied)
-                return self.changes
+                return
         change.operator = dataclasses.replace(seen, version=desired.version, remedied=remedied)
         self.changed = True
-        return self.changes
 
     async def _disruption(self, obs: Observed, *, chart: helm.ChartRef) -> disruptions.Disruption | None:
         """Whether the upgrade restarts the driver, the device plugin or the DRA kubelet plugin: the
@@ -335,6 +346,17 @@ class Stage:
         except helm.HelmError as err:
             change.error = str(err) + (f"\n  hint: {err.hint}" if err.hint else "")
             return None
+
+
+@dataclass(frozen=True)
+class _Upgrade:
+    """The release to install or upgrade, as ``propose`` found it."""
+
+    change: Change
+    observed: Observed
+    chart: helm.ChartRef
+    chart_crds: list[dict[str, Any]]
+    seen: ReleaseStatus
 
 
 __all__ = ["PREFLIGHT", "Stage"]
