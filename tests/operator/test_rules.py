@@ -10,7 +10,7 @@ import anyio
 
 from fleet import helm
 from fleet.engine import operators
-from fleet.engine.plans import OperatorRelease, Plan
+from fleet.engine.plans import OperatorRelease
 from fleet.inventory import pendings
 from fleet.sandbox import charts
 from tests.operator.conftest import UPSTREAM
