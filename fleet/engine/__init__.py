@@ -1,34 +1,68 @@
 """The reconcile engine: plan, diff, apply (staged, health-gated, resumable), prune.
 
-Cut like gitops-engine and Flux's ssa package, one concept per module:
+Cut like gitops-engine and Flux's ssa package, one concept per module. Every step of a run
+proposes, decides, then executes (docs/engine.md, "proposal → decide → execute → verify"):
+``fleetctl diff`` is the same run without the execution.
+
+The plan:
 
 - ``plans``          the desired objects (``Plan``) as data, without the repository's models
 - ``renders``        pure: a resolved ClusterView → its ``Plan``
+- ``pipelines``      checkout → validate → plan, and connecting: shared by the CLI and the controller
+- ``increments``     a commit's validation and plan, made from the last one's
 - ``plancaches``     plans kept on disk between processes, keyed by code, files, cluster and revision
 - ``stages``         the stage table (kinds, health gate, prune order)
 - ``ownership``      labels/annotations that mark what fleet owns and what to keep
-- ``normalizations`` pure: comparable objects, and when no dry-run is needed
-- ``listings``       live objects, one paginated list per kind (started while the repository loads)
-- ``diffs``          server-side-apply dry-run diff against the listed live objects
-- ``deletions``      what pruning would delete (ledger entries no longer declared), or why not
-- ``previews``       a Change as a unified YAML diff
-- ``healths``        the gates between stages
-- ``ledgers``        what fleet applied, recorded in the cluster (the Ledger), created or adopted
-- ``adoptions``      pure: existing objects fleet may not take over, pools overlapping on a live Node
-- ``impersonations`` as whom a team's objects are written, and what the API server refuses the team
-- ``blockers``       what forbids a deletion: claims in use, what others put in a namespace
-- ``pipelines``      checkout → validate → plan, and connecting: shared by the CLI and the controller
-- ``applies``        ``Sync``: the step-wise run's state, and the apply of one stage
-- ``writes``         sending one object: apply, replace, a pool's Node from a fresh read
-- ``prunes``         deleting what is no longer declared, behind one guard the preview shares
-- ``records``        saving the ledger: progress while writing, the whole record at the end
-- ``holds``          pure: what a drift policy or a freeze makes of a diffed Change
+- ``preflights``     the DRA guide's prerequisite checks against a live cluster
+- ``probes``         the feature gates a live cluster keeps, seen rather than declared
+
+The run (``Sync``) and its steps:
+
+- ``options``        ``Options``: every option a front door sets (the drift policy included)
+- ``applies``        ``Sync``: the step-wise run (start, one step at a time)
+- ``syncstate``      the run's state, one small dataclass per concern, and ``Run`` for the step modules
+- ``objectsteps``    an object stage: propose, decide, execute, verify
+- ``operatorsteps``  the operator stage: the release (or its uninstall) decided as every change is
+- ``endsteps``       the prune and record steps
 - ``drives``         the one driver of a ``Sync`` (CLI, controller, tests), with hooks
 - ``memories``       what a reconciling process keeps between runs, bounded, with its sizes
-- ``drivers``        the GPU nodes' driver-upgrade states, carried on the operator release's Change
-- ``nodes``          pool metadata written to a Node from a fresh read, resourceVersion-conditional
 - ``writers``        one writer per cluster: the Lease a writer holds while it writes
+
+Proposing (what a step finds):
+
+- ``listings``       live objects, one paginated list per kind (started while the repository loads)
+- ``normalizations`` pure: comparable objects, and when no dry-run is needed
+- ``diffs``          server-side-apply dry-run diff against the listed live objects
+- ``deletions``      what pruning would delete (ledger entries no longer declared), or why not
+- ``adoptions``      pure: existing objects fleet may not take over, pools overlapping on a live Node
+- ``blockers``       what forbids a deletion: claims in use, what others put in a namespace
+- ``holds``          pure: what a drift policy or a freeze makes of a diffed Change
+- ``drifts``         freezes on live objects, and what a drift repair puts back
+- ``disruptions``    pure: which changes disrupt GPU work (claims, nodes, slices), and the reads it needs
+- ``waits``          pure: what holds a disruptive change back (waves, windows, running jobs)
+- ``drivers``        the GPU nodes' driver-upgrade states, carried on the operator release's Change
+- ``operators``      the GPU Operator's Helm release: observe, guards, CRDs, upgrade, removal
+
+Deciding:
+
+- ``impersonations`` the one identity rule: as whom a team's objects are dry-run, written and deleted
+- ``proposals``      pure: a step's proposal → one ``Decision`` per change, the same for diff and apply
+- ``decisions``      ``Decision``: verdict, verb, as whom, force, wait, what the gates verify
+
+Executing (only ``write`` decisions) and verifying:
+
+- ``writes``         sending one object: apply, replace, a pool's Node from a fresh read
+- ``nodes``          pool metadata written to a Node from a fresh read, resourceVersion-conditional
+- ``prunes``         deleting what is no longer declared, behind one guard the proposal asks
+- ``drains``         cordon, evict, uncordon: proposed, decided and executed as changes
+- ``workers``        bounded concurrency without a task per item
+- ``healths``        the gates between stages
+- ``records``        saving the ledger: progress while writing, the whole record at the end
+- ``ledgers``        what fleet applied, recorded in the cluster (the Ledger), created or adopted
 - ``changesets``     the result of every run
+- ``previews``       a Change as a unified YAML diff
+
+And ``imports``: ``fleetctl import``, a cluster set up by hand turned into a fleet repository.
 
     plan = renders.plan(view, revision=sha)
     async with writers.lock(client=client, cluster=plan.cluster):
@@ -37,12 +71,13 @@ Cut like gitops-engine and Flux's ssa package, one concept per module:
 
 from __future__ import annotations
 
-from fleet.engine.applies import Options, Sync
+from fleet.engine.applies import Sync
 from fleet.engine.changesets import Action, Change, ChangeSet, FieldConflict
 from fleet.engine.drives import Hooks, Outcome, drive
 from fleet.engine.healths import HealthTimeout
 from fleet.engine.listings import Prefetched
 from fleet.engine.memories import Memory
+from fleet.engine.options import Options
 from fleet.engine.plans import ChangeRules, Desired, Plan, PoolRule
 from fleet.engine.stages import STAGES, Gate, Stage
 from fleet.kube import Client

@@ -49,32 +49,29 @@ from typing import Any
 
 from fleet.engine import (
     adoptions,
-    decisions,
-    diffs,
     disruptions,
     drains,
     drifts,
+    endsteps,
     healths,
-    holds,
     impersonations,
     ledgers,
     listings,
     memories,
     normalizations,
+    objectsteps,
     operators,
     operatorsteps,
     ownership,
     plans,
     proposals,
-    prunes,
     records,
     stages,
     waits,
-    writes,
 )
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.engine.options import Options
-from fleet.engine.syncstate import Found, Kinds, Managed, Meter
+from fleet.engine.syncstate import Found, Managed, Meter
 from fleet.errors import FleetError
 from fleet.kube import Client, KubeError, Ref
 from fleet.telemetry import tracing
@@ -179,7 +176,7 @@ class Sync:
             refused += await impersonations.refusals(
                 client=self.client,
                 identities=found.identities,
-                desired=[d for d in teams if not found.identities.deferred(d.team, d.ref.namespace) and self._new(d)],
+                desired=[d for d in teams if not found.identities.deferred(d.team, d.ref.namespace) and self.new(d)],
                 concurrency=self.options.concurrency,
             )
         found.refused = {c.ref.key: proposals.decide_entry(c) for c in refused}
@@ -200,9 +197,9 @@ class Sync:
         """Do the next step: one stage, prune, or record."""
         name = self.steps.pop(0)
         if name == "prune":
-            await self._prune()
+            await endsteps.prune(self)
         elif name == "record":
-            await self._record()
+            await endsteps.record(self)
         else:
             await self._stage(stages.by_name(name))
 
@@ -228,12 +225,12 @@ class Sync:
             return d
         return dataclasses.replace(d, force=True)
 
-    def _new(self, d: plans.Desired) -> bool:
+    def new(self, d: plans.Desired) -> bool:
         """A team object this revision changes (not live with this content): the refusal check's subjects."""
         live = self.found.live.get(d.ref.key)
         return bool(d.team) and (live is None or normalizations.annotation(live, ownership.APPLIED) != d.applied)
 
-    def _freeze(self, d: plans.Desired) -> drifts.Freeze | None:
+    def freeze(self, d: plans.Desired) -> drifts.Freeze | None:
         """A person's freeze on the live object (it wins), else the manifest's drift annotation."""
         found = self.found.freezes.get(d.ref.key)
         if found is None and d.freeze:
@@ -245,7 +242,7 @@ class Sync:
         objects no longer declared that a person froze (not pruned). From the listing ``start`` read."""
         out: dict[str, tuple[Ref, drifts.Freeze]] = {}
         for d in self.plan.objects:
-            found = self._freeze(d)
+            found = self.freeze(d)
             if found is not None:
                 out[d.ref.key] = (d.ref, found)
         for key, entry in self.found.ledger.entries.items():
@@ -342,9 +339,9 @@ class Sync:
             desired = self.desired(stage)
             refused = [self.found.refused[d.ref.key] for d in desired if d.ref.key in self.found.refused]
             desired = [self._adopting(d) for d in desired if d.ref.key not in self.found.refused]
-            if await self._late_refusals(desired, refused):
+            if await objectsteps.late_refusals(self, desired, refused):
                 return
-            found = await self._propose(stage, desired)
+            found = await objectsteps.propose(self, stage, desired)
             span.set_attribute("fleet.writes", sum(c.decision.verdict == "write" for c in found if c.decision))
             self.changes.entries.extend(found)
             self.changes.entries.extend(refused)
@@ -353,190 +350,13 @@ class Sync:
                 self.stopped = True  # a preview goes on: it shows every stage, failures and refusals included
                 return
             if not self.options.dry_run:
-                await self._execute(stage, list(zip(found, desired, strict=True)))
-
-    async def _late_refusals(self, desired: list[plans.Desired], refused: list[Change]) -> bool:
-        """Teams whose rights this run set up or restored: they exist now; ask before the stage writes.
-        True when the API server refuses one (the run stops, its refusals recorded)."""
-        identities = self.found.identities
-        if self.options.dry_run or not (identities.pending or identities.restoring):
-            return False
-        late = await impersonations.refusals(
-            client=self.client,
-            identities=identities,
-            desired=[d for d in desired if identities.deferred(d.team, d.ref.namespace) and self._new(d)],
-            concurrency=self.options.concurrency,
-        )
-        if not late:
-            return False
-        self.changes.entries.extend(refused + [proposals.decide_entry(c) for c in late])
-        self.stopped = True
-        return True
-
-    async def _propose(self, stage: stages.Stage, desired: list[plans.Desired]) -> list[Change]:
-        """The stage's proposal (diff, holds, refusals, classing, waits), each change decided once."""
-        options = self.options
-        freezes = [self._freeze(d) for d in desired]
-        # A frozen object is diffed under its freeze's policy: never forced, drift reported or ignored.
-        desired = [
-            d if f is None else dataclasses.replace(d, drift=f.mode) for d, f in zip(desired, freezes, strict=True)
-        ]
-        with tracing.tracer().start_as_current_span("diff", attributes={tracing.STAGE: stage.name}) as diffed:
-            found = await diffs.diff_objects(
-                settled=self.memory.settled if self.memory is not None else None,
-                client=self.client,
-                identities=self.found.identities,
-                desired=desired,
-                live=self.found.live,
-                concurrency=options.concurrency,
-                ignore_managers=options.ignore_managers,
-                force=options.force_conflicts,
-                preview=options.dry_run,
-                handover=options.handover,
-                drift_policy=options.drift_policy,
-            )
-            # Where a resumed run picks up inside a stage: what is already in place, what is left.
-            diffed.set_attributes(
-                {
-                    "fleet.unchanged": sum(c.action == Action.UNCHANGED for c in found),
-                    "fleet.writes": sum(c.action in (Action.CREATED, Action.CONFIGURED) for c in found),
-                }
-            )
-        for change, d, freeze in zip(found, desired, freezes, strict=True):
-            if change.action == Action.CREATED and self._deleted_outside(d.ref.key):
-                change.drift = True
-                change.reason = "deleted in the cluster" + (f"; {change.reason}" if change.reason else "")
-            change.frozen = freeze
-            if freeze is not None and freeze.live:
-                holds.hold(change, freeze)
-            else:
-                holds.apply_policy(change, options.drift(d.drift))
-            if change.drift and change.action in (Action.CREATED, Action.CONFIGURED) and not change.failed:
-                change.repairs = drifts.repairs(
-                    live=self.found.live.get(d.ref.key),
-                    after=change.after,
-                    leaves=d.leaves,
-                    conflicts=[(c.manager, c.field) for c in change.conflicts],
-                )
-            if change.replace:
-                writes.guard_replace(change, origin=self.origin(d.ref.key), live=self.found.live.get(d.ref.key))
-        await self.classify(found)
-        for change in found:
-            self.wait(change)
-        for change, d in zip(found, desired, strict=True):
-            proposals.decide_write(change, d, identities=self.found.identities, force_conflicts=options.force_conflicts)
-        return found
-
-    async def _execute(self, stage: stages.Stage, decided: list[tuple[Change, plans.Desired]]) -> None:
-        """Write what the stage decided ``write`` (kinds in the stage's order), then its health gate."""
-        todo = [(c, d) for c, d in decided if c.decision is not None and c.decision.verdict == "write"]
-        if not (todo or stage.gate in _ALWAYS_CHECKED):
-            return
-        ledger = self.found.ledger
-        new = {
-            d.ref.key: ledgers.Entry(d.ref.api_version, self.origin(d.ref.key))
-            for _, d in todo
-            if d.ref.key not in ledger.entries
-        }
-        if new:
-            ledger.entries.update(new)
-            await self.save_progress()
-        self.meter.start(stage.name, len(todo))
-        writer = writes.Writer(
-            client=self.client,
-            live=self.found.live,
-            pools=self.plan.pools,
-            concurrency=self.options.concurrency,
-            timeout=self.options.health_timeout,
-            sent=self.meter.sent,
-            unavailable=self.unavailable,
-        )
-        applied: dict[str, dict[str, Any]] = {}
-        # Kinds in the stage's order, one wave each: a RoleBinding is created only after its
-        # Role exists (for a non-admin applier the API server resolves the Role to check escalation).
-        for kind in stage.kinds:
-            applied |= await writer.write_all([(c, d) for c, d in todo if d.ref.kind == kind])
-        applied |= await writer.write_all([(c, d) for c, d in todo if d.ref.kind not in stage.kinds])
-        self.unavailable = writer.unavailable
-        if any(c.failed for c, _ in todo):
-            self.stopped = True
-            return
-        try:
-            with tracing.tracer().start_as_current_span("wait health", attributes={tracing.STAGE: stage.name}):
-                await healths.wait(
-                    client=self.client,
-                    stage=stage,
-                    written=[d.ref for _, d in todo],
-                    plan=self.plan,
-                    timeout=self.options.health_timeout,
-                    applied=applied,
-                    reader=self.reader,
-                    expected=decisions.expected(c.decision for c, _ in todo),
-                )
-        except healths.HealthTimeout:
-            self.stopped = True
-            raise
-        if todo:
-            ledger.progress.done.append(stage.name)
-            await self.save_progress()
-
-    async def _prune(self) -> None:
-        """The prune step: what the ledger holds and the revision no longer declares is proposed (skipped
-        without ``--prune``, refused where the guard says so), classed, held and decided, then deleted."""
-        desired_keys = {d.ref.key for d in self.plan.objects}
-        desired_keys |= {d.ref.key for d in self.desired(stages.by_name("pools"))}
-        found = prunes.leftovers(ledger=self.found.ledger, desired_keys=desired_keys, live=self.found.live)
-        pruner = prunes.Pruner(
-            client=self.client,
-            ledger=self.found.ledger,
-            live=self.found.live,
-            namespaced=Kinds(self.client),
-            concurrency=self.options.concurrency,
-            sent=self.meter.sent,
-        )
-        await pruner.propose(found, prune=self.options.prune)
-        await self.classify(found)
-        for change in found:
-            self.wait(change)  # a disruptive deletion waits as a disruptive write does, and drains as one
-        for change in found:
-            proposals.decide_deletion(
-                change, live=self.found.live.get(change.ref.key), identities=self.found.identities
-            )
-        if self.options.dry_run:
-            self.changes.entries.extend(found)
-            await self.drain(found)
-            return
-        await self.drain(found)
-        self.meter.start("prune", sum(c.decision is not None and c.decision.verdict == "write" for c in found))
-        await pruner.prune(found, record=self.changes.entries.extend)
-
-    async def _record(self) -> None:
-        """The record step: the nodes drained for changes that no longer wait go back (decided ``uncordon``
-        entries), then the ledger records the run complete."""
-        managed, ledger = self.managed, self.found.ledger
-        keep = managed.drains.kept if managed.drains is not None else set()
-        given_back = drains.uncordons(drained=ledger.progress.drained, keep=keep)
-        self.changes.entries.extend(given_back)
-        if self.options.dry_run:
-            return
-        await records.record(
-            client=self.client,
-            ledger=ledger,
-            revision=self.plan.revision,
-            declared=[*self.plan.objects, *self.desired(stages.by_name("pools"))],
-            origin=self.origin,
-            changed=bool(self.changes.changed),
-            resumed=self.found.resumed,
-            waiting=managed.waiting_since,
-            uncordon=given_back,
-            cordoned=managed.drains.cordoned if managed.drains is not None else 0,
-        )
+                await objectsteps.execute(self, stage, list(zip(found, desired, strict=True)))
 
     def release(self) -> None:
         """Let go of the operator stage (its chart and renders) once the run ends."""
         self.operator = None
 
-    def _deleted_outside(self, key: str) -> bool:
+    def deleted_outside(self, key: str) -> bool:
         """Recorded by a complete run, now missing: someone deleted it (not a crash before its create)."""
         found = self.found
         return key in found.ledger.entries and key not in found.live and not found.resumed
@@ -548,10 +368,6 @@ class Sync:
 
     async def save_progress(self) -> None:
         await records.save_progress(client=self.client, ledger=self.found.ledger, revision=self.plan.revision)
-
-
-_ALWAYS_CHECKED = (stages.Gate.CLASSES_PUBLISHED, stages.Gate.POOLS_APPLIED)
-"""Gates about live state fleet does not write (nodes, slices): checked even when nothing changed."""
 
 
 __all__ = ["Options", "Sync"]

@@ -15,38 +15,15 @@ with ``OperatorRefused`` naming it (``diff`` goes on, as it does for every refus
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from fleet import helm
-from fleet.engine import changesets, decisions, disruptions, healths, memories, operators, plans, proposals
-from fleet.engine.changesets import Action, Change, ChangeSet
+from fleet.engine import changesets, decisions, disruptions, healths, operators, proposals
+from fleet.engine.changesets import Action, Change
 from fleet.engine.operators import removals
-from fleet.engine.options import Options
-from fleet.engine.syncstate import Found
-from fleet.kube import Client
+from fleet.engine.syncstate import Run
 from fleet.telemetry import tracing
 
 
-class Sync(Protocol):
-    """What the operator step reads and sets of the run (``applies.Sync``)."""
-
-    client: Client
-    plan: plans.Plan
-    options: Options
-    memory: memories.Memory | None
-    changes: ChangeSet
-    found: Found
-    stopped: bool
-    operator: operators.Stage | None
-
-    def wait(self, change: Change) -> None: ...
-
-    async def drain(self, changes: list[Change]) -> None: ...
-
-    def classing_reads(self) -> disruptions.Reads: ...
-
-
-def new_stage(sync: Sync, settings: helm.Settings) -> operators.Stage:
+def new_stage(sync: Run, settings: helm.Settings) -> operators.Stage:
     return operators.Stage(
         client=sync.client,
         h=helm.Helm(settings),
@@ -57,7 +34,7 @@ def new_stage(sync: Sync, settings: helm.Settings) -> operators.Stage:
     )
 
 
-def team_operator(sync: Sync) -> list[Change]:
+def team_operator(sync: Run) -> list[Change]:
     """A GPUOperator in a team's folder: refused, as the team could not install a cluster-wide release."""
     op = sync.plan.operator
     if op is None or not op.team:
@@ -76,7 +53,7 @@ def team_operator(sync: Sync) -> list[Change]:
     ]
 
 
-async def step(sync: Sync) -> None:
+async def step(sync: Run) -> None:
     """The operator step: propose, decide, execute what is decided ``write``, then the readiness gate."""
     op = sync.plan.operator
     if op is not None:
@@ -130,7 +107,7 @@ async def step(sync: Sync) -> None:
                 raise
 
 
-async def _removal(sync: Sync, run: operators.Stage) -> None:
+async def _removal(sync: Run, run: operators.Stage) -> None:
     """No GPUOperator declared: each release fleet installed is uninstalled under ``--prune``, classed
     disruptive while claims hold the driver's devices, held and drained as any disruptive change."""
     found = await removals.found(h=run.h, prune=sync.options.prune)

@@ -101,7 +101,7 @@ class Pruner:
             for stage in stages.prune_order():
                 here = [c for c in found if (c.stage or "claims") == stage.name]
                 record(here)
-                deleting = [c for c in here if c.decision is not None and c.decision.verdict == "write"]
+                deleting = [c for c in here if c.verdict == "write"]
                 if failed:
                     stopped(deleting, failed)  # the decision stands; the outcome: not sent
                     continue

@@ -7,16 +7,33 @@
   each held change began to wait;
 - ``Meter``: progress while a step writes (for progress bars); executors are given its ``sent``,
   never a method of the ``Sync``, so no reference cycle outlives a run;
-- ``Kinds``: the namespaced kinds, discovered once per run when a namespace is to be deleted.
+- ``Kinds``: the namespaced kinds, discovered once per run when a namespace is to be deleted;
+- ``Run``: what a step module (``objectsteps``, ``operatorsteps``) reads and sets of the run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from fleet.engine import blockers, changesets, disruptions, drains, drifts, impersonations, ledgers, listings
-from fleet.kube import Client, Kind
+from fleet.engine import (
+    blockers,
+    changesets,
+    disruptions,
+    drains,
+    drifts,
+    healths,
+    impersonations,
+    ledgers,
+    listings,
+    memories,
+    operators,
+    plans,
+    stages,
+)
+from fleet.engine.options import Options
+from fleet.kube import Client, Kind, KubeError
 
 
 @dataclass
@@ -81,4 +98,41 @@ class Kinds:
         return self.found
 
 
-__all__ = ["Found", "Kinds", "Managed", "Meter"]
+class Run(Protocol):
+    """What a step module reads and sets of the run (``applies.Sync``)."""
+
+    client: Client
+    plan: plans.Plan
+    options: Options
+    memory: memories.Memory | None
+    reader: healths.Reader | None
+    changes: changesets.ChangeSet
+    found: Found
+    meter: Meter
+    stopped: bool
+    unavailable: KubeError | None
+    operator: operators.Stage | None
+    managed: Managed
+
+    def desired(self, stage: stages.Stage) -> list[plans.Desired]: ...
+
+    def new(self, d: plans.Desired) -> bool: ...
+
+    def wait(self, change: changesets.Change) -> None: ...
+
+    async def drain(self, changes: list[changesets.Change]) -> None: ...
+
+    def classing_reads(self) -> disruptions.Reads: ...
+
+    async def classify(self, changes: list[changesets.Change]) -> None: ...
+
+    def freeze(self, d: plans.Desired) -> drifts.Freeze | None: ...
+
+    def deleted_outside(self, key: str) -> bool: ...
+
+    def origin(self, key: str) -> ledgers.Origin: ...
+
+    async def save_progress(self) -> None: ...
+
+
+__all__ = ["Found", "Kinds", "Managed", "Meter", "Run"]

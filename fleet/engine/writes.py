@@ -64,6 +64,8 @@ class Writer:
     async def write_all(self, todo: list[tuple[Change, plans.Desired]]) -> dict[str, dict[str, Any]]:
         """Write each object concurrently, recording the outcome on its Change; the API server's answers
         as the gates read them (``healths.gate_view``), by key: the exist gate's evidence."""
+        for change, d in todo:  # before anything is sent: a change not decided ``write`` stops the writer
+            decisions.require(change.decision, what=d.ref)
         tracer = tracing.tracer()
         applied: dict[str, dict[str, Any]] = {}
 

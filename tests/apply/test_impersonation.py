@@ -271,7 +271,8 @@ def test_drift_in_a_teams_rights_is_repaired_and_an_escalation_still_refused(
     assert template["action"] == "created" and not template["error"], template
     assert f"rights in {canary} are restored by this apply's tenancy stage" in template["reason"]
     decision = template["decision"]
-    assert decision["verdict"] == "write" and decision["as"] == "fleet" and decision["asFleet"] in template["reason"]
+    team = impersonations.user(repo.ns("inf"))
+    assert decision == {"verdict": "write", "verb": "apply", "as": team}, "the decision is the apply's: as the team"
     bindings = [e for e in json.loads(out)["entries"] if e["object"]["kind"] == "RoleBinding"]
     assert {e["object"]["namespace"] for e in bindings if e["action"] == "created"} == {canary}
 

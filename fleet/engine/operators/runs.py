@@ -69,18 +69,16 @@ class Stage:
     """What ``execute`` needs of the proposal: the release observed, the chart and its CRDs."""
     remembered: noops.Noops | None = None
     """Release records remembered between runs (the controller's): an unchanged release costs no helm."""
-    _known: bool = False
-    """``prepare`` found the release unchanged without helm."""
-    _key: str | None = None
-    _checked: bool = False
+    _noop: _Noop = field(default_factory=lambda: _Noop())
+    """What the remembered release records said, asked once."""
 
     async def _unchanged_without_helm(self) -> bool:
         desired = self.plan.operator
-        if desired is None or self.remembered is None or self._checked:
+        if desired is None or self.remembered is None or self._noop.checked:
             return False
-        self._checked = True
+        self._noop.checked = True
         key = await noops.key(client=self.client, desired=desired, noops=self.remembered)
-        self._key = key
+        self._noop.key = key
         return key is not None and await noops.unchanged(
             client=self.client, desired=desired, noops=self.remembered, key=key
         )
@@ -95,7 +93,7 @@ class Stage:
         if desired is None:
             return
         if await self._unchanged_without_helm():
-            self._known = True
+            self._noop.known = True
             return
         try:
             self.observed = await observe(h=self.h, release=desired.release, namespace=desired.namespace)
@@ -165,7 +163,7 @@ class Stage:
         assert desired is not None, "no GPUOperator: the removal is proposed by operatorsteps"
         ref = release_ref(release=desired.release, namespace=desired.namespace)
         chart = helm.ChartRef(repository=desired.repository, name=desired.chart, version=desired.version)
-        if self._known or await self._unchanged_without_helm():
+        if self._noop.known or await self._unchanged_without_helm():
             seen = ReleaseStatus(
                 version=desired.version,
                 limit=desired.driver_state_timeout,
@@ -207,12 +205,12 @@ class Stage:
         )
         states = seen.text()
         if same:
-            if self.remembered is not None and self._key is not None and obs.release is not None:
+            if self.remembered is not None and self._noop.key is not None and obs.release is not None:
                 await noops.remember(
                     client=self.client,
                     desired=desired,
                     noops=self.remembered,
-                    key=self._key,
+                    key=self._noop.key,
                     revision=obs.release.revision,
                 )
             self.changes.append(
@@ -346,6 +344,16 @@ class Stage:
         except helm.HelmError as err:
             change.error = str(err) + (f"\n  hint: {err.hint}" if err.hint else "")
             return None
+
+
+@dataclass
+class _Noop:
+    """What the remembered release records said (``noops``): asked once per run."""
+
+    known: bool = False
+    """``prepare`` found the release unchanged without helm."""
+    key: str | None = None
+    checked: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,69 @@
+"""A run's last two steps, for ``applies.Sync``: prune, then record.
+
+``prune`` proposes what the ledger holds and the revision no longer declares (skipped without
+``--prune``, refused where ``prunes.Pruner.blocked`` says so), classes, holds and drains it as
+any disruptive change, decides each deletion (``proposals.decide_deletion``: as the team whose
+folder declared it) and, in an apply, deletes what was decided ``write``. ``record`` gives back
+the nodes drained for changes that no longer wait (decided ``uncordon`` entries) and writes the
+ledger (``records``).
+"""
+
+from __future__ import annotations
+
+from fleet.engine import drains, proposals, prunes, records, stages
+from fleet.engine.syncstate import Kinds, Run
+
+
+async def prune(sync: Run) -> None:
+    """The prune step: what the ledger holds and the revision no longer declares is proposed (skipped
+    without ``--prune``, refused where the guard says so), classed, held and decided, then deleted."""
+    desired_keys = {d.ref.key for d in sync.plan.objects}
+    desired_keys |= {d.ref.key for d in sync.desired(stages.by_name("pools"))}
+    found = prunes.leftovers(ledger=sync.found.ledger, desired_keys=desired_keys, live=sync.found.live)
+    pruner = prunes.Pruner(
+        client=sync.client,
+        ledger=sync.found.ledger,
+        live=sync.found.live,
+        namespaced=Kinds(sync.client),
+        concurrency=sync.options.concurrency,
+        sent=sync.meter.sent,
+    )
+    await pruner.propose(found, prune=sync.options.prune)
+    await sync.classify(found)
+    for change in found:
+        sync.wait(change)  # a disruptive deletion waits as a disruptive write does, and drains as one
+    for change in found:
+        proposals.decide_deletion(change, live=sync.found.live.get(change.ref.key), identities=sync.found.identities)
+    if sync.options.dry_run:
+        sync.changes.entries.extend(found)
+        await sync.drain(found)
+        return
+    await sync.drain(found)
+    sync.meter.start("prune", sum(c.decision is not None and c.decision.verdict == "write" for c in found))
+    await pruner.prune(found, record=sync.changes.entries.extend)
+
+
+async def record(sync: Run) -> None:
+    """The record step: the nodes drained for changes that no longer wait go back (decided ``uncordon``
+    entries), then the ledger records the run complete."""
+    managed, ledger = sync.managed, sync.found.ledger
+    keep = managed.drains.kept if managed.drains is not None else set()
+    given_back = drains.uncordons(drained=ledger.progress.drained, keep=keep)
+    sync.changes.entries.extend(given_back)
+    if sync.options.dry_run:
+        return
+    await records.record(
+        client=sync.client,
+        ledger=ledger,
+        revision=sync.plan.revision,
+        declared=[*sync.plan.objects, *sync.desired(stages.by_name("pools"))],
+        origin=sync.origin,
+        changed=bool(sync.changes.changed),
+        resumed=sync.found.resumed,
+        waiting=managed.waiting_since,
+        uncordon=given_back,
+        cordoned=managed.drains.cordoned if managed.drains is not None else 0,
+    )
+
+
+__all__ = ["prune", "record"]
