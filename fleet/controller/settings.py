@@ -133,7 +133,10 @@ class Settings(BaseSettings):
         description="how long one helm call may take before it is stopped (default 5m); helm's own --timeout is "
         "10% shorter, so helm records a failed hook itself",
     )
-    state_dir: Path = Field(Path("/tmp/fleet"), description="where the checkout lives (a writable emptyDir)")
+    state_dir: Path = Field(
+        Path("/tmp/fleet"),
+        description="the git cache, the checkouts and plans/ (stored plans); a writable emptyDir",
+    )
     identity: str = Field("", description="this replica's name in the Lease (default: hostname_pid)")
     service_account_dir: Path = Field(
         Path("/var/run/secrets/kubernetes.io/serviceaccount"),
