@@ -8,7 +8,8 @@ whatever ``to_json`` holds, so the comparison grows with the decision and never 
 
 An apply that stops (a refusal before any write, a failed stage) records fewer entries than the
 preview, which goes through every stage: a scenario that expects it says so (``stops=True``), and
-then only the entries the apply did record are compared (each must be in the preview).
+then the entries only the preview has are not differences, except its refusals: the apply must
+record every refusal the preview shows (in these scenarios each is found before the apply stops).
 
 The apply runs through the one driver (``engine.drive``) rather than ``engine.reconcile``: an error
 that ends the run (an operator's refusal, a health timeout) then still leaves its ChangeSet to compare.
@@ -68,12 +69,13 @@ def of_document(document: Mapping[str, Any]) -> dict[Key, list[Seen]]:
 
 def differences(diff: dict[Key, list[Seen]], apply: dict[Key, list[Seen]], *, stops: bool = False) -> list[str]:
     """One line per entry whose decisions differ, or that only one side has (``stops``: the apply
-    stopped, so entries only the preview has are not differences)."""
+    stopped, so entries only the preview has are not differences, unless the preview refuses them:
+    every refusal the preview shows is one the apply records before it stops)."""
     lines: list[str] = []
     for key in sorted(set(diff) | set(apply)):
         stage, ref = key
         shown, done = diff.get(key, []), apply.get(key, [])
-        if not done and stops:
+        if not done and stops and not any(_refused(s.decision) for s in shown):
             continue
         if [s.decision for s in shown] == [s.decision for s in done]:
             continue
@@ -83,13 +85,33 @@ def differences(diff: dict[Key, list[Seen]], apply: dict[Key, list[Seen]], *, st
     return lines
 
 
+def _refused(decision: Any) -> bool:
+    return isinstance(decision, Mapping) and decision.get("verdict") == "refuse"
+
+
 def assert_agree(
-    diff: dict[Key, list[Seen]], apply: dict[Key, list[Seen]], *, stops: bool = False, what: str = ""
+    diff: dict[Key, list[Seen]],
+    apply: dict[Key, list[Seen]],
+    *,
+    stops: bool = False,
+    what: str = "",
+    note: str = "",
 ) -> None:
+    """Fail listing every entry decided differently (``note``: what else the reader should know)."""
+    __tracebackhide__ = True
     found = differences(diff, apply, stops=stops)
-    assert not found, f"{what + ': ' if what else ''}diff and apply decide {len(found)} entries differently:\n" + (
-        "\n".join(found)
-    )
+    if found:
+        said = f"{what}: " if what else ""
+        text = f"{said}diff and apply decide {len(found)} entries differently:\n" + "\n".join(found)
+        pytest.fail(text + (f"\n{note}" if note else ""))
+
+
+def stopped_by(changes: engine.ChangeSet, error: FleetError | None) -> str:
+    """What ended the apply early, for the failure message: its failed entries and its error."""
+    lines = [f"  [{e.stage}] {e.ref.key}: {e.error.splitlines()[0][:160]}" for e in changes.failed]
+    if error is not None:
+        lines.append(f"  {type(error).__name__}: {str(error).splitlines()[0][:160]}")
+    return ("the apply failed or stopped on:\n" + "\n".join(lines)) if lines else ""
 
 
 @dataclass(frozen=True)
@@ -156,7 +178,7 @@ def compare(
     if ignore is not None:
         shown = {k: v for k, v in shown.items() if not ignore(k)}
         done = {k: v for k, v in done.items() if not ignore(k)}
-    assert_agree(shown, done, stops=stops, what=what)
+    assert_agree(shown, done, stops=stops, what=what, note=stopped_by(outcome.changes, outcome.error))
     return Compared(diff=diff, apply=outcome.changes, error=outcome.error)
 
 
@@ -192,7 +214,17 @@ def compare_cli(
     capsys.readouterr()
     diff_code, diff = _printed(["diff", path, "--cluster", repo.cluster, "-o", "json", *flags], capsys)
     apply_code, apply = _printed(["apply", path, "--cluster", repo.cluster, "-o", "json", *flags, *apply_flags], capsys)
-    assert_agree(of_document(diff), of_document(apply), stops=stops, what=what or "fleetctl diff/apply -o json")
+    failed = [
+        f"  [{e['stage']}] {e['object']['kind']} {e['object']['name']}: {e['error'].splitlines()[0][:160]}"
+        for e in apply["entries"]
+        if e.get("error")
+    ]
+    if apply.get("error"):
+        failed.append(f"  {str(apply['error']).splitlines()[0][:160]}")
+    note = ("fleetctl apply failed or stopped on:\n" + "\n".join(failed)) if failed else ""
+    assert_agree(
+        of_document(diff), of_document(apply), stops=stops, what=what or "fleetctl diff/apply -o json", note=note
+    )
     return Printed(diff_code=diff_code, diff=diff, apply_code=apply_code, apply=apply)
 
 
@@ -201,12 +233,26 @@ def _printed(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
         code = cli.run(argv)
     except SystemExit as err:  # argparse refused a flag
         code = err.code if isinstance(err.code, int) else 2
+    __tracebackhide__ = True
     out = capsys.readouterr()
     try:
-        document: dict[str, Any] = json.loads(out.out)
+        document: dict[str, Any] | None = json.loads(out.out)
     except json.JSONDecodeError:
+        document = None
+    if document is None:
         pytest.fail(f"fleetctl {' '.join(argv[:1] + argv[2:])} printed no JSON (exit {code}):\n{out.err[-2000:]}")
     return code, document
 
 
-__all__ = ["Compared", "Key", "Printed", "Seen", "applied", "assert_agree", "compare", "compare_cli"]
+__all__ = [
+    "Compared",
+    "Key",
+    "Printed",
+    "Seen",
+    "applied",
+    "assert_agree",
+    "compare",
+    "compare_cli",
+    "differences",
+    "stopped_by",
+]

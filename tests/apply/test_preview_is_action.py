@@ -138,8 +138,16 @@ def test_a_claim_in_use_is_refused_its_replace_and_its_prune(fleet: Engine, repo
 
 
 def test_a_namespace_holding_what_fleet_did_not_create_is_refused_its_prune(
-    fleet: Engine, repo: Repo, kubectl: Kubectl
+    sandbox: Sandbox,
+    fleet: Engine,
+    repo: Repo,
+    kubectl: Kubectl,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Through the engine, then the real CLI (``fleetctl apply --prune -o json``): the same refusal."""
+    monkeypatch.setenv("KUBECONFIG", str(sandbox.kubeconfig))
+    monkeypatch.setenv("NO_COLOR", "1")
     repo.team("ml", namespaces=["ml"], group="ml-research")
     assert not fleet.apply().failed
     ns = repo.ns("ml")
@@ -149,6 +157,12 @@ def test_a_namespace_holding_what_fleet_did_not_create_is_refused_its_prune(
     compared = compare(fleet, prune=True)
     decision = compared.both(kind="Namespace", name=ns)
     assert decision["verdict"] == "refuse" and decision.get("verb") == "delete", decision
+    assert kubectl("get", "namespace", ns, check=False).returncode == 0
+
+    printed = compare_cli(repo, capsys, apply_flags=["--prune"], what="fleetctl diff / apply --prune")
+    for side in ("diff", "apply"):
+        said = printed.entry(side, kind="Namespace", name=ns)["decision"]
+        assert said["verdict"] == "refuse", (side, said)
     assert kubectl("get", "namespace", ns, check=False).returncode == 0
 
 

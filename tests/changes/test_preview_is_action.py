@@ -10,6 +10,7 @@ and what reads the decisions (``ChangeSet.waiting``, the FleetSync's ``status.wa
 from __future__ import annotations
 
 import collections
+import json
 import textwrap
 from pathlib import Path
 
@@ -139,6 +140,38 @@ def test_a_change_held_for_the_window_a_wave_or_the_jobs_is_held_in_diff_and_app
         consumers_agree(jobs.apply, side="apply")
     finally:
         kubectl("delete", "-n", ns, "pod/trainer", "--wait=true", "--timeout=60s", check=False)
+
+
+def test_removing_a_template_running_pods_use_is_held_in_diff_and_apply(
+    team: Repo, sandbox: Sandbox, kubectl: Kubectl
+) -> None:
+    """Not a refusal: the removal of a template (or a DeviceClass) that running GPU pods use is
+    disruptive, so it is held (here for the closed window), in the preview as in ``apply --prune``."""
+    repo, ns = team, team.ns("ml")
+    repo.cluster_spec = {"maintenance": closed_window()}
+    fleet = Engine(sandbox, repo)
+    assert not fleet.apply().failed
+    worker = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "worker", "namespace": ns},
+        "spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "c", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}}],
+        },
+    }
+    kubectl("apply", "-f", "-", stdin=json.dumps(worker))
+    try:
+        kubectl("wait", "-n", ns, "pod/worker", "--for=jsonpath={.status.phase}=Running", "--timeout=90s")
+        del repo.claims["ml/one-gpu"]
+        compared = compare(fleet, prune=True, what="removed template in use")
+        decision = compared.both(kind="ResourceClaimTemplate", name="one-gpu")
+        assert decision["verdict"] == "hold" and decision.get("verb") == "delete", decision
+        assert waiting_on(compared, kind="ResourceClaimTemplate", name="one-gpu") == "window"
+        assert kubectl("get", "resourceclaimtemplate", "-n", ns, "one-gpu", check=False).returncode == 0
+    finally:
+        kubectl("delete", "-n", ns, "pod/worker", "--wait=true", "--timeout=60s", check=False)
 
 
 def test_a_drain_is_decided_in_the_diff_as_the_apply_records_it(team: Repo, sandbox: Sandbox, kubectl: Kubectl) -> None:

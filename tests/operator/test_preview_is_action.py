@@ -66,6 +66,22 @@ def test_a_refused_downgrade_is_an_entry_decided_refuse_in_diff_and_apply(
     assert "allowDowngrade" in entry.error, entry.error
 
 
+def test_a_failed_preflight_is_an_entry_decided_refuse_in_diff_and_apply(
+    fleet: Engine, op_repo: OperatorRepo, helm_settings: helm.Settings
+) -> None:
+    """The first install, for a pool whose selector finds no node: preflight ``gpu-nodes`` fails."""
+    op_repo.pool(
+        "none",
+        selector={"sandbox.fleet.gpufleet.dev/pool": f"absent-{op_repo.id}"},
+        labels={f"t{op_repo.id}.example.com/pool": "none"},
+    )
+    compared = compare(fleet, helm=helm_settings, stops=True, ignore=chart_objects)
+    decided = release(compared)
+    assert decided["verdict"] == "refuse" and decided.get("verb") == "helm-upgrade", decided
+    [entry] = [e for e in compared.apply.entries if e.ref.kind == "HelmRelease"]
+    assert "preflight check gpu-nodes failed" in entry.error, entry.error
+
+
 def test_an_upgrade_and_an_uninstall_with_gpu_pods_are_held_in_diff_and_apply(
     sandbox: Sandbox,
     fleet: Engine,
