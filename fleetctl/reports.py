@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fleet.engine import STAGES, Action, Change, ChangeSet
+from fleet.engine import STAGES, Action, Change, ChangeSet, impersonations
 from fleet.engine.previews import unified
 
 if TYPE_CHECKING:
@@ -123,9 +123,12 @@ def _count(n: int, action: Action) -> Text:
     return Text(str(n), style=style if n else "dim")
 
 
-def print_problems(out: Console, changes: ChangeSet) -> None:
-    """Failed entries (``error:``), field conflicts (``conflict:``) and skipped entries with a reason."""
+def print_problems(out: Console, changes: ChangeSet, *, omit: Change | None = None) -> None:
+    """Failed entries (``error:``), field conflicts (``conflict:``) and skipped entries with a reason;
+    ``omit``: an entry the caller prints itself (the refused release, with where it is declared)."""
     for entry in changes.entries:
+        if entry is omit:
+            continue
         if entry.failed:
             text = entry.error if entry.error.startswith(str(entry.ref)) else f"{entry.ref}: {entry.error}"
             out.print(Text.assemble(("error", "bold red"), f": {text}"))
@@ -143,9 +146,16 @@ def print_problems(out: Console, changes: ChangeSet) -> None:
                 )
             else:
                 out.print(Text.assemble(("conflict", "bold yellow"), f": {entry.ref}: {fields}"))
-    # Why some of a team's objects go as fleet (its rights are set up or restored by this run, or it has
-    # no ServiceAccount): once per reason, as each decision says.
+    # Why some of a team's objects go as fleet (no ServiceAccount: the decision says so), or were dry-run
+    # as fleet (its rights are set up or restored by this run; written as the team): once per reason.
     as_fleet = Counter(e.decision.as_fleet for e in changes.entries if e.decision is not None and e.decision.as_fleet)
+    as_fleet += Counter(
+        part
+        for e in changes.entries
+        if impersonations.DRY_RUN_AS_FLEET in e.reason
+        for part in e.reason.split("; ")
+        if part.startswith(impersonations.DRY_RUN_AS_FLEET)
+    )
     for why, n in as_fleet.items():
         out.print(f"note: {why} ({n} object{'s' if n != 1 else ''})")
     if changes.conflicted:

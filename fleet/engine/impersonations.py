@@ -182,6 +182,8 @@ class Identity:
 
 
 FLEET = Identity()
+DRY_RUN_AS_FLEET = "dry-run as fleet: "
+"""How ``Identity.note`` starts: the CLI says each such note once (``fleetctl.reports``)."""
 
 
 def identity(identities: Identities, team: str, namespace: str = "") -> Identity:
@@ -193,10 +195,10 @@ def identity(identities: Identities, team: str, namespace: str = "") -> Identity
         if not identities.deferred(team, namespace):
             return Identity(user=name, dry_run=name)
         if team in identities.pending:
-            note = f"dry-run as fleet: team {team!r}'s ServiceAccount is created by this apply's tenancy stage"
+            note = f"{DRY_RUN_AS_FLEET}team {team!r}'s ServiceAccount is created by this apply's tenancy stage"
         else:
             note = (
-                f"dry-run as fleet: team {team!r}'s rights in {namespace} are restored by this apply's "
+                f"{DRY_RUN_AS_FLEET}team {team!r}'s rights in {namespace} are restored by this apply's "
                 "tenancy stage; the apply writes it as the team after that stage"
             )
         return Identity(user=name, note=note)
@@ -285,6 +287,7 @@ def refused(d: plans.Desired, *, user: str, err: KubeError) -> Change:
 
 
 __all__ = [
+    "DRY_RUN_AS_FLEET",
     "FLEET",
     "MODES",
     "SERVICE_ACCOUNT",

@@ -174,10 +174,11 @@ async def _run(args: argparse.Namespace) -> int:
         )
     else:
         out = reports.console(sys.stdout)
-        reports.print_problems(out, changes)
+        refused = failure.change if isinstance(failure, operators.OperatorRefused) else None
+        reports.print_problems(out, changes, omit=refused)  # the refusal is said once, where it is declared
         reports.print_summary(out, changes)
-        if failure is not None and not isinstance(failure, operators.OperatorRefused):
-            out.print(f"error: {failure}")  # a refused release is an entry of the ChangeSet, printed above
+        if failure is not None:
+            out.print(f"error: {failure}")
     # --dry-run: a conflict listed now is an object the real apply would fail on.
     return 1 if (changes.failed or failure is not None or changes.conflicted) else 0
 

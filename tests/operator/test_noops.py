@@ -50,8 +50,8 @@ def test_an_unchanged_release_starts_no_helm_until_something_changes(
         before = len(calls.read_text().splitlines())
         entries = fleet.run(
             lambda c: operators.Stage(
-                client=c, h=helm.Helm(settings), plan=plan, remembered=remembered, dry_run=dry_run
-            ).run()
+                client=c, h=helm.Helm(settings), plan=plan, remembered=remembered, detail=dry_run
+            ).propose()
         )
         return entries[0].action, len(calls.read_text().splitlines()) - before
 
