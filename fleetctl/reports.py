@@ -13,6 +13,7 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
 from rich.console import Console
@@ -20,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleet.engine import STAGES, Action, Change, ChangeSet, impersonations
-from fleet.engine.previews import unified
+from fleet.engine.previews import field_diff, unified
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -29,6 +30,14 @@ COLUMNS = (Action.CREATED, Action.CONFIGURED, Action.UNCHANGED, Action.DELETED, 
 SHOWN = (Action.CREATED, Action.CONFIGURED, Action.DELETED)
 PLAIN_WIDTH = 1000
 _DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("+", "green"), ("-", "red"), ("@@", "cyan"))
+HANDFUL = 5
+"""At most this many changed objects: the text diff shows their whole bodies, as ``--full`` does."""
+PRUNE = "prune"
+"""The last group of the text diff: what pruning deletes or releases, after every stage."""
+_LABEL_WIDTH = 60
+_SIGNS = {Action.CREATED: "+", Action.CONFIGURED: "~", Action.DELETED: "-"}
+_SIGN_STYLES = {"+": "green", "~": "yellow", "-": "red", "!": "bold red"}
+_FIELD_STYLES = {"+": "green", "-": "red"}
 
 
 def console(stream: TextIO) -> Console:
@@ -59,30 +68,143 @@ def shown(entry: Change) -> bool:
     return entry.action in SHOWN or (entry.action == Action.SKIPPED and entry.drift and entry.after is not None)
 
 
-def print_diff(out: Console, changes: ChangeSet) -> None:
+def print_diff(out: Console, changes: ChangeSet, *, full: bool = False) -> None:
+    """What ``fleetctl diff`` shows of each change: with ``full``, or when at most ``HANDFUL``
+    objects change, every shown entry's unified diff (``print_bodies``); otherwise one short
+    block per stage (``print_changes``)."""
+    if full or sum(shown(e) for e in changes.entries) <= HANDFUL:
+        print_bodies(out, changes)
+    else:
+        print_changes(out, changes)
+
+
+def print_bodies(out: Console, changes: ChangeSet) -> None:
     """Every shown entry's unified diff, ``+`` green, ``-`` red, headers bold; under a disruptive
     entry, ``disruptive: <reason>`` (``fleet.engine.disruptions``).
 
     One ``print`` of every line (each its own style), not one per line: the same text, and
     rich's render pipeline once instead of once per line."""
-    text = Text()
-    lines = 0
-
-    def add(line: str | Text, style: str = "") -> None:
-        nonlocal lines
-        if lines:
-            text.append("\n")
-        text.append(line, style=style or None)
-        lines += 1
-
+    lines = _Lines()
     for entry in changes.entries:
         if shown(entry):
             for line in unified(entry).splitlines():
-                add(line, next((s for prefix, s in _DIFF_STYLES if line.startswith(prefix)), ""))
+                lines.add(line, next((s for prefix, s in _DIFF_STYLES if line.startswith(prefix)), ""))
         if entry.disruption is not None and not entry.failed:
-            add(Text.assemble(("disruptive", "bold magenta"), f": {disruption_text(entry)}"))
-    if lines:
-        out.print(text)
+            lines.add(Text.assemble(("disruptive", "bold magenta"), f": {disruption_text(entry)}"))
+    lines.print(out)
+
+
+def print_changes(out: Console, changes: ChangeSet) -> None:
+    """The changes by stage, in the order apply makes them (``STAGES``, then ``prune``): a stage's
+    name, then a line per object — ``+`` created, ``~`` configured, ``-`` deleted, ``!`` failed or
+    refused — with what fleet decides for it and as whom, and its reason or the first line of its
+    error (``print_problems`` has the rest). Under a configured object, its changed fields
+    (``previews.field_diff``); objects of one kind whose fields change alike share one block.
+    Under a disruptive one, ``disruptive: <reason>``."""
+    lines = _Lines()
+    for stage, entries in _by_stage(changes):
+        rows = _rows(entries)
+        if not rows:
+            continue
+        lines.add(stage, "bold")
+        width = min(max(len(r.label) for r in rows), _LABEL_WIDTH)
+        for row in rows:
+            head = Text(f"  {row.sign} ", style=_SIGN_STYLES.get(row.sign, ""))
+            head.append(f"{row.label:<{width}}  {row.verdict}".rstrip())
+            lines.add(head)
+            for line in row.fields:
+                lines.add(f"      {line}", _FIELD_STYLES.get(line[:1], "dim"))
+            for extra in row.extras:
+                lines.add(Text.assemble("      ", extra))
+    lines.print(out)
+
+
+class _Lines:
+    """Lines of text, each its own style, printed at once."""
+
+    def __init__(self) -> None:
+        self.text = Text()
+        self.count = 0
+
+    def add(self, line: str | Text, style: str = "") -> None:
+        if self.count:
+            self.text.append("\n")
+        self.text.append(line, style=style or None)
+        self.count += 1
+
+    def print(self, out: Console) -> None:
+        if self.count:
+            out.print(self.text)
+
+
+@dataclass
+class _Row:
+    sign: str
+    label: str
+    verdict: str
+    fields: list[str] = field(default_factory=list)
+    extras: list[Text] = field(default_factory=list)
+
+
+def _by_stage(changes: ChangeSet) -> list[tuple[str, list[Change]]]:
+    """The entries by the step of apply that makes them: each stage, then pruning (a deletion
+    outside the operator stage, which uninstalls its own release, and what the ledger holds of a
+    kind no stage orders); a stage ``STAGES`` does not name before pruning."""
+    groups: dict[str, list[Change]] = {stage.name: [] for stage in STAGES}
+    pruned: list[Change] = []
+    for entry in changes.entries:
+        deletes = (entry.intended if entry.waiting is not None else entry.action) == Action.DELETED
+        if (deletes and entry.stage != "operator") or not entry.stage:
+            pruned.append(entry)
+        else:
+            groups.setdefault(entry.stage, []).append(entry)
+    return [*groups.items(), (PRUNE, pruned)]
+
+
+def _rows(entries: list[Change]) -> list[_Row]:
+    """A row per entry to show (a change, a failure, a disruption); configured objects of one kind
+    with the same decision and the same changed fields, and nothing else to say, in one row."""
+    rows: list[_Row] = []
+    alike: dict[tuple[str, str, tuple[str, ...]], _Row] = {}
+    for entry in entries:
+        if not (shown(entry) or entry.failed or entry.disruption is not None):
+            continue
+        action = entry.intended if entry.waiting is not None and entry.intended else entry.action
+        row = _Row(
+            sign="!" if entry.failed else _SIGNS.get(action, "~"),
+            label=str(entry.ref),
+            verdict=_verdict(entry),
+        )
+        if shown(entry) and action not in (Action.CREATED, Action.DELETED):
+            row.fields = field_diff(entry) or ["(only fleet's bookkeeping annotations)"]
+        if entry.disruption is not None and not entry.failed:
+            row.extras.append(Text.assemble(("disruptive", "bold magenta"), f": {disruption_text(entry)}"))
+        plain = (
+            action == Action.CONFIGURED
+            and entry.waiting is None
+            and not (entry.failed or entry.reason or entry.conflicts or entry.replace or row.extras)
+        )
+        key = (entry.ref.kind, row.verdict, tuple(row.fields))
+        if plain and key in alike:
+            alike[key].label += f", {str(entry.ref).removeprefix(f'{entry.ref.kind} ')}"
+            continue
+        if plain:
+            alike[key] = row
+        rows.append(row)
+    return rows
+
+
+def _verdict(entry: Change) -> str:
+    """``<verdict> as <whom>`` (``Decision.to_json``), ``(replace)`` for a delete-and-create, then the
+    reason, or the first line of the error."""
+    decided = entry.decision.to_json() if entry.decision is not None else {}
+    text = " as ".join(str(decided[k]) for k in ("verdict", "as") if decided.get(k))
+    if entry.replace:
+        text = f"{text} (replace)".lstrip()
+    why = entry.error.splitlines()[0] if entry.error else entry.reason
+    if why.startswith(f"{entry.ref}: "):
+        why = why[len(f"{entry.ref}: ") :]
+    return f"{text}: {why}" if text and why else text or why
 
 
 def disruption_text(entry: Change) -> str:
@@ -189,4 +311,16 @@ def progress_bar(out: Console, *, transient: bool = True) -> Iterator[Progress]:
         yield bar
 
 
-__all__ = ["console", "disruption_text", "print_diff", "print_problems", "print_summary", "progress_bar", "shown"]
+__all__ = [
+    "HANDFUL",
+    "PRUNE",
+    "console",
+    "disruption_text",
+    "print_bodies",
+    "print_changes",
+    "print_diff",
+    "print_problems",
+    "print_summary",
+    "progress_bar",
+    "shown",
+]

@@ -1,16 +1,18 @@
 """``fleetctl diff``: what ``fleetctl apply`` would change, exactly as the API server would apply it.
 
-Every changed object is previewed with a server-side-apply dry-run and shown as a
-unified diff (colour on a terminal, not with ``NO_COLOR``), followed by a summary
-table per stage. Objects fleet applied earlier that the revision no longer declares
-are shown as deletions. A field another manager owns does not stop the diff: the
-object's change is shown as a forced apply would make it, and the conflict is
-listed with its owner and field. ``--force-conflicts`` previews exactly what
-``fleetctl apply --force-conflicts`` does. A change fleet refuses (an existing
-object it may not adopt, a claim in use, a namespace others use) is listed as an
-error and counts as a difference: the revision cannot be applied as it is. Exit
-codes follow ``kubectl diff``: 0 no differences, 1 differences, conflicts or
-refusals, 2 error.
+Every changed object is previewed with a server-side-apply dry-run. The text lists the
+changes by stage, as people read a plan: a line per object and, under a configured one, only
+the fields that change (``reports.print_changes``), so a first diff of a whole fleet fits on
+a screen or two; with ``--full``, or when a handful of objects change, each object's whole
+unified diff, as ``kubectl diff`` prints it. Colour on a terminal, not with ``NO_COLOR``; a
+summary table per stage follows. Objects fleet applied earlier that the revision no longer
+declares are shown as deletions. A field another manager owns does not stop the diff: the
+object's change is shown as a forced apply would make it, and the conflict is listed with
+its owner and field. ``--force-conflicts`` previews exactly what ``fleetctl apply
+--force-conflicts`` does. A change fleet refuses (an existing object it may not adopt, a
+claim in use, a namespace others use) is listed as an error and counts as a difference: the
+revision cannot be applied as it is. Exit codes follow ``kubectl diff``: 0 no differences,
+1 differences, conflicts or refusals, 2 error.
 
 ``-o markdown`` writes one pull-request comment (``fleetctl.comments``) for one or more
 clusters (``--cluster`` repeated, each through its Cluster's context): the stage table, each
@@ -61,6 +63,12 @@ def register(sub: Any) -> None:
         "--force-conflicts",
         action="store_true",
         help="preview fleetctl apply --force-conflicts: take the fields other field managers own",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help=f"-o text: every changed object's whole diff (--- live / +++ merged), not only its changed fields "
+        f"(always so when {reports.HANDFUL} or fewer objects change)",
     )
     add_base_arg(parser)
     add_impersonation_arg(parser)
@@ -119,7 +127,7 @@ async def _diff_cluster(args: argparse.Namespace, *, devices: bool) -> tuple[eng
         documents.write_changes(out, changes, entry=lambda e: {"diff": unified(e) if e.action in reports.SHOWN else ""})
     elif args.output == "text":
         console = reports.console(out)
-        reports.print_diff(console, changes)
+        reports.print_diff(console, changes, full=args.full)
         reports.print_problems(console, changes)
         reports.print_summary(reports.console(sys.stderr), changes)
     return changes, live

@@ -36,8 +36,12 @@ def test_diff_apply_diff_exit_codes(
     path = str(repo.write())
     assert cli.run(["diff", path, "--cluster", repo.cluster]) == 1
     out = capsys.readouterr().out
-    assert f"+++ merged resource.k8s.io/v1/ResourceClaimTemplate {repo.ns('ml')}/one-gpu" in out
+    # More than a handful of objects: one line per created object, by stage, not their bodies.
+    assert re.search(rf"^  \+ ResourceClaimTemplate {repo.ns('ml')}/one-gpu +write as ", out, re.MULTILINE), out
+    assert "+++ merged" not in out and len(out.splitlines()) < 20, out
     assert "\x1b[" not in out, "no colour when NO_COLOR is set or output is not a terminal"
+    assert cli.run(["diff", path, "--cluster", repo.cluster, "--full"]) == 1
+    assert f"+++ merged resource.k8s.io/v1/ResourceClaimTemplate {repo.ns('ml')}/one-gpu" in capsys.readouterr().out
     assert cli.run(["apply", path, "--cluster", repo.cluster]) == 0
     capsys.readouterr()
     assert cli.run(["diff", path, "--cluster", repo.cluster]) == 0

@@ -45,7 +45,7 @@ def test_diff_apply_diff_through_the_cli(
 ) -> None:
     repo = OperatorRepo(root=tmp_path / "repo", chart_repo=chart_repo)
     repo.team("ml", namespaces=["ml"], group="ml")
-    assert _run("diff", repo, sandbox, helm_settings) == 1
+    assert _run("diff", repo, sandbox, helm_settings, "--full") == 1  # every body, not only the changed fields
     out = capsys.readouterr().out
     assert "+++ merged helm.sh/v3/HelmRelease gpu-operator/gpu-operator" in out
     assert "+version: v26.7.0" in out
