@@ -152,13 +152,17 @@ def _by_stage(changes: ChangeSet) -> list[tuple[str, list[Change]]]:
     kind no stage orders); a stage ``STAGES`` does not name before pruning."""
     groups: dict[str, list[Change]] = {stage.name: [] for stage in STAGES}
     pruned: list[Change] = []
+    recorded: list[Change] = []
     for entry in changes.entries:
-        deletes = (entry.intended if entry.waiting is not None else entry.action) == Action.DELETED
-        if (deletes and entry.stage != "operator") or not entry.stage:
+        deletes = (entry.intended if entry.held is not None else entry.action) == Action.DELETED
+        evicts = entry.decision is not None and entry.decision.verb == "evict"  # a drain's, in its change's stage
+        if entry.stage == "record":  # the nodes a drain gives back, once the run is done
+            recorded.append(entry)
+        elif (deletes and not evicts and entry.stage != "operator") or not entry.stage:
             pruned.append(entry)
         else:
             groups.setdefault(entry.stage, []).append(entry)
-    return [*groups.items(), (PRUNE, pruned)]
+    return [*groups.items(), (PRUNE, pruned), *((("record", recorded),) if recorded else ())]
 
 
 def _rows(entries: list[Change]) -> list[_Row]:
@@ -169,7 +173,7 @@ def _rows(entries: list[Change]) -> list[_Row]:
     for entry in entries:
         if not (shown(entry) or entry.failed or entry.disruption is not None):
             continue
-        action = entry.intended if entry.waiting is not None and entry.intended else entry.action
+        action = entry.intended if entry.held is not None and entry.intended else entry.action
         row = _Row(
             sign="!" if entry.failed else _SIGNS.get(action, "~"),
             label=str(entry.ref),
@@ -181,7 +185,7 @@ def _rows(entries: list[Change]) -> list[_Row]:
             row.extras.append(Text.assemble(("disruptive", "bold magenta"), f": {disruption_text(entry)}"))
         plain = (
             action == Action.CONFIGURED
-            and entry.waiting is None
+            and entry.held is None
             and not (entry.failed or entry.reason or entry.conflicts or entry.replace or row.extras)
         )
         key = (entry.ref.kind, row.verdict, tuple(row.fields))
