@@ -179,7 +179,8 @@ class Sync:
                 desired=[d for d in teams if not found.identities.deferred(d.team, d.ref.namespace) and self.new(d)],
                 concurrency=self.options.concurrency,
             )
-        found.refused = {c.ref.key: proposals.decide_entry(c) for c in refused}
+        declared = {d.ref.key: d for d in teams}
+        found.refused = {c.ref.key: self.refusal(c, declared.get(c.ref.key)) for c in refused}
         if refused and not self.options.dry_run:
             self.changes.entries.extend(refused)  # before any write: nothing is applied in part
             self.stopped = True
@@ -188,6 +189,11 @@ class Sync:
             # read or refuses the values stops the run here (ChartRefused), not after stage 1.
             self.operator = operatorsteps.new_stage(self, self.options.helm)
             await self.operator.prepare()
+
+    def refusal(self, change: Change, d: plans.Desired | None) -> Change:
+        """A refusal made before anything is written, decided as the object's write would go (its team)."""
+        who = impersonations.identity(self.found.identities, d.team, d.ref.namespace) if d else impersonations.FLEET
+        return proposals.decide_entry(change, user=who.user)
 
     @property
     def done(self) -> bool:

@@ -44,7 +44,8 @@ async def late_refusals(sync: Run, desired: list[plans.Desired], refused: list[C
     )
     if not late:
         return False
-    sync.changes.entries.extend(refused + [proposals.decide_entry(c) for c in late])
+    declared = {d.ref.key: d for d in desired}
+    sync.changes.entries.extend(refused + [sync.refusal(c, declared.get(c.ref.key)) for c in late])
     sync.stopped = True
     return True
 
