@@ -134,20 +134,23 @@ def gpu_pod(
     namespace: str,
     *,
     name: str,
-    claim: str,
+    claim: str = "",
+    template: str = "",
     also: tuple[dict[str, Any], ...] = (),
     node: str = "",
     labels: dict[str, str] | None = None,
 ) -> None:
     """Start pod ``name`` holding the existing (or ``also``-created) ResourceClaim ``claim``, as the
     guide's pods do: one container using the claim, tolerating the GPU nodes' taint; on ``node``
-    when given (the scheduler still allocates the claim: a ``nodeSelector``, not ``nodeName``)."""
+    when given (the scheduler still allocates the claim: a ``nodeSelector``, not ``nodeName``); with
+    ``template``, a claim the ResourceClaim controller makes from that ResourceClaimTemplate."""
+    source = {"resourceClaimTemplateName": template} if template else {"resourceClaimName": claim}
     pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, **({"labels": labels} if labels else {})},
         "spec": {
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
+            "resourceClaims": [{"name": "gpu", **source}],
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
             "containers": [{"name": "c", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}}],
         },

@@ -279,17 +279,7 @@ def test_removing_a_template_running_pods_use_waits_as_a_disruptive_write_does(
     repo, ns = team, team.ns("ml")
     repo.cluster_spec = {"maintenance": closed_window()}
     assert cli.run(["apply", str(repo.write()), "--cluster", repo.cluster]) == 0
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "worker", "namespace": ns},
-        "spec": {
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-            "containers": [{"name": "c", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}}],
-        },
-    }
-    kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+    gpu_pod(kubectl, ns, name="worker", template="one-gpu")
     try:
         kubectl("wait", "-n", ns, "pod/worker", "--for=jsonpath={.status.phase}=Running", "--timeout=90s")
         del repo.claims["ml/one-gpu"]

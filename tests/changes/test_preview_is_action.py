@@ -10,7 +10,6 @@ and what reads the decisions (``ChangeSet.waiting``, the FleetSync's ``status.wa
 from __future__ import annotations
 
 import collections
-import json
 import textwrap
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from tests.apply.agreements import Compared, compare, compare_cli
 from tests.apply.conftest import Engine
 from tests.apply.repos import Repo
 from tests.changes.test_holds import closed_window, cordoned_for, gone, holding
-from tests.conftest import Kubectl
+from tests.conftest import Kubectl, gpu_pod
 
 pytestmark = pytest.mark.sandbox
 
@@ -151,17 +150,7 @@ def test_removing_a_template_running_pods_use_is_held_in_diff_and_apply(
     repo.cluster_spec = {"maintenance": closed_window()}
     fleet = Engine(sandbox, repo)
     assert not fleet.apply().failed
-    worker = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "worker", "namespace": ns},
-        "spec": {
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-            "containers": [{"name": "c", "image": "ubuntu:22.04", "resources": {"claims": [{"name": "gpu"}]}}],
-        },
-    }
-    kubectl("apply", "-f", "-", stdin=json.dumps(worker))
+    gpu_pod(kubectl, ns, name="worker", template="one-gpu")
     try:
         kubectl("wait", "-n", ns, "pod/worker", "--for=jsonpath={.status.phase}=Running", "--timeout=90s")
         del repo.claims["ml/one-gpu"]

@@ -12,12 +12,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from fleet import helm
 from fleet.sandbox import charts
 from tests import paths
 from tests.conftest import NAMESPACE, RELEASE, Kubectl
+from tests.operator.repos import OperatorRepo
 
 UPSTREAM = charts.Upstream(paths.GPU_OPERATOR)
 """NVIDIA/gpu-operator v26.7.0 (the chart served by ``chart_repo``; the played operator renders its manifests)."""
@@ -83,3 +85,11 @@ __all__ = [
     "install_cluster_policy",
     "set_gpucluster",
 ]
+
+
+@pytest.fixture()
+def op_repo(tmp_path: Path, chart_repo: str) -> OperatorRepo:
+    """A fleet repository with a GPUOperator on the loopback chart repository and one team ``ml``."""
+    repo = OperatorRepo(root=tmp_path / "repo", chart_repo=chart_repo)
+    repo.team("ml", namespaces=["ml"], group="ml")
+    return repo

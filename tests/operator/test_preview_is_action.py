@@ -10,8 +10,6 @@ not refused.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from fleet import helm
@@ -33,13 +31,6 @@ def chart_objects(key: Key) -> bool:
     decision; the apply records the release alone. Left out of the comparison."""
     stage, ref = key
     return stage == "operator" and ref.split("/")[1] != "HelmRelease"
-
-
-@pytest.fixture()
-def op_repo(tmp_path: Path, chart_repo: str) -> OperatorRepo:
-    repo = OperatorRepo(root=tmp_path / "repo", chart_repo=chart_repo)
-    repo.team("ml", namespaces=["ml"], group="ml")
-    return repo
 
 
 @pytest.fixture()

@@ -36,13 +36,6 @@ RELEASE_WRITES = engine.stages.WRITTEN_RESOURCES | {
 
 
 @pytest.fixture()
-def op_repo(tmp_path: Path, chart_repo: str) -> OperatorRepo:
-    repo = OperatorRepo(root=tmp_path / "repo", chart_repo=chart_repo)
-    repo.team("ml", namespaces=["ml"], group="ml")
-    return repo
-
-
-@pytest.fixture()
 def fleet(sandbox: Sandbox, op_repo: OperatorRepo, helm_settings: helm.Settings) -> Engine:
     return Engine(sandbox, op_repo)
 
