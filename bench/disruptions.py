@@ -156,10 +156,10 @@ def main() -> None:
         gc.freeze()  # what a run holds is out of the collector's sight, as in fleet.controller.heaps
         reads = disruptions.Reads(preloaded={disruptions.CLAIM: held, disruptions.SLICE: slices})
         started = time.perf_counter()
-        anyio.run(lambda: disruptions.classify(entries, reads=reads))  # noqa: B023 (run at once)
+        classed = anyio.run(lambda: disruptions.classify(entries, reads=reads))  # noqa: B023 (run at once)
         classify_runs.append(time.perf_counter() - started)
-        found = sum(e.disruption is not None for e in entries)
-        [tightened] = [e for e in entries if e.disruption is not None]
+        found = sum(e.disruption is not None for e in classed)
+        [tightened] = [e for e in classed if e.disruption is not None]
         started = time.perf_counter()
         for e in entries:
             _ = normalizations.normalise(e.before) == normalizations.normalise(e.after)

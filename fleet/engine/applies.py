@@ -182,7 +182,7 @@ class Sync:
         declared = {d.ref.key: d for d in teams}
         found.refused = {c.ref.key: self.refusal(c, declared.get(c.ref.key)) for c in refused}
         if refused and not self.options.dry_run:
-            self.changes.entries.extend(refused)  # before any write: nothing is applied in part
+            self.changes.entries.extend(found.refused.values())  # before any write: nothing is applied in part
             self.stopped = True
         elif self.plan.operator is not None and self.options.helm is not None and not self.options.dry_run:
             # The chart is fetched and rendered before any stage writes: a chart that cannot be
@@ -257,12 +257,12 @@ class Sync:
                 out[key] = (Ref.from_key(key, version=entry.api_version.rpartition("/")[2]), live_freeze)
         return [out[k] for k in sorted(out)]
 
-    def wait(self, change: Change) -> None:
-        """Hold ``change`` back when it is disruptive and the waves, the window or the jobs say so (``waits``)."""
+    def wait(self, change: Change) -> Change:
+        """``change``, held back when it is disruptive and the waves, the window or the jobs say so (``waits``)."""
         if change.disruption is None or change.failed:
-            return
+            return change
         if change.action not in (Action.CREATED, Action.CONFIGURED, Action.DELETED):
-            return
+            return change
         key = change.ref.key
         earlier = self.found.ledger.progress.waiting.get(key)
         found = waits.decide(
@@ -274,10 +274,10 @@ class Sync:
             reported=self.options.reported,
         )
         if found is None:
-            return
+            return change
         if found.since is not None:
             self.managed.waiting_since[key] = found.since.isoformat()
-        change.hold(found)
+        return change.held_for(found)
 
     async def drain(self, changes: list[Change]) -> None:
         """Under ``drain``: for each of ``changes`` decided ``hold`` for its claims, one drain step, proposed
@@ -307,8 +307,13 @@ class Sync:
             planned = await managed.drains.plan(key=change.ref.key, stage=change.stage, claims=affected)
             decided = drains.entries(planned)
             self.changes.entries.extend(decided)
-            outcomes = None if self.options.dry_run else await managed.drains.execute(planned, decided)
-            change.reason = f"{change.reason}; {planned.text(outcomes)}"
+            if self.options.dry_run:
+                outcomes = None
+            else:
+                executed = await managed.drains.execute(planned, decided)
+                self.changes.settle(zip(decided, executed.results, strict=True))
+                outcomes = executed.outcomes
+            self.changes.settle([(change, change.replaced(reason=f"{change.reason}; {planned.text(outcomes)}"))])
 
     def classing_reads(self) -> disruptions.Reads:
         """Where classification reads: the reader, else what the run listed, else the client; one
@@ -320,9 +325,9 @@ class Sync:
             )
         return self.managed.reads
 
-    async def classify(self, changes: list[Change]) -> None:
+    async def classify(self, changes: list[Change]) -> list[Change]:
         """``disruptions.classify`` for a step of this run (a stage's diff, the prune's deletions)."""
-        await disruptions.classify(changes, reads=self.classing_reads())
+        return await disruptions.classify(changes, reads=self.classing_reads())
 
     def _blocks(self, change: Change) -> bool:
         """Whether a failed entry stops the run after its stage (later stages depend on earlier ones).

@@ -1,5 +1,10 @@
 """The result of every diff and apply: a ChangeSet, one entry per object.
 
+A ``Change`` is immutable: what its step found (the proposal), its one ``decision``, and what its
+execution found (the result: ``error``, ``duration``, an outcome's ``reason``). Each step makes a
+new value where it used to set a field (``replaced``, ``decided``, ``held_for``), and the
+ChangeSet takes the executed entry in place of the decided one (``ChangeSet.settle``).
+
 As in Flux's ssa package, every verb returns the same shape, so the CLI prints one
 table, the controller records one status and the trace carries one set of
 attributes, whatever happened. ``action`` is one of created, configured, unchanged,
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -45,7 +51,7 @@ class FieldConflict:
         return f"{self.field} (owned by {self.manager})" if self.manager else self.field
 
 
-@dataclass
+@dataclass(frozen=True)
 class Change:
     ref: Ref
     stage: str
@@ -84,29 +90,29 @@ class Change:
     driver-upgrade states the run saw (``fleet.engine.drivers``); None on every other entry."""
     disruption: Disruption | None = None
     """Why writing this entry disrupts GPU work (``fleet.engine.disruptions``); None: safe."""
-    _decision: Decision | None = field(default=None, repr=False)
+    decision: Decision | None = field(default=None, repr=False)
+    """What fleet does with it this run, as whom, and what the gates verify (``fleet.engine.decisions``),
+    decided once before anything of it is written (None only until then: ``decided``)."""
 
-    @property
-    def decision(self) -> Decision | None:
-        """What fleet does with it this run, as whom, and what the gates verify (``fleet.engine.decisions``),
-        decided once before anything of it is written (None only until then)."""
-        return self._decision
+    def replaced(self, **fields: Any) -> Change:
+        """This change with ``fields`` changed (a new value: a Change is never changed in place)."""
+        return dataclasses.replace(self, **fields)
 
-    @decision.setter
-    def decision(self, value: Decision) -> None:
-        if self._decision is not None:
-            raise AttributeError(f"{self.ref}: decided once already ({self._decision.verdict}); no step decides again")
-        self._decision = value
+    def decided(self, decision: Decision) -> Change:
+        """This change with its one decision; a second decision raises: no step decides again."""
+        if self.decision is not None:
+            raise AttributeError(f"{self.ref}: decided once already ({self.decision.verdict}); no step decides again")
+        return dataclasses.replace(self, decision=decision)
 
     @property
     def verdict(self) -> str:
         """The decision's verdict (``""`` before the decision): what consumers read, never the action."""
-        return self._decision.verdict if self._decision is not None else ""
+        return self.decision.verdict if self.decision is not None else ""
 
     @property
     def held(self) -> waits.Wait | None:
         """What the change waits for, as decided (``hold``); None when it is not held."""
-        decided = self._decision
+        decided = self.decision
         return decided.wait if decided is not None and decided.verdict == "hold" else None
 
     @classmethod
@@ -154,11 +160,12 @@ class Change:
             out["decision"] = self.decision.to_json()
         return out
 
-    def hold(self, wait: waits.Wait) -> None:
-        """Hold a disruptive change back: skipped now, saying what it would do and what it waits for."""
-        self.waiting, self.intended, self.action = wait, self.action, Action.SKIPPED
+    def held_for(self, wait: waits.Wait) -> Change:
+        """This disruptive change held back: skipped now, saying what it would do and what it waits for."""
         why = self.disruption.reason if self.disruption is not None else "disruptive"
-        self.reason = f"disruptive ({why}): {wait}"
+        return dataclasses.replace(
+            self, waiting=wait, intended=self.action, action=Action.SKIPPED, reason=f"disruptive ({why}): {wait}"
+        )
 
 
 @dataclass
@@ -198,6 +205,12 @@ class ChangeSet:
         for entry in self.entries:
             table.setdefault(entry.stage, Counter())[entry.action] += 1
         return {stage: Counter({str(a): n for a, n in counts.items()}) for stage, counts in table.items()}
+
+    def settle(self, pairs: Iterable[tuple[Change, Change]]) -> None:
+        """Each ``(decided, executed)``: the executed entry takes the decided one's place (by identity)."""
+        moved = {id(old): new for old, new in pairs if new is not old}
+        if moved:
+            self.entries = [moved.get(id(e), e) for e in self.entries]
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "revision": self.revision, "entries": [e.to_json() for e in self.entries]}

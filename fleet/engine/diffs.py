@@ -145,9 +145,7 @@ async def diff_objects(
             preview=preview,
         )
         note = who.note or who.as_fleet
-        if note and not change.reason:
-            change.reason = note
-        changes[i] = change
+        changes[i] = change.replaced(reason=note) if note and not change.reason else change
 
     # The pure test is CPU work over every object: a worker thread keeps
     # the event loop free for the controller's Lease renewals, probes and webhooks.
@@ -237,11 +235,9 @@ async def _diff_one(
             ref=d.ref, stage=stage, action=Action.SKIPPED, error=str(err), duration=time.monotonic() - started
         )
     change = _compared(d=d, live=live, result=result, ignored=ignored, started=started)
-    change.conflicts = conflicts
-    if conflicts and enforce:
-        change.forced = True
-        change.drift = True  # another manager changed a field fleet declares: the cluster drifted
-    return change
+    if conflicts and enforce:  # another manager changed a field fleet declares: the cluster drifted
+        return change.replaced(conflicts=conflicts, forced=True, drift=True)
+    return change.replaced(conflicts=conflicts) if conflicts else change
 
 
 def _compared(

@@ -30,10 +30,11 @@ question. A revision of team templates costs no read at all.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from fleet.kube import Client, Kind, Ref
 from fleet.kube.kinds import builtin
@@ -494,9 +495,11 @@ def _kind(key: tuple[str, str]) -> Kind:
 
 
 class Entry(Protocol):
-    """What ``classify`` reads of a ChangeSet entry (``fleet.engine.changesets.Change``), and sets."""
+    """What ``classify`` reads of a ChangeSet entry (``fleet.engine.changesets.Change``, a dataclass whose
+    ``disruption`` it sets on a copy)."""
 
-    disruption: Disruption | None
+    @property
+    def disruption(self) -> Disruption | None: ...
 
     @property
     def ref(self) -> Ref: ...
@@ -512,23 +515,28 @@ class Entry(Protocol):
     def failed(self) -> bool: ...
 
 
-async def classify(changes: Iterable[Entry], *, reads: Reads) -> None:
-    """Set ``disruption`` on every entry of ``changes`` that disrupts GPU work (the others stay None).
+E = TypeVar("E", bound=Entry)
+
+
+async def classify(changes: Iterable[E], *, reads: Reads) -> list[E]:
+    """``changes``, each that disrupts GPU work with its ``disruption`` (a new entry; the others as given).
 
     Entries that are not written (unchanged, skipped, failed) are not classed. The operator
     release's entry is classed by the operator stage itself (``fleet.engine.operators.restarts``)."""
-    nodes: list[Entry] = []
-    for change in changes:
+    out = list(changes)
+    found: dict[int, Disruption | None] = {}
+    nodes: list[int] = []
+    for i, change in enumerate(out):
         if change.failed or change.action not in ("created", "configured", "deleted"):
             continue
         kind, deleted = change.ref.kind, change.action == "deleted"
         if kind == "Node" and not deleted and node_effects(change.before, change.after):
-            nodes.append(change)
+            nodes.append(i)
         elif kind == "DeviceClass" and deleted and not change.release:
-            change.disruption = class_removal(change.ref.name, claims=await reads.objects(CLAIM))
+            found[i] = class_removal(change.ref.name, claims=await reads.objects(CLAIM))
         elif kind == "DeviceClass" and change.action == "configured" and change.after is not None:
             if any(class_changes(change.before, change.after)):
-                change.disruption = class_disruption(
+                found[i] = class_disruption(
                     before=change.before,
                     after=change.after,
                     claims=await reads.objects(CLAIM),
@@ -536,16 +544,21 @@ async def classify(changes: Iterable[Entry], *, reads: Reads) -> None:
                 )
         elif kind == "ResourceClaimTemplate" and deleted and not change.release:
             pods = await reads.pods(namespaces=[change.ref.namespace])
-            change.disruption = template_removal(change.ref.namespace, change.ref.name, pods=pods)
+            found[i] = template_removal(change.ref.namespace, change.ref.name, pods=pods)
     if nodes:
         claims = await reads.objects(CLAIM)
         bound = {n for c in claims if allocation(c) for n in claim_nodes(c)}
-        nodes = [c for c in nodes if c.ref.name in bound]
-        pods = await reads.pods(nodes=[c.ref.name for c in nodes]) if nodes else []
-        for change in nodes:
+        nodes = [i for i in nodes if out[i].ref.name in bound]
+        pods = await reads.pods(nodes=[out[i].ref.name for i in nodes]) if nodes else []
+        for i in nodes:
+            change = out[i]
             assert change.before is not None and change.after is not None
             here = [p for p in pods if _spec(p).get("nodeName") == change.ref.name]
-            change.disruption = node_disruption(before=change.before, after=change.after, pods=here, claims=claims)
+            found[i] = node_disruption(before=change.before, after=change.after, pods=here, claims=claims)
+    for i, disruption in found.items():
+        if disruption is not None:
+            out[i] = dataclasses.replace(out[i], disruption=disruption)  # type: ignore[type-var]
+    return out
 
 
 __all__ = [

@@ -45,7 +45,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from fleet.engine import decisions
 from fleet.engine.changesets import Action, Change
@@ -195,22 +195,25 @@ class Drains:
             max_unavailable=self.max_unavailable,
         )
 
-    async def execute(self, planned: Planned, entries: Sequence[Change]) -> dict[str, str]:
-        """Cordon and evict as ``entries`` (``entries(planned)``, decided ``write``) say; each outcome on its
-        entry; what happened to each pod, by pod."""
+    async def execute(self, planned: Planned, entries: Sequence[Change]) -> Executed:
+        """Cordon and evict as ``entries`` (``entries(planned)``, decided ``write``) say: each entry's result,
+        and what happened to each pod, by pod."""
         outcomes: dict[str, str] = {}
+        results: list[Change] = []
         for entry in entries:
             decided = decisions.require(entry.decision, what=entry.ref)
             if decided.verb == "cordon":
                 try:
                     await self._cordon(entry.ref.name, key=planned.key)
                 except KubeError as err:
-                    entry.error = str(err)
+                    entry = entry.replaced(error=str(err))
+                results.append(entry)
                 continue
             pod = f"{entry.ref.namespace}/{entry.ref.name}"
             # A budget's refusal (429) is the expected answer while the jobs run: said, tried again next run.
-            outcomes[pod] = entry.reason = await evict(self.client, pod)
-        return outcomes
+            outcomes[pod] = said = await evict(self.client, pod)
+            results.append(entry.replaced(reason=said))
+        return Executed(results=results, outcomes=outcomes)
 
     async def _unschedulable(self, node: str) -> bool:
         """Whether someone else cordoned ``node`` already (a node that is gone counts: nothing to do there)."""
@@ -227,6 +230,13 @@ class Drains:
         body = {"metadata": {"annotations": {DRAINED_FOR: key}}, "spec": {"unschedulable": True}}
         await self.client.patch(node_ref(node), body, field_manager=MANAGER)
         self.cordoned += 1
+
+
+class Executed(NamedTuple):
+    """What a drain step's execution did: each entry's result (in order), each pod's outcome in words."""
+
+    results: list[Change]
+    outcomes: dict[str, str]
 
 
 def entries(planned: Planned) -> list[Change]:
@@ -283,10 +293,13 @@ def uncordons(*, drained: Mapping[str, str], keep: Set[str]) -> list[Change]:
     ]
 
 
-async def uncordon(client: Client, *, drained: Mapping[str, str], entries: Sequence[Change]) -> dict[str, str]:
-    """Uncordon the nodes of ``entries`` (``uncordons``, decided ``write``), each outcome on its entry; the
-    nodes still drained."""
+async def uncordon(
+    client: Client, *, drained: Mapping[str, str], entries: Sequence[Change]
+) -> tuple[dict[str, str], list[Change]]:
+    """Uncordon the nodes of ``entries`` (``uncordons``, decided ``write``): the nodes still drained, and
+    each entry's result."""
     left = dict(drained)
+    results: list[Change] = []
     for entry in entries:
         decisions.require(entry.decision, what=entry.ref)
         node = entry.ref.name
@@ -294,19 +307,21 @@ async def uncordon(client: Client, *, drained: Mapping[str, str], entries: Seque
         try:
             await client.patch(node_ref(node), body, field_manager=MANAGER)
         except NotFound:
-            entry.reason = "the node is gone: nothing to give back"
+            entry = entry.replaced(reason="the node is gone: nothing to give back")
         except KubeError as err:
             logger.warning("node %s stays cordoned until the next run: %s", node, err.what)
-            entry.error = f"stays cordoned until the next run: {err.what}"
+            results.append(entry.replaced(error=f"stays cordoned until the next run: {err.what}"))
             continue
         left.pop(node, None)
-    return left
+        results.append(entry)
+    return left, results
 
 
 __all__ = [
     "DRAINED_FOR",
     "MANAGER",
     "Drains",
+    "Executed",
     "Planned",
     "admit",
     "being_drained",

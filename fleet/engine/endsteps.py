@@ -28,19 +28,17 @@ async def prune(sync: Run) -> None:
         concurrency=sync.options.concurrency,
         sent=sync.meter.sent,
     )
-    await pruner.propose(found, prune=sync.options.prune)
-    await sync.classify(found)
-    for change in found:
-        sync.wait(change)  # a disruptive deletion waits as a disruptive write does, and drains as one
-    for change in found:
-        proposals.decide_deletion(change, live=sync.found.live.get(change.ref.key), identities=sync.found.identities)
-    if sync.options.dry_run:
-        sync.changes.entries.extend(found)
-        await sync.drain(found)
-        return
+    found = await pruner.propose(found, prune=sync.options.prune)
+    # A disruptive deletion waits as a disruptive write does, and drains as one.
+    found = [sync.wait(c) for c in await sync.classify(found)]
+    live, identities = sync.found.live, sync.found.identities
+    found = [proposals.decide_deletion(c, live=live.get(c.ref.key), identities=identities) for c in found]
+    sync.changes.entries.extend(found)
     await sync.drain(found)
-    sync.meter.start("prune", sum(c.decision is not None and c.decision.verdict == "write" for c in found))
-    await pruner.prune(found, record=sync.changes.entries.extend)
+    if sync.options.dry_run:
+        return
+    sync.meter.start("prune", sum(c.verdict == "write" for c in found))
+    sync.changes.settle(await pruner.prune(found))
 
 
 async def record(sync: Run) -> None:
@@ -52,7 +50,7 @@ async def record(sync: Run) -> None:
     sync.changes.entries.extend(given_back)
     if sync.options.dry_run:
         return
-    await records.record(
+    given = await records.record(
         client=sync.client,
         ledger=ledger,
         revision=sync.plan.revision,
@@ -64,6 +62,7 @@ async def record(sync: Run) -> None:
         uncordon=given_back,
         cordoned=managed.drains.cordoned if managed.drains is not None else 0,
     )
+    sync.changes.settle(zip(given_back, given, strict=True))
 
 
 __all__ = ["prune", "record"]

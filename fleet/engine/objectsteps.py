@@ -77,30 +77,34 @@ async def propose(sync: Run, stage: stages.Stage, desired: list[plans.Desired]) 
                 "fleet.writes": sum(c.action in (Action.CREATED, Action.CONFIGURED) for c in found),
             }
         )
+    proposed: list[Change] = []
     for change, d, freeze in zip(found, desired, freezes, strict=True):
         if change.action == Action.CREATED and sync.deleted_outside(d.ref.key):
-            change.drift = True
-            change.reason = "deleted in the cluster" + (f"; {change.reason}" if change.reason else "")
-        change.frozen = freeze
+            why = "deleted in the cluster" + (f"; {change.reason}" if change.reason else "")
+            change = change.replaced(drift=True, reason=why)
+        if freeze is not None:
+            change = change.replaced(frozen=freeze)
         if freeze is not None and freeze.live:
-            holds.hold(change, freeze)
+            change = holds.hold(change, freeze)
         else:
-            holds.apply_policy(change, options.drift(d.drift))
+            change = holds.apply_policy(change, options.drift(d.drift))
         if change.drift and change.action in (Action.CREATED, Action.CONFIGURED) and not change.failed:
-            change.repairs = drifts.repairs(
+            repairs = drifts.repairs(
                 live=sync.found.live.get(d.ref.key),
                 after=change.after,
                 leaves=d.leaves,
                 conflicts=[(c.manager, c.field) for c in change.conflicts],
             )
+            change = change.replaced(repairs=repairs)
         if change.replace:
-            writes.guard_replace(change, origin=sync.origin(d.ref.key), live=sync.found.live.get(d.ref.key))
-    await sync.classify(found)
-    for change in found:
-        sync.wait(change)
-    for change, d in zip(found, desired, strict=True):
-        proposals.decide_write(change, d, identities=sync.found.identities, force_conflicts=options.force_conflicts)
-    return found
+            change = writes.guard_replace(change, origin=sync.origin(d.ref.key), live=sync.found.live.get(d.ref.key))
+        proposed.append(change)
+    classed = [sync.wait(c) for c in await sync.classify(proposed)]
+    force = options.force_conflicts
+    return [
+        proposals.decide_write(c, d, identities=sync.found.identities, force_conflicts=force)
+        for c, d in zip(classed, desired, strict=True)
+    ]
 
 
 async def execute(sync: Run, stage: stages.Stage, decided: list[tuple[Change, plans.Desired]]) -> None:
@@ -128,13 +132,18 @@ async def execute(sync: Run, stage: stages.Stage, decided: list[tuple[Change, pl
         unavailable=sync.unavailable,
     )
     applied: dict[str, dict[str, Any]] = {}
+    results: list[tuple[Change, Change]] = []
     # Kinds in the stage's order, one wave each: a RoleBinding is created only after its
     # Role exists (for a non-admin applier the API server resolves the Role to check escalation).
-    for kind in stage.kinds:
-        applied |= await writer.write_all([(c, d) for c, d in todo if d.ref.kind == kind])
-    applied |= await writer.write_all([(c, d) for c, d in todo if d.ref.kind not in stage.kinds])
+    waves = [[(c, d) for c, d in todo if d.ref.kind == kind] for kind in stage.kinds]
+    waves.append([(c, d) for c, d in todo if d.ref.kind not in stage.kinds])
+    for wave in waves:
+        written = await writer.write_all(wave)
+        applied |= written.applied
+        results += zip((c for c, _ in wave), written.results, strict=True)
+    sync.changes.settle(results)  # each written entry, with its result, in its decided one's place
     sync.unavailable = writer.unavailable
-    if any(c.failed for c, _ in todo):
+    if any(new.failed for _, new in results):
         sync.stopped = True
         return
     try:

@@ -76,25 +76,32 @@ async def step(sync: Run) -> None:
     if op is None:
         await _removal(sync, run)
         return
-    found = await run.propose()
+    proposed = await run.propose()
+    found: list[Change] = []
+    going: decisions.Decision | None = None
+    for change in proposed:
+        if change.ref.kind == proposals.HELM_RELEASE:
+            change = proposals.decide_entry(sync.wait(change))
+            going = change.decision
+        elif going is not None:  # the chart's objects (diff's detail) go as the release goes
+            change = change.decided(going)
+        else:
+            change = change.decided(decisions.decide(action=change.action))
+        found.append(change)
     release = [c for c in found if c.ref.kind == proposals.HELM_RELEASE]
-    for change in release:
-        sync.wait(change)
-        proposals.decide_entry(change)
-    going = release[0].decision if release else None
-    for change in found:  # the chart's objects (diff's detail) go as the release goes
-        if change.decision is None:
-            change.decision = going if going is not None else decisions.decide(action=change.action)
     sync.changes.entries.extend(found)
     await sync.drain(release)
-    stop = run.refused()
+    refused = next((c for c in release if c.verdict == "refuse" and c.refused), None)
+    stop = run.refused(refused)
     if stop is not None and not sync.options.dry_run:
         sync.stopped = True
         raise stop
     if sync.options.dry_run:
         return
     if release and _writes(release[0]):
-        await run.execute()
+        executed = await run.execute(release[0])
+        sync.changes.settle([(release[0], executed)])
+        release = [executed]
     if any(c.failed for c in release):
         sync.stopped = True
         return
@@ -110,23 +117,22 @@ async def step(sync: Run) -> None:
 async def _removal(sync: Run, run: operators.Stage) -> None:
     """No GPUOperator declared: each release fleet installed is uninstalled under ``--prune``, classed
     disruptive while claims hold the driver's devices, held and drained as any disruptive change."""
-    found = await removals.found(h=run.h, prune=sync.options.prune)
+    found: list[Change] = []
     reads = sync.classing_reads()
-    for change in found:
+    for change in await removals.found(h=run.h, prune=sync.options.prune):
         if change.action == Action.DELETED:
-            change.disruption = removals.disruption(
+            classed = removals.disruption(
                 slices=await reads.objects(disruptions.SLICE), claims=await reads.objects(disruptions.CLAIM)
             )
-            sync.wait(change)
-        proposals.decide_entry(change)
+            change = sync.wait(change.replaced(disruption=classed))
+        found.append(proposals.decide_entry(change))
     sync.changes.entries.extend(found)
     await sync.drain(found)
     if sync.options.dry_run:
         return
-    for change in found:
-        if _writes(change):
-            await removals.uninstall(h=run.h, change=change)
-    if any(c.failed for c in found):
+    results = [(c, await removals.uninstall(h=run.h, change=c)) for c in found if _writes(c)]
+    sync.changes.settle(results)
+    if any(new.failed for _, new in results):
         sync.stopped = True
 
 

@@ -54,17 +54,16 @@ def conflict_refusal(change: Change) -> str:
 
 def decide_write(
     change: Change, d: plans.Desired, *, identities: impersonations.Identities, force_conflicts: bool
-) -> None:
+) -> Change:
     """The decision of a stage's diffed ``change`` of ``d``: as whom (``impersonations.identity``), with
     force where ``--force-conflicts``, adoption, ``take-ownership`` or drift repair asks; refused where
     the step refused it or a field conflict stands without force."""
     if change.action == Action.UNCHANGED and not (change.error or change.waiting):
-        change.decision = decisions.LEAVE  # nothing is sent: as whom does not arise (and 10,000 of them cost)
-        return
+        return change.decided(decisions.LEAVE)  # nothing is sent: as whom does not arise (10,000 of them cost)
     who = impersonations.identity(identities, d.team, d.ref.namespace)
     force = force_conflicts or d.force or change.forced
     error = change.error or ("" if force else conflict_refusal(change))
-    change.decision = decisions.decide(
+    decided = decisions.decide(
         action=change.action,
         verb=verb_of(change),
         force=force,
@@ -75,9 +74,10 @@ def decide_write(
         as_fleet=who.as_fleet,
         obj=d.body,  # the render without the revision annotation: no copy per object
     )
+    return change.decided(decided)
 
 
-def decide_deletion(change: Change, *, live: Mapping[str, Any] | None, identities: impersonations.Identities) -> None:
+def decide_deletion(change: Change, *, live: Mapping[str, Any] | None, identities: impersonations.Identities) -> Change:
     """The decision of a deletion: as the team whose folder declared the object (its live team label
     and source, ``impersonations.origin``) by the same rule as its write; refused where the guard
     refused it, or where ``--team-impersonation=required`` finds the team without an identity."""
@@ -86,8 +86,8 @@ def decide_deletion(change: Change, *, live: Mapping[str, Any] | None, identitie
     error = change.error
     if not error and who.refusal and change.action == Action.DELETED:
         error = f"{who.refusal}: fleet deletes a team's objects only as the team"
-        change.refused, change.error, change.action = True, error, Action.SKIPPED
-    change.decision = decisions.decide(
+        change = change.replaced(refused=True, error=error, action=Action.SKIPPED, intended=Action.DELETED)
+    decided = decisions.decide(
         action=change.action,
         verb=verb_of(change),
         error=error,
@@ -96,13 +96,14 @@ def decide_deletion(change: Change, *, live: Mapping[str, Any] | None, identitie
         user=who.user,
         as_fleet=who.as_fleet,
     )
+    return change.decided(decided)
 
 
 def decide_entry(change: Change, *, verb: decisions.Verb | None = None, user: str = "") -> Change:
     """The decision of an entry whose step settled its fate (a refusal, the release, a drain's cordon,
     eviction or uncordon: ``verb``), by the same rule: refused when it failed, held when it waits,
     else sent or left."""
-    change.decision = decisions.decide(
+    decided = decisions.decide(
         action=change.action,
         verb=verb_of(change) if verb is None else verb,
         error=change.error,
@@ -110,7 +111,7 @@ def decide_entry(change: Change, *, verb: decisions.Verb | None = None, user: st
         disruption=change.disruption,
         user=user,
     )
-    return change
+    return change.decided(decided)
 
 
 __all__ = ["HELM_RELEASE", "conflict_refusal", "decide_deletion", "decide_entry", "decide_write", "verb_of"]

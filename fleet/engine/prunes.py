@@ -68,48 +68,54 @@ class Pruner:
             )
         return ""
 
-    async def propose(self, found: list[Change], *, prune: bool) -> None:
+    async def propose(self, found: list[Change], *, prune: bool) -> list[Change]:
         """Before the decisions: without ``prune`` (``--prune`` not given) each deletion is skipped, saying so;
-        with it, each guarded deletion the guard forbids is refused, with why."""
+        with it, each guarded deletion the guard forbids is refused, with why; after a refusal, the later
+        prune stages' deletions are not made (a refusal stops pruning after its stage, as a failure does)."""
         ours = deleted_keys(found)
+        out: list[Change] = []
         for change in found:
             if not prune and change.action == Action.DELETED:
-                change.action = Action.SKIPPED
-                change.reason = "no longer declared; not pruned (--prune not given)"
+                why = "no longer declared; not pruned (--prune not given)"
+                change = change.replaced(action=Action.SKIPPED, reason=why)
             elif change.action == Action.DELETED and guarded(change):
-                refuse(change, await self.blocked(change, ours=ours))
+                change = refuse(change, await self.blocked(change, ours=ours))
+            out.append(change)
         failed = ""
-        for stage in stages.prune_order():  # a refusal stops pruning after its stage, as a failure does
-            here = [c for c in found if (c.stage or "claims") == stage.name]
+        for stage in stages.prune_order():
+            here = [i for i, c in enumerate(out) if (c.stage or "claims") == stage.name]
             if failed:
-                stopped(here, failed)
-            elif any(c.failed for c in here):
+                for i in here:
+                    out[i] = stopped(out[i], failed)
+            elif any(out[i].failed for i in here):
                 failed = stage.name
+        return out
 
-    async def prune(self, found: list[Change], *, record: Callable[[list[Change]], None]) -> None:
-        """Delete ``found`` one stage at a time in prune order (claims before the classes they name,
-        namespaces last), concurrently within a stage; a failure stops pruning after its stage.
-        ``record`` is given each stage's entries as it starts. Only ``write`` decisions are executed."""
+    async def prune(self, found: list[Change]) -> list[tuple[Change, Change]]:
+        """Delete what ``found`` decided ``write``, one stage at a time in prune order (claims before the
+        classes they name, namespaces last), concurrently within a stage; a failure stops pruning after its
+        stage. Each executed entry with its result."""
+        results: list[tuple[Change, Change]] = []
         with tracing.tracer().start_as_current_span("prune") as span:
             span.set_attribute("fleet.deletions", sum(c.action == Action.DELETED for c in found))
 
             async def delete(change: Change) -> None:
-                await self._delete(change)
+                results.append((change, await self._delete(change)))
                 self.sent()
 
             failed = ""
             for stage in stages.prune_order():
-                here = [c for c in found if (c.stage or "claims") == stage.name]
-                record(here)
-                deleting = [c for c in here if c.verdict == "write"]
-                if failed:
-                    stopped(deleting, failed)  # the decision stands; the outcome: not sent
+                deleting = [c for c in found if (c.stage or "claims") == stage.name and c.verdict == "write"]
+                if failed:  # the decision stands; the outcome: not sent
+                    results += [(c, stopped(c, failed)) for c in deleting]
                     continue
+                done = len(results)
                 await workers.for_each(deleting, delete, concurrency=self.concurrency)
-                if any(c.failed for c in deleting):
+                if any(new.failed for _, new in results[done:]):
                     failed = stage.name
+        return results
 
-    async def _delete(self, change: Change) -> None:
+    async def _delete(self, change: Change) -> Change:
         started = time.monotonic()
         live = self.live.get(change.ref.key)
         decided = decisions.require(change.decision, what=change.ref)
@@ -119,6 +125,7 @@ class Pruner:
         entries = self.ledger.entries
         attributes = span_attributes(change.ref, change.action)
         attributes[tracing.STAGE] = change.stage or "claims"
+        outcome: dict[str, Any] = {}
         with tracing.tracer().start_as_current_span("apply object", attributes=attributes):
             try:
                 if change.release and change.ref.kind == "Node":
@@ -133,7 +140,9 @@ class Pruner:
                     entries.pop(change.ref.key, None)
                 else:
                     preconditions = await free(self.client, change, live)
-                    if preconditions is not None:
+                    if isinstance(preconditions, str):  # reserved since the decision: the outcome, not a verdict
+                        outcome = {"refused": True, "error": preconditions}
+                    else:
                         await client.delete(
                             change.ref, uid=preconditions.uid, resource_version=preconditions.resource_version
                         )
@@ -141,8 +150,8 @@ class Pruner:
             except NotFound:
                 entries.pop(change.ref.key, None)
             except KubeError as err:
-                change.error = str(err)
-        change.duration = time.monotonic() - started
+                outcome = {"error": str(err)}
+        return change.replaced(duration=time.monotonic() - started, **outcome)
 
 
 def leftovers(*, ledger: ledgers.Ledger, desired_keys: set[str], live: LiveIndex) -> list[Change]:
@@ -157,12 +166,11 @@ def leftovers(*, ledger: ledgers.Ledger, desired_keys: set[str], live: LiveIndex
     return found
 
 
-def stopped(changes: list[Change], stage: str) -> None:
-    """Not pruned because pruning stage ``stage`` failed or was refused."""
-    for change in changes:
-        if change.action == Action.DELETED:
-            change.action = Action.SKIPPED
-            change.reason = f"not pruned: pruning stage {stage} failed"
+def stopped(change: Change, stage: str) -> Change:
+    """A deletion not made because pruning stage ``stage`` failed or was refused (others as they are)."""
+    if change.action != Action.DELETED:
+        return change
+    return change.replaced(action=Action.SKIPPED, reason=f"not pruned: pruning stage {stage} failed")
 
 
 def deleted_keys(found: list[Change]) -> set[str]:

@@ -30,13 +30,13 @@ async def record(
     waiting: Mapping[str, str],
     uncordon: Sequence[Change] = (),
     cordoned: int = 0,
-) -> None:
+) -> list[Change]:
     """The record step: the ``declared`` objects, and what was not pruned, as the ledger; the run complete.
 
     ``origin`` says how fleet came to hold a newly recorded key; ``changed`` whether the run wrote
     anything; ``waiting`` the held changes' start times; ``uncordon`` the decided entries that give
     drained nodes back (``drains.uncordons``: the others stay cordoned); ``cordoned`` how many nodes
-    this run cordoned."""
+    this run cordoned. Returns the uncordons' results."""
     kept: dict[str, ledgers.Entry] = {}
     for d in declared:
         entry = ledger.entries.get(d.ref.key)
@@ -48,10 +48,11 @@ async def record(
     ledger.entries = kept
     before = ledger.progress
     drained = before.drained
+    given: list[Change] = []
     if uncordon:
         # Every stage's gate passed: the changes applied are healthy, their drained nodes go back.
         with anyio.CancelScope(shield=True):
-            drained = await drains.uncordon(client, drained=drained, entries=uncordon)
+            drained, given = await drains.uncordon(client, drained=drained, entries=uncordon)
     ledger.progress = ledgers.Progress(
         revision=revision,
         done=[s.name for s in stages.STAGES],
@@ -60,7 +61,7 @@ async def record(
         drained=drained,
     )
     if not ledger.exists and not ledger.entries:
-        return
+        return given
     # A new revision with nothing to do changes only the progress record: keep the old one
     # rather than write for nothing.
     progress = (
@@ -72,6 +73,7 @@ async def record(
     )
     with anyio.CancelScope(shield=True):
         await ledgers.save(client=client, ledger=ledger, progress=progress)
+    return given
 
 
 async def save_progress(*, client: Client, ledger: ledgers.Ledger, revision: str) -> None:

@@ -61,19 +61,21 @@ class Writer:
     unavailable: KubeError | None = None
     """The first failure of the API server itself; the objects after it are not sent."""
 
-    async def write_all(self, todo: list[tuple[Change, plans.Desired]]) -> dict[str, dict[str, Any]]:
-        """Write each object concurrently, recording the outcome on its Change; the API server's answers
-        as the gates read them (``healths.gate_view``), by key: the exist gate's evidence."""
+    async def write_all(self, todo: list[tuple[Change, plans.Desired]]) -> Written:
+        """Write each object concurrently; each change's result (a new entry: error, duration, outcome), in
+        ``todo``'s order, and the API server's answers as the gates read them (``healths.gate_view``), by
+        key: the exist gate's evidence."""
         for change, d in todo:  # before anything is sent: a change not decided ``write`` stops the writer
             decisions.require(change.decision, what=d.ref)
         tracer = tracing.tracer()
         applied: dict[str, dict[str, Any]] = {}
+        results: list[Change | None] = [None] * len(todo)
 
-        async def one(item: tuple[Change, plans.Desired]) -> None:
-            change, d = item
+        async def one(i: int) -> None:
+            change, d = todo[i]
             if self.unavailable is not None:
-                change.action = Action.SKIPPED
-                change.reason = f"not sent: the API server is unavailable ({self.unavailable.what})"
+                why = f"not sent: the API server is unavailable ({self.unavailable.what})"
+                results[i] = change.replaced(action=Action.SKIPPED, reason=why)
                 self.sent()
                 return
             attrs = span_attributes(d.ref, change.action)
@@ -81,29 +83,31 @@ class Writer:
             with tracer.start_as_current_span("apply object", attributes=attrs) as span:
                 started = time.monotonic()
                 await anyio.lowlevel.checkpoint()
+                outcome: dict[str, Any] = {}
                 try:
                     with anyio.CancelScope(shield=True):
-                        answer = await self._write(change, d)
+                        answer, outcome = await self._write(change, d)
                     if answer is not None:
                         applied[d.ref.key] = healths.gate_view(answer)
                 except KubeError as err:
-                    change.error = str(err)
+                    outcome = {"error": str(err)}
                     span.set_attribute("error.type", type(err).__name__)
                     if isinstance(err, UNAVAILABLE) and self.unavailable is None:
                         self.unavailable = err
-                change.duration = time.monotonic() - started
+                results[i] = change.replaced(duration=time.monotonic() - started, **outcome)
                 self.sent()
 
-        await workers.for_each(todo, one, concurrency=self.concurrency)
-        return applied
+        await workers.for_each(range(len(todo)), one, concurrency=self.concurrency)
+        return Written(results=[r for r in results if r is not None], applied=applied)
 
-    async def _write(self, change: Change, d: plans.Desired) -> dict[str, Any] | None:
+    async def _write(self, change: Change, d: plans.Desired) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """The API server's answer, and what the write found beside it (the result's fields)."""
         decided = decisions.require(change.decision, what=d.ref)
         client = self.client.impersonating(decided.user)
         if decided.verb == "replace":
             preconditions = await free(self.client, change, self.live.get(d.ref.key))
-            if preconditions is None:
-                return None
+            if isinstance(preconditions, str):  # a claim reserved since the plan: the outcome, not a verdict
+                return None, {"refused": True, "error": preconditions}
             with contextlib.suppress(NotFound):
                 await client.delete(
                     d.ref,
@@ -121,25 +125,33 @@ class Writer:
 
             written = await nodes.write(client=client, ref=d.ref, body=body, listed=self.live.get(d.ref.key))
             if written is None:
-                change.reason = "no pool selects this Node any more (it changed since it was read)"
-            return written
-        return await client.apply(d.obj, field_manager=d.field_manager, force=decided.force)
+                return None, {"reason": "no pool selects this Node any more (it changed since it was read)"}
+            return written, {}
+        return await client.apply(d.obj, field_manager=d.field_manager, force=decided.force), {}
 
 
-def guard_replace(change: Change, *, origin: ledgers.Origin, live: dict[str, Any] | None) -> None:
+class Written(NamedTuple):
+    """What ``Writer.write_all`` did: each change's result (in the order given) and the answers by key."""
+
+    results: list[Change]
+    applied: dict[str, dict[str, Any]]
+
+
+def guard_replace(change: Change, *, origin: ledgers.Origin, live: dict[str, Any] | None) -> Change:
     """A replace deletes the object: refuse it for what fleet did not create, and for claims in use."""
     if origin == ledgers.ADOPTED:
-        refuse(
+        return refuse(
             change,
             f"immutable fields differ, and fleet adopted this object rather than created it: replacing it "
             f"would delete it\n  hint: change the repository back, or delete {change.ref} yourself",
         )
-    elif change.ref.kind == "ResourceClaim":
-        refuse(change, blockers.claim_block(change.ref, live))
+    if change.ref.kind == "ResourceClaim":
+        return refuse(change, blockers.claim_block(change.ref, live))
+    return change
 
 
-async def free(client: Client, change: Change, live: dict[str, Any] | None) -> Preconditions | None:
-    """The preconditions of a delete fleet may make; None (and the entry refused) for a claim in use.
+async def free(client: Client, change: Change, live: dict[str, Any] | None) -> Preconditions | str:
+    """The preconditions of a delete fleet may make; for a claim in use, why it may not be deleted.
 
     Always the uid fleet listed: an object recreated since by someone else is never deleted.
     A ResourceClaim is read again first, and deleted only as that read found it (its
@@ -152,18 +164,15 @@ async def free(client: Client, change: Change, live: dict[str, Any] | None) -> P
         fresh = await client.get(change.ref)
     except NotFound:
         return Preconditions(uid=uid_of(live))
-    if refuse(change, blockers.claim_block(change.ref, fresh)):
-        return None
+    why = blockers.claim_block(change.ref, fresh)
+    if why:
+        return why
     return Preconditions(uid=uid_of(live), resource_version=(fresh.get("metadata") or {}).get("resourceVersion"))
 
 
-def refuse(change: Change, why: str) -> bool:
-    """Fail ``change`` as refused when ``why`` says why ("" refuses nothing); True if refused."""
-    if not why:
-        return False
-    change.refused = True
-    change.error = why
-    return True
+def refuse(change: Change, why: str) -> Change:
+    """``change`` failed as refused when ``why`` says why ("" refuses nothing: ``change`` as it is)."""
+    return change.replaced(refused=True, error=why) if why else change
 
 
 async def _gone(client: Client, ref: Ref, *, timeout: float) -> None:  # noqa: ASYNC109 - the health timeout
@@ -191,4 +200,4 @@ def span_attributes(ref: Ref, action: Action) -> dict[str, Any]:
     }
 
 
-__all__ = ["Preconditions", "Writer", "free", "guard_replace", "refuse", "span_attributes", "uid_of"]
+__all__ = ["Preconditions", "Writer", "Written", "free", "guard_replace", "refuse", "span_attributes", "uid_of"]

@@ -73,9 +73,11 @@ def test_occupied_nodes_are_those_where_allocated_claims_are_reserved_for_pods()
 
 def change(key: str, *, on: waits.On | None, claims: tuple[str, ...] = ("ml/held",)) -> Change:
     made = Change(ref=Ref.from_key(key, version="v1"), stage="classes", action=Action.CONFIGURED)
-    made.disruption = Disruption(reason="tightens the selectors", nodes=frozenset({"gpu-a"}), claims=claims)
+    made = made.replaced(
+        disruption=Disruption(reason="tightens the selectors", nodes=frozenset({"gpu-a"}), claims=claims)
+    )
     if on is not None:
-        made.hold(waits.Wait(on=on, reason="…"))
+        made = made.held_for(waits.Wait(on=on, reason="…"))
     return proposals.decide_entry(made)
 
 

@@ -24,15 +24,16 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def decided(change: Change, *, user: str = "") -> Change:
-    change.decision = decide(
-        action=str(change.action),
-        error=change.error,
-        wait=change.waiting,
-        disruption=change.disruption,
-        user=user,
-        obj=change.after,
+    return change.decided(
+        decide(
+            action=str(change.action),
+            error=change.error,
+            wait=change.waiting,
+            disruption=change.disruption,
+            user=user,
+            obj=change.after,
+        )
     )
-    return change
 
 
 def created(kind: str, name: str, *, stage: str, namespace: str = "", api_version: str = "v1") -> Change:
@@ -184,12 +185,12 @@ def test_errors_holds_and_disruptions_are_one_line_and_the_problems_keep_every_w
     error = (
         "ResourceClaim ml/held: allocated to pod ml/trainer; fleet does not edit a claim in use\n  hint: delete the pod"
     )
-    refused = Change.refusal(claim, stage="claims", error=error)
-    refused.decision = decide(action="skipped", error=error)
-    held = undecided_quota(hard="2")
-    held.disruption = Disruption(reason="tightens the quota: ml/a", claims=("ml/a", "ml/b"))
-    held.hold(Wait(on="window", reason="the maintenance window", until=datetime(2026, 12, 12, 2, tzinfo=UTC)))
-    decided(held, user="system:serviceaccount:ml:fleet-team")
+    refused = Change.refusal(claim, stage="claims", error=error).decided(decide(action="skipped", error=error))
+    held = undecided_quota(hard="2").replaced(
+        disruption=Disruption(reason="tightens the quota: ml/a", claims=("ml/a", "ml/b"))
+    )
+    window = Wait(on="window", reason="the maintenance window", until=datetime(2026, 12, 12, 2, tzinfo=UTC))
+    held = decided(held.held_for(window), user="system:serviceaccount:ml:fleet-team")
     found = of(*namespaces(reports.HANDFUL), held, refused)
     lines = text(found).splitlines()
     [line] = [x for x in lines if "ResourceClaim ml/held" in x]

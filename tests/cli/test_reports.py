@@ -119,7 +119,8 @@ def test_a_disruptive_entry_has_its_line_under_its_diff_and_the_summary_counts_i
 
     found = changes()
     [quota] = [e for e in found.entries if e.ref.kind == "ResourceQuota"]
-    quota.disruption = Disruption(reason="tightens the selectors: ml/a", claims=("ml/a", "ml/b"))
+    disruptive = quota.replaced(disruption=Disruption(reason="tightens the selectors: ml/a", claims=("ml/a", "ml/b")))
+    found.settle([(quota, disruptive)])
     out = io.StringIO()
     reports.print_diff(reports.console(out), found)
     lines = out.getvalue().splitlines()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -104,6 +105,9 @@ def test_a_team_whose_rights_this_run_restores_is_dry_run_as_fleet_there_and_wri
 
 def test_a_change_is_decided_once() -> None:
     change = Change(ref=Ref("v1", "Node", "", "a"), stage="pools", action=Action.CONFIGURED)
-    change.decision = decisions.decide(action=change.action)
+    decided = change.decided(decisions.decide(action=change.action))
+    assert change.decision is None and decided.verdict == "write", "a new value: the proposal stays as it was"
     with pytest.raises(AttributeError, match=r"decided once already \(write\)"):
-        change.decision = decisions.decide(action=change.action, error="later")
+        decided.decided(decisions.decide(action=change.action, error="later"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decided.error = "set in place"  # type: ignore[misc]

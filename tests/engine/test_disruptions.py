@@ -256,8 +256,9 @@ def test_safe_changes_read_nothing_and_stay_safe() -> None:
         change("DeviceClass", Action.CREATED, after=device_class("true")),
     ]
     counted = reads(claims=[claim("train", pod="trainer")], slices=[H100])
-    anyio.run(lambda: disruptions.classify(entries, reads=counted))
-    assert [e.disruption for e in entries] == [None] * len(entries)
+    classed = anyio.run(lambda: disruptions.classify(entries, reads=counted))
+    assert [e.disruption for e in classed] == [None] * len(entries)
+    assert all(new is old for new, old in zip(classed, entries, strict=True)), "a safe entry stays as it was"
     assert counted.asked == []
 
 
@@ -266,7 +267,7 @@ def test_classify_marks_a_tightened_class_and_reads_claims_and_slices_once() -> 
     removed = change("DeviceClass", Action.DELETED, before=device_class("true"))
     skipped = change("DeviceClass", Action.SKIPPED, before=device_class("true"), after=device_class("false"))
     counted = reads(claims=[claim("train", pod="trainer")], slices=[H100])
-    anyio.run(lambda: disruptions.classify([tightened, removed, skipped], reads=counted))
+    tightened, removed, skipped = anyio.run(lambda: disruptions.classify([tightened, removed, skipped], reads=counted))
     assert tightened.disruption is not None and tightened.disruption.claims == ("ml/train",)
     assert removed.disruption is not None and skipped.disruption is None
     assert sorted(counted.asked) == ["ResourceClaim", "ResourceClaim", "ResourceSlice"]
@@ -275,15 +276,17 @@ def test_classify_marks_a_tightened_class_and_reads_claims_and_slices_once() -> 
 def test_classify_reads_pods_only_on_nodes_holding_claims() -> None:
     tainting = change("Node", Action.CONFIGURED, before=node(), after=node(taints=[NO_EXECUTE]))
     counted = reads(claims=[claim("train", node="elsewhere", pod="trainer")], pods=[pod("trainer", node="elsewhere")])
-    anyio.run(lambda: disruptions.classify([tainting], reads=counted))
-    assert tainting.disruption is None and counted.asked == ["ResourceClaim"]
+    [classed] = anyio.run(lambda: disruptions.classify([tainting], reads=counted))
+    assert classed.disruption is None and counted.asked == ["ResourceClaim"]
     counted = reads(claims=[claim("train", pod="trainer")], pods=[pod("trainer")])
-    anyio.run(lambda: disruptions.classify([tainting], reads=counted))
-    assert tainting.disruption is not None and counted.asked == ["ResourceClaim", "Pod"]
+    [classed] = anyio.run(lambda: disruptions.classify([tainting], reads=counted))
+    assert classed.disruption is not None and counted.asked == ["ResourceClaim", "Pod"]
 
 
 def test_the_json_of_an_entry_carries_its_disruption_or_null() -> None:
     entry = change("DeviceClass", Action.CONFIGURED)
     assert entry.to_json()["disruption"] is None
-    entry.disruption = disruptions.Disruption(reason="why", nodes=frozenset({"b", "a"}), claims=("ml/x",))
+    entry = entry.replaced(
+        disruption=disruptions.Disruption(reason="why", nodes=frozenset({"b", "a"}), claims=("ml/x",))
+    )
     assert entry.to_json()["disruption"] == {"reason": "why", "nodes": ["a", "b"], "claims": ["ml/x"]}

@@ -36,7 +36,7 @@ def test_every_verb_is_named_from_what_the_step_found() -> None:
     assert proposals.verb_of(change("HelmRelease", Action.CONFIGURED, stage="operator")) == "helm-upgrade"
     assert proposals.verb_of(change("HelmRelease", Action.DELETED, stage="operator")) == "helm-uninstall"
     held = change("HelmRelease", Action.DELETED, stage="operator", disruption=Disruption("x", claims=("a/b",)))
-    held.hold(waits.Wait(on="claims", reason="a/b to end"))
+    held = held.held_for(waits.Wait(on="claims", reason="a/b to end"))
     assert held.action == Action.SKIPPED and proposals.verb_of(held) == "helm-uninstall", "what it will do"
     assert set(decisions.VERBS) == {
         "", "apply", "replace", "node-write", "delete", "release", "helm-upgrade", "helm-uninstall",
@@ -50,19 +50,20 @@ def test_a_conflict_without_force_is_refused_in_the_preview_as_the_apply_refuses
     previewed = Change(ref=d.ref, stage=d.stage.name, action=Action.CONFIGURED, conflicts=conflicts)
     applied = Change(ref=d.ref, stage=d.stage.name, action=Action.SKIPPED, conflicts=conflicts, error="Apply failed")
     none = impersonations.Identities()
-    for change in (previewed, applied):
-        proposals.decide_write(change, d, identities=none, force_conflicts=False)
+    previewed, applied = (
+        proposals.decide_write(c, d, identities=none, force_conflicts=False) for c in (previewed, applied)
+    )
     assert previewed.decision == dataclasses.replace(applied.decision)  # type: ignore[arg-type]
     assert previewed.decision is not None and previewed.decision.to_json() == {
         "verdict": "refuse", "verb": "apply", "as": "fleet",
     }  # fmt: skip
     forced = Change(ref=d.ref, stage=d.stage.name, action=Action.CONFIGURED, conflicts=conflicts)
-    proposals.decide_write(forced, d, identities=none, force_conflicts=True)
+    forced = proposals.decide_write(forced, d, identities=none, force_conflicts=True)
     assert forced.decision is not None and forced.decision.to_json() == {
         "verdict": "write", "verb": "apply", "force": True, "as": "fleet",
     }  # fmt: skip
     repaired = Change(ref=d.ref, stage=d.stage.name, action=Action.CONFIGURED, conflicts=conflicts, forced=True)
-    proposals.decide_write(repaired, d, identities=none, force_conflicts=False)
+    repaired = proposals.decide_write(repaired, d, identities=none, force_conflicts=False)
     assert repaired.decision is not None and repaired.decision.force, "drift repair under enforce takes them"
 
 
@@ -71,7 +72,7 @@ def test_a_team_object_is_decided_as_the_team_even_where_its_dry_run_went_as_fle
     d = _team_object(plan)
     identities = impersonations.resolve(plan=plan, live={}, mode="required")  # accounts created by this run
     change = Change(ref=d.ref, stage=d.stage.name, action=Action.CREATED)
-    proposals.decide_write(change, d, identities=identities, force_conflicts=False)
+    change = proposals.decide_write(change, d, identities=identities, force_conflicts=False)
     assert change.decision is not None and change.decision.user == impersonations.user(plan.teams[d.team][0])
     assert impersonations.identity(identities, d.team, d.ref.namespace).dry_run == "", "the dry-run goes as fleet"
 
@@ -97,13 +98,13 @@ def test_a_deletion_goes_as_the_team_and_required_refuses_one_without_an_account
     account["metadata"]["labels"]["fleet.gpufleet.dev/cluster"] = plan.cluster  # type: ignore[index]
     with_account = impersonations.resolve(plan=plan, live={"sa": account}, mode="required")
     deleted = Change(ref=ref, stage="claims", action=Action.DELETED)
-    proposals.decide_deletion(deleted, live=live, identities=with_account)
+    deleted = proposals.decide_deletion(deleted, live=live, identities=with_account)
     assert deleted.decision is not None and deleted.decision.to_json() == {
         "verdict": "write", "verb": "delete", "as": impersonations.user("ml"),
     }  # fmt: skip
     without = impersonations.resolve(plan=plan, live={}, mode="required")
     refused = Change(ref=ref, stage="claims", action=Action.DELETED)
-    proposals.decide_deletion(refused, live=live, identities=without)
+    refused = proposals.decide_deletion(refused, live=live, identities=without)
     assert refused.decision is not None and refused.decision.verdict == "refuse" and refused.refused
     assert "deletes a team's objects only as the team" in refused.error
 
@@ -111,8 +112,8 @@ def test_a_deletion_goes_as_the_team_and_required_refuses_one_without_an_account
 def test_a_blocked_deletion_is_decided_refuse_and_the_pruner_never_sends_it() -> None:
     ref = Ref("resource.k8s.io/v1", "ResourceClaim", "ml", "busy")
     change = Change(ref=ref, stage="claims", action=Action.DELETED)
-    writes.refuse(change, "ResourceClaim ml/busy is in use by pod ml/trainer")
-    proposals.decide_deletion(change, live={}, identities=impersonations.Identities())
+    change = writes.refuse(change, "ResourceClaim ml/busy is in use by pod ml/trainer")
+    change = proposals.decide_deletion(change, live={}, identities=impersonations.Identities())
     assert change.decision is not None and change.decision.verdict == "refuse"
     with pytest.raises(decisions.Undecided, match="'refuse' decision"):
         decisions.require(change.decision, what=ref)

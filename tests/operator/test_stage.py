@@ -239,8 +239,14 @@ def test_removal_waits_for_claims_then_uninstalls_with_hooks(
 
     op_repo.version = None
     entry = _operator_entry(fleet.apply(helm=helm_settings, prune=True))
-    assert entry.action == engine.Action.SKIPPED and entry.refused
-    assert f"{namespace}/held (pods trainer)" in entry.error and "clean-up order" in entry.error
+    # A disruptive change like any other: held for the jobs (policy wait), as diff shows it, not refused.
+    assert entry.action == engine.Action.SKIPPED and not entry.failed and entry.held is not None
+    assert entry.held.on == "claims" and entry.intended == engine.Action.DELETED
+    assert entry.decision is not None and entry.decision.to_json() == {
+        "verdict": "hold", "verb": "helm-uninstall", "as": "fleet",
+    }  # fmt: skip
+    assert entry.disruption is not None and f"{namespace}/held" in entry.disruption.claims
+    assert "guide's order" in entry.disruption.reason
     assert _release(helm_settings)["status"] == "deployed"
 
     kubectl("delete", "-n", namespace, "pod/trainer", "resourceclaim/held", "--wait=true", "--timeout=60s")

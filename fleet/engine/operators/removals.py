@@ -42,8 +42,9 @@ async def found(*, h: helm.Helm, prune: bool) -> list[Change]:
         ref = release_ref(release=r.name, namespace=r.namespace)
         change = Change(ref=ref, stage="operator", action=Action.DELETED, before=summary(r, {}, chart="gpu-operator"))
         if not prune:
-            change.action = Action.SKIPPED
-            change.reason = "no longer declared; not uninstalled (--prune not given)"
+            change = change.replaced(
+                action=Action.SKIPPED, reason="no longer declared; not uninstalled (--prune not given)"
+            )
         changes.append(change)
     return changes
 
@@ -70,13 +71,14 @@ def disruption(
     )
 
 
-async def uninstall(*, h: helm.Helm, change: Change) -> None:
-    """``helm uninstall`` the release of ``change``, as its ``write`` decision says; the error on the entry."""
+async def uninstall(*, h: helm.Helm, change: Change) -> Change:
+    """``helm uninstall`` the release of ``change``, as its ``write`` decision says; the entry's result."""
     decisions.require(change.decision, what=change.ref)
     try:
         await h.uninstall(name=change.ref.name, namespace=change.ref.namespace)
     except helm.HelmError as err:
-        change.error = str(err)
+        return change.replaced(error=str(err))
+    return change
 
 
 __all__ = ["disruption", "found", "uninstall"]

@@ -147,12 +147,11 @@ class Stage:
         )
         self.changes.append(change)
 
-    def refused(self) -> OperatorRefused | None:
-        """The error that stops an apply whose release was refused (its entry is in ``changes``, decided)."""
+    def refused(self, change: Change | None) -> OperatorRefused | None:
+        """The error that stops an apply whose release was refused; ``change``: its entry, decided."""
         if self.refusal is None:
             return None
         reason, fix = self.refusal
-        change = next((c for c in self.changes if c.refused), None)
         return OperatorRefused(
             f"the operator release was not changed: {reason}", where=self.where, hint=fix, change=change
         )
@@ -242,11 +241,11 @@ class Stage:
         try:
             chart_crds = self.chart_crds if self.chart_crds is not None else await self.h.crds(chart)
         except helm.HelmError as err:
-            change.error = (
+            why = (
                 f"{desired.source}: cannot read chart {chart}: {err.what}\n  hint: check that "
                 "spec.chart.repository, name and version can be reached from here (helm show chart ...)"
             )
-            self.changes.append(change)
+            self.changes.append(change.replaced(error=why))
             return self.changes
         live_crds = await crds.live_crds(self.client)
         for problem in guards.crd_owner_problems(chart_crds, live_crds, desired=desired):
@@ -255,25 +254,25 @@ class Stage:
         for problem in await crds.dropped(self.client, chart_crds, live_crds):
             self._refuse(ref, problem, seen=seen)
             return self.changes
-        change.disruption = await self._disruption(obs, chart=chart)
+        change = change.replaced(disruption=await self._disruption(obs, chart=chart))
         if obs.release is not None and obs.release.status in upgrades.PENDING:
-            change.reason = "\n".join(
-                filter(None, (change.reason, f"release is {obs.release.status}: apply recovers it first"))
-            )
+            recovers = f"release is {obs.release.status}: apply recovers it first"
+            change = change.replaced(reason="\n".join(filter(None, (change.reason, recovers))))
         self.changes.append(change)
-        self._upgrade = _Upgrade(change=change, observed=obs, chart=chart, chart_crds=chart_crds, seen=seen)
+        self._upgrade = _Upgrade(observed=obs, chart=chart, chart_crds=chart_crds, seen=seen)
         if self.detail:
             self.changes += await renders.object_diff(
                 client=self.client, h=self.h, chart=chart, desired=desired, chart_crds=chart_crds
             )
         return self.changes
 
-    async def execute(self) -> None:
-        """Install or upgrade the release as its entry's ``write`` decision says (refuses any other)."""
+    async def execute(self, change: Change) -> Change:
+        """Install or upgrade the release as ``change``, its entry decided ``write``, says (refuses any
+        other); the entry's result: the states seen and the remediation, or why it failed."""
         desired = self.plan.operator
         up = self._upgrade
         assert desired is not None and up is not None, "execute follows a proposal with a release to change"
-        change, obs, chart, seen = up.change, up.observed, up.chart, up.seen
+        obs, chart, seen = up.observed, up.chart, up.seen
         decisions.require(change.decision, what=change.ref)
         attributes = {
             tracing.KIND: change.ref.kind,
@@ -284,23 +283,20 @@ class Stage:
         }
         with tracing.tracer().start_as_current_span("apply object", attributes=attributes) as span:
             started = time.monotonic()
-            try:
-                recovered = await self._recover(obs, change=change)
-                if recovered is None:
-                    return
-                await crds.apply(self.client, up.chart_crds, timeout=self.timeout, where=self.where)
-                outcome = await upgrades.upgrade(
-                    self.h, client=self.client, chart=chart, desired=desired, change=change
-                )
-            finally:
-                change.duration = time.monotonic() - started
+            recovered, locked = await self._recover(obs)
+            if recovered is None:
+                return change.replaced(error=locked, duration=time.monotonic() - started)
+            await crds.apply(self.client, up.chart_crds, timeout=self.timeout, where=self.where)
+            outcome = await upgrades.upgrade(self.h, client=self.client, chart=chart, desired=desired)
+            took = time.monotonic() - started
             remedied = "; ".join(filter(None, (recovered, outcome.remedied)))
             if outcome.error is not None:
                 span.set_attribute("error.type", type(outcome.error).__name__)
-                change.operator = dataclasses.replace(seen, remedied=remedied)
-                return
-        change.operator = dataclasses.replace(seen, version=desired.version, remedied=remedied)
+                status = dataclasses.replace(seen, remedied=remedied)
+                return change.replaced(error=outcome.said, duration=took, operator=status)
         self.changed = True
+        status = dataclasses.replace(seen, version=desired.version, remedied=remedied)
+        return change.replaced(duration=took, operator=status)
 
     async def _disruption(self, obs: Observed, *, chart: helm.ChartRef) -> disruptions.Disruption | None:
         """Whether the upgrade restarts the driver, the device plugin or the DRA kubelet plugin: the
@@ -331,19 +327,18 @@ class Stage:
             claims=await reads.objects(disruptions.CLAIM),
         )
 
-    async def _recover(self, obs: Observed, *, change: Change) -> str | None:
-        """Free a release left ``pending-*``: what was done ("" nothing needed), None when it is still
-        locked or could not be freed (the entry's error then says why)."""
+    async def _recover(self, obs: Observed) -> tuple[str | None, str]:
+        """Free a release left ``pending-*``: what was done ("" nothing needed), or None and why it is still
+        locked or could not be freed."""
         desired = self.plan.operator
         if desired is None or obs.release is None or obs.release.status not in upgrades.PENDING:
-            return ""
+            return "", ""
         try:
             return await upgrades.recover(
                 self.h, desired=desired, status=obs.release.status, now=datetime.datetime.now(datetime.UTC)
-            )
+            ), ""
         except helm.HelmError as err:
-            change.error = str(err) + (f"\n  hint: {err.hint}" if err.hint else "")
-            return None
+            return None, str(err) + (f"\n  hint: {err.hint}" if err.hint else "")
 
 
 @dataclass
@@ -360,7 +355,6 @@ class _Noop:
 class _Upgrade:
     """The release to install or upgrade, as ``propose`` found it."""
 
-    change: Change
     observed: Observed
     chart: helm.ChartRef
     chart_crds: list[dict[str, Any]]

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet import helm
-from fleet.engine.changesets import Change
 from fleet.engine.operators.releases import condition, events
 from fleet.engine.operators.renders import refusal
 from fleet.engine.plans import OperatorRelease
@@ -41,20 +40,21 @@ GOOD = ("deployed", "superseded")
 
 @dataclass(frozen=True)
 class Outcome:
-    """What ``upgrade`` did: the last helm error (None: installed) and the remediation lines."""
+    """What ``upgrade`` did: the last helm error (None: installed), the remediation lines, and the
+    release entry's error text (why it failed, each attempt; "" when installed)."""
 
     error: helm.HelmError | None
     remedied: str = ""
+    said: str = ""
 
 
-async def upgrade(
-    h: helm.Helm, *, client: Client, chart: helm.ChartRef, desired: OperatorRelease, change: Change
-) -> Outcome:
-    """Install or upgrade the release, remediating each failure; the entry's error says why it failed."""
+async def upgrade(h: helm.Helm, *, client: Client, chart: helm.ChartRef, desired: OperatorRelease) -> Outcome:
+    """Install or upgrade the release, remediating each failure; ``Outcome.said`` says why it failed."""
     attempts = 1 + desired.retries
     remedied: list[str] = []
     earlier: list[str] = []
     failed: helm.HelmError | None = None
+    error = ""
     for attempt in range(1, attempts + 1):
         try:
             await h.upgrade(chart, release=desired.release, namespace=desired.namespace, values=desired.values)
@@ -63,7 +63,7 @@ async def upgrade(
             why = await explain(h, client=client, desired=desired)
             done = await remediate(h, desired=desired)
             said = refusal(err, desired=desired) if "execution error at (" in err.what else str(err)
-            change.error = said + "".join(f"\n  {line}" for line in (*why, done) if line)
+            error = said + "".join(f"\n  {line}" for line in (*why, done) if line)
             if done:
                 remedied.append(done)
             if attempt < attempts:
@@ -74,12 +74,11 @@ async def upgrade(
             continue
         if failed is not None:
             remedied.append(f"succeeded on attempt {attempt} of {attempts}")
-        change.error = ""
         return Outcome(error=None, remedied="; ".join(remedied))
     if attempts > 1:
-        change.error += "".join(f"\n  {line}" for line in earlier)
-        change.error += f"\n  gave up after {attempts} attempts (spec.remediation.retries: {desired.retries})"
-    return Outcome(error=failed, remedied="; ".join(remedied))
+        error += "".join(f"\n  {line}" for line in earlier)
+        error += f"\n  gave up after {attempts} attempts (spec.remediation.retries: {desired.retries})"
+    return Outcome(error=failed, remedied="; ".join(remedied), said=error)
 
 
 async def remediate(h: helm.Helm, *, desired: OperatorRelease) -> str:
