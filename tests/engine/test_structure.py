@@ -26,8 +26,9 @@ LONG_MODULES = {
 """Modules over ``MAX_LINES``, and why each is still one concern."""
 
 WIDE_CLASSES = {
-    "fleet/engine/changesets.py Change": "the entry every consumer reads (diff, status, metrics, the PR "
-    "comment); its outcome fields are still set in place by the executors",
+    "fleet/engine/changesets.py Change": "the immutable entry every consumer reads (diff, status, metrics, the "
+    "PR comment, -o json): one flat value of the proposal, its decision and its result, whose field names are "
+    "the JSON's",
 }
 """Classes over ``MAX_FIELDS``, and why."""
 
