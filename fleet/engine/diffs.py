@@ -153,7 +153,7 @@ async def diff_objects(
     asked: list[int] = []
     for i, d in enumerate(desired):
         if answers[i]:
-            changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.UNCHANGED)
+            changes[i] = Change.unchanged(d.ref, d.stage.name)
         elif live.get(d.ref.key) is None and not preview:
             changes[i] = Change(ref=d.ref, stage=d.stage.name, action=Action.CREATED)
         elif not preview and d.ref.key in handover and _taken_over(d, live[d.ref.key]):

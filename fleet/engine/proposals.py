@@ -59,6 +59,8 @@ def decide_write(
     force where ``--force-conflicts``, adoption, ``take-ownership`` or drift repair asks; refused where
     the step refused it or a field conflict stands without force."""
     if change.action == Action.UNCHANGED and not (change.error or change.waiting):
+        if change.decision is decisions.LEAVE:
+            return change  # ``Change.unchanged``: decided so as it was made
         return change.decided(decisions.LEAVE)  # nothing is sent: as whom does not arise (10,000 of them cost)
     who = impersonations.identity(identities, d.team, d.ref.namespace)
     force = force_conflicts or d.force or change.forced
