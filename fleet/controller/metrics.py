@@ -243,7 +243,7 @@ class Metrics:
                 counts.objects.labels(stage=entry.stage, action=str(entry.action)).inc()
             if entry.operator is not None and entry.operator.remedied:
                 counts.helm_remediations.inc()
-        held = collections.Counter(e.held.on for e in changeset.entries if e.held is not None)
+        held = collections.Counter(e.held.on for e in changeset.waiting if e.held is not None)
         for on in ("wave", "window", "claims"):
             counts.waiting.labels(waits_for=on).set(held[on])
 

@@ -98,23 +98,12 @@ class Change:
     def unchanged(cls, ref: Ref, stage: str) -> Change:
         """An entry that needs nothing (the no-op's 10,000 of them), decided ``leave`` as it is made: no
         hold, policy, freeze or wait acts on an unchanged entry, so ``proposals.decide_write`` keeps it as
-        it is and a no-op makes one value per object, not two. Made without the frozen ``__init__``'s
-        per-field ``object.__setattr__``, a third of its cost."""
-        new = object.__new__(cls)
-        new.__dict__.update(_UNCHANGED.__dict__, ref=ref, stage=stage)  # a copy of a split dict stays split
-        return new
+        it is and a no-op makes one value per object, not two."""
+        return cls(ref=ref, stage=stage, action=Action.UNCHANGED, decision=LEAVE)
 
     def replaced(self, **fields: Any) -> Change:
-        """This change with ``fields`` changed (a new value: a Change is never changed in place).
-
-        A copy of the instance's fields rather than ``dataclasses.replace``, which runs ``__init__`` again:
-        a run makes one per decided entry, 10,000 in a no-op of 10,000 objects."""
-        unknown = fields.keys() - _DEFAULTS.keys()
-        if unknown:
-            raise TypeError(f"Change has no field {', '.join(sorted(unknown))}")
-        new = object.__new__(Change)
-        new.__dict__.update(self.__dict__, **fields)
-        return new
+        """This change with ``fields`` changed (a new value: a Change is never changed in place)."""
+        return dataclasses.replace(self, **fields)
 
     def decided(self, decision: Decision) -> Change:
         """This change with its one decision; a second decision raises: no step decides again."""
@@ -186,13 +175,6 @@ class Change:
         )
 
 
-_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Change)}
-"""Every field of ``Change`` (what ``replaced`` may set)."""
-_UNCHANGED = Change(ref=Ref("v1", "ConfigMap", "", "unchanged"), stage="", action=Action.UNCHANGED, decision=LEAVE)
-"""What ``Change.unchanged`` copies: an instance made by ``__init__``, whose attributes share their keys
-with every other instance's (a dict built from a plain one would be twice the size)."""
-
-
 @dataclass
 class ChangeSet:
     cluster: str
@@ -217,7 +199,7 @@ class ChangeSet:
     @property
     def waiting(self) -> list[Change]:
         """Disruptive changes decided ``hold`` (a wave, a window, running jobs): the cluster still differs from git."""
-        return [e for e in self.entries if e.held is not None]
+        return [e for e in self.entries if e.waiting is not None and e.held is not None]  # most wait for nothing
 
     @property
     def disruptive(self) -> list[Change]:

@@ -104,7 +104,9 @@ def admit(
 
 def held(changes: Iterable[Change]) -> list[Change]:
     """The changes decided ``hold`` for their claims (``waits``): those a drain step advances."""
-    return [c for c in changes if c.held is not None and c.held.on == "claims" and c.decision and c.decision.disruption]
+    return [
+        c for c in changes if c.waiting is not None and c.held is not None and c.held.on == "claims" and c.disruption
+    ]
 
 
 @dataclass(frozen=True)
