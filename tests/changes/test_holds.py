@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import datetime
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fleet.engine import drains
-from fleet.sandbox import Sandbox
 from fleetctl import cli
 from tests import waits
 from tests.apply.repos import Repo
@@ -133,17 +131,6 @@ def cordoned_for(kubectl: Kubectl, key: str) -> set[str]:
         for n in nodes
         if n["spec"].get("unschedulable") and (n["metadata"].get("annotations") or {}).get(drains.DRAINED_FOR) == key
     }
-
-
-@pytest.fixture()
-def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox) -> Repo:
-    repo = Repo(root=tmp_path / "repo")
-    monkeypatch.setenv("KUBECONFIG", str(sandbox.kubeconfig))
-    monkeypatch.setenv("NO_COLOR", "1")
-    repo.team("ml", namespaces=["ml"], group="ml-research")
-    repo.claim("ml", "held")
-    repo.claim_template("ml", "one-gpu")
-    return repo
 
 
 def test_the_safe_part_goes_at_once_the_disruptive_part_waits_for_the_window_then_for_the_job(

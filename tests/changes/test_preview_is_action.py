@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -26,17 +25,6 @@ from tests.changes.test_holds import closed_window, cordoned_for, gone, holding
 from tests.conftest import Kubectl, gpu_pod
 
 pytestmark = pytest.mark.sandbox
-
-
-@pytest.fixture()
-def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox) -> Repo:
-    repo = Repo(root=tmp_path / "repo")
-    monkeypatch.setenv("KUBECONFIG", str(sandbox.kubeconfig))
-    monkeypatch.setenv("NO_COLOR", "1")
-    repo.team("ml", namespaces=["ml"], group="ml-research")
-    repo.claim("ml", "held")
-    repo.claim_template("ml", "one-gpu")
-    return repo
 
 
 def held_keys(changes: engine.ChangeSet) -> set[str]:
