@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from fleet.kube import Ref
 
@@ -60,7 +60,7 @@ Verb = Literal[
     "evict",
     "uncordon",
 ]
-VERBS: tuple[Verb, ...] = Verb.__args__  # type: ignore[attr-defined]
+VERBS: tuple[Verb, ...] = get_args(Verb)
 WRITTEN = ("created", "configured", "deleted")
 """The actions that send a write (a deletion, or a release of what fleet set, included)."""
 

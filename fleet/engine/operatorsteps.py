@@ -83,10 +83,9 @@ async def step(sync: Run) -> None:
         if change.ref.kind == proposals.HELM_RELEASE:
             change = proposals.decide_entry(sync.wait(change))
             going = change.decision
-        elif going is not None:  # the chart's objects (diff's detail) go as the release goes
+        else:  # the chart's objects (diff's detail), proposed after their release: they go as it goes
+            assert going is not None, "propose lists the release before the chart's objects"
             change = change.decided(going)
-        else:
-            change = change.decided(decisions.decide(action=change.action))
         found.append(change)
     release = [c for c in found if c.ref.kind == proposals.HELM_RELEASE]
     sync.changes.entries.extend(found)
