@@ -47,6 +47,23 @@ def user_errors(group: BaseExceptionGroup[BaseException]) -> list[FleetError]:
     return found
 
 
+def interrupt_inside(error: BaseException) -> bool:
+    """Whether Ctrl-C caused ``error``, through its chain of causes.
+
+    A library may catch the interrupt and raise its own error from it: pydantic-core does so when
+    Ctrl-C lands while it builds a model's validator lazily, and raises a ``SchemaError``. Such an
+    error is the user's interrupt, not a bug.
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 @contextlib.contextmanager
 def unwrapped() -> Iterator[None]:
     """Raise a task group's ExceptionGroup of one exception as that exception.
@@ -67,4 +84,4 @@ def unwrapped() -> Iterator[None]:
         raise error from error.__cause__
 
 
-__all__ = ["FleetError", "unwrapped", "user_errors"]
+__all__ = ["FleetError", "interrupt_inside", "unwrapped", "user_errors"]

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from fleet.builds import VersionAction
-from fleet.errors import FleetError, user_errors
+from fleet.errors import FleetError, interrupt_inside, user_errors
 from fleetctl import commands
 
 MODULES = {"import": "imports"}
@@ -69,12 +69,16 @@ def run(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         return _interrupted(args)
     except BaseExceptionGroup as group:
-        if group.subgroup(KeyboardInterrupt) is not None:
+        if group.subgroup(interrupt_inside) is not None:
             return _interrupted(args)
         errors = user_errors(group)
         if not errors or group.subgroup(lambda e: not isinstance(e, (FleetError, BaseExceptionGroup))):
             raise  # a bug: keep its traceback
         return _failed(errors)
+    except Exception as exc:
+        if interrupt_inside(exc):
+            return _interrupted(args)
+        raise  # a bug: keep its traceback
 
 
 def _failed(errors: list[FleetError]) -> int:

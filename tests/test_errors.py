@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import anyio
 import pytest
 
-from fleet.errors import FleetError, unwrapped
+from fleet.errors import FleetError, interrupt_inside, unwrapped
 
 pytestmark = pytest.mark.anyio
 
@@ -48,3 +50,45 @@ async def test_several_failures_stay_a_group() -> None:
             tg.start_soon(fail, "one")
             tg.start_soon(fail, "two")
     assert sorted(str(e) for e in raised.value.exceptions) == ["one", "two"]
+
+
+def _raised_from(inner: BaseException, outer: Exception) -> Exception:
+    try:
+        try:
+            raise inner
+        except BaseException:
+            raise outer  # noqa: B904 - the implicit context is what pydantic-core leaves
+    except Exception as caught:
+        return caught
+
+
+def test_an_error_raised_while_handling_ctrl_c_is_the_interrupt() -> None:
+    # pydantic-core turns Ctrl-C during a lazy validator build into a SchemaError, with the
+    # interrupt as its context.
+    assert interrupt_inside(_raised_from(KeyboardInterrupt(), RuntimeError("schema build failed")))
+    assert interrupt_inside(RuntimeError("x").with_traceback(None)) is False
+    wrapped = RuntimeError("outer")
+    wrapped.__cause__ = ValueError("middle")
+    wrapped.__cause__.__context__ = KeyboardInterrupt()
+    assert interrupt_inside(wrapped)
+
+
+def test_a_cycle_of_causes_ends() -> None:
+    first, second = ValueError("a"), ValueError("b")
+    first.__context__, second.__context__ = second, first
+    assert interrupt_inside(first) is False
+
+
+def test_validate_ends_as_interrupted_when_a_library_wraps_ctrl_c(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fleetctl import cli
+    from fleetctl.commands import validate
+
+    def build(args: object) -> int:
+        raise _raised_from(KeyboardInterrupt(), RuntimeError("schema build failed"))
+
+    monkeypatch.setattr(validate, "_validate", build)
+    assert cli.run(["validate", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "fleetctl validate: interrupted", err

@@ -29,7 +29,7 @@ from rich.text import Text
 
 from fleet import kube
 from fleet.engine import pipelines, probes
-from fleet.errors import FleetError
+from fleet.errors import FleetError, interrupt_inside
 from fleet.inventory import Inventory, holdings, snapshots
 from fleet.manifests import (
     Finding,
@@ -106,7 +106,9 @@ def run(args: argparse.Namespace) -> int:
         return _validate(args)
     except FleetError:
         raise
-    except Exception:  # an internal error must not read as "findings" (exit 1)
+    except Exception as exc:  # an internal error must not read as "findings" (exit 1)
+        if interrupt_inside(exc):
+            raise KeyboardInterrupt from exc
         traceback.print_exc()
         print("error: internal error in fleetctl validate (exit 2); please report it", file=sys.stderr)
         return 2
