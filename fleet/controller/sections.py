@@ -57,6 +57,27 @@ def waiting_of(changes: ChangeSet | None) -> list[dict[str, Any]]:
     return rows
 
 
+def changes_of(changes: ChangeSet | None) -> list[dict[str, Any]]:
+    """``status.changes``: the last run's entries that did or would do something (not ``unchanged``),
+    each with its stage, action, the engine's decision (verdict, verb, as whom) and its reason."""
+    rows = []
+    for entry in changes.entries if changes is not None else ():
+        if entry.action == Action.UNCHANGED and entry.verdict in ("", "leave"):
+            continue
+        row: dict[str, Any] = {
+            "kind": entry.ref.kind,
+            "namespace": entry.ref.namespace,
+            "name": entry.ref.name,
+            "stage": entry.stage,
+            "action": str(entry.action),
+            "reason": (entry.reason or entry.error or "")[:1000],
+        }
+        if entry.decision is not None:
+            row["decision"] = entry.decision.to_json()
+        rows.append(row)
+    return rows
+
+
 def repaired(entry: Change) -> bool:
     """Whether ``entry`` is drift fleet put back (written, not failed)."""
     return entry.drift and entry.action in (Action.CREATED, Action.CONFIGURED) and not entry.failed
@@ -213,6 +234,7 @@ def disruptive_of(changes: ChangeSet | None) -> list[dict[str, Any]]:
 __all__ = [
     "MAX_LISTED",
     "MAX_REPAIRS",
+    "changes_of",
     "conflicts_of",
     "disruptive_of",
     "drift_of",

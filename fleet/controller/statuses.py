@@ -36,6 +36,7 @@ from typing import Any
 
 from fleet.controller.sections import (
     MAX_LISTED,
+    changes_of,
     conflicts_of,
     disruptive_of,
     drift_of,
@@ -43,14 +44,12 @@ from fleet.controller.sections import (
     waiting_of,
 )
 from fleet.engine.changesets import Action, Change, ChangeSet
-from fleet.kube import Client, Conflict, KubeError, NotFound, Ref
+from fleet.kube import Client, Conflict, KubeError, NotFound
 from fleet.manifests.findings import Finding
+from fleet.views.fleetsyncs import API_VERSION, KIND, ref
 
 logger = logging.getLogger(__name__)
 
-GROUP = "fleet.gpufleet.dev"
-API_VERSION = f"{GROUP}/v1alpha1"
-KIND = "FleetSync"
 FIELD_MANAGER = "fleet-controller"
 EVENT_NAMESPACE = "default"
 """Events about cluster-scoped objects live in ``default``, as kubectl looks for them."""
@@ -167,6 +166,7 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
     drift = [d for d in drift_of(changes) if d["action"] != "repaired"] + report.repairs
     conflicts = conflicts_of(changes)
     disruptive = disruptive_of(changes)
+    changed = changes_of(changes)
     invalid = is_stalled(report)
     ready = is_ready(report)
     if invalid:
@@ -240,6 +240,8 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
         "waitingCount": len(changes.waiting) if changes is not None else 0,
         "disruptive": disruptive[:MAX_LISTED],
         "disruptiveCount": len(disruptive),
+        "changes": changed[:MAX_LISTED],
+        "changeCount": len(changed),
         "lastError": last_error(report),
         "traceID": report.trace_id,
         "lastReconcileTime": report.last_reconcile,
@@ -267,10 +269,6 @@ def _condition(
         "observedGeneration": generation,
         "lastTransitionTime": since,
     }
-
-
-def ref(cluster: str) -> Ref:
-    return Ref(api_version=API_VERSION, kind=KIND, namespace="", name=cluster)
 
 
 @dataclass

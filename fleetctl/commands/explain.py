@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -20,6 +21,7 @@ import anyio
 from fleet import kube
 from fleet.errors import FleetError
 from fleet.inventory import pendings
+from fleet.views import teams
 
 OK = ("scheduled", "allocated", "schedulable")
 
@@ -52,7 +54,7 @@ async def gather(client: kube.Client, *, what: str, name: str, namespace: str) -
     all_claims = await _list(client, "resource.k8s.io/v1", "ResourceClaim")
     in_ns = {c["metadata"]["name"]: c for c in all_claims if c["metadata"].get("namespace") == namespace}
     pod: dict[str, Any] | None = None
-    claims: list[dict[str, Any]] = []
+    claims: list[Mapping[str, Any]] = []
     where = f"{what} {namespace}/{name}"
     try:
         if what == "pod":
@@ -70,34 +72,8 @@ async def gather(client: kube.Client, *, what: str, name: str, namespace: str) -
         pods = await _list(client, "v1", "Pod", namespace=namespace)
         pod = next((p for p in pods if name in _claim_names(p)), None)
     else:
-        generated = {
-            s.get("name"): s.get("resourceClaimName")
-            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()
-        }
-        for ref in (pod.get("spec") or {}).get("resourceClaims") or ():
-            claim_name = ref.get("resourceClaimName") or generated.get(ref.get("name"))
-            if claim_name and claim_name in in_ns:
-                claims.append(in_ns[claim_name])
-            elif ref.get("resourceClaimTemplateName"):
-                try:
-                    template = await _get(
-                        client,
-                        "resource.k8s.io/v1",
-                        "ResourceClaimTemplate",
-                        namespace,
-                        ref["resourceClaimTemplateName"],
-                    )
-                except kube.NotFound:
-                    continue
-                claims.append(
-                    {
-                        "metadata": {
-                            "name": f"(from template {ref['resourceClaimTemplateName']})",
-                            "namespace": namespace,
-                        },
-                        "spec": (template.get("spec") or {}).get("spec"),
-                    }
-                )
+        templates = await _list(client, "resource.k8s.io/v1", "ResourceClaimTemplate", namespace=namespace)
+        claims = list(teams.claims_of(pod, in_ns, {t["metadata"]["name"]: t for t in templates}))
     classes = {c["metadata"]["name"]: c for c in await _list(client, "resource.k8s.io/v1", "DeviceClass")}
     slices = await _list(client, "resource.k8s.io/v1", "ResourceSlice")
     nodes = await _list(client, "v1", "Node")
@@ -113,8 +89,8 @@ async def gather(client: kube.Client, *, what: str, name: str, namespace: str) -
         events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
     def explain() -> pendings.Cause:
-        return pendings.explain(
-            pod=pod, claims=claims, all_claims=all_claims, classes=classes, slices=slices, nodes=nodes, events=events
+        return teams.cause_of(
+            pod, claims, all_claims=all_claims, classes=classes, slices=slices, nodes=nodes, events=events
         )
 
     return await anyio.to_thread.run_sync(explain)

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from fleet import kube
-from fleet.inventory import Inventory, capacities, holdings, leftovers, pendings, snapshots
+from fleet.inventory import Inventory, capacities, leftovers, snapshots
+from fleet.views import devices
 from fleetctl.pipelines import interruptible
 
 
@@ -54,22 +55,6 @@ async def read_cluster(
         await client.close()
 
 
-def _models(slices: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
-    """Device id (driver/pool/device) → (node, model) from the raw slices."""
-    out: dict[str, tuple[str, str]] = {}
-    for s in slices:
-        spec = s.get("spec") or {}
-        pool = (spec.get("pool") or {}).get("name")
-        for d in spec.get("devices") or ():
-            attrs = d.get("attributes") or {}
-            model = str((attrs.get("productName") or {}).get("string", ""))
-            profile = (attrs.get("profile") or {}).get("string")
-            if profile:
-                model = f"{model} MIG {profile}"
-            out[f"{spec.get('driver')}/{pool}/{d.get('name')}"] = (str(spec.get("nodeName") or pool), model)
-    return out
-
-
 def allocations(slices: list[dict[str, Any]], claims: list[dict[str, Any]]) -> str:
     """Who holds what: every allocated device with its claim and pods, then per model what is left.
 
@@ -77,33 +62,23 @@ def allocations(slices: list[dict[str, Any]], claims: list[dict[str, Any]]) -> s
     consume the counters it needs (dynamic MIG: memory slices, multiprocessors), ``TAINTED`` when
     a NoSchedule/NoExecute taint keeps out requests without a toleration.
     """
-    models = _models(slices)
-    held = pendings.allocated_devices(claims)
-    pods = pendings.holders(claims)
+    seen = devices.picture(slices, claims)
     rows = [("NODE", "DEVICE", "MODEL", "CLAIM", "PODS")]
-    for device_id, claim in sorted(held.items()):
-        node, model = models.get(device_id, ("?", "(not published)"))
-        rows.append((node, device_id.rpartition("/")[2], model, claim, ",".join(pods.get(claim, [])) or "-"))
+    rows += [(node, name, model, claim, ",".join(pods) or "-") for node, name, model, claim, pods in seen.holders()]
     lines = [_columns(rows)] if len(rows) > 1 else ["no device is allocated"]
-    inventory = Inventory.from_slices(slices)
-    usage = holdings.usage(inventory, holdings.holdings(claims))
-    totals: dict[str, dict[str, int]] = {}
-    for index, item in enumerate(inventory.devices):
-        _, model = models.get(item.id, ("?", "?"))
-        entry = totals.setdefault(model, dict.fromkeys(("total", *leftovers.STATES), 0))
-        entry["total"] += 1
-        entry[leftovers.state(inventory, usage, index)] += 1
+    inventory, usage = seen.inventory, seen.usage
     table: list[tuple[str, ...]] = [("MODEL", "TOTAL", "ALLOCATED", "SHARED", "BLOCKED", "TAINTED", "FREE")]
     table += [
-        (m, *(str(t[k]) for k in ("total", "allocated", "shared", "blocked", "tainted", "free")))
-        for m, t in sorted(totals.items())
+        (t.model, *(str(n) for n in (t.total, t.allocated, t.shared, t.blocked, t.tainted, t.free)))
+        for t in seen.tallies
     ]
     lines += ["", _columns(table)]
     counted = leftovers.counted(inventory, usage)
     if counted:
         rows = [("NODE", "COUNTER SET", "COUNTER", "USED", "OF")]
         rows += [
-            (c.node, c.counter_set, c.counter, _amount(c.used, c.counter), _amount(c.total, c.counter)) for c in counted
+            (c.node, c.counter_set, c.counter, devices.amount(c.used, c.counter), devices.amount(c.total, c.counter))
+            for c in counted
         ]
         lines += ["", "partitioned GPUs: counters consumed by allocated devices", _columns(rows)]
     shared = [(i, usage.capacity[i]) for i in sorted(usage.capacity)]
@@ -122,10 +97,6 @@ def allocations(slices: list[dict[str, Any]], claims: list[dict[str, Any]]) -> s
         rows += [(d.node, d.name, ", ".join(leftovers.taint_text(t) for t in d.taints), "", "") for d in tainted]
         lines += ["", "tainted devices (NoSchedule/NoExecute: only requests that tolerate the taint)", _columns(rows)]
     return "\n".join(lines)
-
-
-def _amount(nanos: int, counter: str) -> str:
-    return capacities.show(nanos) if counter == "memory" else f"{nanos / capacities.NANO:g}"
 
 
 def _columns(rows: Sequence[tuple[str, ...]]) -> str:

@@ -28,17 +28,16 @@ import argparse
 import datetime
 import json
 import sys
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from fleet import kube
-from fleet.controller import statuses
 from fleet.engine import pipelines
 from fleet.errors import FleetError
 from fleet.kube import timestamps
+from fleet.views.fleetsyncs import API_VERSION, KIND, Row, condition, read_all, ref
 
 STAGE_COLUMNS = ("created", "configured", "unchanged", "deleted", "skipped", "failed")
 
@@ -82,20 +81,13 @@ async def read(*, context: str | None, kubeconfig: str | None, cluster: str | No
     try:
         if cluster:
             try:
-                return [await client.get(statuses.ref(cluster))]
+                return [await client.get(ref(cluster))]
             except kube.NotFound:
                 return []
         # [] when the CRD is not installed: no controller runs here
-        return await client.list_if_served(api_version=statuses.API_VERSION, kind=statuses.KIND)
+        return await client.list_if_served(api_version=API_VERSION, kind=KIND)
     finally:
         await client.close()
-
-
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    for c in (obj.get("status") or {}).get("conditions") or ():
-        if c.get("type") == kind:
-            return dict(c)
-    return {}
 
 
 def operator_lines(operator: dict[str, Any], *, now: datetime.datetime) -> list[str]:
@@ -224,78 +216,6 @@ def _named(row: dict[str, Any]) -> str:
 # -- --all: one row per cluster of the fleet --------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Row:
-    """One cluster's line of ``status --all`` (``-o json`` prints these, in camelCase)."""
-
-    cluster: str
-    context: str
-    reachable: bool = True
-    error: str = ""
-    """Why the cluster could not be read (unreachable, no such context, no FleetSync)."""
-    revision: str = ""
-    ready: str = "Unknown"
-    reason: str = ""
-    message: str = ""
-    drift: int = 0
-    conflicts: int = 0
-    frozen: int | None = None
-    """Objects frozen by the drift annotation; None when the controller does not report them."""
-    operator_version: str = ""
-    stuck_nodes: int = 0
-    waiting: int = 0
-    """Disruptive changes held back for a window or running jobs."""
-    waits_for: str = ""
-    """What the first of them waits for (``the maintenance window (opens …)``)."""
-    wave: int = 0
-    """The cluster's rollout wave, counted from 1; 0: in no wave."""
-    wave_waits_for: str = ""
-    """What the wave waits for (``wave 1 baking until …``); "": the earlier waves let the revision go."""
-
-    def document(self) -> dict[str, Any]:
-        camel = {
-            "operator_version": "operatorVersion",
-            "stuck_nodes": "stuckNodes",
-            "waits_for": "waitsFor",
-            "wave_waits_for": "waveWaitsFor",
-        }
-        return {camel.get(k, k): v for k, v in asdict(self).items()}
-
-
-def row_of(cluster: str, context: str, obj: dict[str, Any] | None) -> Row:
-    """The row for ``cluster``'s FleetSync ``obj`` (None: there is none) (pure)."""
-    if obj is None:
-        return Row(
-            cluster=cluster,
-            context=context,
-            reason="NoFleetSync",
-            error=f"no FleetSync {cluster} in context {context}: is fleet-controller running for this cluster?",
-        )
-    status = obj.get("status") or {}
-    ready = condition(obj, "Ready")
-    frozen = status.get("frozenCount")
-    if frozen is None and isinstance(status.get("frozen"), list):
-        frozen = len(status["frozen"])
-    operator = status.get("operator") or {}
-    return Row(
-        cluster=cluster,
-        context=context,
-        revision=str(status.get("lastAppliedRevision") or ""),
-        ready=str(ready.get("status") or "Unknown"),
-        reason=str(ready.get("reason") or ("" if ready else "NoStatus")),
-        message=str(ready.get("message") or ""),
-        drift=int(status.get("driftCount") or 0),
-        conflicts=int(status.get("conflictCount") or 0),
-        frozen=int(frozen) if frozen is not None else None,
-        operator_version=str(operator.get("version") or ""),
-        stuck_nodes=int(operator.get("stuckCount") or 0),
-        waiting=int(status.get("waitingCount") or 0),
-        waits_for=str(((status.get("waiting") or [{}])[0]).get("reason") or ""),
-        wave=int((status.get("rollout") or {}).get("wave") or 0),
-        wave_waits_for=str((status.get("rollout") or {}).get("waitsFor") or ""),
-    )
-
-
 def table(rows: list[Row]) -> str:
     """The rows as one table, then a line per cluster that is not Ready saying why (pure)."""
     head = (
@@ -363,40 +283,6 @@ def contexts_for(repo: Path, *, overrides: list[str]) -> list[tuple[str, str]]:
             )
         given[name] = context
     return [(c, given.get(c) or pipelines.cluster_context(repo, cluster=c) or c) for c in clusters]
-
-
-async def read_all(
-    clusters: list[tuple[str, str]],
-    *,
-    kubeconfig: str | None,
-    timeout: float,  # noqa: ASYNC109 - per request
-) -> list[Row]:
-    """Every cluster's row, read at once; a cluster that cannot be read is a row saying why."""
-    rows: dict[str, Row] = {}
-
-    async def one(cluster: str, context: str) -> None:
-        try:
-            with anyio.fail_after(timeout * 2):
-                client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=timeout)
-                try:
-                    try:
-                        obj: dict[str, Any] | None = await client.get(statuses.ref(cluster))
-                    except kube.NotFound:
-                        obj = None
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await client.close()
-        except TimeoutError:
-            rows[cluster] = Row(cluster, context, False, f"no answer within {timeout * 2:g}s", reason="Unreachable")
-        except FleetError as err:
-            rows[cluster] = Row(cluster, context, False, str(err).splitlines()[0], reason="Unreachable")
-        else:
-            rows[cluster] = row_of(cluster, context, obj)
-
-    async with anyio.create_task_group() as tg:
-        for cluster, context in clusters:
-            tg.start_soon(one, cluster, context)
-    return [rows[c] for c, _ in clusters]
 
 
 def run_all(args: argparse.Namespace) -> int:

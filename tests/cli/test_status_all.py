@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fleet.errors import FleetError
+from fleet.views import fleetsyncs
 from fleetctl.commands import status
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,8 +31,8 @@ def fleetsync(**extra: object) -> dict[str, object]:
 
 
 def test_a_row_is_a_view_of_the_fleetsync() -> None:
-    row = status.row_of("gpu-east", "prod-east", fleetsync())
-    assert row == status.Row(
+    row = fleetsyncs.row_of("gpu-east", "prod-east", fleetsync())
+    assert row == fleetsyncs.Row(
         cluster="gpu-east",
         context="prod-east",
         revision="16b655d512f26c05f18e359d8aeedb1074c1dfdf",
@@ -44,18 +45,18 @@ def test_a_row_is_a_view_of_the_fleetsync() -> None:
         operator_version="v25.10.1",
         stuck_nodes=1,
     )
-    assert status.row_of("c", "x", fleetsync(frozenCount=3)).frozen == 3
-    assert status.row_of("c", "x", fleetsync(frozen=[{"kind": "DeviceClass"}])).frozen == 1
-    missing = status.row_of("c", "x", None)
+    assert fleetsyncs.row_of("c", "x", fleetsync(frozenCount=3)).frozen == 3
+    assert fleetsyncs.row_of("c", "x", fleetsync(frozen=[{"kind": "DeviceClass"}])).frozen == 1
+    missing = fleetsyncs.row_of("c", "x", None)
     assert (missing.ready, missing.reason) == ("Unknown", "NoFleetSync") and "no FleetSync c" in missing.error
-    assert status.row_of("c", "x", {"metadata": {}}).reason == "NoStatus"
-    assert status.row_of("c", "x", fleetsync()).document()["operatorVersion"] == "v25.10.1"
+    assert fleetsyncs.row_of("c", "x", {"metadata": {}}).reason == "NoStatus"
+    assert fleetsyncs.row_of("c", "x", fleetsync()).document()["operatorVersion"] == "v25.10.1"
 
 
 def test_the_table_says_why_each_cluster_is_not_ready() -> None:
     rows = [
-        status.row_of("gpu-east", "gpu-east", fleetsync(frozenCount=0)),
-        status.Row("gpu-west", "gpu-west", False, "cannot reach the API server", reason="Unreachable"),
+        fleetsyncs.row_of("gpu-east", "gpu-east", fleetsync(frozenCount=0)),
+        fleetsyncs.Row("gpu-west", "gpu-west", False, "cannot reach the API server", reason="Unreachable"),
     ]
     lines = status.table(rows).splitlines()
     assert lines[0].split()[:6] == ["CLUSTER", "CONTEXT", "WAVE", "REVISION", "READY", "REASON"]
@@ -87,7 +88,7 @@ def test_the_table_says_what_each_cluster_holds_back_and_for_what() -> None:
             "reason": "the maintenance window (opens 2026-12-12 02:00 CET)",
         }
     ]
-    row = status.row_of("gpu-east", "gpu-east", fleetsync(waitingCount=2, waiting=held))
+    row = fleetsyncs.row_of("gpu-east", "gpu-east", fleetsync(waitingCount=2, waiting=held))
     assert (row.waiting, row.waits_for) == (2, held[0]["reason"])
     assert row.document()["waitsFor"] == held[0]["reason"]
     lines = status.table([row]).splitlines()
@@ -101,9 +102,9 @@ def test_the_table_shows_each_clusters_wave_and_what_it_waits_for() -> None:
     gate = "wave 1 (gpu-west): gpu-west has not reported success for 16b655d512f2"
     held = [{"kind": "DeviceClass", "name": "gpu.nvidia.com", "reason": gate}]
     rollout = {"wave": 2, "after": ["gpu-west"], "bake": "3600s", "waitsFor": gate, "held": 1}
-    east = status.row_of("gpu-east", "gpu-east", fleetsync(rollout=rollout, waitingCount=1, waiting=held))
-    west = status.row_of("gpu-west", "gpu-west", fleetsync(rollout={"wave": 1, "after": [], "waitsFor": ""}))
-    baking = status.row_of("gpu-north", "gpu-north", fleetsync(rollout={**rollout, "waitsFor": "wave 1 baking"}))
+    east = fleetsyncs.row_of("gpu-east", "gpu-east", fleetsync(rollout=rollout, waitingCount=1, waiting=held))
+    west = fleetsyncs.row_of("gpu-west", "gpu-west", fleetsync(rollout={"wave": 1, "after": [], "waitsFor": ""}))
+    baking = fleetsyncs.row_of("gpu-north", "gpu-north", fleetsync(rollout={**rollout, "waitsFor": "wave 1 baking"}))
     assert (east.wave, east.wave_waits_for) == (2, gate) and east.document()["waveWaitsFor"] == gate
     lines = status.table([west, east, baking]).splitlines()
     assert lines[0].split()[2] == "WAVE"

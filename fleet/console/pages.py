@@ -1,0 +1,185 @@
+"""The data of each console page, from one snapshot and what the viewer may see of it (pure).
+
+Every figure comes from ``fleet.views``, the functions ``fleetctl status``, ``inventory`` and
+``explain`` print from: a page never counts by itself. What the viewer may not see is left out
+(objects) or named as hidden (a device held by a claim in a namespace the viewer cannot read shows
+as allocated, without the claim and pods).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from fleet.console.access import Sight
+from fleet.console.sources import (
+    CLAIMS,
+    CLASSES,
+    EVENTS,
+    NAMESPACES,
+    NODES,
+    PODS,
+    QUOTAS,
+    SLICES,
+    TEMPLATES,
+    KindKey,
+    Snapshot,
+)
+from fleet.inventory import leftovers
+from fleet.views import devices, fleetsyncs, teams
+
+HIDDEN = "(a claim you may not see)"
+
+
+def row(snapshot: Snapshot, sight: Sight) -> fleetsyncs.Row:
+    """The cluster's row, or one saying the viewer may not read its FleetSync."""
+    if sight.fleetsync or not snapshot.row.reachable:
+        return snapshot.row
+    return fleetsyncs.Row(
+        snapshot.cluster,
+        snapshot.context,
+        reason="Forbidden",
+        error="you may not read this cluster's FleetSync (get fleetsyncs.fleet.gpufleet.dev)",
+    )
+
+
+@dataclass(frozen=True)
+class Cluster:
+    row: fleetsyncs.Row
+    status: Mapping[str, Any]
+    stages: Sequence[Mapping[str, Any]]
+    changes: Sequence[Mapping[str, Any]]
+    change_count: int
+    disruptive: Sequence[Mapping[str, Any]]
+    drift: Sequence[Mapping[str, Any]]
+    conflicts: Sequence[Mapping[str, Any]]
+    findings: Sequence[Mapping[str, Any]]
+    events: Sequence[Mapping[str, Any]]
+    missing: Mapping[KindKey, str]
+
+
+def cluster(snapshot: Snapshot, sight: Sight) -> Cluster:
+    status: Mapping[str, Any] = (snapshot.fleetsync or {}).get("status") or {} if sight.fleetsync else {}
+    repaired = [d for d in status.get("drift") or () if d.get("action") == "repaired"]
+    return Cluster(
+        row=row(snapshot, sight),
+        status=status,
+        stages=list(status.get("stages") or ()),
+        changes=list(status.get("changes") or ()),
+        change_count=int(status.get("changeCount") or 0),
+        disruptive=list(status.get("disruptive") or ()),
+        drift=repaired,
+        conflicts=list(status.get("conflicts") or ()),
+        findings=list(status.get("findings") or ()),
+        events=[_event(e) for e in sight.seen(EVENTS, snapshot.of(EVENTS))][:50],
+        missing=snapshot.missing,
+    )
+
+
+def _event(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    involved = event.get("involvedObject") or event.get("regarding") or {}
+    where = f"{involved.get('namespace')}/" if involved.get("namespace") else ""
+    return {
+        "time": str(event.get("lastTimestamp") or event.get("eventTime") or ""),
+        "type": str(event.get("type") or ""),
+        "reason": str(event.get("reason") or ""),
+        "object": f"{involved.get('kind', '')} {where}{involved.get('name', '')}".strip(),
+        "message": str(event.get("message") or event.get("note") or ""),
+    }
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    pool: str
+    taints: tuple[str, ...]
+    """The Node's own taints (``spec.taints``), the DRA driver's health taints among them."""
+    devices: tuple[devices.Device, ...]
+    counts: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    nodes: tuple[Node, ...]
+    counts: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Gpus:
+    pools: tuple[Pool, ...]
+    tallies: tuple[devices.Tally, ...]
+    tainted: tuple[devices.Device, ...]
+    hidden: int
+    """Allocated devices whose claim the viewer may not see."""
+    missing: Mapping[KindKey, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> int:
+        return sum(t.total for t in self.tallies)
+
+
+def _counts(items: Sequence[devices.Device]) -> dict[str, int]:
+    counts = dict.fromkeys(leftovers.STATES, 0)
+    for item in items:
+        counts[item.state] += 1
+    return counts
+
+
+def gpus(snapshot: Snapshot, sight: Sight) -> Gpus:
+    """Pools → nodes → devices with who holds each; allocation counts; free capacity per model."""
+    if not sight.sees(SLICES):
+        return Gpus((), (), (), 0, {SLICES: "you may not list resourceslices in this cluster"})
+    seen = devices.picture(list(snapshot.of(SLICES)), list(snapshot.of(CLAIMS)))
+    hidden = 0
+    shown: list[devices.Device] = []
+    for item in seen.devices:
+        if item.claim and not sight.sees(CLAIMS, item.namespace):
+            item = replace(item, claim=HIDDEN, pods=())
+            hidden += 1
+        shown.append(item)
+    node_taints: dict[str, tuple[str, ...]] = {}
+    if sight.sees(NODES):
+        for node in snapshot.of(NODES):
+            name = str((node.get("metadata") or {}).get("name") or "")
+            node_taints[name] = tuple(leftovers.taint_text(t) for t in (node.get("spec") or {}).get("taints") or ())
+    by_pool: dict[str, dict[str, list[devices.Device]]] = {}
+    for item in shown:
+        by_pool.setdefault(item.pool, {}).setdefault(item.node, []).append(item)
+    pools = []
+    for pool_name in sorted(by_pool):
+        nodes = tuple(
+            Node(name, pool_name, node_taints.get(name, ()), tuple(items), _counts(items))
+            for name, items in sorted(by_pool[pool_name].items())
+        )
+        pools.append(Pool(pool_name, nodes, _counts([d for n in nodes for d in n.devices])))
+    return Gpus(
+        pools=tuple(pools),
+        tallies=seen.tallies,
+        tainted=tuple(d for d in shown if d.taints),
+        hidden=hidden,
+        missing={k: v for k, v in snapshot.missing.items() if k in (SLICES, CLAIMS, NODES)},
+        notes=tuple(seen.inventory.notes),
+    )
+
+
+def team_list(snapshot: Snapshot, sight: Sight) -> list[teams.Team]:
+    """The teams whose namespaces the viewer may see something of, with quota, templates and pending pods."""
+    found = teams.teams(
+        namespaces=snapshot.of(NAMESPACES),
+        resource_quotas=sight.seen(QUOTAS, snapshot.of(QUOTAS)),
+        templates=sight.seen(TEMPLATES, snapshot.of(TEMPLATES)),
+        pods=sight.seen(PODS, snapshot.of(PODS)),
+        claims=snapshot.of(CLAIMS),  # every claim: a device another team holds is not free
+        classes=snapshot.of(CLASSES),
+        slices=snapshot.of(SLICES),
+        nodes=snapshot.of(NODES),
+        events=sight.seen(EVENTS, snapshot.of(EVENTS)),
+    )
+    visible = (CLAIMS, TEMPLATES, QUOTAS, PODS)
+    return [t for t in found if any(sight.sees(kind, ns) for kind in visible for ns in t.namespaces)]
+
+
+__all__ = ["HIDDEN", "Cluster", "Gpus", "Node", "Pool", "cluster", "gpus", "row", "team_list"]

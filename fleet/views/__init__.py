@@ -1,0 +1,9 @@
+"""What people are shown: the figures ``fleetctl`` prints and the console draws, each computed once.
+
+``fleetctl status``, ``inventory`` and the console's pages read the same functions here, so
+a number on a page is the number the CLI prints. Each module is named for what it figures:
+
+- ``fleetsyncs``: one row per cluster from its ``FleetSync`` (state, revisions, wave, holds).
+- ``devices``: who holds which GPU, and what is left per model, node and pool.
+- ``teams``: quota used and limit per DeviceClass, templates and pending pods of a team.
+"""
