@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 
 from fleet import kube
+from fleet.engine import ownership
 from fleet.errors import FleetError
 from fleet.inventory import pendings
 
@@ -112,12 +113,36 @@ async def gather(client: kube.Client, *, what: str, name: str, namespace: str) -
         )
         events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
+    teams = await namespace_teams(client)
+
     def explain() -> pendings.Cause:
         return pendings.explain(
-            pod=pod, claims=claims, all_claims=all_claims, classes=classes, slices=slices, nodes=nodes, events=events
+            pod=pod,
+            claims=claims,
+            all_claims=all_claims,
+            classes=classes,
+            slices=slices,
+            nodes=nodes,
+            events=events,
+            teams=teams,
         )
 
     return await anyio.to_thread.run_sync(explain)
+
+
+async def namespace_teams(client: kube.Client) -> dict[str, str]:
+    """Namespace → the fleet team it belongs to (its team label); empty where Namespaces may not be listed."""
+    try:
+        namespaces = await _list(client, "v1", "Namespace")
+    except kube.Forbidden:
+        return {}
+    out = {}
+    for ns in namespaces:
+        meta = ns.get("metadata") or {}
+        team = (meta.get("labels") or {}).get(ownership.TEAM_LABEL)
+        if team:
+            out[str(meta.get("name"))] = str(team)
+    return out
 
 
 def _claim_names(pod: dict[str, Any]) -> set[str]:

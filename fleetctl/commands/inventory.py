@@ -23,6 +23,7 @@ from typing import Any
 
 from fleet import kube
 from fleet.inventory import Inventory, capacities, holdings, leftovers, pendings, snapshots
+from fleetctl.commands.explain import namespace_teams
 from fleetctl.pipelines import interruptible
 
 
@@ -41,15 +42,15 @@ def register(sub: Any) -> None:
 
 async def read_cluster(
     *, context: str | None, kubeconfig: str | None
-) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
-    """(context name, ResourceSlices, ResourceClaims) of the cluster."""
+) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]], dict[str, str]]:
+    """(context name, ResourceSlices, ResourceClaims, namespace → team) of the cluster."""
     client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=30)
     try:
         kind = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
         slices = [dict(item) for item in (await client.list(kind)).items]
         claims_kind = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaim")
         claims = [dict(item) for item in (await client.list(claims_kind)).items]
-        return client.context, slices, claims
+        return client.context, slices, claims, await namespace_teams(client)
     finally:
         await client.close()
 
@@ -70,21 +71,21 @@ def _models(slices: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
     return out
 
 
-def allocations(slices: list[dict[str, Any]], claims: list[dict[str, Any]]) -> str:
-    """Who holds what: every allocated device with its claim and pods, then per model what is left.
+def allocations(
+    slices: list[dict[str, Any]], claims: list[dict[str, Any]], *, teams: dict[str, str] | None = None
+) -> str:
+    """Who holds what: every allocated device with its uuid, claim, pods and team, then per model what is left.
 
     A device nobody holds may still be unusable: ``BLOCKED`` when allocated partitions of its GPU
     consume the counters it needs (dynamic MIG: memory slices, multiprocessors), ``TAINTED`` when
     a NoSchedule/NoExecute taint keeps out requests without a toleration.
     """
     models = _models(slices)
-    held = pendings.allocated_devices(claims)
-    pods = pendings.holders(claims)
-    rows = [("NODE", "DEVICE", "MODEL", "CLAIM", "PODS")]
-    for device_id, claim in sorted(held.items()):
-        node, model = models.get(device_id, ("?", "(not published)"))
-        rows.append((node, device_id.rpartition("/")[2], model, claim, ",".join(pods.get(claim, [])) or "-"))
-    lines = [_columns(rows)] if len(rows) > 1 else ["no device is allocated"]
+    held = [("NODE", "DEVICE", "MODEL", "UUID", "CLAIM", "PODS", "TEAM")]
+    for h in pendings.held_devices(claims, slices, teams=teams or {}):
+        name = h.device.rpartition("/")[2]
+        held.append((h.node, name, h.model, h.uuid or "-", h.claim, ",".join(h.pods) or "-", h.team or "-"))
+    lines = [_columns(held)] if len(held) > 1 else ["no device is allocated"]
     inventory = Inventory.from_slices(slices)
     usage = holdings.usage(inventory, holdings.holdings(claims))
     totals: dict[str, dict[str, int]] = {}
@@ -155,12 +156,14 @@ def table(inventory: Inventory) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    context, slices, claims = interruptible(lambda: read_cluster(context=args.context, kubeconfig=args.kubeconfig))
+    context, slices, claims, teams = interruptible(
+        lambda: read_cluster(context=args.context, kubeconfig=args.kubeconfig)
+    )
     inventory = Inventory.from_slices(slices)
     if args.output == "text":
         print(table(inventory))
         print()
-        print(allocations(slices, claims))
+        print(allocations(slices, claims, teams=teams))
     else:
         document = snapshots.snapshot(slices=inventory.slices, cluster=context)
         text = snapshots.dump(document) if args.output == "yaml" else json.dumps(document, indent=2) + "\n"
