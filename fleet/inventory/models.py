@@ -191,6 +191,9 @@ class NodeSpec:
     partitionable device consuming its GPU's counter set (KEP-4815), partitions made on demand."""
     consumable_shares: str = ""
     """The driver's ConsumableShares mode: ``memory``, ``unlimited`` or a share count (``"4"``); "" = off."""
+    numa: bool = True
+    """The kernel reports a NUMA node for the GPUs' PCI devices (a server does; the single-GPU VM of
+    tests/data/real-gpu reports none), so the driver publishes ``resource.kubernetes.io/numaNode``."""
 
 
 def _semver(text: str) -> str:
@@ -224,9 +227,14 @@ def _uuid(prefix: str, *parts: str) -> str:
 
 
 def _base_attributes(node: NodeSpec, minor: int) -> dict[str, dict[str, Any]]:
+    """The attributes every device of one GPU publishes.
+
+    The driver publishes ``resource.kubernetes.io/numaNode`` only where the kernel reports a NUMA
+    node for the GPU's PCI device (``discoverNumaNode``): see ``NodeSpec.numa``.
+    """
     m = node.model
     bus = m.buses[minor % len(m.buses)]
-    return {
+    attributes: dict[str, dict[str, Any]] = {
         "addressingMode": {"string": m.addressing_mode},
         "architecture": {"string": m.architecture},
         "brand": {"string": m.brand},
@@ -234,10 +242,12 @@ def _base_attributes(node: NodeSpec, minor: int) -> dict[str, dict[str, Any]]:
         "cudaDriverVersion": {"version": m.cuda_driver_version},
         "driverVersion": {"version": m.driver_version},
         "productName": {"string": m.product_name},
-        "resource.kubernetes.io/numaNode": {"int": 0 if minor < max(node.gpus // 2, 1) else 1},
         "resource.kubernetes.io/pciBusID": {"string": f"{node.ordinal:04x}:{bus:02x}:00.0"},
         "resource.kubernetes.io/pcieRoot": {"string": f"pci{node.ordinal:04x}:{bus & 0xF0:02x}"},
     }
+    if node.numa:
+        attributes["resource.kubernetes.io/numaNode"] = {"int": 0 if minor < max(node.gpus // 2, 1) else 1}
+    return attributes
 
 
 def _full_gpu(node: NodeSpec, minor: int) -> dict[str, Any]:

@@ -79,6 +79,56 @@ def holders(claims: Sequence[Obj]) -> dict[str, list[str]]:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Held:
+    """One allocated device and who holds it: the claim, the pods it is reserved for, their team."""
+
+    device: str
+    """``driver/pool/device``."""
+    node: str
+    uuid: str
+    model: str
+    claim: str
+    pods: tuple[str, ...]
+    team: str
+
+    def text(self) -> str:
+        pods = ", ".join(self.pods) or "no pod yet"
+        return (
+            f"{self.claim} holds {self.device} on {self.node} ({self.model}, uuid {self.uuid or 'not published'}), "
+            f"reserved for {pods}, team {self.team or 'unknown'}"
+        )
+
+
+def held_devices(claims: Sequence[Obj], slices: Sequence[Obj], *, teams: Mapping[str, str]) -> list[Held]:
+    """Every device the claims hold, named as the slices publish it; ``teams``: namespace → team."""
+    published: dict[str, tuple[str, Obj]] = {}
+    for item in slices:
+        spec = item.get("spec") or {}
+        pool = (spec.get("pool") or {}).get("name")
+        for device in spec.get("devices") or ():
+            published[f"{spec.get('driver')}/{pool}/{device.get('name')}"] = (str(spec.get("nodeName") or pool), device)
+    users = holders(claims)
+    out = []
+    for device_id, claim in sorted(allocated_devices(claims).items()):
+        node, device = published.get(device_id, ("?", {}))
+        attributes = device.get("attributes") or {}
+        model = str((attributes.get("productName") or {}).get("string", "(not published)"))
+        profile = (attributes.get("profile") or {}).get("string")
+        out.append(
+            Held(
+                device=device_id,
+                node=node,
+                uuid=str((attributes.get("uuid") or {}).get("string", "")),
+                model=f"{model} MIG {profile}" if profile else model,
+                claim=claim,
+                pods=tuple(users.get(claim, ())),
+                team=teams.get(claim.partition("/")[0], ""),
+            )
+        )
+    return out
+
+
 def _sharing(
     inventory: Inventory, held: Sequence[holdings.Holding], counter_sets: set[tuple[str, str, str]]
 ) -> dict[str, tuple[set[str], set[str]]]:
@@ -156,21 +206,24 @@ def explain(
     slices: Sequence[Obj],
     nodes: Sequence[Obj],
     events: Sequence[Obj] = (),
+    teams: Mapping[str, str] | None = None,
 ) -> Cause:
-    """The first of the guide's causes that applies to ``pod`` (or a claim alone when ``pod`` is None)."""
+    """The first of the guide's causes that applies to ``pod`` (or a claim alone when ``pod`` is None).
+
+    ``teams`` (namespace → team) names the team holding an allocated device."""
     if pod is not None and (pod.get("spec") or {}).get("nodeName"):
         return Cause(
             "scheduled",
             f"pod is scheduled on {pod['spec']['nodeName']}; it is not waiting for a device",
+            tuple(h.text() for h in held_devices(claims, slices, teams=teams or {})),
             hint="if the container sees no GPU, read the kubelet plugin's logs and the CDI configuration",
         )
     pending = [c for c in claims if not ((c.get("status") or {}).get("allocation"))]
     if not pending and claims and pod is None:
-        users = holders(claims)
         return Cause(
             "allocated",
             "the claim is allocated",
-            tuple(f"{k}: reserved for {', '.join(v) or 'no pod yet'}" for k, v in users.items()),
+            tuple(h.text() for h in held_devices(claims, slices, teams=teams or {})),
         )
     # 1. The DeviceClass exists
     for claim in pending:
@@ -309,4 +362,4 @@ def explain(
     )
 
 
-__all__ = ["Cause", "allocated_devices", "explain", "holders", "node_excluded"]
+__all__ = ["Cause", "Held", "allocated_devices", "explain", "held_devices", "holders", "node_excluded"]

@@ -71,12 +71,13 @@ def node_manifest(node: NodeSpec) -> dict[str, Any]:
 def slice_manifests(node: NodeSpec, *, node_uid: str) -> list[dict[str, Any]]:
     """The node's pool: one pool named after the node, laid out in slices as the driver publishes it.
 
-    Names follow the kubelet plugin's ResourceSlice controller: ``<index>-gpu.nvidia.com-<node>-``
-    plus a suffix (the index in hex, at least two digits), which is also the order the scheduler
-    reads a pool's slices in.
+    Names follow the kubelet plugin's ResourceSlice controller (k8s.io/dynamic-resource-allocation,
+    ``encodeIndex``): ``<index>-gpu.nvidia.com-<node>-`` plus a suffix, the index in hex padded to
+    at least five digits (``00000-gpu.nvidia.com-gpu-real-01-nzb75`` on the real H100 node of
+    tests/data/real-gpu), which is also the order the scheduler reads a pool's slices in.
     """
     specs = models.slice_specs(node)
-    width = max(2, len(f"{len(specs) - 1:x}"))
+    width = max(5, len(f"{len(specs) - 1:x}"))
     out = []
     for index, body in enumerate(specs):
         prefix = f"{index:0{width}x}-{DRIVER}-{node.name}-"

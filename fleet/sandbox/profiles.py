@@ -13,7 +13,9 @@ A profile is a small YAML file::
 
 A pool key is ``<model>x<gpus>`` (model h100, a100, h200 or l4; gpus 1, 2, 4 or 8)
 or ``<model>-mig`` (8 GPUs of a MIG-capable model, 2 of them in MIG mode), with
-an optional ``-<tag>`` to tell apart pools of one model. A pool is a node count,
+an optional ``-<tag>`` to tell apart pools of one model. A one-GPU node is a VM,
+as the real H100 node of tests/data/real-gpu is: its GPU has no NUMA node, so the
+driver publishes no ``resource.kubernetes.io/numaNode``. A pool is a node count,
 or a mapping that also sets how the NVIDIA driver publishes its GPUs::
 
     pools:
@@ -88,6 +90,8 @@ class Profile:
                         mig_gpus=mig,
                         mig_strategy=options.get("migStrategy", "static"),
                         consumable_shares=options.get("consumableShares", ""),
+                        # one GPU per node: a VM, whose kernel reports no NUMA node (tests/data/real-gpu)
+                        numa=per_node > 1,
                     )
                 )
         return out

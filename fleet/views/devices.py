@@ -10,7 +10,7 @@ fit checks count free devices by. Pure: no API call, no clock.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fleet.inventory import Inventory, capacities, holdings, leftovers, pendings
@@ -37,6 +37,7 @@ class Device:
     claim: str = ""
     """``namespace/name`` of the claim holding it; "" when none does."""
     pods: tuple[str, ...] = ()
+    team: str = ""
     taints: tuple[str, ...] = ()
 
     @property
@@ -65,21 +66,9 @@ class Picture:
     tallies: tuple[Tally, ...]
     inventory: Inventory
     usage: Usage
-    held: Mapping[str, str] = field(default_factory=dict)
-    """Device id → claim holding it, published or not (a claim may hold a device whose slice is gone)."""
-    pods: Mapping[str, list[str]] = field(default_factory=dict)
-    """Claim → the pods it is reserved for."""
-    published: Mapping[str, tuple[str, str, str, str]] = field(default_factory=dict)
-    """Device id → (node, model, memory, uuid) as the slices publish it."""
-
-    def holders(self) -> list[tuple[str, str, str, str, tuple[str, ...]]]:
-        """(node, device, model, claim, pods) of every held device, by device id; a device no slice
-        publishes any more is on node ``?``, model ``(not published)``."""
-        rows = []
-        for device_id, claim in sorted(self.held.items()):
-            node, model, _, _ = self.published.get(device_id, ("?", "(not published)", "", ""))
-            rows.append((node, device_id.rpartition("/")[2], model, claim, tuple(self.pods.get(claim, ()))))
-        return rows
+    held: tuple[pendings.Held, ...] = ()
+    """Every held device by id, published or not (a claim may hold a device whose slice is gone):
+    what ``fleetctl explain`` names too."""
 
 
 def _published(slices: Sequence[Obj]) -> dict[str, tuple[str, str, str, str]]:
@@ -105,8 +94,10 @@ def _published(slices: Sequence[Obj]) -> dict[str, tuple[str, str, str, str]]:
     return out
 
 
-def picture(slices: Sequence[Obj], claims: Sequence[Obj]) -> Picture:
-    """Every device of the cluster with its holder and state, and the per-model tally."""
+def picture(slices: Sequence[Obj], claims: Sequence[Obj], *, teams: Mapping[str, str] | None = None) -> Picture:
+    """Every device of the cluster with its holder and state, and the per-model tally; ``teams``
+    (namespace → team, ``fleet.views.teams.namespace_teams``) names the team of each holder."""
+    teams = teams or {}
     published = _published(slices)
     held = pendings.allocated_devices(claims)
     pods = pendings.holders(claims)
@@ -130,6 +121,7 @@ def picture(slices: Sequence[Obj], claims: Sequence[Obj]) -> Picture:
                 state=state,
                 claim=claim,
                 pods=tuple(pods.get(claim, ())),
+                team=teams.get(claim.partition("/")[0], "") if claim else "",
                 taints=tuple(leftovers.taint_text(t) for t in item.taints),
             )
         )
@@ -137,7 +129,7 @@ def picture(slices: Sequence[Obj], claims: Sequence[Obj]) -> Picture:
         entry["total"] += 1
         entry[state] += 1
     tallies = tuple(Tally(model=m, **t) for m, t in sorted(totals.items()))
-    return Picture(tuple(devices), tallies, inventory, usage, held, pods, published)
+    return Picture(tuple(devices), tallies, inventory, usage, tuple(pendings.held_devices(claims, slices, teams=teams)))
 
 
 def amount(nanos: int, counter: str) -> str:

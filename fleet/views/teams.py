@@ -110,11 +110,31 @@ def cause_of(
     slices: Sequence[Obj],
     nodes: Sequence[Obj],
     events: Sequence[Obj] = (),
+    teams: Mapping[str, str] | None = None,
 ) -> pendings.Cause:
-    """Why ``pod`` (or the claims alone) waits: the first of the DRA guide's causes that applies."""
+    """Why ``pod`` (or the claims alone) waits: the first of the DRA guide's causes that applies;
+    ``teams`` (namespace → team) names the team holding an allocated device."""
     return pendings.explain(
-        pod=pod, claims=claims, all_claims=all_claims, classes=classes, slices=slices, nodes=nodes, events=events
+        pod=pod,
+        claims=claims,
+        all_claims=all_claims,
+        classes=classes,
+        slices=slices,
+        nodes=nodes,
+        events=events,
+        teams=teams,
     )
+
+
+def namespace_teams(namespaces: Sequence[Obj]) -> dict[str, str]:
+    """Namespace → the fleet team it belongs to (its ``fleet.gpufleet.dev/team`` label)."""
+    out = {}
+    for ns in namespaces:
+        meta = _meta(ns)
+        team = (meta.get("labels") or {}).get(TEAM_LABEL)
+        if team:
+            out[str(meta.get("name"))] = str(team)
+    return out
 
 
 def _by_namespace(objects: Sequence[Obj]) -> dict[str, dict[str, Obj]]:
@@ -138,11 +158,10 @@ def teams(
     events: Sequence[Obj] = (),
 ) -> list[Team]:
     """Every team with a namespace in the cluster, by name."""
+    team_of = namespace_teams(namespaces)
     members: dict[str, list[str]] = {}
-    for ns in namespaces:
-        team = (_meta(ns).get("labels") or {}).get(TEAM_LABEL)
-        if team:
-            members.setdefault(str(team), []).append(str(_meta(ns).get("name")))
+    for namespace, team in team_of.items():
+        members.setdefault(team, []).append(namespace)
     quotas_in = _by_namespace(resource_quotas)
     templates_in = _by_namespace(templates)
     claims_in = _by_namespace(claims)
@@ -172,6 +191,7 @@ def teams(
                 slices=slices,
                 nodes=nodes,
                 events=events_of.get((namespace, str(meta.get("name"))), ()),
+                teams=team_of,
             )
             pending.append(Pending(namespace, str(meta.get("name")), cause))
         held = sum(
@@ -192,4 +212,4 @@ def teams(
     return out
 
 
-__all__ = ["QUOTA_SUFFIX", "Pending", "Quota", "Team", "cause_of", "claims_of", "quotas", "teams"]
+__all__ = ["QUOTA_SUFFIX", "Pending", "Quota", "Team", "cause_of", "claims_of", "namespace_teams", "quotas", "teams"]

@@ -88,12 +88,29 @@ async def gather(client: kube.Client, *, what: str, name: str, namespace: str) -
         )
         events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
+    team_of = await namespace_teams(client)
+
     def explain() -> pendings.Cause:
         return teams.cause_of(
-            pod, claims, all_claims=all_claims, classes=classes, slices=slices, nodes=nodes, events=events
+            pod,
+            claims,
+            all_claims=all_claims,
+            classes=classes,
+            slices=slices,
+            nodes=nodes,
+            events=events,
+            teams=team_of,
         )
 
     return await anyio.to_thread.run_sync(explain)
+
+
+async def namespace_teams(client: kube.Client) -> dict[str, str]:
+    """Namespace → the fleet team it belongs to; empty where Namespaces may not be listed."""
+    try:
+        return teams.namespace_teams(await _list(client, "v1", "Namespace"))
+    except kube.Forbidden:
+        return {}
 
 
 def _claim_names(pod: dict[str, Any]) -> set[str]:

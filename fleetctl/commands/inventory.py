@@ -24,6 +24,7 @@ from typing import Any
 from fleet import kube
 from fleet.inventory import Inventory, capacities, leftovers, snapshots
 from fleet.views import devices
+from fleetctl.commands.explain import namespace_teams
 from fleetctl.pipelines import interruptible
 
 
@@ -42,30 +43,34 @@ def register(sub: Any) -> None:
 
 async def read_cluster(
     *, context: str | None, kubeconfig: str | None
-) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
-    """(context name, ResourceSlices, ResourceClaims) of the cluster."""
+) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]], dict[str, str]]:
+    """(context name, ResourceSlices, ResourceClaims, namespace → team) of the cluster."""
     client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=30)
     try:
         kind = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
         slices = [dict(item) for item in (await client.list(kind)).items]
         claims_kind = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaim")
         claims = [dict(item) for item in (await client.list(claims_kind)).items]
-        return client.context, slices, claims
+        return client.context, slices, claims, await namespace_teams(client)
     finally:
         await client.close()
 
 
-def allocations(slices: list[dict[str, Any]], claims: list[dict[str, Any]]) -> str:
-    """Who holds what: every allocated device with its claim and pods, then per model what is left.
+def allocations(
+    slices: list[dict[str, Any]], claims: list[dict[str, Any]], *, teams: dict[str, str] | None = None
+) -> str:
+    """Who holds what: every allocated device with its uuid, claim, pods and team, then per model what is left.
 
     A device nobody holds may still be unusable: ``BLOCKED`` when allocated partitions of its GPU
     consume the counters it needs (dynamic MIG: memory slices, multiprocessors), ``TAINTED`` when
     a NoSchedule/NoExecute taint keeps out requests without a toleration.
     """
-    seen = devices.picture(slices, claims)
-    rows = [("NODE", "DEVICE", "MODEL", "CLAIM", "PODS")]
-    rows += [(node, name, model, claim, ",".join(pods) or "-") for node, name, model, claim, pods in seen.holders()]
-    lines = [_columns(rows)] if len(rows) > 1 else ["no device is allocated"]
+    seen = devices.picture(slices, claims, teams=teams or {})
+    held = [("NODE", "DEVICE", "MODEL", "UUID", "CLAIM", "PODS", "TEAM")]
+    for h in seen.held:
+        name = h.device.rpartition("/")[2]
+        held.append((h.node, name, h.model, h.uuid or "-", h.claim, ",".join(h.pods) or "-", h.team or "-"))
+    lines = [_columns(held)] if len(held) > 1 else ["no device is allocated"]
     inventory, usage = seen.inventory, seen.usage
     table: list[tuple[str, ...]] = [("MODEL", "TOTAL", "ALLOCATED", "SHARED", "BLOCKED", "TAINTED", "FREE")]
     table += [
@@ -126,12 +131,14 @@ def table(inventory: Inventory) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    context, slices, claims = interruptible(lambda: read_cluster(context=args.context, kubeconfig=args.kubeconfig))
+    context, slices, claims, teams = interruptible(
+        lambda: read_cluster(context=args.context, kubeconfig=args.kubeconfig)
+    )
     inventory = Inventory.from_slices(slices)
     if args.output == "text":
         print(table(inventory))
         print()
-        print(allocations(slices, claims))
+        print(allocations(slices, claims, teams=teams))
     else:
         document = snapshots.snapshot(slices=inventory.slices, cluster=context)
         text = snapshots.dump(document) if args.output == "yaml" else json.dumps(document, indent=2) + "\n"

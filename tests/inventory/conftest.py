@@ -34,7 +34,7 @@ def fixture_slices(*names: str) -> list[dict[str, Any]]:
 def renamed(item: dict[str, Any], node: str) -> dict[str, Any]:
     """A copy of a node's slice for another node (pool and nodeName changed)."""
     out = copy.deepcopy(item)
-    out["metadata"]["name"] = f"00-gpu.nvidia.com-{node}-x"
+    out["metadata"]["name"] = f"00000-gpu.nvidia.com-{node}-x"
     out["spec"]["nodeName"] = node
     out["spec"]["pool"]["name"] = node
     return out

@@ -55,7 +55,7 @@ def test_whole_gpus_match_the_driver_fixture(pool: str, fixture: str) -> None:
         ):
             assert a["attributes"][model_attr] == b["attributes"][model_attr], model_attr
         assert a["capacity"] == b["capacity"]
-    assert ours["metadata"]["generateName"] == f"00-gpu.nvidia.com-{ours['spec']['nodeName']}-"
+    assert ours["metadata"]["generateName"] == f"00000-gpu.nvidia.com-{ours['spec']['nodeName']}-"
 
 
 def test_mig_devices_match_the_driver_fixture_shape() -> None:
