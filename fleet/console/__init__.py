@@ -1,0 +1,1 @@
+"""fleet console: a read-only web UI of the GPU fleet."""
