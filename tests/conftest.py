@@ -33,6 +33,9 @@ from tests import paths
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
+pytest_plugins = ("tests.browsers",)
+"""The ``browser`` fixture (Debian's Chromium) for every test folder; see tests/browsers.py."""
+
 
 EXTRAS = ("gitea", "jaeger", "image")
 """What ``./dev test`` builds in the background while the suite runs, in its order."""

@@ -76,3 +76,9 @@ def test_wheel_installs_and_runs_outside_the_source_tree(tmp_path: Path) -> None
         check=True,
     )
     assert imported.stdout.startswith(str(target))
+    # The console's static files (package data: fleet/console/static/**) are installed, unchanged.
+    static = ROOT / "fleet" / "console" / "static"
+    files = sorted(path.relative_to(static) for path in static.rglob("*") if path.is_file())
+    assert Path("vendor/htmx/htmx.min.js") in files
+    installed = target / "fleet" / "console" / "static"
+    assert [(installed / name).read_bytes() for name in files] == [(static / name).read_bytes() for name in files]
