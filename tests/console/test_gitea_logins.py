@@ -10,6 +10,7 @@ from joserfc import jwk, jwt
 
 from fleet.console import oidc
 from fleet.console.viewers import Unauthenticated
+from fleet.sandbox import identities
 from tests.console.conftest import REDIRECT_URI, Idp, log_in, provider
 
 pytestmark = [pytest.mark.extras("gitea"), pytest.mark.anyio]
@@ -18,8 +19,9 @@ pytestmark = [pytest.mark.extras("gitea"), pytest.mark.anyio]
 async def logged_in(idp: Idp, rp: oidc.RelyingParty, user: str) -> tuple[oidc.Attempt, str]:
     """(the attempt, the code Gitea sent back for it) after ``user`` logs in."""
     attempt = oidc.Attempt.new()
-    code, state = await log_in(idp, user, rp.authorize_url(state=attempt.state, nonce=attempt.nonce,
-                                                           verifier=attempt.verifier))  # fmt: skip
+    code, state = await log_in(
+        idp, user, rp.authorize_url(state=attempt.state, nonce=attempt.nonce, verifier=attempt.verifier)
+    )
     assert state == attempt.state
     return attempt, code
 
@@ -37,11 +39,14 @@ async def test_discovery_refuses_an_issuer_with_a_trailing_slash(idp: Idp, http:
         await oidc.discover(provider(idp, issuer=idp.forge.url), http=http)
 
 
-@pytest.mark.parametrize(("user", "group", "not_group"), [
-    ("alice", "inference-oncall", "ml-research-admins"),
-    ("bob", "ml-research-admins", "inference-oncall"),
-    ("fleet", "fleet-admins", "inference-oncall"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("user", "group", "not_group"),
+    [
+        ("alice", "inference-oncall", "ml-research-admins"),
+        ("bob", "ml-research-admins", "inference-oncall"),
+        ("fleet", "fleet-admins", "inference-oncall"),
+    ],
+)
 async def test_code_flow_names_the_user_and_their_orgs(
     idp: Idp, relying_party: oidc.RelyingParty, user: str, group: str, not_group: str
 ) -> None:
@@ -112,10 +117,21 @@ async def test_a_token_signed_by_another_key_is_refused(idp: Idp, http: httpx.As
 
     forger = jwk.RSAKey.generate_key(2048)
     now = int(time.time())
-    claims = {"iss": idp.client.issuer, "aud": idp.client.client_id, "sub": "1", "iat": now, "exp": now + 600,
-              "nonce": "n", "preferred_username": "fleet", "groups": ["fleet-admins"]}  # fmt: skip
-    for kid, refusal in ((published, "signature does not verify"), ("forged-1", "does not publish"),
-                         ("forged-2", "does not publish")):  # fmt: skip
+    claims = {
+        "iss": idp.client.issuer,
+        "aud": idp.client.client_id,
+        "sub": "1",
+        "iat": now,
+        "exp": now + 600,
+        "nonce": "n",
+        "preferred_username": "fleet",
+        "groups": ["fleet-admins"],
+    }
+    for kid, refusal in (
+        (published, "signature does not verify"),
+        ("forged-1", "does not publish"),
+        ("forged-2", "does not publish"),
+    ):
         forged = jwt.encode({"alg": "RS256", "kid": kid}, claims, forger)
         with pytest.raises(Unauthenticated, match=refusal):
             await rp.verify(forged, nonce="n")
@@ -131,10 +147,24 @@ async def test_the_redirect_uri_is_registered_exactly(idp: Idp, relying_party: o
     stray = oidc.RelyingParty(
         provider=provider(idp, redirect_uri="http://127.0.0.1:9/elsewhere"),
         http=relying_party.http,
-        metadata={"authorization_endpoint": relying_party.authorization_endpoint,
-                  "token_endpoint": relying_party.token_endpoint, "jwks_uri": relying_party.jwks_uri},
-    )  # fmt: skip
+        metadata={
+            "authorization_endpoint": relying_party.authorization_endpoint,
+            "token_endpoint": relying_party.token_endpoint,
+            "jwks_uri": relying_party.jwks_uri,
+        },
+    )
     attempt = oidc.Attempt.new()
     with pytest.raises(AssertionError):
-        await log_in(idp, "alice", stray.authorize_url(state=attempt.state, nonce=attempt.nonce,
-                                                      verifier=attempt.verifier))  # fmt: skip
+        await log_in(
+            idp, "alice", stray.authorize_url(state=attempt.state, nonce=attempt.nonce, verifier=attempt.verifier)
+        )
+
+
+async def test_the_sandbox_keeps_its_secrets_private_and_registers_again_in_place(idp: Idp) -> None:
+    again = identities.register(idp.forge, redirect_uris=(REDIRECT_URI, "http://127.0.0.1:8/ui/login/callback"))
+    assert (again.client_id, again.client_secret) == (idp.client.client_id, idp.client.client_secret)
+    assert identities.provision(idp.forge) == idp.passwords
+    for path in (identities.client_file(idp.forge), identities.people_file(idp.forge)):
+        assert path.stat().st_mode & 0o777 == 0o600
+    assert idp.client.client_secret not in repr(again)
+    identities.register(idp.forge, redirect_uris=(REDIRECT_URI,))
