@@ -176,6 +176,22 @@ class RelyingParty:
         joiner = "&" if "?" in self.authorization_endpoint else "?"
         return f"{self.authorization_endpoint}{joiner}{urlencode(query)}"
 
+    async def callback(self, *, attempt: Attempt, query: Mapping[str, str]) -> Viewer:
+        """The viewer of the provider's redirect back (its query string), for the browser's ``attempt``.
+
+        The ``state`` must be the attempt's (else another site started this login: login CSRF);
+        an ``error`` (the user declined, the provider refused) is ``Unauthenticated`` with its words."""
+        where = self.provider.redirect_uri
+        if "error" in query:
+            said = f"{query['error']}: {query.get('error_description', '')}".rstrip(": ")
+            raise Unauthenticated(f"the provider did not log you in ({said})", where=where, hint=RELOGIN)
+        if not secrets.compare_digest(query.get("state", "").encode(), attempt.state.encode()):
+            raise Unauthenticated("the login's state is not the one this browser started", where=where,
+                                  hint="start the login again from the console, in one browser tab")  # fmt: skip
+        if not query.get("code"):
+            raise Unauthenticated("the provider sent no login code back", where=where, hint=RELOGIN)
+        return await self.exchange(code=query["code"], verifier=attempt.verifier, nonce=attempt.nonce)
+
     async def exchange(self, *, code: str, verifier: str, nonce: str) -> Viewer:
         """Trade the code the provider sent back for a verified ID token; the viewer it names."""
         form = {
@@ -328,6 +344,7 @@ __all__ = [
     "ALGORITHMS",
     "KEYS_REFRESH",
     "LEEWAY",
+    "RELOGIN",
     "SYSTEM",
     "Attempt",
     "Provider",

@@ -90,4 +90,4 @@ class Reviews:
         return answer
 
 
-__all__ = ["PATH", "Reviews", "review"]
+__all__ = ["HINT", "PATH", "Reviews", "review"]

@@ -125,3 +125,20 @@ def test_a_viewer_expires_at_its_time_or_never() -> None:
     assert Viewer(user="a", groups=(), expires=10.0, via="oidc").expired(now=10.0)
     assert not Viewer(user="a", groups=(), expires=10.0, via="oidc").expired(now=9.9)
     assert not Viewer(user="a", groups=(), expires=0.0, via="token").expired(now=1e12)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("query", "refusal"), [
+    ({"error": "access_denied", "error_description": "the request is denied", "state": "st"}, "access_denied"),
+    ({"code": "c", "state": "other"}, "state is not the one"),
+    ({"code": "c"}, "state is not the one"),
+    ({"state": "st"}, "no login code"),
+])  # fmt: skip
+async def test_a_callback_not_for_this_attempt_is_refused_before_any_exchange(
+    query: dict[str, str], refusal: str
+) -> None:
+    metadata = {e: f"https://idp.invalid/{e}" for e in ("authorization_endpoint", "token_endpoint", "jwks_uri")}
+    async with httpx.AsyncClient() as http:
+        rp = oidc.RelyingParty(provider=PROVIDER, http=http, metadata=metadata)
+        with pytest.raises(Unauthenticated, match=refusal):
+            await rp.callback(attempt=oidc.Attempt(state="st", nonce="n", verifier="v" * 43), query=query)

@@ -51,7 +51,7 @@ async def test_code_flow_names_the_user_and_their_orgs(
     idp: Idp, relying_party: oidc.RelyingParty, user: str, group: str, not_group: str
 ) -> None:
     attempt, code = await logged_in(idp, relying_party, user)
-    viewer = await relying_party.exchange(code=code, verifier=attempt.verifier, nonce=attempt.nonce)
+    viewer = await relying_party.callback(attempt=attempt, query={"code": code, "state": attempt.state})
     assert viewer.user == user
     assert group in viewer.groups
     assert f"{group}:owners" in viewer.groups  # Gitea's org:team
