@@ -9,6 +9,7 @@ Used by every cluster test, every benchmark and the demo. Modules:
 - ``credentials`` service-account key, static tokens (admin, alice, bob), kubeconfig
 - ``processes``   start/probe/stop component process groups
 - ``forges``      the git forge (a real Gitea on loopback) and the calls made to its API
+- ``identities``  Gitea as the OpenID provider: its users, their organizations (groups), the console's client
 - ``clusters``    up / down / status; stop and start etcd, kube-apiserver or Gitea of a running sandbox
 """
 

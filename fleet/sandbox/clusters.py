@@ -41,7 +41,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from fleet.sandbox import binaries, credentials, forges, gpus, processes, profiles, versions
+from fleet.sandbox import binaries, credentials, forges, gpus, identities, processes, profiles, versions
 from fleet.sandbox.errors import SandboxError, StartError
 
 FEATURE_GATES = ",".join(
@@ -578,6 +578,7 @@ def start_forge(sb: Sandbox, *, progress: Progress = _stderr) -> forges.Forge:
     gitea, _ = binaries.build_gitea(progress=progress)
     t = time.monotonic()
     forge, running = forges.start(directory=sb.directory / "forge", gitea=gitea, logs=sb.directory / "logs")
+    identities.provision(forge)
     sb.components.append(running)
     sb.forge_port = forge.port
     sb.bin_dir["gitea"] = str(gitea.binary)

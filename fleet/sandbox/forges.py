@@ -13,6 +13,10 @@ sandbox runs Gitea itself (built from its Go module by ``fleet.sandbox.binaries`
 - ``gitea migrate`` creates the database, ``gitea admin user create`` the admin user
   ``fleet`` and ``gitea admin user generate-access-token --scopes all`` its token, kept in
   ``admin-token`` (mode 0600) beside ``app.ini``; then ``gitea web`` serves.
+- ``[oauth2]`` is on: Gitea is the OpenID provider the console logs in through
+  (``fleet.sandbox.identities`` makes its users, groups and client). It signs ID tokens with
+  RS256 and the key in ``data/jwt/private.pem``, written here (2048 bits): Gitea would
+  otherwise generate a 4096-bit key at its first start, seconds of a CI core.
 
 ``Api`` is the few calls the demo and the tests make (repositories, webhooks, pull requests,
 comments, commit statuses), over the documented REST API (``/api/v1``) with the token.
@@ -131,7 +135,10 @@ DELIVER_TIMEOUT = 10
 DISABLE_REGISTRATION = true
 
 [oauth2]
-ENABLED = false
+ENABLED = true
+JWT_SIGNING_ALGORITHM = RS256
+JWT_SIGNING_PRIVATE_KEY_FILE = jwt/private.pem
+DEFAULT_APPLICATIONS =
 
 [actions]
 ENABLED = false
@@ -182,6 +189,7 @@ def start(*, directory: Path, gitea: binaries.Gitea, logs: Path) -> tuple[Forge,
     forge.app_ini.write_text(
         app_ini(directory=directory, port=forge.port, static_root=gitea.static_root, as_root=os.getuid() == 0)
     )
+    _signing_key(directory / "data" / "jwt" / "private.pem")
     _cli(gitea, forge, "migrate")
     password = secrets.token_urlsafe(18)
     _cli(gitea, forge, "admin", "user", "create", "--username", ADMIN, "--email", ADMIN_EMAIL,
@@ -192,6 +200,21 @@ def start(*, directory: Path, gitea: binaries.Gitea, logs: Path) -> tuple[Forge,
         (directory / name).write_text(secret + "\n")
         (directory / name).chmod(0o600)
     return forge, serve(forge=forge, gitea=gitea, logs=logs)
+
+
+def _signing_key(path: Path) -> None:
+    """An RSA key in PKCS#8 PEM, as Gitea's ``JWT_SIGNING_PRIVATE_KEY_FILE`` wants, unless one is there."""
+    if path.exists():
+        return
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
 
 
 def serve(*, forge: Forge, gitea: binaries.Gitea, logs: Path) -> processes.Running:
