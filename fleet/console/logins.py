@@ -10,7 +10,7 @@ and the routes it needs:
   user or a page in the browser cannot read the console through the loopback port.
 - ``OidcLogin``: the authorization-code flow with an OIDC provider (Gitea in the sandboxes);
   ``/login`` sends the browser there with state, nonce and a PKCE verifier kept in the session,
-  ``/callback`` takes the code back and keeps the viewer (user, groups, expiry) in the session.
+  ``/login/callback`` takes the code back and keeps the viewer (user, groups, expiry) in the session.
 - ``Bearer``: ``Authorization: Bearer <token>`` checked with a TokenReview, for API clients and
   proxies; it goes with either of the above.
 - ``AnonymousLogin``: every request is the one named identity.
@@ -21,8 +21,6 @@ past its expiry is logged out.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
 import secrets
 import time
@@ -34,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from fleet.console import oidc
 from fleet.console.viewers import Unauthenticated, Viewer
 
 SESSION_KEY = "viewer"
@@ -60,7 +59,7 @@ def session_viewer(request: Request, *, clock: Callable[[], float] = time.time) 
     except (KeyError, TypeError, ValueError):
         request.session.clear()
         return None
-    if viewer.expires and viewer.expires <= clock():
+    if viewer.expired(now=clock()):
         request.session.clear()
         raise Unauthenticated("your session has expired", hint="log in again")
     return viewer
@@ -101,7 +100,7 @@ class LocalLogin:
                     "this console key is not the one fleetctl console printed",
                     hint="open the URL fleetctl console printed when it started",
                 )
-            viewer = Viewer(user=self.user, via="kubeconfig")
+            viewer = Viewer(user=self.user, groups=(), expires=0.0, via="kubeconfig")
             request.session[SESSION_KEY] = _stored(viewer)
             return viewer
         return session_viewer(request)
@@ -117,7 +116,7 @@ class AnonymousLogin:
     logout = False
 
     def __init__(self, *, user: str, groups: tuple[str, ...] = ()) -> None:
-        self.identity = Viewer(user=user, groups=groups, via="anonymous")
+        self.identity = Viewer(user=user, groups=groups, expires=0.0, via="anonymous")
 
     def routes(self) -> list[BaseRoute]:
         return []
@@ -129,60 +128,46 @@ class AnonymousLogin:
         return ""
 
 
-class RelyingParty(Protocol):
-    """The OIDC client (``fleet.console.oidc``): where to send the browser, and the code's viewer."""
-
-    def authorize_url(self, state: str, nonce: str, verifier: str) -> str: ...
-
-    async def exchange(self, code: str, verifier: str, nonce: str) -> Viewer: ...
-
-
 class OidcLogin:
     """Log in with an OIDC provider; the session keeps the viewer until the ID token expires."""
 
     mode = "oidc"
     logout = True
 
-    def __init__(self, party: RelyingParty) -> None:
+    def __init__(self, party: oidc.RelyingParty) -> None:
         self.party = party
 
     def routes(self) -> list[BaseRoute]:
         return [
             Route("/login", self._login, name="login"),
-            Route("/callback", self._callback, name="callback"),
+            Route("/login/callback", self._callback, name="callback"),
         ]
 
     async def viewer(self, request: Request) -> Viewer | None:
         return session_viewer(request)
 
     def login_url(self, request: Request) -> str:
-        return str(request.url_for("login"))
+        return request.url_for("login").path
 
     async def _login(self, request: Request) -> Response:
-        state, nonce, verifier = (secrets.token_urlsafe(24) for _ in range(3))
-        request.session["oidc"] = {"state": state, "nonce": nonce, "verifier": verifier}
-        return RedirectResponse(self.party.authorize_url(state, nonce, verifier), status_code=303)
+        attempt = oidc.Attempt.new()
+        request.session["oidc"] = {"state": attempt.state, "nonce": attempt.nonce, "verifier": attempt.verifier}
+        url = self.party.authorize_url(state=attempt.state, nonce=attempt.nonce, verifier=attempt.verifier)
+        return RedirectResponse(url, status_code=303)
 
     async def _callback(self, request: Request) -> Response:
         pending = request.session.pop("oidc", None)
-        if request.query_params.get("error"):
-            said = request.query_params.get("error_description") or request.query_params["error"]
+        if not isinstance(pending, dict):
             raise Unauthenticated(
-                f"the identity provider refused the log-in: {said}",
-                hint="log in again, or ask your administrator about your account",
-            )
-        state = request.query_params.get("state", "")
-        if not isinstance(pending, dict) or not hmac.compare_digest(state.encode(), str(pending.get("state")).encode()):
-            raise Unauthenticated(
-                "this log-in answer does not belong to a log-in started here (state does not match)",
+                "this log-in answer does not belong to a log-in started in this browser",
                 hint="start again from the console's log-in",
             )
-        code = request.query_params.get("code")
-        if not code:
-            raise Unauthenticated("the identity provider sent no code", hint="log in again")
-        viewer = await self.party.exchange(code, str(pending["verifier"]), str(pending["nonce"]))
+        attempt = oidc.Attempt(
+            state=str(pending.get("state")), nonce=str(pending.get("nonce")), verifier=str(pending.get("verifier"))
+        )
+        viewer = await self.party.callback(attempt=attempt, query=dict(request.query_params))
         request.session[SESSION_KEY] = _stored(viewer)
-        return RedirectResponse(str(request.url_for("fleet")), status_code=303)
+        return RedirectResponse(request.url_for("fleet").path, status_code=303)
 
 
 class Bearer:
@@ -203,12 +188,6 @@ class Bearer:
         return await self.review(token.strip())
 
 
-def pkce_challenge(verifier: str) -> str:
-    """The S256 code challenge of a PKCE verifier (RFC 7636)."""
-    digest = hashlib.sha256(verifier.encode()).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-
-
 __all__ = [
     "SESSION_KEY",
     "AnonymousLogin",
@@ -216,7 +195,5 @@ __all__ = [
     "LocalLogin",
     "Login",
     "OidcLogin",
-    "RelyingParty",
-    "pkce_challenge",
     "session_viewer",
 ]

@@ -124,7 +124,7 @@ class Gpus:
 def _counts(items: Sequence[devices.Device]) -> dict[str, int]:
     counts = dict.fromkeys(leftovers.STATES, 0)
     for item in items:
-        counts[item.state] += 1
+        counts[item.state] = counts.get(item.state, 0) + 1
     return counts
 
 
@@ -132,11 +132,15 @@ def gpus(snapshot: Snapshot, sight: Sight) -> Gpus:
     """Pools → nodes → devices with who holds each; allocation counts; free capacity per model."""
     if not sight.sees(SLICES):
         return Gpus((), (), (), 0, {SLICES: "you may not list resourceslices in this cluster"})
-    seen = devices.picture(list(snapshot.of(SLICES)), list(snapshot.of(CLAIMS)))
+    team_of = teams.namespace_teams(snapshot.of(NAMESPACES))
+    seen = devices.picture(list(snapshot.of(SLICES)), list(snapshot.of(CLAIMS)), teams=team_of)
+    unknown = CLAIMS in snapshot.missing  # states need every claim: counted without them, all would be free
     hidden = 0
     shown: list[devices.Device] = []
     for item in seen.devices:
-        if item.claim and not sight.sees(CLAIMS, item.namespace):
+        if unknown:
+            item = replace(item, state="unknown")
+        elif item.claim and not sight.sees(CLAIMS, item.namespace):
             item = replace(item, claim=HIDDEN, pods=())
             hidden += 1
         shown.append(item)
@@ -157,7 +161,7 @@ def gpus(snapshot: Snapshot, sight: Sight) -> Gpus:
         pools.append(Pool(pool_name, nodes, _counts([d for n in nodes for d in n.devices])))
     return Gpus(
         pools=tuple(pools),
-        tallies=seen.tallies,
+        tallies=() if unknown else seen.tallies,
         tainted=tuple(d for d in shown if d.taints),
         hidden=hidden,
         missing={k: v for k, v in snapshot.missing.items() if k in (SLICES, CLAIMS, NODES)},

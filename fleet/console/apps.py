@@ -1,0 +1,445 @@
+"""The console's ASGI app: pages, live updates, log-in, and the headers that keep it read-only and closed.
+
+``build(source=..., login=..., access=...)`` gives a starlette app that both front doors serve:
+``fleetctl console`` on loopback, and fleet-controller under ``/ui`` of its own server. Routes:
+
+- ``/``: the fleet, one row per cluster; ``/clusters/{c}``: the last run, its changes and their
+  decisions, held changes, drift, Events; ``/clusters/{c}/gpus``: pools → nodes → devices with
+  who holds each; ``/clusters/{c}/teams`` and ``/clusters/{c}/teams/{t}``: quota, templates,
+  pending pods and why they wait.
+- ``/events?cluster=…``: server-sent events, one ``changed`` event each time a shown cluster's
+  snapshot changes; a page's ``#live`` part fetches itself again on it (htmx). Pages read the same
+  without JavaScript.
+- the ``Login``'s routes (``/login``, ``/callback``) and ``/logout`` (POST).
+
+Every answer carries a strict Content-Security-Policy (scripts and styles from the console only,
+no inline code, no framing), ``nosniff`` and ``no-referrer``; bad or expired credentials get a page
+that says so and a 401, an unknown cluster or team a 404, and an unexpected error a page with no
+traceback (the log has it). Nothing the console serves holds a secret value: it reads no Secret.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from fleet.console import pages, svgs
+from fleet.console.access import EVERYTHING, Access, Sight
+from fleet.console.logins import Bearer, Login
+from fleet.console.sources import Snapshot, Source, UnknownCluster
+from fleet.console.viewers import Unauthenticated, Viewer
+from fleet.errors import FleetError
+from fleet.inventory.leftovers import STATES
+from fleet.views import devices
+
+logger = logging.getLogger(__name__)
+
+HERE = Path(__file__).parent
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+HEADERS = {
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+    "cache-control": "no-store",
+}
+STREAMS = 48
+"""Live streams served at once; more get 503 (each holds a connection and a task; the server serves 64)."""
+HEARTBEAT = 15.0
+"""Seconds between keep-alive comments on a quiet stream."""
+SESSION_HOURS = 8
+
+
+class Headers:
+    """ASGI middleware: the security headers on every HTTP answer."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [(k.encode(), v.encode()) for k, v in HEADERS.items() if k.encode() not in present]
+                message["headers"] = [*message.get("headers", []), *extra]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals.update(
+        states=STATES,
+        bar=svgs.bar,
+        cells=svgs.cells,
+        node_cells=lambda node: [(d.name, d.state) for d in node.devices],
+        tally_counts=lambda t: {s: getattr(t, s) for s in STATES},
+    )
+    return env
+
+
+class Console:
+    """The app's state: where it reads, who may log in, and how it decides what each viewer sees."""
+
+    def __init__(
+        self,
+        *,
+        source: Source,
+        login: Login,
+        bearer: Bearer | None = None,
+        access: Access | None = None,
+        jaeger: str = "",
+        clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+    ) -> None:
+        self.source = source
+        self.login = login
+        self.bearer = bearer
+        self.access = access
+        self.jaeger = jaeger.rstrip("/")
+        self.clock = clock
+        self.env = _environment()
+        self.streams = 0
+        self.views = 0
+        """Pages rendered: the benchmark divides API requests by it."""
+
+    # -- who is looking -----------------------------------------------------------------------
+
+    async def viewer(self, request: Request) -> Viewer:
+        if self.bearer is not None:
+            given = await self.bearer.viewer(request)
+            if given is not None:
+                return given
+        viewer = await self.login.viewer(request)
+        if viewer is None:
+            raise Unauthenticated("you are not logged in", hint=self._how_to_log_in())
+        return viewer
+
+    def _how_to_log_in(self) -> str:
+        if self.login.mode == "kubeconfig":
+            return "open the URL fleetctl console printed when it started (it carries the console's key)"
+        if self.login.mode == "oidc":
+            return "log in with your identity provider, or send Authorization: Bearer TOKEN"
+        return "send Authorization: Bearer TOKEN"
+
+    async def sight(self, viewer: Viewer, snapshot: Snapshot) -> Sight:
+        if self.access is None or viewer.via == "kubeconfig":
+            return EVERYTHING
+        return await self.access.sight(viewer, snapshot)
+
+    # -- pages --------------------------------------------------------------------------------
+
+    def render(self, request: Request, template: str, viewer: Viewer, status: int = 200, **context: Any) -> Response:
+        self.views += 1
+        html = self.env.get_template(template).render(
+            request=request,
+            url_for=lambda name, **params: request.url_for(name, **params).path,
+            viewer=viewer,
+            logout=self.login.logout and viewer.via != "token",
+            jaeger=self.jaeger,
+            now=self.clock().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            **context,
+        )
+        return HTMLResponse(html, status_code=status)
+
+    def live(self, request: Request, clusters: list[str]) -> str:
+        query = "&".join(f"cluster={c}" for c in clusters)
+        return f"{request.url_for('events').path}?{query}"
+
+    async def fleet(self, request: Request) -> Response:
+        viewer = await self.viewer(request)
+        names = [c for c, _ in self.source.clusters()]
+        rows = []
+        for name in names:
+            snapshot = await self.source.snapshot(name)
+            rows.append(pages.row(snapshot, await self.sight(viewer, snapshot)))
+        if _wants_json(request):
+            return JSONResponse([r.document() for r in rows])
+        counts = dict.fromkeys(("Ready", "Progressing", "Waiting", "Failed"), 0)
+        for r in rows:
+            counts[r.state] += 1
+        return self.render(
+            request,
+            "fleet.html",
+            viewer,
+            title="Fleet",
+            page="fleet",
+            cluster="",
+            rows=rows,
+            counts=counts,
+            live=self.live(request, names),
+        )
+
+    async def _cluster(self, request: Request) -> tuple[Viewer, Snapshot, Sight]:
+        viewer = await self.viewer(request)
+        snapshot = await self.source.snapshot(request.path_params["cluster"])
+        return viewer, snapshot, await self.sight(viewer, snapshot)
+
+    async def cluster(self, request: Request) -> Response:
+        viewer, snapshot, sight = await self._cluster(request)
+        data = pages.cluster(snapshot, sight)
+        return self.render(
+            request,
+            "cluster.html",
+            viewer,
+            title=snapshot.cluster,
+            page="cluster",
+            cluster=snapshot.cluster,
+            data=data,
+            columns=("created", "configured", "unchanged", "deleted", "skipped", "failed"),
+            missing=data.missing,
+            live=self.live(request, [snapshot.cluster]),
+        )
+
+    async def gpus(self, request: Request) -> Response:
+        viewer, snapshot, sight = await self._cluster(request)
+        data = await anyio.to_thread.run_sync(pages.gpus, snapshot, sight)
+        if _wants_json(request):
+            return JSONResponse(_gpus_json(data))
+        return self.render(
+            request,
+            "gpus.html",
+            viewer,
+            title=f"GPUs of {snapshot.cluster}",
+            page="gpus",
+            cluster=snapshot.cluster,
+            data=data,
+            live=self.live(request, [snapshot.cluster]),
+        )
+
+    async def teams(self, request: Request) -> Response:
+        viewer, snapshot, sight = await self._cluster(request)
+        found = await anyio.to_thread.run_sync(pages.team_list, snapshot, sight)
+        return self.render(
+            request,
+            "teams.html",
+            viewer,
+            title=f"Teams on {snapshot.cluster}",
+            page="teams",
+            cluster=snapshot.cluster,
+            teams=found,
+            live=self.live(request, [snapshot.cluster]),
+        )
+
+    async def team(self, request: Request) -> Response:
+        viewer, snapshot, sight = await self._cluster(request)
+        name = request.path_params["team"]
+        found = await anyio.to_thread.run_sync(pages.team_list, snapshot, sight)
+        team = next((t for t in found if t.name == name), None)
+        if team is None:
+            raise HTTPException(
+                404,
+                f"no team {name!r} you may see on {snapshot.cluster}: it has no namespace there, or you may not see it",
+            )
+        return self.render(
+            request,
+            "team.html",
+            viewer,
+            title=f"Team {name}",
+            page="teams",
+            cluster=snapshot.cluster,
+            t=team,
+            live=self.live(request, [snapshot.cluster]),
+        )
+
+    # -- live ---------------------------------------------------------------------------------
+
+    async def events(self, request: Request) -> Response:
+        await self.viewer(request)
+        known = {c for c, _ in self.source.clusters()}
+        clusters = [c for c in request.query_params.getlist("cluster") if c in known] or sorted(known)
+        if self.streams >= STREAMS:
+            return Response("too many live pages open; reload later\n", status_code=503, media_type="text/plain")
+        return StreamingResponse(self._stream(request, clusters), media_type="text/event-stream")
+
+    async def _stream(self, request: Request, clusters: list[str]) -> AsyncIterator[str]:
+        self.streams += 1
+        try:
+            versions = {c: (await self.source.snapshot(c)).version for c in clusters}
+            yield "retry: 3000\n\n"
+            while not await request.is_disconnected():
+                changed: list[str] = []
+                with anyio.move_on_after(HEARTBEAT):
+                    changed = await self._next_change(clusters, versions)
+                yield f"event: changed\ndata: {','.join(changed)}\n\n" if changed else ": still here\n\n"
+        finally:
+            self.streams -= 1
+
+    async def _next_change(self, clusters: list[str], versions: dict[str, str]) -> list[str]:
+        """The clusters whose snapshot changed first (``versions`` updated)."""
+        changed: list[str] = []
+        async with anyio.create_task_group() as tg:
+
+            async def watch(cluster: str) -> None:
+                versions[cluster] = await self.source.changed(cluster, versions[cluster])
+                changed.append(cluster)
+                tg.cancel_scope.cancel()
+
+            for cluster in clusters:
+                tg.start_soon(watch, cluster)
+        return changed
+
+    # -- log-out and errors -------------------------------------------------------------------
+
+    async def logout(self, request: Request) -> Response:
+        request.session.clear()
+        return self.render(
+            request,
+            "error.html",
+            Viewer(user="", groups=(), expires=0.0, via="anonymous"),
+            title="Logged out",
+            page="",
+            cluster="",
+            heading="Logged out",
+            what="You are logged out of the fleet console.",
+            hint="",
+            login=self.login.login_url(request),
+        )
+
+    def error_page(self, request: Request, status: int, heading: str, what: str, hint: str = "") -> Response:
+        if _wants_json(request):
+            return JSONResponse({"error": what, "hint": hint}, status_code=status)
+        login = self.login.login_url(request) if status == 401 else ""
+        return self.render(
+            request,
+            "error.html",
+            Viewer(user="", groups=(), expires=0.0, via="anonymous"),
+            status=status,
+            title=heading,
+            page="",
+            cluster="",
+            heading=heading,
+            what=what,
+            hint=hint,
+            login=login,
+        )
+
+
+def _wants_json(request: Request) -> bool:
+    return request.query_params.get("o") == "json" or "application/json" in request.headers.get("accept", "")
+
+
+def _gpus_json(data: pages.Gpus) -> dict[str, Any]:
+    def device(d: devices.Device) -> dict[str, Any]:
+        return {
+            "node": d.node,
+            "pool": d.pool,
+            "name": d.name,
+            "model": d.model,
+            "memory": d.memory,
+            "uuid": d.uuid,
+            "state": d.state,
+            "claim": d.claim,
+            "pods": list(d.pods),
+            "team": d.team,
+            "taints": list(d.taints),
+        }
+
+    return {
+        "models": [dict(vars(t)) for t in data.tallies],
+        "devices": [device(d) for p in data.pools for n in p.nodes for d in n.devices],
+        "hidden": data.hidden,
+    }
+
+
+def build(
+    *,
+    source: Source,
+    login: Login,
+    bearer: Bearer | None = None,
+    access: Access | None = None,
+    secret: str | None = None,
+    secure: bool = False,
+    jaeger: str = "",
+) -> tuple[Starlette, Console]:
+    """The console's app and its state; ``secure``: cookies only over TLS (behind HTTPS)."""
+    console = Console(source=source, login=login, bearer=bearer, access=access, jaeger=jaeger)
+
+    def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except Unauthenticated as err:
+                return console.error_page(request, 401, "Not logged in", err.what, err.hint)
+            except UnknownCluster as err:
+                return console.error_page(request, 404, "No such cluster", err.what, err.hint)
+            except HTTPException as err:
+                return console.error_page(request, err.status_code, "Not found", str(err.detail))
+            except FleetError as err:
+                logger.warning("console: %s", err)
+                return console.error_page(request, 502, "The cluster did not answer", err.what, err.hint)
+
+        return endpoint
+
+    routes = [
+        Route("/", guarded(console.fleet), name="fleet"),
+        Route("/clusters/{cluster}", guarded(console.cluster), name="cluster"),
+        Route("/clusters/{cluster}/gpus", guarded(console.gpus), name="gpus"),
+        Route("/clusters/{cluster}/teams", guarded(console.teams), name="teams"),
+        Route("/clusters/{cluster}/teams/{team}", guarded(console.team), name="team"),
+        Route("/events", guarded(console.events), name="events"),
+        Route("/logout", console.logout, methods=["POST"], name="logout"),
+        *[Route(r.path, guarded(r.endpoint), name=r.name) for r in login.routes() if isinstance(r, Route)],
+        Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return console.error_page(request, 404, "Not found", f"the console has no page {request.url.path}")
+
+    async def failed(request: Request, exc: Exception) -> Response:
+        logger.exception("console: %s %s failed", request.method, request.url.path, exc_info=exc)
+        return console.error_page(
+            request,
+            500,
+            "Something went wrong",
+            "the console could not draw this page",
+            "the controller's log says why",
+        )
+
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(Headers),
+            Middleware(
+                SessionMiddleware,
+                secret_key=secret or secrets.token_urlsafe(32),
+                session_cookie="fleet_console",
+                max_age=SESSION_HOURS * 3600,
+                same_site="lax",
+                https_only=secure,
+            ),
+        ],
+        exception_handlers={404: not_found, 500: failed},
+    )
+    return app, console
+
+
+__all__ = ["CSP", "HEADERS", "Console", "build"]
