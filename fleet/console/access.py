@@ -14,7 +14,6 @@ credentials already, and sees whatever the API server returned.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +23,7 @@ import anyio
 from fleet import kube
 from fleet.console.sources import NAMESPACED, RESOURCES, KindKey, Snapshot
 from fleet.console.viewers import Viewer
+from fleet.lrus import LRU
 
 REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 FLEETSYNCS = ("fleet.gpufleet.dev", "fleetsyncs")
@@ -72,7 +72,7 @@ class Access:
         self.ttl = ttl
         self.size = size
         self.clock = clock
-        self._answers: OrderedDict[tuple[str, tuple[str, ...], str, str, str, str], tuple[float, bool]] = OrderedDict()
+        self._answers: LRU[tuple[str, tuple[str, ...], str, str, str, str], tuple[float, bool]] = LRU(size)
         self.reviews = 0
         """Reviews sent: a page view in steady state sends none."""
 
@@ -81,13 +81,9 @@ class Access:
         kept = self._answers.get(key)
         now = self.clock()
         if kept is not None and now - kept[0] < self.ttl:
-            self._answers.move_to_end(key)
             return kept[1]
         allowed = await self._review(viewer, resource, namespace, verb)
         self._answers[key] = (now, allowed)
-        self._answers.move_to_end(key)
-        while len(self._answers) > self.size:
-            self._answers.popitem(last=False)
         return allowed
 
     async def _review(self, viewer: Viewer, resource: tuple[str, str], namespace: str, verb: str) -> bool:

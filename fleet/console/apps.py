@@ -183,7 +183,7 @@ class Console:
             rows.append(pages.row(snapshot, await self.sight(viewer, snapshot)))
         if _wants_json(request):
             return JSONResponse([r.document() for r in rows])
-        counts = dict.fromkeys(("Ready", "Progressing", "Waiting", "Failed"), 0)
+        counts = dict.fromkeys(("Ready", "Progressing", "Waiting", "Failed", "Unknown"), 0)
         for r in rows:
             counts[r.state] += 1
         return self.render(

@@ -109,6 +109,22 @@ class LocalLogin:
         return ""
 
 
+class TokenOnly:
+    """No log-in page: only bearer tokens (``Bearer``) say who is looking."""
+
+    mode = "token"
+    logout = False
+
+    def routes(self) -> list[BaseRoute]:
+        return []
+
+    async def viewer(self, request: Request) -> Viewer | None:
+        return None
+
+    def login_url(self, request: Request) -> str:
+        return ""
+
+
 class AnonymousLogin:
     """Everyone is ``user`` (in ``groups``): only when named explicitly."""
 
@@ -134,8 +150,15 @@ class OidcLogin:
     mode = "oidc"
     logout = True
 
-    def __init__(self, party: oidc.RelyingParty) -> None:
-        self.party = party
+    def __init__(self, discover: Callable[[], Awaitable[oidc.RelyingParty]]) -> None:
+        self.discover = discover
+        """Reads the provider's discovery document: at the first log-in, and again until it answers."""
+        self._party: oidc.RelyingParty | None = None
+
+    async def party(self) -> oidc.RelyingParty:
+        if self._party is None:
+            self._party = await self.discover()
+        return self._party
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -152,7 +175,7 @@ class OidcLogin:
     async def _login(self, request: Request) -> Response:
         attempt = oidc.Attempt.new()
         request.session["oidc"] = {"state": attempt.state, "nonce": attempt.nonce, "verifier": attempt.verifier}
-        url = self.party.authorize_url(state=attempt.state, nonce=attempt.nonce, verifier=attempt.verifier)
+        url = (await self.party()).authorize_url(state=attempt.state, nonce=attempt.nonce, verifier=attempt.verifier)
         return RedirectResponse(url, status_code=303)
 
     async def _callback(self, request: Request) -> Response:
@@ -165,7 +188,7 @@ class OidcLogin:
         attempt = oidc.Attempt(
             state=str(pending.get("state")), nonce=str(pending.get("nonce")), verifier=str(pending.get("verifier"))
         )
-        viewer = await self.party.callback(attempt=attempt, query=dict(request.query_params))
+        viewer = await (await self.party()).callback(attempt=attempt, query=dict(request.query_params))
         request.session[SESSION_KEY] = _stored(viewer)
         return RedirectResponse(request.url_for("fleet").path, status_code=303)
 
@@ -195,5 +218,6 @@ __all__ = [
     "LocalLogin",
     "Login",
     "OidcLogin",
+    "TokenOnly",
     "session_viewer",
 ]

@@ -30,7 +30,7 @@ missed across a 410.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import anyio
@@ -68,8 +68,12 @@ class Cache:
         on_event: OnEvent | None = None,
         on_resume: Callable[[Kind], None] | None = None,
         watch_timeout: int = 240,
+        extra: Mapping[Kind, str] | None = None,
     ) -> None:
-        self.kinds = list(kinds)
+        self.extra = dict(extra or {})
+        """Kinds kept for readers other than the engine (the console), each with its field selector
+        ("" for all): not in ``prefetched``, and their events wake no reconcile."""
+        self.kinds = list(kinds) + [k for k in self.extra if k not in kinds]
         self.watch_timeout = watch_timeout
         """Seconds the server keeps one watch request open before the loop resumes it."""
         self.on_resume = on_resume
@@ -99,11 +103,17 @@ class Cache:
     async def _watch(self, client: Client, kind: Kind) -> None:
         key = (kind.api_version, kind.kind)
         store = self.objects[key]
-        share = self._kept if key not in READ_ONLY else _kept
+        share = self._kept if key not in READ_ONLY and kind not in self.extra else _kept
         listing: dict[str, dict[str, Any]] = {}
         resumed = None if self.on_resume is None else functools.partial(self.on_resume, kind)
+        extra = kind in self.extra
         async for event in watch(
-            client=client, kind=kind, server_timeout=self.watch_timeout, backoff=WATCH_BACKOFF, on_resume=resumed
+            client=client,
+            kind=kind,
+            field_selector=self.extra.get(kind) or None,
+            server_timeout=self.watch_timeout,
+            backoff=WATCH_BACKOFF,
+            on_resume=resumed,
         ):
             if event.type == "LISTED":
                 listing[Ref.of(event.object).key] = share(event.object)
@@ -117,6 +127,9 @@ class Cache:
                 self.synced_kinds.add(key)
                 if len(self.synced_kinds) == len(self.kinds):
                     self._synced.set()
+                if extra:
+                    self.events += 1
+                    continue
                 for gone in vanished.values():
                     await self._notify("DELETED", gone, gone)
                 for new, prior in changed:
@@ -129,6 +142,9 @@ class Cache:
                 store.pop(ref, None)
             else:
                 store[ref] = share(event.object)
+            if extra:
+                self.events += 1
+                continue
             await self._notify(event.type, event.object, old)
 
     async def _notify(self, etype: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -145,7 +161,13 @@ class Cache:
 
     def renew_shapes(self) -> None:
         """Keep in the shapes table only what the cached objects hold (``Shapes.renew``)."""
-        self.shapes.renew(o for key, store in self.objects.items() if key not in READ_ONLY for o in store.values())
+        extra = {(k.api_version, k.kind) for k in self.extra}
+        self.shapes.renew(
+            o
+            for key, store in self.objects.items()
+            if key not in READ_ONLY and key not in extra
+            for o in store.values()
+        )
 
     def size(self) -> int:
         """Objects held: bounded by the cluster's objects of the watched kinds, as an informer's store is."""
@@ -154,9 +176,10 @@ class Cache:
     def prefetched(self) -> listings.Prefetched:
         """Every cached object as the engine's ``Prefetched`` live state: a Sync lists nothing."""
         live: listings.LiveIndex = {}
-        for store in self.objects.values():
-            live.update(store)
-        return listings.Prefetched(kinds=set(self.objects), live=live)
+        engine = {(k.api_version, k.kind) for k in self.kinds if k not in self.extra}
+        for key in engine:
+            live.update(self.objects[key])
+        return listings.Prefetched(kinds=engine, live=live)
 
     async def list(self, kind: Kind, *, namespace: str | None = None) -> ListResult:
         """The cached objects of ``kind`` (in ``namespace``): the engine's ``healths.Reader``."""

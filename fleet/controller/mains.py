@@ -31,9 +31,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
+import httpx
 
 from fleet import helm, hosts, kube
-from fleet.controller import controllers, leaders, servers, settings, startups, statuses
+from fleet.controller import consoles, controllers, leaders, servers, settings, startups, statuses
 from fleet.controller.metrics import Metrics
 from fleet.engine import plancaches
 from fleet.errors import FleetError
@@ -112,6 +113,7 @@ def build(config: settings.Settings, *, client: kube.Client, metrics: Metrics) -
     )
     store = plancaches.PlanCache(config.state_dir / "plans")
     ctl = controllers.Controller(
+        extra_kinds=consoles.extra_kinds(config),
         client=client,
         source=source,
         options=options,
@@ -197,20 +199,26 @@ async def run(config: settings.Settings) -> None:
     identity = config.identity or f"{socket.gethostname()}_{os.getpid()}"
     client = await connect(config, user_agent=f"fleet-controller/{identity}")
     metrics = Metrics()
+    http = httpx.AsyncClient(timeout=10.0)  # the console's OIDC provider (discovery, tokens, keys)
     try:
         ctl = build(config, client=client, metrics=metrics)
         secret = config.webhook_secret_file.read_bytes().strip() if config.webhook_secret_file else None
+        console = None
+        if config.console != "off":
+            console, _ = consoles.build(config, client=client, ctl=ctl, http=http)
         app = servers.build(
             metrics=metrics,
             ready=lambda: ctl.ready,
             on_push=lambda ref: ctl.poke(reason=f"push to {ref}"),
             secret=secret,
             ref=config.ref or None,
+            console=console,
         )
         host, port = config.address
         async with anyio.create_task_group() as tg:
             bound = await tg.start(functools.partial(servers.serve, app=app, host=host, port=port))
-            logger.info("serving /webhook /healthz /readyz /metrics on %s:%s", host, bound)
+            served = "/webhook /healthz /readyz /metrics" + (f" /ui (console: {config.console})" if console else "")
+            logger.info("serving %s on %s:%s", served, host, bound)
             tg.start_soon(
                 functools.partial(
                     leaders.elect,
@@ -231,6 +239,7 @@ async def run(config: settings.Settings) -> None:
                     break
     finally:
         with anyio.CancelScope(shield=True):
+            await http.aclose()
             await client.close()
 
 

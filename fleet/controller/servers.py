@@ -1,4 +1,4 @@
-"""The controller's HTTP server: ``/webhook``, ``/healthz``, ``/readyz``, ``/metrics``.
+"""The controller's HTTP server: ``/webhook``, ``/healthz``, ``/readyz``, ``/metrics``, and ``/ui`` (the console).
 
 An ASGI app (starlette) served by uvicorn *inside* the controller's anyio task
 group, so the server lives and dies with the controller (no thread, no second
@@ -50,7 +50,8 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp
 
 from fleet.controller import webhooks
 from fleet.controller.metrics import Metrics
@@ -108,8 +109,10 @@ def build(
     secret: bytes | None,
     ref: str | None,
     deliveries: webhooks.Deliveries | None = None,
+    console: ASGIApp | None = None,
 ) -> Starlette:
-    """The ASGI app; ``ref`` is the followed ref (``None``: the remote's HEAD), ``secret`` the webhook secret."""
+    """The ASGI app; ``ref`` is the followed ref (``None``: the remote's HEAD), ``secret`` the webhook secret,
+    ``console`` the console's app, served under ``/ui`` (``fleet.controller.consoles``)."""
     seen = deliveries if deliveries is not None else webhooks.Deliveries()
     refusals = Quiet()
 
@@ -148,14 +151,15 @@ def build(
         body, content_type = await anyio.to_thread.run_sync(render)
         return Response(body, headers={"Content-Type": content_type})
 
-    return Starlette(
-        routes=[
-            Route("/webhook", webhook, methods=["POST"]),
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", readyz, methods=["GET"]),
-            Route("/metrics", scrape, methods=["GET"]),
-        ]
-    )
+    routes: list[BaseRoute] = [
+        Route("/webhook", webhook, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", scrape, methods=["GET"]),
+    ]
+    if console is not None:
+        routes.append(Mount("/ui", app=console))
+    return Starlette(routes=routes)
 
 
 async def _receive(

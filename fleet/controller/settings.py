@@ -163,6 +163,30 @@ class Settings(BaseSettings):
         "", description="link shown with each commit status; {sha} and {cluster} are replaced (default: none)"
     )
 
+    console: Literal["off", "oidc", "token", "anonymous"] = Field(
+        "off",
+        description="serve the console under /ui: oidc (log in with an OIDC provider; bearer tokens too), token "
+        "(bearer tokens checked with TokenReview only) or anonymous (everyone is --console-anonymous-user); "
+        "off by default",
+    )
+    console_oidc_issuer: str = Field("", description="the OIDC provider's issuer URL (--console oidc)")
+    console_oidc_client_id: str = Field("", description="the console's OIDC client id")
+    console_oidc_client_secret_file: Path | None = Field(None, description="file holding the OIDC client secret")
+    console_url: str = Field(
+        "",
+        description="the console's external URL, e.g. https://fleet.example.com/ui: the OIDC redirect goes to "
+        "URL/login/callback, and cookies are Secure when it is https",
+    )
+    console_oidc_user_prefix: str = Field("", description="prefix of the Kubernetes user an OIDC user becomes")
+    console_oidc_group_prefix: str = Field(
+        "", description="prefix of the Kubernetes groups an OIDC user's groups become"
+    )
+    console_anonymous_user: str = Field("", description="the identity every viewer has with --console anonymous")
+    console_session_secret_file: Path | None = Field(
+        None, description="file holding the key that signs session cookies (default: a new key per start)"
+    )
+    console_jaeger_url: str = Field("", description="Jaeger UI base URL: the console links each trace id there")
+
     @field_validator(
         "interval",
         "resync",
@@ -196,6 +220,8 @@ class Settings(BaseSettings):
         "git_known_hosts_file",
         "git_ca_file",
         "commit_status_token_file",
+        "console_oidc_client_secret_file",
+        "console_session_secret_file",
     )
     @classmethod
     def _readable(cls, value: Path | None) -> Path | None:
@@ -237,6 +263,29 @@ class Settings(BaseSettings):
         link = self.commit_status_target_url
         if link and not link.startswith(("https://", "http://")):
             raise ValueError(f"--commit-status-target-url {link!r} is not an http(s) URL (the hosts refuse it)")
+        return self
+
+    @model_validator(mode="after")
+    def _console(self) -> Settings:
+        if self.console == "oidc":
+            missing = [
+                flag(n)
+                for n in (
+                    "console_oidc_issuer",
+                    "console_oidc_client_id",
+                    "console_oidc_client_secret_file",
+                    "console_url",
+                )
+                if not getattr(self, n)
+            ]
+            if missing:
+                raise ValueError(f"--console oidc needs {', '.join(missing)}")
+        if self.console == "anonymous" and not self.console_anonymous_user:
+            raise ValueError(
+                "--console anonymous needs --console-anonymous-user: anonymous viewers get that identity's RBAC"
+            )
+        if self.console_url and not self.console_url.startswith(("https://", "http://")):
+            raise ValueError(f"--console-url {self.console_url!r} is not an http(s) URL")
         return self
 
     @property

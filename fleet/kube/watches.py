@@ -53,6 +53,7 @@ async def watch(
     kind: kinds.Kind,
     namespace: str | None = None,
     label_selector: str | None = None,
+    field_selector: str | None = None,
     inactivity: float = 300.0,
     server_timeout: int = 240,
     backoff: retries.RetryPolicy | None = None,
@@ -76,7 +77,9 @@ async def watch(
             if _max_lists is not None and lists >= _max_lists:
                 return
             try:
-                listed = await client.list(kind, namespace=namespace, label_selector=label_selector)
+                listed = await client.list(
+                    kind, namespace=namespace, label_selector=label_selector, field_selector=field_selector
+                )
             except errors.KubeError as exc:
                 failures += 1
                 await _pause(backoff=backoff, failures=failures, why=exc)
@@ -98,6 +101,8 @@ async def watch(
         }
         if label_selector:
             params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
         try:
             async with client.stream(
                 "GET",

@@ -4,7 +4,7 @@ fleet-controller keeps one cluster-scoped ``FleetSync`` per cluster (``fleet.con
 writes it). ``row_of`` turns one into a ``Row`` (pure), ``read_all`` reads every cluster's at once
 through its own kubeconfig context, a cluster that cannot be read being a row saying why.
 ``state`` folds the Ready condition into the four states people scan for: Ready, Progressing,
-Waiting (applied but for held changes) and Failed.
+Waiting (applied but for held changes) and Failed (Unknown when there is nothing to read).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ GROUP = "fleet.gpufleet.dev"
 API_VERSION = f"{GROUP}/v1alpha1"
 KIND = "FleetSync"
 
-State = Literal["Ready", "Progressing", "Waiting", "Failed"]
+State = Literal["Ready", "Progressing", "Waiting", "Failed", "Unknown"]
 FAILED_REASONS = frozenset(
     {"ValidationFailed", "ReconcileFailed", "Conflict", "Unreachable", "NoFleetSync", "OperatorRefused"}
 )
@@ -92,7 +92,10 @@ class Row:
 
     @property
     def state(self) -> State:
-        """Ready, Progressing, Waiting or Failed: the Ready condition as people scan for it."""
+        """Ready, Progressing, Waiting or Failed: the Ready condition as people scan for it; Unknown when
+        the FleetSync could not be read (none yet, or the viewer may not read it)."""
+        if self.reason in ("Forbidden", "NoStatus"):
+            return "Unknown"
         if self.ready == "True":
             return "Waiting" if self.waiting or self.reason == "Waiting" else "Ready"
         if not self.reachable or self.reason in FAILED_REASONS or self.reason.endswith("Unreachable"):
