@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -386,6 +386,9 @@ def build(
     def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             try:
+                if "key" in request.query_params and login.mode == "kubeconfig":
+                    await console.viewer(request)  # the key opens the session; the URL loses it
+                    return RedirectResponse(str(request.url.remove_query_params("key")), status_code=303)
                 return await handler(request)
             except Unauthenticated as err:
                 return console.error_page(request, 401, "Not logged in", err.what, err.hint)

@@ -1,0 +1,105 @@
+"""What each console page holds, from a snapshot and what the viewer may see (pure)."""
+
+from __future__ import annotations
+
+from fleet.console import pages, sources, svgs
+from fleet.console.access import EVERYTHING, Sight
+from fleet.views import devices
+from tests.console.snapshots import REAL_CLAIMS, REAL_SLICES, snapshot
+
+INFERENCE_ONLY = Sight(
+    everywhere=frozenset({sources.SLICES, sources.NODES, sources.NAMESPACES, sources.CLASSES}),
+    namespaces={k: frozenset({"inference"}) for k in (sources.CLAIMS, sources.PODS, sources.QUOTAS, sources.EVENTS)},
+    fleetsync=True,
+)
+
+
+def by_name(gpus: pages.Gpus) -> dict[str, devices.Device]:
+    return {d.name: d for p in gpus.pools for n in p.nodes for d in n.devices}
+
+
+def test_the_gpus_page_names_each_holder_for_a_viewer_who_sees_everything() -> None:
+    gpus = pages.gpus(snapshot(), EVERYTHING)
+    shown = by_name(gpus)
+    assert (shown["gpu-0"].state, shown["gpu-0"].claim, shown["gpu-0"].pods) == (
+        "allocated",
+        "inference/server-gpu",
+        ("server",),
+    )
+    assert (shown["gpu-1"].claim, shown["gpu-1"].team) == ("ml-research/trainer-gpu", "ml-research")
+    assert shown["gpu-2"].state == "free" and not shown["gpu-2"].claim
+    (tally,) = gpus.tallies
+    assert (tally.model, tally.total, tally.allocated, tally.free) == ("NVIDIA H100 80GB HBM3", 8, 2, 6)
+    assert gpus.hidden == 0 and gpus.pools[0].counts["allocated"] == 2
+
+
+def test_another_teams_holder_is_hidden_but_its_device_still_counts_as_allocated() -> None:
+    gpus = pages.gpus(snapshot(), INFERENCE_ONLY)
+    shown = by_name(gpus)
+    assert shown["gpu-0"].claim == "inference/server-gpu"
+    assert (shown["gpu-1"].state, shown["gpu-1"].claim, shown["gpu-1"].pods) == ("allocated", pages.HIDDEN, ())
+    assert gpus.hidden == 1
+    assert gpus.tallies[0].free == 6, "the free count is the cluster's, not the viewer's"
+
+
+def test_without_the_claims_allocation_is_unknown_not_free() -> None:
+    why = "you may not list resourceclaims in this cluster"
+    gpus = pages.gpus(snapshot(missing={sources.CLAIMS: why}), EVERYTHING)
+    assert {d.state for d in by_name(gpus).values()} == {"unknown"}
+    assert gpus.tallies == () and gpus.missing[sources.CLAIMS] == why
+
+
+def test_the_real_h100_run_shows_the_pod_and_uuid_the_scheduler_gave_it() -> None:
+    real = snapshot(objects={sources.SLICES: REAL_SLICES, sources.CLAIMS: REAL_CLAIMS})
+    (device,) = [d for d in by_name(pages.gpus(real, EVERYTHING)).values() if d.claim]
+    assert (device.name, device.claim) == ("gpu-0", "ml-research/gpu-pod-gpu-8czjk")
+    assert device.uuid == REAL_SLICES[0]["spec"]["devices"][0]["attributes"]["uuid"]["string"]
+    assert device.pods == ("gpu-pod",)
+
+
+def test_a_viewer_sees_only_the_teams_they_can_read_with_quota_from_the_api_server() -> None:
+    everyone = {t.name: t for t in pages.team_list(snapshot(), EVERYTHING)}
+    assert set(everyone) == {"inference", "ml-research"}
+    (quota,) = everyone["ml-research"].quotas
+    assert (quota.device_class, quota.used, quota.hard) == ("gpu.nvidia.com", 1, 16)
+    assert everyone["inference"].devices == 1
+    assert [t.name for t in pages.team_list(snapshot(), INFERENCE_ONLY)] == ["inference"]
+
+
+def test_a_pending_pod_carries_explains_cause() -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "big", "namespace": "inference"},
+        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "big-gpu"}]},
+        "status": {"phase": "Pending"},
+    }
+    big = {
+        "metadata": {"name": "big-gpu", "namespace": "inference"},
+        "spec": {
+            "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 9}}]}
+        },
+    }
+    snap = snapshot(objects={sources.PODS: [pod], sources.CLAIMS: [big]})
+    (team,) = [t for t in pages.team_list(snap, EVERYTHING) if t.name == "inference"]
+    (pending,) = team.pending
+    assert (pending.namespace, pending.name) == ("inference", "big")
+    assert pending.cause.rule and pending.cause.summary, pending.cause
+
+
+def test_the_cluster_page_needs_the_right_to_read_the_fleetsync() -> None:
+    changes = [{"kind": "DeviceClass", "name": "gpu", "stage": "classes", "action": "configured",
+                "decision": {"verdict": "write", "verb": "apply", "as": "fleet"}}]  # fmt: skip
+    page = pages.cluster(snapshot(status={"changes": changes, "changeCount": 1}), EVERYTHING)
+    assert page.changes == changes and page.row.state == "Ready"
+    hidden = pages.cluster(snapshot(status={"changes": changes}), Sight())
+    assert hidden.changes == [] and hidden.row.state == "Unknown" and "may not read" in hidden.row.error
+
+
+def test_bars_say_their_numbers_in_words() -> None:
+    drawn = str(svgs.bar("pool a", {"allocated": 2, "free": 6}))
+    assert 'aria-label="pool a: 8 devices, 2 allocated, 6 free"' in drawn
+    assert drawn.count("<rect") == 2 and "style=" not in drawn
+    assert 'class="s-none"' in str(svgs.bar("empty", {}))
+    cells = str(svgs.cells("node <n>", [("gpu-0", "allocated"), ("gpu-1", "free")]))
+    assert "node &lt;n&gt;" in cells and cells.count("<rect") == 2
