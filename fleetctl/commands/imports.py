@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from rich.console import Console
 
 from fleet import engine, helm, kube
 from fleet.engine import imports
@@ -207,9 +208,7 @@ def _report(
         _print_refused(out, refused, root=args.repo, cluster=args.cluster)
 
 
-def _print_refused(
-    out: reports.Console, refused: tuple[repositories.Refused, ...], *, root: Path, cluster: str
-) -> None:
+def _print_refused(out: Console, refused: tuple[repositories.Refused, ...], *, root: Path, cluster: str) -> None:
     """Last, where it is read: which files validate refuses, why and what to do."""
     n = len(refused)
     out.print(
