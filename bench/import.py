@@ -47,7 +47,7 @@ CLASS = "gpu.nvidia.com"
 KINDS = ",".join(
     (
         *("nodes", "resourceslices", "namespaces", "deviceclasses", "resourceclaimtemplates", "resourceclaims"),
-        *("roles", "rolebindings", "resourcequotas"),
+        *("roles", "rolebindings", "resourcequotas", "clusterroles", "deployments", "pods"),
     )
 )
 

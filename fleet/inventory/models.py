@@ -454,11 +454,41 @@ def by_product_name() -> dict[str, GpuModel]:
     return {m.product_name: m for m in MODELS.values()}
 
 
+def _placed(
+    names: list[str], known: dict[str, MigProfile], *, used: frozenset[int], after: int
+) -> list[tuple[str, int]] | None:
+    """``names`` placed on the free slices (a depth-first search; instances of one profile in rising starts,
+    ``after`` the previous one's), or None when they do not all fit."""
+    if not names:
+        return []
+    profile = known[names[0]]
+    for start in profile.starts:
+        cells = frozenset(range(start, start + profile.slices))
+        if start <= after or used & cells:
+            continue
+        same = len(names) > 1 and names[1] == names[0]
+        rest = _placed(names[1:], known, used=used | cells, after=start if same else -1)
+        if rest is not None:
+            return [(names[0], start), *rest]
+    return None
+
+
 def mig_layout(model: GpuModel, profiles: dict[str, int]) -> tuple[tuple[tuple[str, int], ...], list[str]]:
-    """Place ``profiles`` (MIG devices per GPU) on one GPU as mig-parted would: largest first, lowest start.
+    """Place ``profiles`` (MIG devices per GPU) on one GPU as mig-parted would: largest first, lowest start,
+    moving an earlier one to a later start where the next would not fit otherwise (NVIDIA's quickstart mix
+    of 1g x2, 2g and 3g on an A100 fits only with the 3g at slice 4).
 
     Returns the layout and the profile instances that do not fit (unknown to the model or out of slices).
     """
+    known = model.mig_profiles
+    wanted = [
+        n
+        for n in sorted(profiles, key=lambda n: (-known[n].slices if n in known else 0, n))
+        for _ in range(profiles[n])
+    ]
+    placed = _placed([n for n in wanted if n in known], known, used=frozenset(), after=-1)
+    if placed is not None:
+        return tuple(sorted(placed, key=lambda item: item[1])), [n for n in wanted if n not in known]
     used: set[int] = set()
     layout: list[tuple[str, int]] = []
     left: list[str] = []

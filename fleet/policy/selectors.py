@@ -24,10 +24,12 @@ from fleet.manifests import Finding, Location, Manifest
 from fleet.policy import walks
 
 _REMOVED = {
-    ("gpu.nvidia.com", "index"): "removed in driver v25.8; select by productName/uuid, or "
-    "device.attributes['resource.kubernetes.io'].pciBusID",
-    ("gpu.nvidia.com", "minor"): "removed in driver v25.8; the device name gpu-<minor> is not an attribute, "
-    "select by uuid or device.attributes['resource.kubernetes.io'].pciBusID",
+    ("gpu.nvidia.com", "index"): "removed in driver v25.8; the driver publishes gpu.nvidia.com/uuid and "
+    "resource.kubernetes.io/pciBusID instead: select by device.attributes['gpu.nvidia.com'].uuid or "
+    "device.attributes['resource.kubernetes.io'].pciBusID (or by productName)",
+    ("gpu.nvidia.com", "minor"): "removed in driver v25.8; the device name gpu-<minor> is not an attribute; the "
+    "driver publishes gpu.nvidia.com/uuid and resource.kubernetes.io/pciBusID instead: select by "
+    "device.attributes['gpu.nvidia.com'].uuid or device.attributes['resource.kubernetes.io'].pciBusID",
     ("gpu.nvidia.com", "pcieBusID"): "renamed in driver v25.12: use "
     "device.attributes['resource.kubernetes.io'].pciBusID",
     ("gpu.nvidia.com", "parentIndex"): "removed; use parentUUID",

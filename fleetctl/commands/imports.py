@@ -8,12 +8,14 @@ apply change a production cluster, so fleet writes it itself
 (``fleet.engine.imports``).
 
 The run reads the cluster, maps it, validates the files in a staging copy and only
-then writes them (a refused import writes nothing), and ends by taking the objects
-over with an apply of the new repository that changes nothing but fleet's marks
-and ledger (``--no-adopt`` leaves the cluster alone; the first ``apply`` adopts
-then). Progress goes to stderr; the summary (or ``-o json``) to stdout. Exit 0
-imported, 1 the take-over failed or could not start (the files are written; the
-summary or the error says what failed), 2 error (nothing written).
+then writes them, and ends by taking the objects over with an apply of the new
+repository that changes nothing but fleet's marks and ledger (``--no-adopt`` leaves
+the cluster alone; the first ``apply`` adopts then). A file ``validate`` refuses (an
+object the cluster holds but fleet could never apply) is written as it is and named,
+with the finding and its hint, in IMPORT.md and the summary; the take-over leaves its
+object unmarked. Progress goes to stderr; the summary (or ``-o json``) to stdout. Exit 0
+imported, 1 imported but files need a fix, or the take-over failed or could not start
+(the files are written; the summary or the error says what), 2 error (nothing written).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from rich.console import Console
 
 from fleet import engine, helm, kube
 from fleet.engine import imports
@@ -44,8 +47,9 @@ def register(sub: Any) -> None:
         help="write the fleet repository of a cluster set up by hand",
         description="Read the cluster of --context and write (or add it to) the fleet repository DIR: fleet.yaml, "
         "the Cluster, GPUNodePools, the GPUOperator, DeviceClasses, Teams and their ResourceClaimTemplates, "
-        "and IMPORT.md listing what could not be mapped. Then fleet takes the objects over, so `fleetctl diff` "
-        "shows nothing. Exit 0 imported, 1 take-over failed, 2 error (nothing written).",
+        "and IMPORT.md listing what could not be mapped and the files `fleetctl validate` refuses. Then fleet takes "
+        "over the objects that validate, so `fleetctl diff` shows nothing. Exit 0 imported, 1 imported but files "
+        "need a fix or the take-over failed, 2 error (nothing written).",
     )
     parser.add_argument("repo", type=Path, metavar="DIR", help="the repository to write (new, empty, or a fleet's)")
     parser.add_argument("--cluster", required=True, metavar="NAME", help="the Cluster's name in the fleet")
@@ -117,12 +121,14 @@ async def _import(args: argparse.Namespace) -> int:
             chart_repository=args.chart_repository,
         )
 
-        def lay_out() -> tuple[dict[str, str], engine.Plan]:
+        def lay_out() -> tuple[dict[str, str], repositories.Written]:
             files = repositories.plan(root, found, cluster=args.cluster, fleet=args.fleet, context=client.context)
             return files, repositories.write(root, files, cluster=args.cluster)
 
-        files, plan = await anyio.to_thread.run_sync(lay_out)
-        _say(f"wrote {len(files)} files to {root} ({len(found.unmapped)} not imported: {repositories.REPORT})")
+        files, written = await anyio.to_thread.run_sync(lay_out)
+        plan = written.plan
+        refused = f", {len(written.refused)} refused by validate" if written.refused else ""
+        _say(f"wrote {len(files)} files to {root} ({len(found.unmapped)} not imported{refused}: {repositories.REPORT})")
         outcome: engine.Outcome | None = None
         if not args.no_adopt:
             _say(f"taking over {len(found.handover)} objects and the pools' nodes (fleet's marks and ledger only)")
@@ -149,12 +155,17 @@ async def _import(args: argparse.Namespace) -> int:
         with anyio.CancelScope(shield=True):
             await client.close()
     failed = outcome is not None and (outcome.error is not None or outcome.changes.failed or outcome.changes.conflicted)
-    _report(args, files=sorted(files), found=found, outcome=outcome)
-    return 1 if failed else 0
+    _report(args, files=sorted(files), found=found, refused=written.refused, outcome=outcome)
+    return 1 if failed or written.refused else 0
 
 
 def _report(
-    args: argparse.Namespace, *, files: list[str], found: imports.Imported, outcome: engine.Outcome | None
+    args: argparse.Namespace,
+    *,
+    files: list[str],
+    found: imports.Imported,
+    refused: tuple[repositories.Refused, ...],
+    outcome: engine.Outcome | None,
 ) -> None:
     if args.output == "json":
         doc: dict[str, Any] = {
@@ -162,6 +173,16 @@ def _report(
             "cluster": args.cluster,
             "files": files,
             "unmapped": [{"what": u.what, "reason": u.reason} for u in found.unmapped],
+            "refused": [
+                {
+                    "file": r.file,
+                    "findings": [
+                        {"location": str(f.location), "rule": f.rule, "message": f.message, "hint": f.hint}
+                        for f in r.findings
+                    ],
+                }
+                for r in refused
+            ],
             "takeover": None,
         }
         if outcome is not None:
@@ -178,11 +199,31 @@ def _report(
         out.print(f"not imported: {u.what}: {u.reason}")
     if outcome is None:
         out.print("the cluster was left untouched (--no-adopt): the first `fleetctl apply` adopts")
-        return
-    reports.print_problems(out, outcome.changes)
-    reports.print_summary(out, outcome.changes)
-    if outcome.error is not None:
-        out.print(f"error: {outcome.error}")
+    else:
+        reports.print_problems(out, outcome.changes)
+        reports.print_summary(out, outcome.changes)
+        if outcome.error is not None:
+            out.print(f"error: {outcome.error}")
+    if refused:
+        _print_refused(out, refused, root=args.repo, cluster=args.cluster)
+
+
+def _print_refused(out: Console, refused: tuple[repositories.Refused, ...], *, root: Path, cluster: str) -> None:
+    """Last, where it is read: which files validate refuses, why and what to do."""
+    n = len(refused)
+    out.print(
+        f"imported; {n} file{'s' if n != 1 else ''} need{'s' if n == 1 else ''} a fix before fleet applies this "
+        f"repository (their objects are left unmarked in the cluster; {repositories.REPORT} lists them):"
+    )
+    for r in refused:
+        for f in r.findings:
+            out.print(f"  {root / str(f.location)} {f.rule} {f.message}")
+            if f.hint:
+                out.print(f"    hint: {f.hint}")
+    out.print(
+        f"  then: fix or remove each file, and run `fleetctl validate {root} --cluster {cluster}` and "
+        f"`fleetctl apply {root} --cluster {cluster}`"
+    )
 
 
 __all__ = ["register", "run"]

@@ -139,31 +139,110 @@ def test_a_node_unlike_its_pool_or_unselectable_is_listed_with_the_reason() -> N
     assert "fits no pool" in rows["Node bare"]
 
 
-def test_a_role_granting_more_than_fleets_is_listed_and_its_subjects_are_no_owners() -> None:
+def test_only_subjects_that_already_have_the_team_roles_rights_become_owners() -> None:
+    """Binding a subject to fleet's team Role must grant it nothing it did not have (issue 45): get/list on
+    claims makes no owner, a ClusterRole or Role that covers every verb on both resources does."""
     wide = {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}
     narrow = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list"]}
+    named = {**wide, "resourceNames": ["one"]}
 
-    def role(name: str, rule: dict[str, Any]) -> dict[str, Any]:
-        return {"kind": "Role", "metadata": {"name": name, "namespace": "gpu-example"}, "rules": [rule]}
+    def role(name: str, rule: dict[str, Any], kind: str = "Role") -> dict[str, Any]:
+        meta = {"name": name} | ({"namespace": "gpu-example"} if kind == "Role" else {})
+        return {"kind": kind, "metadata": meta, "rules": [rule]}
 
-    def binding(name: str, role: str, group: str) -> dict[str, Any]:
+    def binding(name: str, role: str, group: str, kind: str = "Role") -> dict[str, Any]:
         return {
             "kind": "RoleBinding",
             "metadata": {"name": name, "namespace": "gpu-example"},
-            "roleRef": {"kind": "Role", "name": role},
+            "roleRef": {"kind": kind, "name": role},
             "subjects": [{"kind": "Group", "name": group}],
         }
 
     live = _live(
         templates=[_guide_template("h100-gpu")],
-        roles=[role("admin", wide), role("claims", narrow)],
-        role_bindings=[binding("admins", "admin", "ops"), binding("users", "claims", "ml-research")],
+        roles=[role("admin", wide), role("claims", narrow), role("one", named)],
+        role_bindings=[
+            binding("admins", "admin", "ops"),
+            binding("users", "claims", "ml-research"),
+            binding("one", "one", "named"),
+        ],
     )
     found = imported(live, cluster="east", fleet="gpus", context=CONTEXT)
     team = next(d.body for d in found.documents if d.path == "teams/gpu-example/team.yaml")
-    assert team["spec"]["owners"] == [{"kind": "Group", "name": "ml-research"}]
+    assert team["spec"]["owners"] == [{"kind": "Group", "name": "ops"}]
     rows = {u.what: u.reason for u in found.unmapped}
-    assert "grants more than fleet's team Role" in rows["RoleBinding gpu-example/admins"]
+    assert (
+        "would grant it create, watch, update, patch, delete on resourceclaims; create, get, list, watch, update, "
+        "patch, delete on resourceclaimtemplates, which nobody gave it"
+    ) in rows["Group ml-research in namespace gpu-example"]
+    assert "Group named in namespace gpu-example" in rows
+
+    live.cluster_roles = [role("dra-edit", wide, kind="ClusterRole")]
+    live.role_bindings = [
+        binding("editors", "dra-edit", "editors", kind="ClusterRole"),
+        binding("ghost", "gone", "nobody", kind="ClusterRole"),
+    ]
+    found = imported(live, cluster="east", fleet="gpus", context=CONTEXT)
+    team = next(d.body for d in found.documents if d.path == "teams/gpu-example/team.yaml")
+    assert team["spec"]["owners"] == [{"kind": "Group", "name": "editors"}]
+    rows = {u.what: u.reason for u in found.unmapped}
+    assert "ghost (ClusterRole gone, not found)" in rows["Group nobody in namespace gpu-example"]
+
+
+def test_server_and_controller_metadata_is_not_carried_and_pod_claims_are_not_declared() -> None:
+    """A claim in use carries the API server's finalizer, which the schema refuses (issue 45)."""
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": "single-gpu",
+            "namespace": "gpu-example",
+            "finalizers": ["resource.kubernetes.io/delete-protection"],
+            "generateName": "x-",
+            "uid": "u",
+        },
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+        "status": {"reservedFor": [{"resource": "pods", "name": "pod1", "uid": "p"}]},
+    }
+    made = {
+        **claim,
+        "metadata": {
+            "name": "pod1-gpu-abc",
+            "namespace": "gpu-example",
+            "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
+        },
+    }
+    found = imported(_live(claims=[claim, made]), cluster="east", fleet="gpus", context=CONTEXT)
+    docs = {d.path: d.body for d in found.documents}
+    assert docs["teams/gpu-example/single-gpu-claim.yaml"]["metadata"] == {
+        "name": "single-gpu",
+        "namespace": "gpu-example",
+        "annotations": {"fleet.gpufleet.dev/adopt": "true"},
+    }
+    assert "status" not in docs["teams/gpu-example/single-gpu-claim.yaml"]
+    assert not [p for p in docs if "pod1" in p]
+    assert "1 ResourceClaim(s) made for pods from templates" in {u.what for u in found.unmapped}
+
+
+def test_workloads_and_namespaces_without_templates_are_rows() -> None:
+    def obj(kind: str, ns: str, name: str) -> dict[str, Any]:
+        return {"kind": kind, "metadata": {"name": name, "namespace": ns}}
+
+    names = ("gpu-example", "empty", "kube-system")
+    namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in names]
+    live = _live(
+        templates=[_guide_template("h100-gpu")],
+        namespaces=namespaces,
+        workloads=[
+            obj("Deployment", "gpu-example", "d"),
+            obj("Pod", "gpu-example", "p"),
+            obj("Pod", "kube-system", "k"),
+        ],
+    )
+    rows = {u.what: u.reason for u in imported(live, cluster="east", fleet="gpus", context=CONTEXT).unmapped}
+    assert rows["Deployments and Pods"].startswith("1 Deployment(s) and 1 Pod(s) in namespace(s) gpu-example:")
+    assert "no Team declares it" in rows["Namespace empty"]
+    assert "Namespace kube-system" not in rows and "Namespace gpu-example" not in rows
 
 
 def test_a_quota_in_fleets_shape_becomes_the_teams_and_another_is_listed() -> None:
@@ -323,7 +402,7 @@ def test_the_files_are_validated_before_they_are_written_and_a_second_cluster_jo
     live = _live(templates=[_guide_template("two-gpus")], device_classes=[gpu_class])
     root = tmp_path / "fleet"
     east = imported(live, cluster="east", fleet="gpus", context=CONTEXT)
-    plan_east = write(root, plan(root, east, cluster="east", fleet="gpus", context=CONTEXT), cluster="east")
+    plan_east = write(root, plan(root, east, cluster="east", fleet="gpus", context=CONTEXT), cluster="east").plan
     assert {d.ref.name for d in plan_east.objects} >= {"two-gpus", "gpu.nvidia.com", "gpu-example"}
     assert not list(tmp_path.glob(".fleet.import-*")), "the staging directory is renamed into place"
 
@@ -366,7 +445,7 @@ def test_a_namespace_without_owners_gets_a_team_that_grants_no_guessed_subject(t
     files = plan(root, found, cluster="east", fleet="gpus", context=CONTEXT)
     [row] = [r for r in files["IMPORT.md"].splitlines() if r.startswith("| the owners of namespace gpu-example")]
     assert "grants no one it guessed" in row and "Fill in spec.owners of teams/gpu-example/team.yaml" in row
-    bindings = [d.body for d in write(root, files, cluster="east").objects if d.body["kind"] == "RoleBinding"]
+    bindings = [d.body for d in write(root, files, cluster="east").plan.objects if d.body["kind"] == "RoleBinding"]
     assert [b["subjects"] for b in bindings] == [
         [{"kind": "ServiceAccount", "name": "fleet-team", "namespace": "gpu-example"}]
     ]

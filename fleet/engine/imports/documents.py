@@ -1,10 +1,14 @@
 """The pieces of an imported repository: its documents, what could not be mapped, and clean objects.
 
-``clean`` turns a live object into what a person writes: server-set fields go
-(``status``, ``managedFields``, ``uid``, ``resourceVersion``, ``creationTimestamp``,
-kubectl's ``last-applied-configuration``, Helm's ownership marks) and so do the
-defaults the API server fills in (a template's empty claim ``metadata``, a request's
-``allocationMode: ExactCount`` and, with it, ``count: 1``).
+``clean`` turns a live object into what a person writes: of ``metadata`` only what a
+repository may set stays (name, namespace, labels, annotations), so every field the
+server or a controller sets goes (``uid``, ``resourceVersion``, ``managedFields``,
+``finalizers`` such as the API server's ``resource.kubernetes.io/delete-protection`` on a
+claim in use, ``ownerReferences``, ``generateName``...), as do ``status``, kubectl's
+``last-applied-configuration``, Helm's ownership marks and the defaults the API server
+fills in (a template's empty claim ``metadata``, a request's ``allocationMode: ExactCount``
+and, with it, ``count: 1``). A field kept that the schema refuses would make the import's
+own output fail ``validate``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from typing import Any
 
 from fleet.engine import ledgers, normalizations, ownership
 
-SERVER_METADATA = (*normalizations.VOLATILE_METADATA, "generateName")
+WRITTEN_METADATA = ("name", "namespace", "labels", "annotations")
+"""The ``metadata`` a repository declares (``fleet.manifests.bases.ObjectMeta``); the rest is the server's."""
 SERVER_ANNOTATIONS = normalizations.VOLATILE_ANNOTATIONS
 OTHER_TOOLS_PREFIXES = ("meta.helm.sh/",)
 
@@ -47,9 +52,7 @@ class Imported:
 
 def clean(obj: dict[str, Any]) -> dict[str, Any]:
     """``obj`` without what the server and other tools set, keys in the order people write them."""
-    meta = dict(obj.get("metadata") or {})
-    for key in SERVER_METADATA:
-        meta.pop(key, None)
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k in WRITTEN_METADATA}
     annotations = {
         k: v
         for k, v in (meta.pop("annotations", None) or {}).items()
@@ -64,7 +67,6 @@ def clean(obj: dict[str, Any]) -> dict[str, Any]:
         tidy["labels"] = labels
     if annotations:
         tidy["annotations"] = annotations
-    tidy.update(meta)
     body: dict[str, Any] = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": tidy}
     for key, value in obj.items():
         if key not in ("apiVersion", "kind", "metadata", "status"):
@@ -99,4 +101,4 @@ def origin(kind: str, name: str, obj: dict[str, Any], context: str) -> str:
     return f"{where} (managed by {', '.join(by)})" if by else where
 
 
-__all__ = ["Document", "Imported", "Unmapped", "annotate", "clean", "origin"]
+__all__ = ["WRITTEN_METADATA", "Document", "Imported", "Unmapped", "annotate", "clean", "origin"]

@@ -54,7 +54,11 @@ class Live:
     claims: list[dict[str, Any]] = field(default_factory=list)
     roles: list[dict[str, Any]] = field(default_factory=list)
     role_bindings: list[dict[str, Any]] = field(default_factory=list)
+    cluster_roles: list[dict[str, Any]] = field(default_factory=list)
+    """Their rules, for the RoleBindings that bind a ClusterRole in a namespace (``teams``' owners)."""
     quotas: list[dict[str, Any]] = field(default_factory=list)
+    workloads: list[dict[str, Any]] = field(default_factory=list)
+    """Deployments and Pods: no fleet repository declares them; one IMPORT.md row counts them."""
     others: list[dict[str, Any]] = field(default_factory=list)
     """Objects of DRA kinds fleet does not declare (DeviceTaintRules), listed in IMPORT.md."""
     operator: HelmRelease | None = None
@@ -71,8 +75,12 @@ KINDS = {
     "claims": (DRA_API, "ResourceClaim"),
     "roles": ("rbac.authorization.k8s.io/v1", "Role"),
     "role_bindings": ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    "cluster_roles": ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     "quotas": ("v1", "ResourceQuota"),
 }
+
+WORKLOADS = (("apps/v1", "Deployment"), ("v1", "Pod"))
+"""Read into ``Live.workloads``: what people run on the claims, counted in one row."""
 
 
 UNDECLARED = ("DeviceTaintRule",)
@@ -110,6 +118,10 @@ async def read(*, client: kube.Client, h: helm.Helm | None, release: str, namesp
         kind = await client.kind(api_version=api_version, kind=kind_name)
         lists[attr] = list((await client.list(kind)).items)
 
+    async def workloads(api_version: str, kind_name: str) -> None:
+        kind = await client.kind(api_version=api_version, kind=kind_name)
+        live.workloads += (await client.list(kind)).items
+
     async def features() -> None:
         live.features = await probes.observe(client, declared=default)
 
@@ -117,6 +129,8 @@ async def read(*, client: kube.Client, h: helm.Helm | None, release: str, namesp
         for attr, (api_version, kind_name) in KINDS.items():
             tg.start_soon(one, attr, api_version, kind_name)
         tg.start_soon(features)
+        for api_version, kind_name in WORKLOADS:
+            tg.start_soon(workloads, api_version, kind_name)
         for api_version, kind_name in sorted(served):
             if kind_name in UNDECLARED and api_version.startswith("resource.k8s.io/"):
                 tg.start_soon(_others, live, client, api_version, kind_name)
@@ -151,4 +165,4 @@ async def _operator(live: Live, h: helm.Helm, release: str, namespace: str) -> N
     )
 
 
-__all__ = ["DRA_API", "KINDS", "UNDECLARED", "HelmRelease", "Live", "read", "require_dra"]
+__all__ = ["DRA_API", "KINDS", "UNDECLARED", "WORKLOADS", "HelmRelease", "Live", "read", "require_dra"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections import Counter
 from typing import Any
 
 from fleet.engine import ownership
@@ -29,7 +30,7 @@ from fleet.engine.imports.pools import pools
 from fleet.engine.imports.teams import teams
 from fleet.kube import Ref
 from fleet.manifests import kinds
-from fleet.policy import featuregates
+from fleet.policy import featuregates, tenancy
 
 DEFAULT_CHART_REPOSITORY = str(kinds.Chart.model_fields["repository"].default)
 
@@ -54,6 +55,7 @@ def imported(
         if name not in seen:  # served under several versions: one row
             seen.add(name)
             out.unmapped.append(Unmapped(name, f"a fleet repository declares no {o['kind']}; it stays as it is"))
+    _workloads(live, operator_ns=str(operator_ns), out=out)
     templates = _not_fleets(live.templates, out)
     claims = _not_fleets(live.claims, out)
     for name, obj in sorted(classes.items()):
@@ -73,6 +75,27 @@ def imported(
         out=out,
     )
     return out
+
+
+def _workloads(live: Live, *, operator_ns: str, out: Imported) -> None:
+    """One row for the Deployments and Pods people run (Kubernetes' and the operator's own aside)."""
+    counts: Counter[str] = Counter()
+    namespaces: set[str] = set()
+    for o in live.workloads:
+        ns = str(o["metadata"].get("namespace") or "")
+        if not tenancy.reserved(ns, operator_namespace=operator_ns):
+            counts[str(o["kind"])] += 1
+            namespaces.add(ns)
+    if counts:
+        shown = " and ".join(f"{counts[k]} {k}(s)" for k in ("Deployment", "Pod") if counts[k])
+        out.unmapped.append(
+            Unmapped(
+                "Deployments and Pods",
+                f"{shown} in namespace(s) {', '.join(sorted(namespaces))}: a fleet repository declares the "
+                "ResourceClaimTemplates and ResourceClaims they use, not the workloads themselves; they stay as "
+                "they are",
+            )
+        )
 
 
 def _not_fleets(objs: list[dict[str, Any]], out: Imported) -> list[dict[str, Any]]:

@@ -4,7 +4,9 @@ Nodes that publish GPUs are grouped by ``node.kubernetes.io/instance-type`` (els
 feature discovery's product label), which becomes the pool's ``nodeSelector``. The labels
 and taints every node of a group carries (Kubernetes' and the discovery tools' own labels
 aside) are what the pool keeps, so adopting the pool changes no node. The GPU model,
-count and memory come from the ResourceSlices the driver publishes; a node that differs
+count and memory come from the ResourceSlices the driver publishes, and so does the MIG
+layout (``spec.mig``: static with the profiles per GPU, or dynamic), so that the claims
+that use MIG devices validate against the pool; a node that differs
 from its group, that nothing selects, or that a pool selects but that publishes no GPUs
 is listed, not guessed. So is each label and taint only some nodes of a group carry (or
 carry with different values): it stays on those nodes, outside the repository.
@@ -44,8 +46,13 @@ GPU_DRIVER = "gpu.nvidia.com"
 class _GPUs:
     product: str
     count: int
+    """Physical GPUs: whole ones and the parents of MIG devices."""
     memory: str
-    mig: bool
+    mig: str
+    """"" (no MIG devices), "static" (made beforehand) or "dynamic" (placements that consume counters)."""
+    profiles: tuple[tuple[str, int], ...] = ()
+    """Static MIG: MIG devices per GPU by profile, as most of the node's MIG GPUs carry them."""
+    mig_gpus: int = 0
 
 
 def _gpus(slices: Iterable[dict[str, Any]]) -> dict[str, _GPUs]:
@@ -58,13 +65,35 @@ def _gpus(slices: Iterable[dict[str, Any]]) -> dict[str, _GPUs]:
     out: dict[str, _GPUs] = {}
     for node, found in devices.items():
         gpus = [d for d in found if _attr(d, "type") == "gpu"]
-        mig = any(_attr(d, "type") == "mig" for d in found)
-        if not gpus:
+        migs = [d for d in found if _attr(d, "type") == "mig"]
+        if not gpus and not migs:
             continue
-        products = Counter(_attr(d, "productName") for d in gpus)
+        whole = {_attr(d, "uuid") for d in gpus}
+        layouts: dict[str, Counter[str]] = defaultdict(Counter)
+        for d in migs:
+            layouts[_attr(d, "parentUUID")][_attr(d, "profile")] += 1
+        dynamic = any(d.get("consumesCounters") for d in migs)
+        split = [p for p in layouts if p not in whole]
+        products = Counter(_attr(d, "productName") for d in gpus or migs)
         memories = Counter(str(((d.get("capacity") or {}).get("memory") or {}).get("value", "")) for d in gpus)
-        out[node] = _GPUs(products.most_common(1)[0][0], len(gpus), memories.most_common(1)[0][0], mig)
+        profiles: tuple[tuple[str, int], ...] = ()
+        if migs and not dynamic:
+            shapes = Counter(tuple(sorted(layouts[p].items())) for p in split or layouts)
+            profiles = shapes.most_common(1)[0][0]
+        out[node] = _GPUs(
+            product=products.most_common(1)[0][0],
+            count=len(gpus) + len(split),
+            memory=memories.most_common(1)[0][0] if memories else "",
+            mig="dynamic" if dynamic else "static" if migs else "",
+            profiles=profiles,
+            mig_gpus=0 if dynamic else len(split),
+        )
     return out
+
+
+def _described(g: _GPUs) -> str:
+    mig = {"": "", "dynamic": ", dynamic MIG"}.get(g.mig, f", {g.mig_gpus} in MIG mode")
+    return f"{g.count}x {g.product}{mig}"
 
 
 def _attr(device: dict[str, Any], name: str) -> str:
@@ -160,13 +189,19 @@ def _pool(
             out.unmapped.append(
                 Unmapped(
                     f"Node {n['metadata']['name']}",
-                    f"it is in pool {pool} ({key}={value}) but publishes {other.count}x {other.product} where the pool "
-                    f"expects {model.count}x {model.product}: give it its own {key} label to make it a pool of its own",
+                    f"it is in pool {pool} ({key}={value}) but publishes {_described(other)} where the pool "
+                    f"expects {_described(model)}: give it its own {key} label to make it a pool of its own",
                 )
             )
-    if model.mig:
+    if model.mig == "static" and model.mig_gpus < model.count:
+        shown = ", ".join(f"{n}x {p}" for p, n in model.profiles)
         out.unmapped.append(
-            Unmapped(f"pool {pool}", "its GPUs publish MIG devices: the MIG layout (spec.mig) is not imported")
+            Unmapped(
+                f"the MIG mode of pool {pool}",
+                f"{model.mig_gpus} of the {model.count} GPUs of each Node are in MIG mode ({shown} each): a pool "
+                "declares MIG for all its GPUs (spec.mig), so validate checks its claims as if every GPU were split "
+                "so; the GPUs stay as they are",
+            )
         )
     gpu: dict[str, Any] = {"productName": model.product, "count": model.count}
     if model.memory:
@@ -178,6 +213,10 @@ def _pool(
         spec["taints"] = [_taint(t) for t in taints]
     spec["gpu"] = gpu
     spec["nodes"] = len(nodes)
+    if model.mig == "dynamic":
+        spec["mig"] = {"strategy": "dynamic"}
+    elif model.mig == "static":
+        spec["mig"] = {"strategy": "static", "profiles": dict(model.profiles)}
     body = {"apiVersion": kinds.API_VERSION, "kind": "GPUNodePool", "metadata": {"name": pool}, "spec": spec}
     names = ", ".join(str(n["metadata"]["name"]) for n in nodes[:5]) + (", ..." if len(nodes) > 5 else "")
     comment = f"{len(nodes)} Node(s) with {key}={value} ({names}): the labels and taints all of them carry"

@@ -1,10 +1,16 @@
 """Writing an imported cluster into a repository: new, or one more cluster of an existing fleet.
 
 Files are written for people with ruamel.yaml, each object under a comment that
-says where it came from. Nothing is written until everything is known to fit:
-the files are laid out in a staging copy, validated there exactly as ``fleetctl
-validate`` would (``fleet.engine.pipelines.load_plan``), and only then copied in.
-So a refused import leaves the target directory as it was.
+says where it came from. The files are laid out in a staging copy and validated
+there exactly as ``fleetctl validate`` would (``fleet.engine.pipelines``) before any
+is copied in. A cluster often holds an object ``validate`` rightly refuses (a template
+that selects on an attribute the driver no longer publishes): that file is written
+all the same, as the cluster holds it, and is ``Refused`` with its findings (IMPORT.md
+lists them) so the user fixes or removes it; the plan the take-over applies is that of
+the repository without the refused files, so fleet never marks an object it would then
+refuse to apply. Only findings in files the import did not write (an existing fleet's,
+or ``fleet.yaml`` and the Cluster it must write) refuse the import as a whole, and then
+the target directory is left as it was.
 
 An existing directory is a fleet's when it holds ``fleet.yaml``; the import then adds
 the cluster to ``spec.clusters`` and may write a file that exists only when it
@@ -19,7 +25,9 @@ from __future__ import annotations
 import io
 import shutil
 import tempfile
+from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +37,7 @@ from ruamel.yaml import YAML
 from fleet.engine import pipelines, plans
 from fleet.engine.imports.mappings import Document, Imported, Unmapped
 from fleet.errors import FleetError
+from fleet.manifests import Finding
 
 REPORT = "IMPORT.md"
 
@@ -197,37 +206,115 @@ def _comparable(body: dict[str, Any]) -> dict[str, Any]:
     return out  # type: ignore[no-any-return]
 
 
-def write(root: Path, files: dict[str, str], *, cluster: str) -> plans.Plan:
-    """Validate ``files`` laid over ``root`` in a staging copy, then write them into ``root``; the plan.
+@dataclass(frozen=True)
+class Refused:
+    """A file the import wrote that ``validate`` refuses, with the findings: fleet neither applies nor
+    takes over its object until the file is fixed or removed."""
 
-    The plan is the staging copy's: the same files, so the same objects, sources (relative to the
-    root) and ledger keys; only a revision id may differ, which the diff ignores.
+    file: str
+    findings: tuple[Finding, ...]
+
+
+@dataclass(frozen=True)
+class Written:
+    plan: plans.Plan
+    """The plan of the repository without the refused files: what the take-over applies."""
+    refused: tuple[Refused, ...] = ()
+
+
+MAX_ROUNDS = 3
+"""Files refused, then the repository without them checked again: a Team refused takes its templates
+along in the second round; more rounds than this is no cluster but an import bug."""
+
+REFUSED_HEADER = (
+    "### Files that need a fix before fleet applies this repository\n\n"
+    "`fleetctl validate` refuses these files. Each is written as the cluster holds its object; fleet "
+    "neither applies nor takes over that object until the file is fixed (or removed, which leaves the "
+    "object as it is).\n\n| file | finding | hint |\n|---|---|---|\n"
+)
+
+
+def refused_report(refused: tuple[Refused, ...]) -> str:
+    """IMPORT.md's rows for the refused files: one per finding, with its hint."""
+    if not refused:
+        return ""
+    rows = [
+        f"| {f.location} | {f.rule}: {f.message} | {f.hint or '-'} |".replace("\n", " ")
+        for r in refused
+        for f in r.findings
+    ]
+    return "\n" + REFUSED_HEADER + "\n".join(rows) + "\n"
+
+
+def write(root: Path, files: dict[str, str], *, cluster: str) -> Written:
+    """Validate ``files`` laid over ``root`` in a staging copy, then write them into ``root``.
+
+    The plan is the staging copy's (without the refused files): the same files, so the same objects,
+    sources (relative to the root) and ledger keys; only a revision id may differ, which the diff ignores.
 
     A new ``root`` is the staging directory itself, renamed into place (it sits beside ``root``,
     on the same file system): the files are written once."""
     fresh = not root.exists() or not any(root.iterdir())
     parent = root.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
+    files = dict(files)
     with tempfile.TemporaryDirectory(prefix=f".{root.name}.import-", dir=parent if fresh else None) as tmp:
         staged = Path(tmp) / "repo"
         if not fresh:
             shutil.copytree(root, staged, ignore=shutil.ignore_patterns(".git"))
         _lay(staged, files)
-        try:
-            plan = pipelines.load_plan(staged, cluster=cluster)
-        except FleetError as err:
-            raise FleetError(
-                f"the imported repository does not validate, so nothing was written: {err.what}",
-                where=err.where,
-                hint="this is a fleetctl import bug or a cluster fleet cannot declare; IMPORT.md would list it",
-            ) from err
+        checked = pipelines.check_and_plan(staged, cluster=cluster)
+        refused: tuple[Refused, ...] = ()
+        plan = checked.plan
+        if plan is None:
+            plan, refused = _without_refused(staged, files, checked.findings, cluster=cluster, scratch=Path(tmp))
+            files[REPORT] = files[REPORT] + refused_report(refused)
+            _lay(staged, {REPORT: files[REPORT]})
         if fresh:
             if root.exists():
                 root.rmdir()  # empty: checked above
             staged.rename(root)
-            return plan
+            return Written(plan, refused)
     _lay(root, files)
-    return plan
+    return Written(plan, refused)
+
+
+def _without_refused(
+    staged: Path, files: dict[str, str], findings: tuple[Finding, ...], *, cluster: str, scratch: Path
+) -> tuple[plans.Plan, tuple[Refused, ...]]:
+    """The plan of ``staged`` without the files validate refuses, and those files; FleetError (nothing
+    written) when a refused file is none the import may leave to the user."""
+    refused: dict[str, list[Finding]] = defaultdict(list)
+    for _ in range(MAX_ROUNDS):
+        errors = [f for f in findings if f.severity == "error"]
+        hit = {f.location.file for f in errors}
+        if not errors or not hit <= _leavable(files):
+            break
+        for f in errors:
+            refused[f.location.file].append(f)
+        rest = scratch / "validated"
+        shutil.rmtree(rest, ignore_errors=True)
+        shutil.copytree(staged, rest)
+        for rel in refused:
+            (rest / rel).unlink()
+        checked = pipelines.check_and_plan(rest, cluster=cluster)
+        if checked.plan is not None:
+            return checked.plan, tuple(Refused(rel, tuple(fs)) for rel, fs in sorted(refused.items()))
+        findings = checked.findings
+    errors = [f for f in findings if f.severity == "error"]
+    shown = "\n  ".join(str(f.location) + f" {f.rule} {f.message}" for f in errors[:10])
+    more = f"\n  ... and {len(errors) - 10} more" if len(errors) > 10 else ""
+    raise FleetError(
+        f"the imported repository does not validate, so nothing was written:\n  {shown}{more}",
+        where=str(errors[0].location) if errors else str(staged),
+        hint="these are findings in files an import must write as they are (fleet.yaml, the Cluster) or that "
+        "the repository held before: fix the repository, or report a fleetctl import bug",
+    )
+
+
+def _leavable(files: dict[str, str]) -> set[str]:
+    """The files the import wrote whose refusal it may leave to the user: the objects it read."""
+    return {rel for rel in files if rel != REPORT and rel != "fleet.yaml" and not rel.startswith("clusters/")}
 
 
 def _lay(root: Path, files: dict[str, str]) -> None:
@@ -237,4 +324,4 @@ def _lay(root: Path, files: dict[str, str]) -> None:
         target.write_text(text)
 
 
-__all__ = ["REPORT", "plan", "render", "report", "write"]
+__all__ = ["REPORT", "Refused", "Written", "plan", "refused_report", "render", "report", "write"]

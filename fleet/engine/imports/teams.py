@@ -1,9 +1,11 @@
 """Pure: namespaces that hold claim templates, as Teams.
 
 A namespace holding ResourceClaimTemplates (or claims made by hand) becomes a Team of
-that name. Its owners are the subjects of the RoleBindings whose Role grants no more
-than fleet's team Role; a binding that grants more stays outside the repository and is
-listed. Its quota is the ResourceQuota ``fleet-devices`` when it has exactly the keys
+that name. Its owners are the subjects whose rights there, by the rules of the Roles and
+ClusterRoles their RoleBindings there bind, compared verb by verb, already include everything
+fleet's team Role grants: binding them to it grants nothing new. Every other subject is a row
+saying what it lacks, and its bindings stay outside the repository, as they are: a take-over
+never grants rights nobody had. Its quota is the ResourceQuota ``fleet-devices`` when it has exactly the keys
 fleet renders. Templates and claims people made (kubectl) become fleet's (``created``:
 pruning deletes them), those another tool keeps (Helm, an owner object) are adopted, as
 are the namespace and the fleet-shaped Role, RoleBinding and quota. A namespace labelled
@@ -47,7 +49,7 @@ def teams(
         by_ns[str(t["metadata"]["namespace"])].append(t)
     generated = 0
     for c in claims:
-        if (c.get("metadata") or {}).get("ownerReferences"):
+        if _generated(c):
             generated += 1
             continue
         by_ns[str(c["metadata"]["namespace"])].append(c)
@@ -58,6 +60,7 @@ def teams(
                 "they belong to their pods (ownerReferences), not to the repository",
             )
         )
+    _bare_namespaces(live, holding=set(by_ns), operator_ns=operator_ns, out=out)
     extended = _extended(live, classes)
     for ns, objs in sorted(by_ns.items()):
         why = tenancy.reserved(ns, operator_namespace=operator_ns)
@@ -76,6 +79,32 @@ def teams(
             _team(
                 ns, objs, live=live, cluster=cluster, context=context, extended=extended, classes=set(classes), out=out
             )
+
+
+def _bare_namespaces(live: Live, *, holding: set[str], operator_ns: str, out: Imported) -> None:
+    """A row per namespace people made that holds no template or claim of its own: no Team declares it."""
+    for n in sorted(live.namespaces, key=lambda n: str(n["metadata"]["name"])):
+        ns = str(n["metadata"]["name"])
+        if ns in holding or ownership.managed(n) or tenancy.reserved(ns, operator_namespace=operator_ns):
+            continue
+        out.unmapped.append(
+            Unmapped(
+                f"Namespace {ns}",
+                "it holds no ResourceClaimTemplate or ResourceClaim of its own, so no Team declares it (a Team "
+                "is made for a namespace that holds them); it stays as it is",
+            )
+        )
+
+
+POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
+"""The annotation the resourceclaim controller puts on each claim it makes from a pod's template."""
+
+
+def _generated(claim: dict[str, Any]) -> bool:
+    """Whether the resourceclaim controller made ``claim`` for a pod (its annotation, or an owner object):
+    it belongs to the pod, never to the repository."""
+    meta = claim.get("metadata") or {}
+    return bool(meta.get("ownerReferences") or POD_CLAIM_NAME in (meta.get("annotations") or {}))
 
 
 def _declarable(ns: str, objs: list[dict[str, Any]], *, classes: set[str], out: Imported) -> list[dict[str, Any]]:
@@ -161,7 +190,7 @@ def _team(
         out.unmapped.append(
             Unmapped(
                 f"the owners of namespace {ns}",
-                f"no RoleBinding there binds a Role within fleet's team Role ({', '.join(CLAIM_RESOURCES)}: "
+                f"no subject there already has all that fleet's team Role grants ({', '.join(CLAIM_RESOURCES)}: "
                 f"{', '.join(CLAIM_VERBS)}), and the import grants no one it guessed: team {ns} is written with "
                 f"owners: [], so its RoleBinding {TEAM_ROLE} binds only the team's ServiceAccount "
                 f"{impersonations.SERVICE_ACCOUNT} (as which fleet writes the team's objects). Fill in "
@@ -229,18 +258,27 @@ def _classes_named(body: dict[str, Any]) -> set[str]:
     return found
 
 
-def _within_team_role(role: dict[str, Any]) -> bool:
-    """Whether every rule of ``role`` grants only what fleet's team Role grants."""
-    for rule in role.get("rules") or ():
-        if rule.get("resourceNames") or rule.get("nonResourceURLs"):
-            return False
-        if set(rule.get("apiGroups") or ()) - {"resource.k8s.io"}:
-            return False
-        if set(rule.get("resources") or ()) - set(CLAIM_RESOURCES):
-            return False
-        if set(rule.get("verbs") or ()) - set(CLAIM_VERBS):
-            return False
-    return bool(role.get("rules"))
+TEAM_GRANTS = frozenset((resource, verb) for resource in CLAIM_RESOURCES for verb in CLAIM_VERBS)
+"""What fleet's team Role grants in a team's namespace, as (resource, verb) of ``resource.k8s.io``."""
+
+
+def granted(rules: Any) -> frozenset[tuple[str, str]]:
+    """Which of ``TEAM_GRANTS`` ``rules`` (a Role's or ClusterRole's) grant, verb by verb, as RBAC reads
+    them: ``*`` matches any group, resource or verb; a rule limited to ``resourceNames`` grants no
+    request on the resource as a whole (a create, a list), so it counts for nothing here."""
+    found: set[tuple[str, str]] = set()
+    for rule in rules or ():
+        if rule.get("resourceNames"):
+            continue
+        groups = set(rule.get("apiGroups") or ())
+        if not groups & {"*", "resource.k8s.io"}:
+            continue
+        resources = set(rule.get("resources") or ())
+        verbs = set(rule.get("verbs") or ())
+        found |= {
+            (r, v) for r, v in TEAM_GRANTS if (r in resources or "*" in resources) and (v in verbs or "*" in verbs)
+        }
+    return frozenset(found)
 
 
 def _is_team_role(role: dict[str, Any]) -> bool:
@@ -257,38 +295,71 @@ def _is_team_role(role: dict[str, Any]) -> bool:
 
 
 def _owners(ns: str, *, live: Live, out: Imported) -> tuple[list[dict[str, str]], str]:
+    """The subjects whose rights in ``ns`` already include all fleet's team Role grants: binding them to
+    it grants nothing new. Every other subject is a row saying what it lacks; the import never makes a
+    take-over grant rights that nobody had."""
     roles = {str(r["metadata"]["name"]): r for r in live.roles if r["metadata"].get("namespace") == ns}
-    owners: list[dict[str, str]] = []
-    notes: list[str] = []
+    cluster_roles = {str(r["metadata"]["name"]): r for r in live.cluster_roles}
+    rights: dict[tuple[str, ...], set[tuple[str, str]]] = defaultdict(set)
+    via: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    subjects: dict[tuple[str, ...], dict[str, str]] = {}
     for binding in sorted(
         (b for b in live.role_bindings if b["metadata"].get("namespace") == ns),
         key=lambda b: str(b["metadata"]["name"]),
     ):
         bname = str(binding["metadata"]["name"])
         ref = binding.get("roleRef") or {}
-        role = roles.get(str(ref.get("name"))) if ref.get("kind") == "Role" else None
-        if role is None or not _within_team_role(role):
-            granted = (
-                f"ClusterRole {ref.get('name')}" if ref.get("kind") == "ClusterRole" else f"Role {ref.get('name')}"
-            )
-            out.unmapped.append(
-                Unmapped(
-                    f"RoleBinding {ns}/{bname}",
-                    f"it binds {granted}, which grants more than fleet's team Role ({', '.join(CLAIM_RESOURCES)}: "
-                    f"{', '.join(CLAIM_VERBS)}); it stays in the cluster as it is, outside the repository",
-                )
-            )
-            continue
-        for subject in binding.get("subjects") or ():
-            owner = _owner(subject)
-            if owner is not None and owner not in owners:
-                owners.append(owner)
-        if bname == TEAM_ROLE and ref.get("name") == TEAM_ROLE and _is_team_role(role):
+        kind, rname = str(ref.get("kind")), str(ref.get("name"))
+        role = roles.get(rname) if kind == "Role" else cluster_roles.get(rname) if kind == "ClusterRole" else None
+        grants = granted((role or {}).get("rules"))
+        if bname == TEAM_ROLE and kind == "Role" and rname == TEAM_ROLE and role is not None and _is_team_role(role):
             out.handover[Ref("rbac.authorization.k8s.io/v1", "Role", ns, TEAM_ROLE).key] = "adopted"
             out.handover[Ref("rbac.authorization.k8s.io/v1", "RoleBinding", ns, TEAM_ROLE).key] = "adopted"
-        else:
-            notes.append(f"owners from RoleBinding {bname}, which stays as it is beside fleet's {TEAM_ROLE}")
-    return owners, "; ".join(notes)
+        for subject in binding.get("subjects") or ():
+            owner = _owner(subject)
+            if owner is None:
+                continue
+            key = tuple(owner.values())
+            subjects.setdefault(key, owner)
+            rights[key] |= grants
+            via[key].append(f"{bname} ({kind} {rname}{'' if role is not None else ', not found'})")
+    owners: list[dict[str, str]] = []
+    notes: set[str] = set()
+    for key, owner in subjects.items():
+        missing = TEAM_GRANTS - rights[key]
+        if not missing:
+            owners.append(owner)
+            notes.update(b.split(" (")[0] for b in via[key] if not b.startswith(f"{TEAM_ROLE} "))
+            continue
+        shown = _shown_subject(owner)
+        out.unmapped.append(
+            Unmapped(
+                f"{shown} in namespace {ns}",
+                f"not made an owner of team {ns}: its RoleBinding(s) there ({', '.join(via[key])}) do not grant "
+                f"all that fleet's team Role grants; binding it to {TEAM_ROLE} would grant it "
+                f"{_missing(missing)}, which nobody gave it. Its bindings stay as they are; add it to spec.owners "
+                f"of teams/{ns}/team.yaml only if it should have those rights",
+            )
+        )
+    kept = sorted(n for n in notes if n != TEAM_ROLE)
+    note = f"owners from RoleBinding(s) {', '.join(kept)}, which stay as they are beside fleet's {TEAM_ROLE}"
+    return owners, note if kept else ""
+
+
+def _shown_subject(owner: dict[str, str]) -> str:
+    if owner["kind"] == "ServiceAccount":
+        return f"ServiceAccount {owner['namespace']}/{owner['name']}"
+    return f"{owner['kind']} {owner['name']}"
+
+
+def _missing(missing: frozenset[tuple[str, str]]) -> str:
+    """``resourceclaims: create, delete; resourceclaimtemplates: ...``, verbs in fleet's order."""
+    parts = []
+    for resource in CLAIM_RESOURCES:
+        verbs = [v for v in CLAIM_VERBS if (resource, v) in missing]
+        if verbs:
+            parts.append(f"{', '.join(verbs)} on {resource}")
+    return "; ".join(parts)
 
 
 def _owner(subject: dict[str, Any]) -> dict[str, str] | None:
@@ -334,4 +405,4 @@ def _quota(ns: str, *, live: Live, extended: dict[str, str] | None, out: Importe
     return found
 
 
-__all__ = ["teams"]
+__all__ = ["TEAM_GRANTS", "granted", "teams"]
