@@ -7,8 +7,8 @@ organizations named as fleet's teams name their owner groups (the example fleet'
 ``inference`` team is owned by ``inference-oncall``, ``ml-research`` by
 ``ml-research-admins``), and ``fleet-admins`` for the platform team:
 
-    alice   inference-oncall      (team member)
-    bob     ml-research-admins    (team member)
+    alice   ml-research-admins    (team member; in the kubeconfig, group ml-research)
+    bob     inference-oncall      (team member; in the kubeconfig, group inference)
     fleet   fleet-admins          (the forge's admin)
 
 Each organization is created owned by its one member (Gitea's admin API), so no one is in
@@ -46,8 +46,8 @@ class Person:
 
 
 PEOPLE = (
-    Person("alice", ("inference-oncall",)),
-    Person("bob", ("ml-research-admins",)),
+    Person("alice", ("ml-research-admins",)),
+    Person("bob", ("inference-oncall",)),
     Person(forges.ADMIN, (ADMINS,)),
 )
 

@@ -42,8 +42,8 @@ async def test_discovery_refuses_an_issuer_with_a_trailing_slash(idp: Idp, http:
 @pytest.mark.parametrize(
     ("user", "group", "not_group"),
     [
-        ("alice", "inference-oncall", "ml-research-admins"),
-        ("bob", "ml-research-admins", "inference-oncall"),
+        ("alice", "ml-research-admins", "inference-oncall"),
+        ("bob", "inference-oncall", "ml-research-admins"),
         ("fleet", "fleet-admins", "inference-oncall"),
     ],
 )

@@ -1,0 +1,247 @@
+"""The console in fleet-controller, as people use it: log in through Gitea in Debian's Chromium.
+
+A real ``fleet-controller`` process (``tests.controller.replicas``) follows a fleet repository on
+the sandbox's Gitea with ``--console oidc``, Gitea being the OpenID provider; two teams run a GPU
+pod each. People log in through Gitea's real login form: the admin (group ``fleet-admins``, bound
+to ``view``) walks every page; alice (``ml-research-admins``) sees her team and not the other
+team's pods; a page follows a ``kubectl`` change without a reload; logging out ends the session;
+a ServiceAccount's bearer token reads the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.common.by import By
+
+from fleet.sandbox import Sandbox, forges, identities
+from tests import browsers
+from tests.apply.repos import Repo
+from tests.conftest import Kubectl, gpu_pod
+from tests.console import walks
+from tests.controller.conftest import Remote
+from tests.controller.replicas import Replicas
+from tests.forge.conftest import Server, fleetsync_crd, gitea
+from tests.waits import wait_for
+
+__all__ = ["fleetsync_crd", "gitea"]
+
+pytestmark = [pytest.mark.extras("gitea"), pytest.mark.browser, pytest.mark.sandbox]
+
+TEAMS = {"ml": "ml-research-admins", "inf": "inference-oncall"}
+"""fleet team → its owner group, the Gitea organization of alice (ml) and bob (inf)."""
+
+
+@dataclass
+class Running:
+    base: str
+    """The console's URL: http://127.0.0.1:PORT/ui"""
+    repo: Repo
+    forge: forges.Forge
+    passwords: dict[str, str]
+    replicas: Replicas
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rbac(repo: Repo) -> str:
+    """What a platform team binds for the console: fleet-level reads for everyone logged in, ``view``
+    in each team's namespaces for its group, and ``view`` everywhere for the admins."""
+    items: list[dict[str, object]] = [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"console-{repo.id}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "fleet-console-viewer"},
+            "subjects": [
+                {"kind": "Group", "name": g, "apiGroup": "rbac.authorization.k8s.io"}
+                for g in (*TEAMS.values(), identities.ADMINS)
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"console-admins-{repo.id}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "Group", "name": identities.ADMINS, "apiGroup": "rbac.authorization.k8s.io"}],
+        },
+    ]
+    for team, group in TEAMS.items():
+        for ns in repo.teams[team].namespaces:
+            items.append(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "RoleBinding",
+                    "metadata": {"name": "console-view", "namespace": ns},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                    "subjects": [{"kind": "Group", "name": group, "apiGroup": "rbac.authorization.k8s.io"}],
+                }
+            )
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+
+
+@pytest.fixture(scope="module")
+def running(
+    sandbox: Sandbox, kubectl: Kubectl, gitea: Server, fleetsync_crd: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Running]:
+    root = tmp_path_factory.mktemp("console")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}/ui"
+    forge = gitea.forge
+    passwords = identities.provision(forge)
+    client = identities.register(forge, redirect_uris=(f"{base}/login/callback",))
+    secret = root / "client-secret"
+    secret.write_text(client.client_secret)
+    repo = Repo(root=root / "unused")
+    for team, group in TEAMS.items():
+        repo.team(team, namespaces=[team], group=group, quota=4)
+        repo.claim_template(team, "single-gpu")
+    remote = Remote(root / "git")
+    remote.push(repo, message="two teams")
+    kubectl("apply", "-f", str(walks.paths.ROOT / "overlays" / "console" / "viewer-role.yaml"))
+    replicas = Replicas(sandbox, remote, repo.cluster, root)
+    replicas.start(
+        "ctl", "--no-leader-elect", f"--listen=127.0.0.1:{port}", "--console=oidc",
+        f"--console-oidc-issuer={client.issuer}", f"--console-oidc-client-id={client.client_id}",
+        f"--console-oidc-client-secret-file={secret}", f"--console-url={base}",
+    )  # fmt: skip
+    try:
+        wait_for(
+            lambda: kubectl("get", "fleetsync", repo.cluster, "-o", "jsonpath={.status.conditions[0].status}",
+                            check=False).stdout == "True",
+            what="the controller to apply the repository", within=120,
+        )  # fmt: skip
+        kubectl("apply", "-f", "-", stdin=rbac(repo))
+        for team, pod in (("ml", "trainer"), ("inf", "server")):
+            gpu_pod(kubectl, repo.teams[team].namespaces[0], name=pod, template="single-gpu")
+        for team in TEAMS:
+            kubectl("wait", "--for=condition=Ready", "pod", "--all", "-n", repo.teams[team].namespaces[0],
+                    "--timeout=120s")  # fmt: skip
+        yield Running(base=base, repo=repo, forge=forge, passwords=passwords, replicas=replicas)
+    finally:
+        replicas.kill("ctl")
+        for team in TEAMS:
+            kubectl("delete", "pods", "--all", "-n", repo.teams[team].namespaces[0], "--force", "--grace-period=0",
+                    check=False)  # fmt: skip
+
+
+def dismissed(browser: browsers.Browser) -> bool:
+    """True once no alert is open: Gitea built from its Go module has no front-end bundle, and its
+    pages say so in an alert; its login form is plain HTML and works without it."""
+    try:
+        browser.driver.switch_to.alert.accept()
+    except NoAlertPresentException:
+        pass
+    return True
+
+
+def log_in(browser: browsers.Browser, running: Running, user: str) -> None:
+    """Log ``user`` in through Gitea's real form, starting from the console's 401 page."""
+    browser.driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    browser.open(f"{running.base}/")
+    assert "Not logged in" in walks.text(browser)
+    browser.driver.find_element(By.LINK_TEXT, "Log in").click()
+    wait_for(
+        lambda: dismissed(browser) and browser.driver.find_elements(By.NAME, "user_name"), what="Gitea's login form"
+    )
+    browser.driver.find_element(By.NAME, "user_name").send_keys(user)
+    browser.driver.find_element(By.NAME, "password").send_keys(running.passwords[user])
+    browser.driver.find_element(By.CSS_SELECTOR, "form button.primary, form button[type=submit]").click()
+    dismissed(browser)
+    grant = browser.driver.find_elements(By.ID, "authorize-app")
+    if grant:
+        grant[0].click()
+    wait_for(lambda: browser.driver.current_url == f"{running.base}/", what="the console's fleet page")
+    assert user in browser.driver.find_element(By.CSS_SELECTOR, ".who").text
+    browser.log()  # what Gitea's pages and the first 401 logged is not the console's
+
+
+def test_the_admin_walks_every_page(
+    browser: browsers.Browser, running: Running, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    log_in(browser, running, forges.ADMIN)
+    seen = walks.walk(
+        browser, running.base, cluster=running.repo.cluster, team="ml", folder=walks.shots(tmp_path), prefix="console"
+    )
+    assert running.repo.cluster in seen["fleet"] and "Ready" in seen["fleet"]
+    # the figures kubectl gives
+    claims = json.loads(kubectl("get", "resourceclaims", "-A", "-o", "json").stdout)["items"]
+    held = {
+        f"{c['metadata']['namespace']}/{c['metadata']['name']}"
+        for c in claims
+        if (c.get("status") or {}).get("allocation")
+    }
+    for claim in held:
+        if claim.split("/")[0] in [ns for t in running.repo.teams.values() for ns in t.namespaces]:
+            assert claim in seen["gpus"], claim
+    ml = running.repo.teams["ml"].namespaces[0]
+    used = kubectl("get", "resourcequota", "-n", ml, "-o", "jsonpath={.items[0].status.used}").stdout
+    count = json.loads(used)[f"{running.repo.device_class_name}.deviceclass.resource.k8s.io/devices"]
+    assert f"{running.repo.device_class_name} {count} 4" in seen["team"], seen["team"]
+    assert "trainer" in seen["gpus"] and "server" in seen["gpus"]
+
+
+def test_a_team_member_sees_their_team_and_not_the_others_pods(browser: browsers.Browser, running: Running) -> None:
+    log_in(browser, running, "alice")
+    browser.open(f"{running.base}/clusters/{running.repo.cluster}/gpus")
+    gpus = walks.text(browser)
+    assert "trainer" in gpus, "alice's own team's pod"
+    assert "server" not in gpus and "a claim you may not see" in gpus
+    browser.open(f"{running.base}/clusters/{running.repo.cluster}/teams")
+    teams = walks.text(browser)
+    assert "ml" in teams and running.repo.teams["inf"].namespaces[0] not in teams
+    browser.open(f"{running.base}/clusters/{running.repo.cluster}/teams/inf")
+    assert "Not found" in walks.text(browser)
+
+
+def test_a_page_follows_the_cluster_without_a_reload(
+    browser: browsers.Browser, running: Running, kubectl: Kubectl
+) -> None:
+    log_in(browser, running, "alice")
+    browser.open(f"{running.base}/clusters/{running.repo.cluster}/gpus")
+    browser.driver.execute_script("window.stillThisPage = true")
+    ns = running.repo.teams["ml"].namespaces[0]
+    gpu_pod(kubectl, ns, name="second", template="single-gpu")
+    wait_for(lambda: "second" in walks.text(browser), what="the GPUs page to show the new pod", within=60)
+    assert browser.driver.execute_script("return window.stillThisPage === true"), "the page was reloaded"
+    kubectl("delete", "pod", "second", "-n", ns, "--force", "--grace-period=0")
+
+
+def test_logging_out_ends_the_session(browser: browsers.Browser, running: Running) -> None:
+    log_in(browser, running, "bob")
+    browser.driver.find_element(By.CSS_SELECTOR, ".who button").click()
+    wait_for(lambda: "Logged out" in walks.text(browser), what="the logged-out page")
+    browser.open(f"{running.base}/")
+    assert "Not logged in" in walks.text(browser)
+
+
+def test_bearer_tokens_read_as_their_service_account(running: Running, kubectl: Kubectl) -> None:
+    ns = running.repo.teams["ml"].namespaces[0]
+    kubectl("create", "serviceaccount", "reader", "-n", ns, check=False)
+    kubectl("create", "rolebinding", "reader-view", "-n", ns, "--clusterrole=view", f"--serviceaccount={ns}:reader",
+            check=False)  # fmt: skip
+    kubectl("create", "clusterrolebinding", f"reader-{ns}", "--clusterrole=fleet-console-viewer",
+            f"--serviceaccount={ns}:reader", check=False)  # fmt: skip
+    token = kubectl("create", "token", "reader", "-n", ns).stdout.strip()
+    with httpx.Client(timeout=30) as http:
+        gpus = http.get(
+            f"{running.base}/clusters/{running.repo.cluster}/gpus?o=json", headers={"authorization": f"Bearer {token}"}
+        )
+        assert gpus.status_code == 200
+        by_pod = {p: d["claim"] for d in gpus.json()["devices"] for p in d["pods"]}
+        assert "trainer" in by_pod and "server" not in by_pod
+        refused = http.get(f"{running.base}/?o=json", headers={"authorization": "Bearer not-a-token"})
+        assert refused.status_code == 401 and "error" in refused.json()
+        forged = http.get(f"{running.base}/", cookies={"fleet_console": "e30=.forged.sig"})
+        assert forged.status_code == 401 and "Traceback" not in forged.text
