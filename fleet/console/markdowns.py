@@ -35,7 +35,7 @@ TAGS = frozenset(
 VOID = frozenset({"br", "hr"})
 DROPPED = frozenset({"script", "style", "template", "iframe", "object", "noscript", "textarea", "title", "xmp"})
 """Tags whose content is dropped with them (code or markup, not text a person reads)."""
-LINKS = re.compile(r"^(https?://|#|/(?!/)|[^:/?#]*(?:[/?#]|$))", re.IGNORECASE)
+LINKS = re.compile(r"^(https?://|#|/(?![/\\])|[^:/?#\\]+(?:[/?#]|$))", re.IGNORECASE)
 """Link targets kept: http(s), a fragment, a path; no ``javascript:``, ``data:`` or other scheme."""
 ALIGN = re.compile(r"^text-align:(left|right|center)$")
 _LANGUAGE = re.compile(r"^language-[A-Za-z0-9_+-]{1,40}$")
