@@ -14,7 +14,7 @@ import shutil
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import TypeVar, get_args
 
 import anyio
 
@@ -81,7 +81,7 @@ def add_cluster_args(
 
 
 def add_base_arg(parser: argparse.ArgumentParser) -> None:
-    """``--base REF`` of ``-o markdown`` (``fleetctl.comments.load_base``)."""
+    """``--base REF`` of ``-o markdown`` (``fleet.views.comments.load_base``)."""
     parser.add_argument(
         "--base",
         metavar="REF",
@@ -201,13 +201,6 @@ async def plan_and_connect(args: argparse.Namespace) -> tuple[engine.Plan, kube.
     )
 
 
-async def live_devices(client: kube.Client) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The cluster's ResourceSlices and (for what fits now) the ResourceClaims of every namespace."""
-    slices = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
-    claims = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaim")
-    return list((await client.list(slices)).items), list((await client.list(claims)).items)
-
-
 async def connect(args: argparse.Namespace) -> kube.Client:
     """``fleet.engine.pipelines.connect`` with the command's arguments."""
     return await pipelines.connect(
@@ -267,7 +260,6 @@ __all__ = [
     "helm_binary",
     "helm_settings",
     "interruptible",
-    "live_devices",
     "load_plan",
     "plan_and_connect",
     "plan_store",

@@ -22,12 +22,11 @@ from rich.text import Text
 
 from fleet.engine import STAGES, Action, Change, ChangeSet, impersonations
 from fleet.engine.previews import field_diff, unified
+from fleet.views.entries import COLUMNS, shown
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-COLUMNS = (Action.CREATED, Action.CONFIGURED, Action.UNCHANGED, Action.DELETED, Action.SKIPPED)
-SHOWN = (Action.CREATED, Action.CONFIGURED, Action.DELETED)
 PLAIN_WIDTH = 1000
 _DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("+", "green"), ("-", "red"), ("@@", "cyan"))
 HANDFUL = 5
@@ -57,15 +56,6 @@ def console(stream: TextIO) -> Console:
     if not out.is_terminal:
         out.width = PLAIN_WIDTH  # a log or a pipe has no width: never squeeze or cut a table for it
     return out
-
-
-def shown(entry: Change) -> bool:
-    """Whether ``entry`` has a diff to show: a change (one held back too), or drift a ``warn`` policy only reports."""
-    if entry.failed:
-        return False
-    if entry.held is not None:  # held back for a window or running jobs: still what will change
-        return True
-    return entry.action in SHOWN or (entry.action == Action.SKIPPED and entry.drift and entry.after is not None)
 
 
 def print_diff(out: Console, changes: ChangeSet, *, full: bool = False) -> None:

@@ -10,6 +10,8 @@
 - ``/events?cluster=…``: server-sent events, one ``changed`` event each time a shown cluster's
   snapshot changes; a page's ``#live`` part fetches itself again on it (htmx). Pages read the same
   without JavaScript.
+- ``/revisions``: the repository's last commits; ``/revisions/{rev}``: what commit ``rev`` would change
+  on each cluster, the comment ``fleetctl diff -o markdown`` prints (``fleet.console.revisions``).
 - the ``Login``'s routes (``/login``, ``/callback``) and ``/logout`` (POST).
 
 Every answer carries a strict Content-Security-Policy (scripts and styles from the console only,
@@ -42,6 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from fleet.console import pages, svgs
 from fleet.console.access import EVERYTHING, Access, Sight
 from fleet.console.logins import Bearer, Login
+from fleet.console.revisions import Revisions, UnknownRevision, per_cluster
 from fleet.console.sources import Snapshot, Source, UnknownCluster
 from fleet.console.viewers import Unauthenticated, Viewer
 from fleet.errors import FleetError
@@ -119,6 +122,7 @@ class Console:
         access: Access | None = None,
         jaeger: str = "",
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+        revisions: Revisions | None = None,
     ) -> None:
         self.source = source
         self.login = login
@@ -127,6 +131,8 @@ class Console:
         self.jaeger = jaeger.rstrip("/")
         self.clock = clock
         self.env = _environment()
+        self.revisions = revisions
+        self.env.globals["has_revisions"] = revisions is not None
         self.streams = 0
         self.views = 0
         """Pages rendered: the benchmark divides API requests by it."""
@@ -270,6 +276,59 @@ class Console:
             live=self.live(request, [snapshot.cluster]),
         )
 
+    # -- revisions (fleet.console.revisions) ------------------------------------------------
+
+    async def revision_list(self, request: Request) -> Response:
+        viewer = await self.viewer(request)
+        if self.revisions is None:
+            return self._no_repository(request)
+        asked = request.query_params.get("rev", "").strip()
+        if asked:  # the page's form, which works without JavaScript
+            return RedirectResponse(request.url_for("revision", rev=asked).path, status_code=303)
+        commits = await self.revisions.log()
+        if _wants_json(request):
+            return JSONResponse([dict(vars(c)) for c in commits])
+        return self.render(
+            request, "revisions.html", viewer, title="Revisions", page="revisions", cluster="", commits=commits
+        )
+
+    async def revision(self, request: Request) -> Response:
+        viewer = await self.viewer(request)
+        if self.revisions is None:
+            return self._no_repository(request)
+        if self.access is not None and viewer.via != "kubeconfig":
+            # A diff shows every object fleet manages on a cluster, read with the console's own rights.
+            return self.error_page(
+                request, 403, "Not allowed", "a diff shows objects beyond your RBAC", "run fleetctl diff yourself"
+            )
+        rev = request.path_params["rev"]
+        try:
+            sha = await self.revisions.resolve(rev)
+        except UnknownRevision as err:
+            return self.error_page(request, 404, "No such revision", err.what, err.hint)
+        shown = await per_cluster(self.revisions, sha, [c for c, _ in self.source.clusters()])
+        if _wants_json(request):
+            return JSONResponse({"sha": sha, "clusters": [{**vars(d), "html": None} for d in shown]})
+        return self.render(
+            request,
+            "revision.html",
+            viewer,
+            title=f"Revision {sha[:12]}",
+            page="revisions",
+            cluster="",
+            sha=sha,
+            diffs=shown,
+        )
+
+    def _no_repository(self, request: Request) -> Response:
+        return self.error_page(
+            request,
+            404,
+            "No repository",
+            "this console was started without a fleet repository, so it cannot show what a commit changes",
+            "start it with fleetctl console --repo PATH (a checkout of the fleet repository)",
+        )
+
     # -- live ---------------------------------------------------------------------------------
 
     async def events(self, request: Request) -> Response:
@@ -379,9 +438,11 @@ def build(
     secret: str | None = None,
     secure: bool = False,
     jaeger: str = "",
+    revisions: Revisions | None = None,
 ) -> tuple[Starlette, Console]:
-    """The console's app and its state; ``secure``: cookies only over TLS (behind HTTPS)."""
-    console = Console(source=source, login=login, bearer=bearer, access=access, jaeger=jaeger)
+    """The console's app and its state; ``secure``: cookies only over TLS (behind HTTPS); ``revisions``:
+    where the Revision page reads commits (none: the page says how to give a repository)."""
+    console = Console(source=source, login=login, bearer=bearer, access=access, jaeger=jaeger, revisions=revisions)
 
     def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -409,6 +470,8 @@ def build(
         Route("/clusters/{cluster}/teams", guarded(console.teams), name="teams"),
         Route("/clusters/{cluster}/teams/{team}", guarded(console.team), name="team"),
         Route("/events", guarded(console.events), name="events"),
+        Route("/revisions", guarded(console.revision_list), name="revisions"),
+        Route("/revisions/{rev:path}", guarded(console.revision), name="revision"),
         Route("/logout", console.logout, methods=["POST"], name="logout"),
         *[Route(r.path, guarded(r.endpoint), name=r.name) for r in login.routes() if isinstance(r, Route)],
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),

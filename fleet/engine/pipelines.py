@@ -329,6 +329,14 @@ def store_plan(store: plancaches.PlanCache | None, checked: Checked) -> None:
             span.set_attribute("fleet.stored", store.put(checked.unstored, plan))
 
 
+class InvalidRevision(FleetError):
+    """The checkout does not validate for the cluster: ``findings`` are the errors that refuse it."""
+
+    def __init__(self, what: str, *, findings: tuple[Finding, ...], where: str = "", hint: str = "") -> None:
+        super().__init__(what, where=where, hint=hint)
+        self.findings = findings
+
+
 def require_checkout(repo: Path) -> None:
     """FleetError unless ``repo`` is a directory: said before anything else (a connection) can fail."""
     if not repo.is_dir():
@@ -349,8 +357,9 @@ def load_plan(
         findings = checked.findings
         shown = "\n  ".join(f"{f.location} {f.rule} {f.message}" for f in findings[:10])
         more = f"\n  ... and {len(findings) - 10} more" if len(findings) > 10 else ""
-        raise FleetError(
+        raise InvalidRevision(
             f"the revision does not validate; nothing was done:\n  {shown}{more}",
+            findings=tuple(findings),
             where=str(repo),
             hint=f"run fleetctl validate {repo} --cluster {cluster}",
         )
@@ -527,6 +536,7 @@ CLUSTER_API_VERSION = "fleet.gpufleet.dev/v1alpha1"
 __all__ = [
     "OVERLAP_MAX_FILES",
     "Checked",
+    "InvalidRevision",
     "LoadCache",
     "check_and_plan",
     "cluster_context",

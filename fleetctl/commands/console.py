@@ -4,7 +4,8 @@ The whole fleet on a laptop, without a hub: each kubeconfig context (or those na
 ``--context``) is a cluster of the fleet page, read with the kubeconfig's own credentials, so
 Kubernetes RBAC decides what each person sees exactly as for kubectl. With a fleet repository
 (``--repo``), the clusters are those ``fleet.yaml`` lists, each through its own context as
-``fleetctl status --all`` reads them.
+``fleetctl status --all`` reads them, and the Revision page shows what each commit of the
+repository would change on each of them (``fleetctl diff -o markdown``, with its defaults).
 
 It serves on loopback only (``--address`` to change that deliberately) and prints one URL with a
 key: the first visit turns the key into the session cookie, so neither another local user nor a
@@ -14,19 +15,23 @@ web page in the browser can read the console through the port. Ctrl-C stops it (
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import getpass
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import yaml
 
-from fleet.console import apps, logins, sources
+from fleet.console import apps, logins, revisions, sources
 from fleet.controller import servers
 from fleet.errors import FleetError
+from fleet.views.revisions import Settings
+from fleetctl.commands import diff
 from fleetctl.commands.status import contexts_for
 from fleetctl.pipelines import interruptible
 
@@ -120,11 +125,30 @@ def clusters(args: argparse.Namespace) -> tuple[list[tuple[str, str]], str]:
     return [(c, c) for c in (args.context or known)], user
 
 
+def diff_settings(args: argparse.Namespace, shown: list[tuple[str, str]]) -> Callable[[str], Settings]:
+    """How the Revision page diffs on each cluster: ``fleetctl diff``'s defaults, through the cluster's context."""
+    contexts = dict(shown)
+
+    def settings(cluster: str) -> Settings:
+        parser = argparse.ArgumentParser(prog="fleetctl")
+        diff.register(parser.add_subparsers())
+        given = ["diff", str(args.repo), "--cluster", cluster]
+        given += ["--kubeconfig", args.kubeconfig] if args.kubeconfig else []
+        defaults = parser.parse_args(given)
+        defaults.cluster = cluster
+        return dataclasses.replace(diff.settings(defaults), context=contexts.get(cluster), pause_collector=False)
+
+    return settings
+
+
 async def serve(args: argparse.Namespace) -> None:
     shown, user = clusters(args)
     source = sources.ApiSource(shown, kubeconfig=args.kubeconfig, timeout=args.timeout)
     login = logins.LocalLogin(user=user or getpass.getuser())
-    app, _ = apps.build(source=source, login=login, jaeger=args.jaeger)
+    commits = None
+    if args.repo is not None:
+        commits = revisions.CheckoutRevisions(args.repo, settings=diff_settings(args, shown))
+    app, _ = apps.build(source=source, login=login, jaeger=args.jaeger, revisions=commits)
     try:
         async with anyio.create_task_group() as tg:
             port = await tg.start(functools.partial(servers.serve, app=app, host=args.address, port=args.port))

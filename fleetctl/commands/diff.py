@@ -14,7 +14,8 @@ claim in use, a namespace others use) is listed as an error and counts as a diff
 revision cannot be applied as it is. Exit codes follow ``kubectl diff``: 0 no differences,
 1 differences, conflicts or refusals, 2 error.
 
-``-o markdown`` writes one pull-request comment (``fleetctl.comments``) for one or more
+``-o markdown`` writes one pull-request comment (``fleet.views.revisions``, which the console's
+Revision page shows too) for one or more
 clusters (``--cluster`` repeated, each through its Cluster's context): the stage table, each
 changed object's diff in a collapsed block, the problems, the findings, and — read from the
 cluster's ResourceSlices and ResourceClaims — where the claims the change adds or edits can
@@ -25,15 +26,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-import anyio
+from typing import Any
 
 from fleet import engine
 from fleet.engine.previews import unified
 from fleet.errors import FleetError
-from fleet.telemetry import tracing
+from fleet.views import entries, revisions
 from fleetctl import documents, reports
 from fleetctl.pipelines import (
     add_base_arg,
@@ -41,14 +39,10 @@ from fleetctl.pipelines import (
     add_drift_arg,
     add_emergency_arg,
     add_impersonation_arg,
-    live_devices,
-    plan_and_connect,
+    plan_store,
     run_async,
     run_options,
 )
-
-if TYPE_CHECKING:
-    from fleetctl import comments
 
 
 def register(sub: Any) -> None:
@@ -95,36 +89,23 @@ async def _diff(args: argparse.Namespace) -> int:
     for cluster in clusters:
         one = argparse.Namespace(**{**vars(args), "cluster": cluster})
         changes, live = await _diff_cluster(one, devices=args.output == "markdown")
-        codes.append(_exit_code(changes))
+        codes.append(revisions.exit_code(changes))
         if args.output == "markdown":
-            sections.append(_section(one, changes, live=live))
+            sections.append(
+                revisions.section(
+                    args.repo, cluster=cluster, changes=changes, live=live, base=args.base, pause_collector=True
+                )
+            )
     if args.output == "markdown":
-        from fleetctl import comments
-
-        sys.stdout.write(comments.render(comments.DIFF_MARKER, _title(clusters, codes), sections))
+        sys.stdout.write(revisions.comment(sections, clusters=clusters, codes=codes))
     return 2 if 2 in codes else max(codes)
 
 
-async def _diff_cluster(args: argparse.Namespace, *, devices: bool) -> tuple[engine.ChangeSet, _Live | None]:
-    with tracing.tracer().start_as_current_span("diff run", attributes={tracing.CLUSTER: args.cluster}) as span:
-        plan, client, prefetched = await plan_and_connect(args)
-        span.set_attribute(tracing.REVISION, plan.revision)
-        live = None
-        try:
-            changes = await engine.diff(
-                client=client,
-                plan=plan,
-                prefetched=prefetched,
-                options=run_options(args, client=client),
-            )
-            if devices:
-                live = _Live(client.context, *await live_devices(client))
-        finally:
-            with anyio.CancelScope(shield=True):
-                await client.close()
+async def _diff_cluster(args: argparse.Namespace, *, devices: bool) -> tuple[engine.ChangeSet, revisions.Live | None]:
+    changes, live = await revisions.diff(args.repo, cluster=args.cluster, settings=settings(args), devices=devices)
     out = sys.stdout
     if args.output == "json":
-        documents.write_changes(out, changes, entry=lambda e: {"diff": unified(e) if e.action in reports.SHOWN else ""})
+        documents.write_changes(out, changes, entry=lambda e: {"diff": unified(e) if e.action in entries.SHOWN else ""})
     elif args.output == "text":
         console = reports.console(out)
         reports.print_diff(console, changes, full=args.full)
@@ -133,58 +114,14 @@ async def _diff_cluster(args: argparse.Namespace, *, devices: bool) -> tuple[eng
     return changes, live
 
 
-def _exit_code(changes: engine.ChangeSet) -> int:
-    if any(not e.refused for e in changes.failed):
-        return 2
-    # A conflict or a refused change is a difference apply will not make as it is; a waiting
-    # change one it will make later (in the window, once the jobs end).
-    return 1 if (changes.changed or changes.conflicted or changes.failed or changes.waiting) else 0
-
-
-@dataclass(frozen=True)
-class _Live:
-    """The diffed cluster's context, ResourceSlices and ResourceClaims (for what fits there now)."""
-
-    context: str
-    slices: list[dict[str, Any]]
-    claims: list[dict[str, Any]]
-
-
-def _section(args: argparse.Namespace, changes: engine.ChangeSet, *, live: _Live | None) -> comments.Section:
-    """One cluster of the comment: the stage table and diffs, then findings, claims and quotas on its devices."""
-    from fleet.engine import pipelines
-    from fleet.inventory import Inventory, holdings
-    from fleet.manifests import read_revision
-    from fleet.policy import reviews, satisfiability, validate
-    from fleetctl import comments
-
-    cluster = args.cluster
-    with pipelines.collector_paused():
-        revision = read_revision(args.repo)
-        inventories: dict[str, Inventory] = {}
-        sources: dict[str, str] = {}
-        held: dict[str, satisfiability.Live] = {}
-        if live is not None:
-            inventories[cluster] = Inventory.from_slices(live.slices)
-            sources[cluster] = f"live context {live.context}"
-            held[cluster] = satisfiability.Live(slices=live.slices, claims=holdings.holdings(live.claims))
-        result = validate(revision, clusters=[cluster], inventories=inventories, sources=sources, live=held)
-        base, ref = comments.load_base(args.repo, ref=args.base)
-        review = reviews.review(revision, base=base, cluster=cluster, satisfaction=result.satisfaction)
-    revision_line = f"<sub>revision {comments.code(changes.revision)}"
-    revision_line += f" · context {comments.code(live.context)}</sub>\n\n" if live is not None else "</sub>\n\n"
-    return comments.Section(
-        f"## {comments.inline(cluster)}\n\n",
-        [
-            revision_line + comments.counts_part(changes),
-            *comments.objects_part(changes),
-            *comments.findings_part(result.findings, repo=args.repo),
-            *comments.review_parts(review, repo=args.repo, base=ref),
-        ],
+def settings(args: argparse.Namespace) -> revisions.Settings:
+    """How ``fleet.views.revisions`` diffs: this command's flags (``fleetctl console`` takes their defaults)."""
+    return revisions.Settings(
+        context=args.context,
+        kubeconfig=args.kubeconfig,
+        timeout=args.timeout,
+        store=plan_store(args),
+        base=args.base,
+        options=lambda client: run_options(args, client=client),
+        pause_collector=True,
     )
-
-
-def _title(clusters: list[str], codes: list[int]) -> str:
-    verdict = {0: "no changes", 1: "changes", 2: "errors"}
-    states = ", ".join(f"{c}: {verdict[code]}" for c, code in zip(clusters, codes, strict=True))
-    return f"**fleet diff** ({states})"

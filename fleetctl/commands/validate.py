@@ -45,8 +45,10 @@ from fleet.manifests import (
 )
 from fleet.policy import Result, Satisfaction, declarations, reviews, validate
 from fleet.policy.satisfiability import Live
-from fleetctl import charts, comments, reports
-from fleetctl.pipelines import add_base_arg, interruptible, live_devices
+from fleet.views import comments
+from fleet.views.revisions import live_devices
+from fleetctl import charts, reports
+from fleetctl.pipelines import add_base_arg, interruptible
 
 
 def register(sub: Any) -> None:

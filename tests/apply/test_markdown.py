@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from fleet.sandbox import Sandbox, credentials
-from fleetctl import cli, comments
+from fleet.views import comments
+from fleetctl import cli
 from tests.apply.repos import Repo
 from tests.conftest import Kubectl
 from tests.manifests.repos import ROOT

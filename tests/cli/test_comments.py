@@ -1,4 +1,4 @@
-"""The pull-request comment's layout (``fleetctl.comments``): the cap, escaping, fences, fairness.
+"""The pull-request comment's layout (``fleet.views.comments``): the cap, escaping, fences, fairness.
 
 Pure: ChangeSets and findings are made here; ``tests/apply/test_markdown.py`` and
 ``tests/validate/test_markdown.py`` run the commands.
@@ -12,7 +12,7 @@ from fleet.engine import Action, Change, ChangeSet
 from fleet.kube import Ref
 from fleet.manifests import Finding, Location
 from fleet.policy.reviews import ClaimFit
-from fleetctl import comments
+from fleet.views import comments
 from tests.markdowns import details, headings, items, paragraphs, parse, tables
 
 

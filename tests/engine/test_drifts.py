@@ -253,7 +253,7 @@ def test_frozen_objects_are_listed_with_who_and_when_and_rendered() -> None:
 
 
 def test_the_pull_request_comment_says_enforce_takes_the_fields_back() -> None:
-    from fleetctl import comments
+    from fleet.views import comments
 
     conflicted = Change(
         ref=DC,

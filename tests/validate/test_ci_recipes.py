@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import yaml
 
-from fleetctl import comments
+from fleet.views import comments
 from tests.manifests.repos import ROOT
 
 TOKEN = "glpat-test"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetctl import comments
+from fleet.views import comments
 from tests.manifests.repos import EXAMPLE, ROOT
 from tests.markdowns import headings, items, paragraphs, parse, sections, tables
 from tests.validate.test_inventory import snapshot

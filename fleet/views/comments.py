@@ -33,7 +33,7 @@ from fleet.manifests.trees import loadable
 from fleet.policy.reviews import ClaimFit, ClusterReview, QuotaChange
 from fleet.policy.tenancy import QuotaUse
 from fleet.source import checkouts
-from fleetctl import reports
+from fleet.views import entries
 
 LIMIT = 65_536
 """GitHub's limit on a comment's body, in characters."""
@@ -368,7 +368,7 @@ def counts_part(changes: ChangeSet) -> str:
     rows = [(stage.name, counts[stage.name]) for stage in STAGES if counts.get(stage.name)]
     if not rows:
         return "No objects.\n\n"
-    columns = reports.COLUMNS
+    columns = entries.COLUMNS
     text = table(["stage", *(str(c) for c in columns)], right=len(columns))
     text += "".join(row([name, *(str(count.get(str(c), 0)) for c in columns)]) for name, count in rows)
     return text + "\n"
@@ -376,7 +376,7 @@ def counts_part(changes: ChangeSet) -> str:
 
 def objects_part(changes: ChangeSet) -> list[Part]:
     """One collapsed diff per changed object, then the errors, conflicts and skipped objects."""
-    shown = [e for e in changes.entries if reports.shown(e)]
+    shown = [e for e in changes.entries if entries.shown(e)]
     head = f"### {_plural(len(shown), 'object')} would change\n\n" if shown else "### No object would change\n\n"
     blocks = [Block(_object(entry), str(entry.action)) for entry in shown]
     parts: list[Part] = [

@@ -1,0 +1,180 @@
+"""Where the Revision page reads commits: a fleet repository, diffed against each cluster as ``fleetctl diff`` does.
+
+The page asks a ``Revisions`` three things: which commit a name means (``resolve``), what the
+branch's last commits are (``log``), and the comment ``fleetctl diff -o markdown --cluster C``
+prints for a commit (``comment``). ``CheckoutRevisions`` answers from a local git repository
+(``fleetctl console --repo``): each diff checks the commit out in a temporary worktree
+(``fleet.source.worktrees``) and calls ``fleet.views.revisions.markdown``, the function the
+command calls, through the cluster's context. The controller can give its own ``Revisions``
+(its git source's checkout) to ``apps.build`` later; the page does not know which it has.
+
+A diff costs a plan and a dry-run of every object, so the comment of each (commit, cluster) is
+kept in an ``LRU`` (``limit`` entries) for ``ttl`` seconds: the cluster moves on, and a kept
+diff says what was true when it was made (``Comment.taken``). One diff of a (commit, cluster)
+runs at a time: a second viewer waits for the first one's answer instead of starting another.
+A diff that fails (the cluster does not answer) is not kept.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import anyio
+from markupsafe import Markup
+
+from fleet.console import markdowns
+from fleet.errors import FleetError
+from fleet.lrus import LRU
+from fleet.source import worktrees
+from fleet.source.errors import RefNotFound
+from fleet.views import revisions
+
+logger = logging.getLogger(__name__)
+
+Commit = worktrees.Commit
+LOG = 20
+"""Commits the revisions page lists."""
+
+
+class UnknownRevision(FleetError):
+    """A page named a revision the repository does not have."""
+
+
+@dataclass(frozen=True)
+class Comment:
+    sha: str
+    cluster: str
+    markdown: str
+    taken: float
+    """When the diff was made (``time.time()``)."""
+
+
+class Revisions(Protocol):
+    """What the Revision page reads commits through."""
+
+    async def resolve(self, rev: str) -> str:
+        """The full hash of the commit ``rev`` names; UnknownRevision if none."""
+        ...
+
+    async def log(self, limit: int = LOG) -> list[Commit]:
+        """The branch's last ``limit`` commits, newest first."""
+        ...
+
+    async def comment(self, sha: str, cluster: str) -> Comment:
+        """``fleetctl diff -o markdown --cluster CLUSTER`` of commit ``sha``; FleetError if it cannot be made."""
+        ...
+
+
+class CheckoutRevisions:
+    """Commits of a local fleet repository, each diffed in a temporary worktree.
+
+    ``settings(cluster)`` gives how to diff on that cluster (its context, the kubeconfig, the
+    engine's options): ``fleetctl console`` builds them from ``fleetctl diff``'s defaults."""
+
+    def __init__(
+        self,
+        repo: Path,
+        *,
+        settings: Callable[[str], revisions.Settings],
+        limit: int = 32,
+        ttl: float = 300.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.repo = repo
+        self.settings = settings
+        self.ttl = ttl
+        self.clock = clock
+        self.kept: LRU[tuple[str, str], Comment] = LRU(limit)
+        self._running: dict[tuple[str, str], anyio.Event] = {}  # only while a diff runs: bounded by the requests
+        self.diffs = 0
+        """Diffs made: what the tests count."""
+
+    async def resolve(self, rev: str) -> str:
+        try:
+            return await anyio.to_thread.run_sync(worktrees.resolve, self.repo, rev)
+        except RefNotFound as err:
+            raise UnknownRevision(err.what, where=err.where, hint=err.hint) from err
+
+    async def log(self, limit: int = LOG) -> list[Commit]:
+        return await anyio.to_thread.run_sync(lambda: worktrees.log(self.repo, limit=limit))
+
+    async def comment(self, sha: str, cluster: str) -> Comment:
+        key = (sha, cluster)
+        while True:
+            kept = self.kept.get(key)
+            if kept is not None and self.clock() - kept.taken < self.ttl:
+                return kept
+            running = self._running.get(key)
+            if running is None:
+                break
+            await running.wait()  # the other viewer's diff: kept when it worked, else made again here
+        done = self._running[key] = anyio.Event()
+        try:
+            made = Comment(sha, cluster, await self._diff(sha, cluster), self.clock())
+            self.kept[key] = made
+            return made
+        finally:
+            del self._running[key]
+            done.set()
+
+    async def _diff(self, sha: str, cluster: str) -> str:
+        self.diffs += 1
+        settings = self.settings(cluster)
+        checkout = worktrees.checkout(self.repo, sha)
+        folder = await anyio.to_thread.run_sync(checkout.__enter__)
+        try:
+            return await revisions.markdown(folder, cluster=cluster, settings=settings)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(checkout.__exit__, None, None, None)
+
+
+@dataclass(frozen=True)
+class ClusterDiff:
+    """One cluster of the Revision page: the comment as markdown and HTML, or why there is none."""
+
+    cluster: str
+    markdown: str = ""
+    html: Markup = field(default_factory=Markup)
+    taken: str = ""
+    error: str = ""
+    hint: str = ""
+
+
+async def per_cluster(revisions: Revisions, sha: str, clusters: list[str]) -> list[ClusterDiff]:
+    """Each cluster's comment for commit ``sha``, diffed at once on every cluster."""
+    found: dict[str, ClusterDiff] = {}
+
+    async def one(cluster: str) -> None:
+        try:
+            made = await revisions.comment(sha, cluster)
+        except FleetError as err:
+            logger.warning("console: the diff of %s on %s: %s", sha, cluster, err)
+            found[cluster] = ClusterDiff(cluster, error=err.what, hint=err.hint)
+            return
+        text = await anyio.to_thread.run_sync(markdowns.to_html, made.markdown)
+        taken = datetime.datetime.fromtimestamp(made.taken, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        found[cluster] = ClusterDiff(cluster, made.markdown, text, taken)
+
+    async with anyio.create_task_group() as tg:
+        for cluster in clusters:
+            tg.start_soon(one, cluster)
+    return [found[c] for c in clusters]
+
+
+__all__ = [
+    "LOG",
+    "CheckoutRevisions",
+    "ClusterDiff",
+    "Comment",
+    "Commit",
+    "Revisions",
+    "UnknownRevision",
+    "per_cluster",
+]
