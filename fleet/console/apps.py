@@ -134,6 +134,8 @@ class Console:
         self.revisions = revisions
         self.env.globals["has_revisions"] = revisions is not None
         self.streams = 0
+        self._stopping: anyio.Event | None = None
+        """Set when the server stops: live streams end (made with the first stream, in the loop)."""
         self.views = 0
         """Pages rendered: the benchmark divides API requests by it."""
 
@@ -339,23 +341,37 @@ class Console:
             return Response("too many live pages open; reload later\n", status_code=503, media_type="text/plain")
         return StreamingResponse(self._stream(request, clusters), media_type="text/event-stream")
 
+    def stop(self) -> None:
+        """End the live streams: the server is stopping (``servers.serve``'s ``on_stop``)."""
+        if self._stopping is not None:
+            self._stopping.set()
+
     async def _stream(self, request: Request, clusters: list[str]) -> AsyncIterator[str]:
         self.streams += 1
+        if self._stopping is None:
+            self._stopping = anyio.Event()
+        stopping = self._stopping
         try:
             versions = {c: (await self.source.snapshot(c)).version for c in clusters}
             yield "retry: 3000\n\n"
-            while not await request.is_disconnected():
+            while not stopping.is_set() and not await request.is_disconnected():
                 changed: list[str] = []
                 with anyio.move_on_after(HEARTBEAT):
-                    changed = await self._next_change(clusters, versions)
+                    changed = await self._next_change(clusters, versions, stopping)
                 yield f"event: changed\ndata: {','.join(changed)}\n\n" if changed else ": still here\n\n"
         finally:
             self.streams -= 1
 
-    async def _next_change(self, clusters: list[str], versions: dict[str, str]) -> list[str]:
-        """The clusters whose snapshot changed first (``versions`` updated)."""
+    async def _next_change(self, clusters: list[str], versions: dict[str, str], stopping: anyio.Event) -> list[str]:
+        """The clusters whose snapshot changed first (``versions`` updated); none once ``stopping`` is set."""
         changed: list[str] = []
         async with anyio.create_task_group() as tg:
+
+            async def stop() -> None:
+                await stopping.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(stop)
 
             async def watch(cluster: str) -> None:
                 versions[cluster] = await self.source.changed(cluster, versions[cluster])

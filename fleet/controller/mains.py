@@ -27,7 +27,7 @@ import shutil
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -204,8 +204,10 @@ async def run(config: settings.Settings) -> None:
         ctl = build(config, client=client, metrics=metrics)
         secret = config.webhook_secret_file.read_bytes().strip() if config.webhook_secret_file else None
         console = None
+        stop_console: Callable[[], None] | None = None
         if config.console != "off":
-            console, _ = consoles.build(config, client=client, ctl=ctl, http=http)
+            console, state = consoles.build(config, client=client, ctl=ctl, http=http)
+            stop_console = state.stop
         app = servers.build(
             metrics=metrics,
             ready=lambda: ctl.ready,
@@ -216,7 +218,9 @@ async def run(config: settings.Settings) -> None:
         )
         host, port = config.address
         async with anyio.create_task_group() as tg:
-            bound = await tg.start(functools.partial(servers.serve, app=app, host=host, port=port))
+            bound = await tg.start(
+                functools.partial(servers.serve, app=app, host=host, port=port, on_stop=stop_console)
+            )
             served = "/webhook /healthz /readyz /metrics" + (f" /ui (console: {config.console})" if console else "")
             logger.info("serving %s on %s:%s", served, host, bound)
             tg.start_soon(

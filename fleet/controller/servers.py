@@ -210,9 +210,13 @@ async def serve(
     host: str,
     port: int,
     grace: float = 5.0,
+    on_stop: Callable[[], None] | None = None,
     task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``app`` on ``host:port`` until cancelled; ``task_status.started(port)`` once listening."""
+    """Serve ``app`` on ``host:port`` until cancelled; ``task_status.started(port)`` once listening.
+
+    ``on_stop`` is called when the server starts to stop: it ends the responses that would
+    otherwise stream on (the console's live pages), so the shutdown need not cut them."""
     sock = _bind(host=host, port=port)
     invalid = Quiet()  # uvicorn warns once per request that is not HTTP
     logging.getLogger("uvicorn.error").addFilter(invalid)
@@ -250,6 +254,8 @@ async def serve(
             task_status.started(sock.getsockname()[1])
             await anyio.sleep_forever()
         finally:
+            if on_stop is not None:
+                on_stop()
             server.should_exit = True
 
 

@@ -148,10 +148,12 @@ async def serve(args: argparse.Namespace) -> None:
     commits = None
     if args.repo is not None:
         commits = revisions.CheckoutRevisions(args.repo, settings=diff_settings(args, shown))
-    app, _ = apps.build(source=source, login=login, jaeger=args.jaeger, revisions=commits)
+    app, console = apps.build(source=source, login=login, jaeger=args.jaeger, revisions=commits)
     try:
         async with anyio.create_task_group() as tg:
-            port = await tg.start(functools.partial(servers.serve, app=app, host=args.address, port=args.port))
+            port = await tg.start(
+                functools.partial(servers.serve, app=app, host=args.address, port=args.port, on_stop=console.stop)
+            )
             host = f"[{args.address}]" if ":" in args.address else args.address
             print(f"fleet console for {len(shown)} cluster(s): {', '.join(c for c, _ in shown)}", file=sys.stderr)
             print(f"open http://{host}:{port}/?key={login.key}", flush=True)
