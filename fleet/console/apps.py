@@ -106,6 +106,7 @@ def _environment() -> Environment:
         cells=svgs.cells,
         node_cells=lambda node: [(d.name, d.state) for d in node.devices],
         tally_counts=lambda t: {s: getattr(t, s) for s in STATES},
+        node_total=lambda gpus: sum(len(p.nodes) for p in gpus.pools),
     )
     return env
 

@@ -38,7 +38,8 @@ def bar(label: str, counts: Mapping[str, int], *, width: int = WIDTH, height: in
         parts.append(f'<rect class="s-none" x="0" y="0" width="{width}" height="{height}"/>')
     return Markup(
         f'<svg class="bar" role="img" aria-label="{escape(alt)}" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">{"".join(parts)}</svg>'
+        f'viewBox="0 0 {width} {height}" preserveAspectRatio="none" '
+        f'xmlns="http://www.w3.org/2000/svg">{"".join(parts)}</svg>'
     )
 
 

@@ -38,7 +38,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fleet.sandbox import binaries, charts, clusters, credentials, forges, profiles
+import yaml
+
+from fleet.sandbox import binaries, charts, clusters, credentials, forges, identities, profiles
 from fleet.sandbox.operators import StandInOperator
 from fleetctl import cli
 from fleetctl.commands import sandbox
@@ -160,6 +162,54 @@ def _demo(args: argparse.Namespace) -> int:
             return _flow(args, sb, repo=repo, helm=found["helm"])
 
 
+CONSOLE_VIEWER = ROOT / "overlays" / "console" / "viewer-role.yaml"
+
+
+def console_rbac(repo: Path) -> dict[str, Any]:
+    """What a platform team binds for the console (docs/console.md), for the example fleet: everyone
+    logged in sees the fleet (``fleet-console-viewer``), the admins ``view`` everything, and each
+    team's owner groups ``view`` in the team's namespaces."""
+    groups = {identities.ADMINS}
+    items: list[dict[str, Any]] = []
+    for path in sorted(repo.glob("teams/*/team.yaml")):
+        spec = (yaml.safe_load(path.read_text()) or {}).get("spec") or {}
+        owners = [o["name"] for o in spec.get("owners") or () if o.get("kind") == "Group"]
+        groups.update(owners)
+        for ns in spec.get("namespaces") or ():
+            subjects = [{"kind": "Group", "name": g, "apiGroup": "rbac.authorization.k8s.io"} for g in owners]
+            items.append(_binding("RoleBinding", "fleet-console-view", "view", subjects, namespace=ns))
+    everyone = [{"kind": "Group", "name": g, "apiGroup": "rbac.authorization.k8s.io"} for g in sorted(groups)]
+    admins = [{"kind": "Group", "name": identities.ADMINS, "apiGroup": "rbac.authorization.k8s.io"}]
+    items.append(_binding("ClusterRoleBinding", "fleet-console-viewers", "fleet-console-viewer", everyone))
+    items.append(_binding("ClusterRoleBinding", "fleet-console-admins", "view", admins))
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def _binding(kind: str, name: str, role: str, subjects: list[dict[str, str]], namespace: str = "") -> dict[str, Any]:
+    meta = {"name": name, **({"namespace": namespace} if namespace else {})}
+    ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}
+    api = "rbac.authorization.k8s.io/v1"
+    return {"apiVersion": api, "kind": kind, "metadata": meta, "roleRef": ref, "subjects": subjects}
+
+
+def _console(sb: clusters.Sandbox, *, repo: Path, url: str) -> None:
+    """Bind the console's viewers and say how to log in, as the admin and as a team member."""
+    forge = sb.forge
+    assert forge is not None
+    _say(f"the console: the fleet, its GPUs and teams in a browser, at {url}")
+    print(f"$ kubectl apply -f {CONSOLE_VIEWER.relative_to(ROOT)}  # and bindings for the admins and the teams")
+    sb.kubectl("apply", "-f", str(CONSOLE_VIEWER))
+    sb.kubectl("apply", "-f", "-", stdin=json.dumps(console_rbac(repo)))
+    passwords = identities.passwords(forge)
+    print(f"  open {url}/ and log in through Gitea:")
+    admin = forges.ADMIN
+    print(f"    as the admin:       {admin} / {passwords[admin]}  (group {identities.ADMINS}: sees everything)")
+    for person in identities.PEOPLE:
+        if person.name != forges.ADMIN:
+            print(f"    as a team member:   {person.name} / {passwords[person.name]}  (group {', '.join(person.orgs)})")
+    print("  or, on this machine with your kubeconfig: fleetctl console")
+
+
 def sandbox_overlay(*, cluster: str, chart_repository: str) -> str:
     """The overlay that points the repository's GPUOperator at the sandbox's chart repository."""
     overlay = {
@@ -216,6 +266,12 @@ def _flow(args: argparse.Namespace, sb: clusters.Sandbox, *, repo: Path, helm: P
     api.add_webhook(REPOSITORY, url=f"http://127.0.0.1:{port}/webhook", secret=SECRET, branch="main")
     sb.kubectl("apply", "-f", str(CRD))
     sb.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
+    console_url = f"http://127.0.0.1:{port}/ui"
+    oidc = identities.register(forge, redirect_uris=(f"{console_url}/login/callback",))
+    oidc_secret = git_dir / "console-client-secret"
+    oidc_secret.write_text(oidc.client_secret)
+    oidc_secret.chmod(0o600)
+    print(f"$ curl -X POST {forge.url}api/v1/user/applications/oauth2  # the console's OIDC client on Gitea")
     argv = [
         sys.executable, "-m", "fleet.controller",
         "--repo", forge.clone_url(REPOSITORY), "--ref", "main", "--cluster", args.cluster,
@@ -225,6 +281,8 @@ def _flow(args: argparse.Namespace, sb: clusters.Sandbox, *, repo: Path, helm: P
         "--interval", "30s", "--listen", f"127.0.0.1:{port}",
         "--webhook-secret-file", str(secret_file), "--state-dir", str(sb.directory / "controller"),
         "--helm", str(helm), "--team-impersonation", "required",
+        "--console", "oidc", "--console-url", console_url, "--console-oidc-issuer", oidc.issuer,
+        "--console-oidc-client-id", oidc.client_id, "--console-oidc-client-secret-file", str(oidc_secret),
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
     env.setdefault("OTEL_TRACES_EXPORTER", "console")
@@ -304,11 +362,13 @@ def _flow(args: argparse.Namespace, sb: clusters.Sandbox, *, repo: Path, helm: P
     if not same:
         return 1
     code = _gpu_pod(sb)
+    _console(sb, repo=repo, url=console_url)
     print(
         "\nLook around (the sandbox, its forge and the controller keep running):\n"
         f"  export KUBECONFIG={sb.kubeconfig}\n"
         f"  fleetctl status                                   # FleetSync: revisions, conditions, findings, drift\n"
         f"  kubectl get fleetsyncs; kubectl get events --field-selector involvedObject.name={args.cluster}\n"
+        f"  open {console_url}/                     # the console (log in as above)\n"
         f"  curl -s http://127.0.0.1:{port}/metrics | grep ^fleet_   # reconciles, drift, git fetches, loop lag\n"
         f"  less {controller.log}   # log and trace spans (OTEL_TRACES_EXPORTER=console; otlp for a collector)\n"
         '  eval "$(fleetctl sandbox env)"   # FLEET_FORGE_URL, FLEET_FORGE_TOKEN: the pull request, statuses\n'

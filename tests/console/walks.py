@@ -38,6 +38,8 @@ def urls(base: str, cluster: str, team: str) -> dict[str, str]:
 
 
 def text(browser: browsers.Browser) -> str:
+    """The page's main part as a person reads it, every node's details opened."""
+    browser.driver.execute_script("document.querySelectorAll('main details').forEach((d) => { d.open = true; })")
     return str(browser.driver.find_element(By.TAG_NAME, "main").text)
 
 
@@ -52,8 +54,8 @@ def walk(browser: browsers.Browser, base: str, *, cluster: str, team: str, folde
         assert found == [], f"{page}: {found}"
         errors = [entry for entry in browser.log() if entry.get("level") == "SEVERE"]
         assert errors == [], f"{page}: the browser logged {errors}"
-        seen[page] = text(browser)
         browser.screenshot(folder / f"{prefix}-{page}.png")
+        seen[page] = text(browser)
         browser.resize(*browsers.PHONE)
         browser.open(url)
         assert browsers.serious(browsers.axe(browser.driver)) == [], f"{page} at phone width"

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from fleet.sandbox import clusters, processes
@@ -37,6 +38,13 @@ def test_demo_applies_with_the_controller_merges_a_pr_rejects_a_bad_commit_and_r
         assert "cluster unchanged (every managed object's resourceVersion): yes" in out
         assert "allocated,reserved" in out
         assert "claim gpu-pod-gpu-" in out and "gpu.nvidia.com pool h" in out
+        console = re.search(r"open (http://127\.0\.0\.1:\d+/ui)/ and log in through Gitea:", out)
+        assert console, out[-3000:]
+        assert re.search(r"as the admin: +fleet / \S+ +\(group fleet-admins", out)
+        assert re.search(r"as a team member: +alice / \S+ +\(group ml-research-admins\)", out)
+        page = httpx.get(f"{console[1]}/", timeout=30)
+        assert page.status_code == 401 and "/ui/login" in page.text, "the console asks to log in"
+        assert httpx.get(f"{console[1]}/login", timeout=30).headers["location"].startswith("http://127.0.0.1:")
         sb = clusters.Sandbox.load(directory)
         assert sb is not None and [c.name for c in sb.attached] == ["fleet-controller"]
         (forge,) = [c for c in sb.components if c.name == "gitea"]
