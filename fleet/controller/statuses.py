@@ -161,6 +161,13 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
             row: dict[str, Any] = {"name": stage}
             row.update({str(a): counts.get(str(a), 0) for a in Action})
             row["failed"] = failed_in[stage]
+            run = changes.runs.get(stage)
+            if run is not None:
+                row["seconds"] = round(run.seconds, 3)
+                if run.gate:
+                    row["gate"] = run.gate
+                    row["gateSeconds"] = round(run.gate_seconds, 3)
+                    row["healthy"] = bool(run.healthy)
             stages.append(row)
     failed = [e for e in (changes.entries if changes else ()) if e.failed]
     drift = [d for d in drift_of(changes) if d["action"] != "repaired"] + report.repairs

@@ -43,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -339,6 +340,13 @@ class Sync:
         return not (change.conflicts and change.ref.key in self.found.live)
 
     async def _stage(self, stage: stages.Stage) -> None:
+        started = time.monotonic()
+        try:
+            await self._stage_steps(stage)
+        finally:
+            self.changes.run_of(stage.name).seconds = time.monotonic() - started
+
+    async def _stage_steps(self, stage: stages.Stage) -> None:
         tracer = tracing.tracer()
         with tracer.start_as_current_span("apply stage", attributes={tracing.STAGE: stage.name}) as span:
             if stage.name in self.found.skip:

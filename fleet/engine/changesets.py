@@ -176,10 +176,29 @@ class Change:
 
 
 @dataclass
+class StageRun:
+    """How one stage of a run went: how long it took, and its health gate."""
+
+    stage: str
+    seconds: float = 0.0
+    gate: str = ""
+    """The gate checked after the stage's writes (``stages.Gate``); "" when none ran (nothing written)."""
+    gate_seconds: float = 0.0
+    healthy: bool | None = None
+    """The gate's outcome: True passed, False timed out, None not checked."""
+
+
+@dataclass
 class ChangeSet:
     cluster: str
     revision: str
     entries: list[Change] = field(default_factory=list)
+    runs: dict[str, StageRun] = field(default_factory=dict)
+    """By stage, in the order the stages ran: durations and health gates (the FleetSync's stages)."""
+
+    def run_of(self, stage: str) -> StageRun:
+        """The stage's record of this run, made at its first mention."""
+        return self.runs.setdefault(stage, StageRun(stage))
 
     @property
     def failed(self) -> list[Change]:
@@ -223,4 +242,10 @@ class ChangeSet:
         return {"cluster": self.cluster, "revision": self.revision, "entries": [e.to_json() for e in self.entries]}
 
 
-__all__ = ["Action", "Change", "ChangeSet", "FieldConflict"]
+__all__ = [
+    "Action",
+    "Change",
+    "ChangeSet",
+    "FieldConflict",
+    "StageRun",
+]

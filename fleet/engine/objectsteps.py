@@ -10,6 +10,7 @@ health gate on what this run wrote (``Decision.expected``).
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 from fleet.engine import (
@@ -146,6 +147,9 @@ async def execute(sync: Run, stage: stages.Stage, decided: list[tuple[Change, pl
     if any(new.failed for _, new in results):
         sync.stopped = True
         return
+    run = sync.changes.run_of(stage.name)
+    run.gate = str(stage.gate)
+    started = time.monotonic()
     try:
         with tracing.tracer().start_as_current_span("wait health", attributes={tracing.STAGE: stage.name}):
             await healths.wait(
@@ -159,8 +163,10 @@ async def execute(sync: Run, stage: stages.Stage, decided: list[tuple[Change, pl
                 expected=decisions.expected(c.decision for c, _ in todo),
             )
     except healths.HealthTimeout:
+        run.gate_seconds, run.healthy = time.monotonic() - started, False
         sync.stopped = True
         raise
+    run.gate_seconds, run.healthy = time.monotonic() - started, True
     if todo:
         ledger.progress.done.append(stage.name)
         await sync.save_progress()

@@ -185,3 +185,33 @@ def test_disruptive_entries_are_counted_and_listed_with_reason_nodes_and_claims(
     ]
     quiet = statuses.status(statuses.Report(cluster="c", changes=ChangeSet("c", "abc", [safe])), generation=1)
     assert (quiet["disruptive"], quiet["disruptiveCount"]) == ([], 0)
+
+
+def test_each_stage_says_how_long_it_took_and_how_its_gate_went() -> None:
+    changes = ChangeSet(cluster="c", revision="abc", entries=[Change(ref=DC, stage="classes", action=Action.CREATED)])
+    run = changes.run_of("classes")
+    run.seconds, run.gate, run.gate_seconds, run.healthy = 1.23456, "classes-published", 0.5, True
+    body = statuses.status(statuses.Report(cluster="c", attempted="abc", applied="abc", changes=changes), generation=1)
+    (stage,) = body["stages"]
+    assert (stage["seconds"], stage["gate"], stage["gateSeconds"], stage["healthy"]) == (
+        1.235,
+        "classes-published",
+        0.5,
+        True,
+    )
+
+
+def test_the_changes_carry_their_decision_and_leave_out_the_unchanged() -> None:
+    from fleet.engine.decisions import Decision
+
+    written = Change(ref=DC, stage="classes", action=Action.CONFIGURED, reason="spec changed").decided(
+        Decision(verdict="write", verb="apply")
+    )
+    unchanged = Change.unchanged(RB, "tenancy")
+    body = statuses.status(
+        statuses.Report(cluster="c", changes=ChangeSet("c", "abc", [written, unchanged])), generation=1
+    )
+    assert body["changeCount"] == 1
+    (row,) = body["changes"]
+    assert (row["name"], row["action"], row["reason"]) == ("gpu", "configured", "spec changed")
+    assert row["decision"] == {"verdict": "write", "verb": "apply", "as": "fleet"}
