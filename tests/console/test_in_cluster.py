@@ -25,6 +25,7 @@ from selenium.webdriver.common.by import By
 from fleet.sandbox import Sandbox, forges, identities
 from tests import browsers
 from tests.apply.repos import Repo
+from tests.changes.test_holds import closed_window
 from tests.conftest import Kubectl, gpu_pod
 from tests.console import walks
 from tests.controller.conftest import Remote
@@ -45,6 +46,7 @@ class Running:
     base: str
     """The console's URL: http://127.0.0.1:PORT/ui"""
     repo: Repo
+    remote: Remote
     forge: forges.Forge
     passwords: dict[str, str]
     replicas: Replicas
@@ -105,6 +107,7 @@ def running(
     secret = root / "client-secret"
     secret.write_text(client.client_secret)
     repo = Repo(root=root / "unused")
+    repo.cluster_spec = {"maintenance": closed_window()}  # a disruptive change waits (the last test)
     for team, group in TEAMS.items():
         repo.team(team, namespaces=[team], group=group, quota=4)
         repo.claim_template(team, "single-gpu")
@@ -129,7 +132,7 @@ def running(
         for team in TEAMS:
             kubectl("wait", "--for=condition=Ready", "pod", "--all", "-n", repo.teams[team].namespaces[0],
                     "--timeout=120s")  # fmt: skip
-        yield Running(base=base, repo=repo, forge=forge, passwords=passwords, replicas=replicas)
+        yield Running(base=base, repo=repo, remote=remote, forge=forge, passwords=passwords, replicas=replicas)
     finally:
         replicas.kill("ctl")
         for team in TEAMS:
@@ -244,3 +247,25 @@ def test_bearer_tokens_read_as_their_service_account(running: Running, kubectl: 
         assert refused.status_code == 401 and "error" in refused.json()
         forged = http.get(f"{running.base}/", cookies={"fleet_console": "e30=.forged.sig"})
         assert forged.status_code == 401 and "Traceback" not in forged.text
+
+
+def test_a_held_change_shows_with_when_its_window_opens(
+    browser: browsers.Browser, running: Running, kubectl: Kubectl
+) -> None:
+    """Last in the module: it leaves a change held. Removing a template a running pod uses is
+    disruptive, and the cluster's maintenance window is closed: the fleet page says what waits and
+    until when, as the FleetSync does."""
+    del running.repo.claims["ml/single-gpu"]
+    running.remote.push(running.repo, message="ml: drop single-gpu")
+
+    def waiting() -> list[dict[str, object]]:
+        got = kubectl("get", "fleetsync", running.repo.cluster, "-o", "jsonpath={.status.waiting}", check=False)
+        return list(json.loads(got.stdout or "[]"))
+
+    (held,) = wait_for(waiting, what="the controller to hold the template's removal", within=120)
+    log_in(browser, running, forges.ADMIN)
+    wait_for(lambda: "single-gpu" in walks.text(browser), what="the fleet page to show the held change", within=60)
+    fleet = walks.text(browser)
+    assert "Waiting" in fleet and str(held["until"]) in fleet and str(held["reason"]) in fleet
+    browser.open(f"{running.base}/clusters/{running.repo.cluster}")
+    assert str(held["reason"]) in walks.text(browser)
