@@ -27,10 +27,11 @@ import dataclasses
 import datetime
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import anyio
 from markupsafe import Markup
@@ -47,6 +48,7 @@ logger = logging.getLogger(__name__)
 Commit = worktrees.Commit
 LOG = 20
 """Commits the revisions page lists."""
+T = TypeVar("T")
 
 
 class UnknownRevision(FleetError):
@@ -79,11 +81,21 @@ class Revisions(Protocol):
 
 
 class Kept:
-    """Comments made once at a time and kept a while: what every ``Revisions`` here shares.
+    """Comments of the commits of ``repo`` made once at a time and kept a while: what every ``Revisions``
+    here shares. ``settings(cluster)`` gives how to diff on that cluster; a subclass says how one diff
+    is made (``_diff``)."""
 
-    A subclass says how one diff is made (``_diff``)."""
-
-    def __init__(self, *, limit: int = 32, ttl: float = 300.0, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        repo: Path,
+        *,
+        settings: Callable[[str], revisions.Settings],
+        limit: int = 32,
+        ttl: float = 300.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.repo = repo
+        self.settings = settings
         self.ttl = ttl
         self.clock = clock
         self.kept: LRU[tuple[str, str], Comment] = LRU(limit)
@@ -115,24 +127,20 @@ class Kept:
         raise NotImplementedError
 
 
+@asynccontextmanager
+async def _entered(checkout: AbstractContextManager[T]) -> AsyncIterator[T]:
+    """A blocking checkout (git) entered and left in a worker thread; left even when cancelled."""
+    value = await anyio.to_thread.run_sync(checkout.__enter__)
+    try:
+        yield value
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(checkout.__exit__, None, None, None)
+
+
 class CheckoutRevisions(Kept):
-    """Commits of a local fleet repository, each diffed in a temporary worktree.
-
-    ``settings(cluster)`` gives how to diff on that cluster (its context, the kubeconfig, the
-    engine's options): ``fleetctl console`` builds them from ``fleetctl diff``'s defaults."""
-
-    def __init__(
-        self,
-        repo: Path,
-        *,
-        settings: Callable[[str], revisions.Settings],
-        limit: int = 32,
-        ttl: float = 300.0,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        super().__init__(limit=limit, ttl=ttl, clock=clock)
-        self.repo = repo
-        self.settings = settings
+    """Commits of a local fleet repository, each diffed in a temporary worktree: ``fleetctl console``
+    builds the settings from ``fleetctl diff``'s defaults, through each cluster's context."""
 
     async def resolve(self, rev: str) -> str:
         try:
@@ -144,44 +152,26 @@ class CheckoutRevisions(Kept):
         return await anyio.to_thread.run_sync(lambda: worktrees.log(self.repo, limit=limit))
 
     async def _diff(self, sha: str, cluster: str) -> str:
-        settings = self.settings(cluster)
-        checkout = worktrees.checkout(self.repo, sha)
-        folder = await anyio.to_thread.run_sync(checkout.__enter__)
-        try:
-            return await revisions.markdown(folder, cluster=cluster, settings=settings)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(checkout.__exit__, None, None, None)
+        async with _entered(worktrees.checkout(self.repo, sha)) as folder:
+            return await revisions.markdown(folder, cluster=cluster, settings=self.settings(cluster))
 
 
 class FetchedRevisions(Kept):
     """The commits fleet-controller's git source has fetched, each diffed against the controller's cluster.
 
-    ``repository`` is the source's bare cache repository (``GitSource.repository``), ``ref`` the
-    ref it fetches into (``sources.TARGET``), ``path`` the fleet's folder in the git repository.
-    Nothing is fetched here: a commit the source has not fetched is an ``UnknownRevision``. The
-    comment's base (claims and quotas) is the commit's first parent where the cache holds it."""
+    ``repo`` is the source's bare cache repository (``GitSource.repository``), ``ref`` the ref it
+    fetches into (``sources.TARGET``), ``path`` the fleet's folder in the git repository. Nothing
+    is fetched here: a commit the source has not fetched is an ``UnknownRevision``. The comment's
+    base (claims and quotas) is the commit's first parent where the cache holds it."""
 
-    def __init__(
-        self,
-        repository: Path,
-        *,
-        ref: str,
-        path: str,
-        settings: Callable[[str], revisions.Settings],
-        limit: int = 32,
-        ttl: float = 300.0,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        super().__init__(limit=limit, ttl=ttl, clock=clock)
-        self.repository = repository
+    def __init__(self, repo: Path, *, ref: str, path: str, settings: Callable[[str], revisions.Settings]) -> None:
+        super().__init__(repo, settings=settings)
         self.ref = ref
         self.path = path
-        self.settings = settings
 
     async def resolve(self, rev: str) -> str:
         try:
-            return await anyio.to_thread.run_sync(worktrees.resolve, self.repository, rev)
+            return await anyio.to_thread.run_sync(worktrees.resolve, self.repo, rev)
         except RefNotFound as err:
             raise UnknownRevision(
                 f"the controller has not fetched a commit {rev!r}",
@@ -191,17 +181,12 @@ class FetchedRevisions(Kept):
             ) from err
 
     async def log(self, limit: int = LOG) -> list[Commit]:
-        return await anyio.to_thread.run_sync(lambda: histories.history(self.repository, ref=self.ref, limit=limit))
+        return await anyio.to_thread.run_sync(lambda: histories.history(self.repo, ref=self.ref, limit=limit))
 
     async def _diff(self, sha: str, cluster: str) -> str:
-        checkout = histories.borrowed(self.repository, sha, path=self.path)
-        folder, parent = await anyio.to_thread.run_sync(checkout.__enter__)
-        try:
+        async with _entered(histories.borrowed(self.repo, sha, path=self.path)) as (folder, parent):
             settings = dataclasses.replace(self.settings(cluster), base=parent or "")
             return await revisions.markdown(folder, cluster=cluster, settings=settings)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(checkout.__exit__, None, None, None)
 
 
 @dataclass(frozen=True)
