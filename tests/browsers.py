@@ -85,6 +85,9 @@ class Browser:
         for flag in (*FLAGS, f"--user-data-dir={self._profile}", f"--window-size={width},{height}"):
             options.add_argument(flag)
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        # A page's alert (Gitea built without its front-end bundle says so in one) is accepted, not
+        # left to break the next command.
+        options.set_capability("unhandledPromptBehavior", "accept")
         try:
             self.driver = webdriver.Chrome(options=options, service=Service(executable_path=str(CHROMEDRIVER)))
         except Exception:

@@ -285,6 +285,8 @@ class Console:
         viewer = await self.viewer(request)
         if self.revisions is None:
             return self._no_repository(request)
+        if not await self._revision_clusters(viewer):
+            return self._not_allowed_revisions(request)
         asked = request.query_params.get("rev", "").strip()
         if asked:  # the page's form, which works without JavaScript
             return RedirectResponse(request.url_for("revision", rev=asked).path, status_code=303)
@@ -299,17 +301,15 @@ class Console:
         viewer = await self.viewer(request)
         if self.revisions is None:
             return self._no_repository(request)
-        if self.access is not None and viewer.via != "kubeconfig":
-            # A diff shows every object fleet manages on a cluster, read with the console's own rights.
-            return self.error_page(
-                request, 403, "Not allowed", "a diff shows objects beyond your RBAC", "run fleetctl diff yourself"
-            )
+        clusters = await self._revision_clusters(viewer)
+        if not clusters:
+            return self._not_allowed_revisions(request)
         rev = request.path_params["rev"]
         try:
             sha = await self.revisions.resolve(rev)
         except UnknownRevision as err:
             return self.error_page(request, 404, "No such revision", err.what, err.hint)
-        shown = await per_cluster(self.revisions, sha, [c for c, _ in self.source.clusters()])
+        shown = await per_cluster(self.revisions, sha, clusters)
         if _wants_json(request):
             return JSONResponse({"sha": sha, "clusters": [{**vars(d), "html": None} for d in shown]})
         return self.render(
@@ -321,6 +321,28 @@ class Console:
             cluster="",
             sha=sha,
             diffs=shown,
+        )
+
+    async def _revision_clusters(self, viewer: Viewer) -> list[str]:
+        """The clusters whose diffs ``viewer`` may read: those whose FleetSync they may ``get``.
+
+        A diff is read with the console's rights, not the viewer's: it shows the repository's
+        declared objects and what fleet would change on the cluster, which is what the FleetSync
+        (and the Cluster page, ``Sight.fleetsync``) tells of its runs. Who may read that may read
+        the diff; pods, claims and quotas stay behind the viewer's own RBAC on the other pages."""
+        allowed = []
+        for name, _ in self.source.clusters():
+            if (await self.sight(viewer, await self.source.snapshot(name))).fleetsync:
+                allowed.append(name)
+        return allowed
+
+    def _not_allowed_revisions(self, request: Request) -> Response:
+        return self.error_page(
+            request,
+            403,
+            "Not allowed",
+            "the Revision page shows what fleet would change on a cluster: it needs get on the cluster's FleetSync",
+            "ask for the fleet-console-viewer ClusterRole (overlays/console), or run fleetctl diff yourself",
         )
 
     def _no_repository(self, request: Request) -> Response:

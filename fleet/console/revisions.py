@@ -5,25 +5,33 @@ branch's last commits are (``log``), and the comment ``fleetctl diff -o markdown
 prints for a commit (``comment``). ``CheckoutRevisions`` answers from a local git repository
 (``fleetctl console --repo``): each diff checks the commit out in a temporary worktree
 (``fleet.source.worktrees``) and calls ``fleet.views.revisions.markdown``, the function the
-command calls, through the cluster's context. The controller can give its own ``Revisions``
-(its git source's checkout) to ``apps.build`` later; the page does not know which it has.
+command calls, through the cluster's context. ``FetchedRevisions`` answers in fleet-controller
+from what its ``GitSource`` has fetched (``fleet.source.histories``): the followed ref's commits
+in the cache repository under ``--state-dir``, never fetched for a page view, each diffed
+against the controller's own cluster with its own client and settings (drift policy, team
+impersonation, force-conflicts), so the page shows what this controller would do with it. The
+page does not know which it has.
 
-A diff costs a plan and a dry-run of every object, so the comment of each (commit, cluster) is
-kept in an ``LRU`` (``limit`` entries) for ``ttl`` seconds: the cluster moves on, and a kept
-diff says what was true when it was made (``Comment.taken``). One diff of a (commit, cluster)
-runs at a time: a second viewer waits for the first one's answer instead of starting another.
-A diff that fails (the cluster does not answer) is not kept.
+A diff costs a plan and a dry-run of every object, so both keep the comment of each (commit,
+cluster) in an ``LRU`` (``limit`` entries) for ``ttl`` seconds (``Kept``): the cluster moves on,
+and a kept diff says what was true when it was made (``Comment.taken``). One diff of a (commit,
+cluster) runs at a time: a second viewer waits for the first one's answer instead of starting
+another. A diff that fails (the cluster does not answer) is not kept.
+
+Who may read a diff is the page's decision (``fleet.console.apps``), not the ``Revisions``'.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import anyio
 from markupsafe import Markup
@@ -31,7 +39,7 @@ from markupsafe import Markup
 from fleet.console import markdowns
 from fleet.errors import FleetError
 from fleet.lrus import LRU
-from fleet.source import worktrees
+from fleet.source import histories, worktrees
 from fleet.source.errors import RefNotFound
 from fleet.views import revisions
 
@@ -40,6 +48,7 @@ logger = logging.getLogger(__name__)
 Commit = worktrees.Commit
 LOG = 20
 """Commits the revisions page lists."""
+T = TypeVar("T")
 
 
 class UnknownRevision(FleetError):
@@ -71,11 +80,10 @@ class Revisions(Protocol):
         ...
 
 
-class CheckoutRevisions:
-    """Commits of a local fleet repository, each diffed in a temporary worktree.
-
-    ``settings(cluster)`` gives how to diff on that cluster (its context, the kubeconfig, the
-    engine's options): ``fleetctl console`` builds them from ``fleetctl diff``'s defaults."""
+class Kept:
+    """Comments of the commits of ``repo`` made once at a time and kept a while: what every ``Revisions``
+    here shares. ``settings(cluster)`` gives how to diff on that cluster; a subclass says how one diff
+    is made (``_diff``)."""
 
     def __init__(
         self,
@@ -95,15 +103,6 @@ class CheckoutRevisions:
         self.diffs = 0
         """Diffs made: what the tests count."""
 
-    async def resolve(self, rev: str) -> str:
-        try:
-            return await anyio.to_thread.run_sync(worktrees.resolve, self.repo, rev)
-        except RefNotFound as err:
-            raise UnknownRevision(err.what, where=err.where, hint=err.hint) from err
-
-    async def log(self, limit: int = LOG) -> list[Commit]:
-        return await anyio.to_thread.run_sync(lambda: worktrees.log(self.repo, limit=limit))
-
     async def comment(self, sha: str, cluster: str) -> Comment:
         key = (sha, cluster)
         while True:
@@ -116,6 +115,7 @@ class CheckoutRevisions:
             await running.wait()  # the other viewer's diff: kept when it worked, else made again here
         done = self._running[key] = anyio.Event()
         try:
+            self.diffs += 1
             made = Comment(sha, cluster, await self._diff(sha, cluster), self.clock())
             self.kept[key] = made
             return made
@@ -124,15 +124,69 @@ class CheckoutRevisions:
             done.set()
 
     async def _diff(self, sha: str, cluster: str) -> str:
-        self.diffs += 1
-        settings = self.settings(cluster)
-        checkout = worktrees.checkout(self.repo, sha)
-        folder = await anyio.to_thread.run_sync(checkout.__enter__)
+        raise NotImplementedError
+
+
+@asynccontextmanager
+async def _entered(checkout: AbstractContextManager[T]) -> AsyncIterator[T]:
+    """A blocking checkout (git) entered and left in a worker thread; left even when cancelled."""
+    value = await anyio.to_thread.run_sync(checkout.__enter__)
+    try:
+        yield value
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(checkout.__exit__, None, None, None)
+
+
+class CheckoutRevisions(Kept):
+    """Commits of a local fleet repository, each diffed in a temporary worktree: ``fleetctl console``
+    builds the settings from ``fleetctl diff``'s defaults, through each cluster's context."""
+
+    async def resolve(self, rev: str) -> str:
         try:
+            return await anyio.to_thread.run_sync(worktrees.resolve, self.repo, rev)
+        except RefNotFound as err:
+            raise UnknownRevision(err.what, where=err.where, hint=err.hint) from err
+
+    async def log(self, limit: int = LOG) -> list[Commit]:
+        return await anyio.to_thread.run_sync(lambda: worktrees.log(self.repo, limit=limit))
+
+    async def _diff(self, sha: str, cluster: str) -> str:
+        async with _entered(worktrees.checkout(self.repo, sha)) as folder:
+            return await revisions.markdown(folder, cluster=cluster, settings=self.settings(cluster))
+
+
+class FetchedRevisions(Kept):
+    """The commits fleet-controller's git source has fetched, each diffed against the controller's cluster.
+
+    ``repo`` is the source's bare cache repository (``GitSource.repository``), ``ref`` the ref it
+    fetches into (``sources.TARGET``), ``path`` the fleet's folder in the git repository. Nothing
+    is fetched here: a commit the source has not fetched is an ``UnknownRevision``. The comment's
+    base (claims and quotas) is the commit's first parent where the cache holds it."""
+
+    def __init__(self, repo: Path, *, ref: str, path: str, settings: Callable[[str], revisions.Settings]) -> None:
+        super().__init__(repo, settings=settings)
+        self.ref = ref
+        self.path = path
+
+    async def resolve(self, rev: str) -> str:
+        try:
+            return await anyio.to_thread.run_sync(worktrees.resolve, self.repo, rev)
+        except RefNotFound as err:
+            raise UnknownRevision(
+                f"the controller has not fetched a commit {rev!r}",
+                where=err.where,
+                hint="it shows the commits of the ref it follows that it has fetched (listed under Revisions); "
+                "for another commit run fleetctl diff in a checkout of it",
+            ) from err
+
+    async def log(self, limit: int = LOG) -> list[Commit]:
+        return await anyio.to_thread.run_sync(lambda: histories.history(self.repo, ref=self.ref, limit=limit))
+
+    async def _diff(self, sha: str, cluster: str) -> str:
+        async with _entered(histories.borrowed(self.repo, sha, path=self.path)) as (folder, parent):
+            settings = dataclasses.replace(self.settings(cluster), base=parent or "")
             return await revisions.markdown(folder, cluster=cluster, settings=settings)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(checkout.__exit__, None, None, None)
 
 
 @dataclass(frozen=True)
@@ -174,6 +228,8 @@ __all__ = [
     "ClusterDiff",
     "Comment",
     "Commit",
+    "FetchedRevisions",
+    "Kept",
     "Revisions",
     "UnknownRevision",
     "per_cluster",

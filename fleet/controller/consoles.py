@@ -10,6 +10,11 @@ user and groups (``fleet.console.access``), remembered a minute.
 - ``token``: bearer tokens only, for API clients and proxies.
 - ``anonymous``: every viewer is ``--console-anonymous-user``, with that identity's RBAC.
 
+The Revision page (``/ui/revisions``) lists the commits of the followed ref that the git source
+has fetched and shows what each would change on this cluster, diffed with the controller's own
+client and settings (``revisions``; ``fleet.console.revisions.FetchedRevisions``). Its viewers
+need ``get`` on the cluster's FleetSync, as for the Cluster page (``fleet.console.apps``).
+
 fleet's ServiceAccount needs ``create`` on ``tokenreviews`` and ``subjectaccessreviews`` and
 ``list``/``watch`` on pods and events (overlays/console).
 """
@@ -27,9 +32,12 @@ from fleet import kube
 from fleet.console import apps, logins, oidc, sources, tokens
 from fleet.console.access import Access
 from fleet.console.apps import Console
+from fleet.console.revisions import FetchedRevisions
 from fleet.controller import controllers, settings
 from fleet.kube import Kind
 from fleet.kube.kinds import builtin
+from fleet.source.sources import TARGET, GitSource
+from fleet.views import revisions as views_revisions
 
 KINDS: Mapping[sources.KindKey, str] = {sources.PODS: "status.phase=Pending", sources.EVENTS: ""}
 """What the console adds to the watch cache, with field selectors: pending pods, and Events."""
@@ -79,6 +87,14 @@ def login(config: settings.Settings, *, http: httpx.AsyncClient) -> logins.Login
     return logins.TokenOnly()
 
 
+def revisions(ctl: controllers.Controller, *, client: kube.Client) -> FetchedRevisions | None:
+    """The Revision page's commits: what ``ctl``'s git source fetched, diffed as this controller would apply them."""
+    if not isinstance(ctl.source, GitSource):
+        return None
+    made = views_revisions.Settings(client=client, options=lambda _: settings.standing_options(ctl.options))
+    return FetchedRevisions(ctl.source.repository, ref=TARGET, path=ctl.source.path, settings=lambda _: made)
+
+
 def build(
     config: settings.Settings, *, client: kube.Client, ctl: controllers.Controller, http: httpx.AsyncClient
 ) -> tuple[Starlette, Console]:
@@ -97,7 +113,8 @@ def build(
         secret=secret,
         secure=config.console_url.startswith("https://"),
         jaeger=config.console_jaeger_url,
+        revisions=revisions(ctl, client=client),
     )
 
 
-__all__ = ["KINDS", "build", "extra_kinds", "login", "source"]
+__all__ = ["KINDS", "build", "extra_kinds", "login", "revisions", "source"]

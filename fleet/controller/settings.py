@@ -14,6 +14,7 @@ Durations are written as Go and kubectl write them (``90s``, ``1m``, ``1h30m``,
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -319,20 +320,29 @@ NOT_FROM_SETTINGS: dict[str, str] = {
 """The engine options no setting of the controller's sets, and why (``engine_options`` leaves them default)."""
 
 
-def engine_options(
-    options: controller_options.Options, *, plan: engine.Plan, emergency: str, reported: waits.Reported | None
-) -> engine.Options:
-    """The engine's options for one reconcile of ``plan``: the settings (``--force-conflicts``,
-    ``--team-impersonation``, ``--health-timeout``, ``--drift-policy``, helm), what the revision says (``prune``,
-    ``allowEmpty``), the emergency and the earlier waves' statuses; none other (``NOT_FROM_SETTINGS``)."""
+def standing_options(options: controller_options.Options) -> engine.Options:
+    """The engine's options the settings set, whatever the revision (``--force-conflicts``,
+    ``--team-impersonation``, ``--health-timeout``, ``--drift-policy``, helm): what ``engine_options``
+    starts from, and what the console's Revision page diffs with."""
     return engine.Options(
-        prune=plan.prune,
-        allow_empty=plan.allow_empty,
         force_conflicts=options.force_conflicts,
         drift_policy=options.drift_policy,
         impersonation=options.team_impersonation,
         health_timeout=options.health_timeout,
         helm=options.helm,
+    )
+
+
+def engine_options(
+    options: controller_options.Options, *, plan: engine.Plan, emergency: str, reported: waits.Reported | None
+) -> engine.Options:
+    """The engine's options for one reconcile of ``plan``: the settings (``standing_options``), what the
+    revision says (``prune``, ``allowEmpty``), the emergency and the earlier waves' statuses; none other
+    (``NOT_FROM_SETTINGS``)."""
+    return dataclasses.replace(
+        standing_options(options),
+        prune=plan.prune,
+        allow_empty=plan.allow_empty,
         emergency=emergency,
         reported=reported,
     )

@@ -177,6 +177,11 @@ class GitSource:
         self._last: str | None = None
         """The commit the last ``sync`` returned."""
 
+    @property
+    def repository(self) -> Path:
+        """The bare cache repository: what was fetched, for readers that never write it (``histories``)."""
+        return self._git_dir
+
     async def sync(self, *, collect: bool = True) -> Checkout:
         """Fetch the newest commit of the ref and check it out; raises ``SourceError``.
 

@@ -45,7 +45,9 @@ class Settings:
     ``options`` makes the engine's options once the cluster's client exists (helm runs against
     its context); ``base`` is the commit the claims and quotas are compared with (None: the
     merge-base ``comments.load_base`` finds, "": none); ``pause_collector`` is for a process that
-    ends after one run (fleetctl), never for a server.
+    ends after one run (fleetctl), never for a server. ``client``: a connected client to diff
+    with, which the caller keeps open (fleet-controller's own); None connects through ``context``
+    and ``kubeconfig`` and closes after.
     """
 
     context: str | None = None
@@ -55,6 +57,7 @@ class Settings:
     base: str | None = None
     options: Callable[[kube.Client], engine.Options] = field(default=_default_options)
     pause_collector: bool = False
+    client: kube.Client | None = None
 
 
 @dataclass(frozen=True)
@@ -78,15 +81,21 @@ async def diff(repo: Path, *, cluster: str, settings: Settings, devices: bool) -
 
     Raises ``pipelines.InvalidRevision`` when the checkout does not validate for the cluster."""
     with tracing.tracer().start_as_current_span("diff run", attributes={tracing.CLUSTER: cluster}) as span:
-        plan, client, prefetched = await pipelines.plan_and_connect(
-            repo,
-            cluster=cluster,
-            context=settings.context,
-            kubeconfig=settings.kubeconfig,
-            request_timeout=settings.timeout,
-            store=settings.store,
-            pause_collector=settings.pause_collector,
-        )
+        if settings.client is not None:
+            client = settings.client
+            plan, prefetched = await pipelines.plan_and_list(
+                repo, cluster=cluster, client=client, store=settings.store, pause_collector=settings.pause_collector
+            )
+        else:
+            plan, client, prefetched = await pipelines.plan_and_connect(
+                repo,
+                cluster=cluster,
+                context=settings.context,
+                kubeconfig=settings.kubeconfig,
+                request_timeout=settings.timeout,
+                store=settings.store,
+                pause_collector=settings.pause_collector,
+            )
         span.set_attribute(tracing.REVISION, plan.revision)
         live = None
         try:
@@ -96,8 +105,9 @@ async def diff(repo: Path, *, cluster: str, settings: Settings, devices: bool) -
             if devices:
                 live = Live(client.context, *await live_devices(client))
         finally:
-            with anyio.CancelScope(shield=True):
-                await client.close()
+            if settings.client is None:
+                with anyio.CancelScope(shield=True):
+                    await client.close()
     return changes, live
 
 

@@ -5,7 +5,9 @@ the sandbox's Gitea with ``--console oidc``, Gitea being the OpenID provider; tw
 pod each. People log in through Gitea's real login form: the admin (group ``fleet-admins``, bound
 to ``view``) walks every page; alice (``ml-research-admins``) sees her team and not the other
 team's pods; a page follows a ``kubectl`` change without a reload; logging out ends the session;
-a ServiceAccount's bearer token reads the JSON.
+a ServiceAccount's bearer token reads the JSON. The Revision page lists the commits the controller
+fetched and shows what each changes, as ``fleetctl diff -o markdown`` says it; a viewer who may not
+get the FleetSync is refused it.
 """
 
 from __future__ import annotations
@@ -23,14 +25,16 @@ from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 
 from fleet.sandbox import Sandbox, forges, identities
+from fleetctl import cli
 from tests import browsers
 from tests.apply.repos import Repo
 from tests.changes.test_holds import closed_window
 from tests.conftest import Kubectl, gpu_pod
 from tests.console import walks
-from tests.controller.conftest import Remote
+from tests.controller.conftest import Remote, git
 from tests.controller.replicas import Replicas
 from tests.forge.conftest import Server, fleetsync_crd, gitea
+from tests.markdowns import details, parse, sections, tables
 from tests.waits import wait_for
 
 __all__ = ["fleetsync_crd", "gitea"]
@@ -247,6 +251,104 @@ def test_bearer_tokens_read_as_their_service_account(running: Running, kubectl: 
         assert refused.status_code == 401 and "error" in refused.json()
         forged = http.get(f"{running.base}/", cookies={"fleet_console": "e30=.forged.sig"})
         assert forged.status_code == 401 and "Traceback" not in forged.text
+
+
+def fleetctl_diff(running: Running, sha: str, *, base: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """``fleetctl diff -o markdown`` in a checkout of ``sha``, against ``base`` (the page's: the first parent)."""
+    work = running.remote.work
+    git(work, "checkout", "-q", "--detach", sha)
+    try:
+        cli.run(["diff", str(work), "--cluster", running.repo.cluster, "-o", "markdown", "--base", base])
+    finally:
+        git(work, "checkout", "-q", "main")
+    return capsys.readouterr().out
+
+
+def key_lines(markdown: str, cluster: str) -> tuple[str, list[list[str]], list[str]]:
+    """The title, the stage table and the changed objects' summaries of one cluster's comment."""
+    tokens = parse(markdown)
+    mine = sections(tokens)[cluster]
+    title = next(line for line in markdown.splitlines() if line.startswith("**fleet diff**"))
+    return title, tables(mine)[0], [opening for opening, _ in details(mine)]
+
+
+def test_the_revision_page_shows_what_each_fetched_commit_changes(
+    browser: browsers.Browser,
+    running: Running,
+    kubectl: Kubectl,
+    sandbox: Sandbox,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(sandbox.kubeconfig))
+    monkeypatch.setenv("NO_COLOR", "1")
+    repo, cluster = running.repo, running.repo.cluster
+    first = git(running.remote.work, "rev-parse", "HEAD")
+    repo.claim_template("inf", "two-gpus", count=2)
+    second = running.remote.push(repo, message="inference: a two-GPU template")
+    wait_for(
+        lambda: kubectl("get", "fleetsync", cluster, "-o", "jsonpath={.status.lastAppliedRevision}",
+                        check=False).stdout == second,
+        what="the controller to apply the second commit", within=120,
+    )  # fmt: skip
+    log_in(browser, running, forges.ADMIN)
+    browser.open(f"{running.base}/revisions")
+    listed = walks.text(browser)
+    assert "inference: a two-GPU template" in listed and "two teams" in listed, listed
+    assert browsers.serious(browsers.axe(browser.driver)) == []
+    browser.screenshot(walks.shots(tmp_path) / "console-revisions.png")
+
+    expected = {
+        sha: fleetctl_diff(running, sha, base=base, capsys=capsys) for sha, base in ((second, first), (first, ""))
+    }
+    for sha in (second, first):
+        browser.open(f"{running.base}/revisions/{sha}")
+        wait_for(lambda: browser.driver.find_elements(By.CSS_SELECTOR, "main h1"), what="the revision page")
+        assert browsers.serious(browsers.axe(browser.driver)) == [], sha
+        errors = [entry for entry in browser.log() if entry.get("level") == "SEVERE"]
+        assert errors == [], errors
+        browser.screenshot(walks.shots(tmp_path) / f"console-revision-{sha[:7]}.png")
+        with httpx.Client(timeout=300, cookies=browser_cookies(browser)) as http:
+            answer = http.get(f"{running.base}/revisions/{sha}", params={"o": "json"})
+        assert answer.status_code == 200, answer.text
+        [shown] = answer.json()["clusters"]
+        assert shown["error"] == "", shown
+        title, stages, changed = key_lines(expected[sha], cluster)
+        assert key_lines(shown["markdown"], cluster) == (title, stages, changed), sha
+        text = walks.text(browser)
+        for row in stages[1:]:
+            assert " ".join(row) in text, row
+    with httpx.Client(timeout=60, cookies=browser_cookies(browser)) as http:
+        unknown = http.get(f"{running.base}/revisions/{'0' * 40}", params={"o": "json"})
+    assert unknown.status_code == 404 and "has not fetched" in unknown.json()["error"], unknown.text
+    # The first commit lacks the second's template: applying it would delete that template.
+    title, stages, changed = key_lines(expected[first], cluster)
+    assert "changes" in title and any(f"{repo.teams['inf'].namespaces[0]}/two-gpus" in c for c in changed), changed
+    assert "no changes" in key_lines(expected[second], cluster)[0], "the controller applied the second commit"
+
+
+def browser_cookies(browser: browsers.Browser) -> dict[str, str]:
+    return {c["name"]: c["value"] for c in browser.driver.get_cookies()}
+
+
+def test_a_viewer_who_may_not_get_the_fleetsync_is_refused_the_revision_page(
+    running: Running, kubectl: Kubectl
+) -> None:
+    ns = running.repo.teams["inf"].namespaces[0]
+    kubectl("create", "serviceaccount", "onlyview", "-n", ns, check=False)
+    kubectl("create", "rolebinding", "onlyview-view", "-n", ns, "--clusterrole=view",
+            f"--serviceaccount={ns}:onlyview", check=False)  # fmt: skip
+    token = kubectl("create", "token", "onlyview", "-n", ns).stdout.strip()
+    head = git(running.remote.work, "rev-parse", "HEAD")
+    with httpx.Client(timeout=60, headers={"authorization": f"Bearer {token}"}) as http:
+        for path in ("/revisions", f"/revisions/{head}"):
+            refused = http.get(f"{running.base}{path}")
+            assert refused.status_code == 403, (path, refused.status_code)
+            assert "FleetSync" in refused.text and "Traceback" not in refused.text
+        assert http.get(f"{running.base}/clusters/{running.repo.cluster}/gpus").status_code == 200, "other pages stay"
+        missing = http.get(f"{running.base}/revisions/{'0' * 40}", params={"o": "json"})
+        assert missing.status_code == 403, "refused before the revision is looked up"
 
 
 def test_a_held_change_shows_with_when_its_window_opens(

@@ -11,6 +11,7 @@ page makes no second diff; and axe finds nothing serious on it in Chromium.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -88,6 +89,14 @@ def served(sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         yield Served(url, login.key, repo, shas, commits)
 
 
+@contextlib.contextmanager
+def opened(url: str, key: str, *, timeout: float) -> Iterator[httpx.Client]:
+    """An HTTP client whose session the printed key opened (the key's answer is a redirect without it)."""
+    with httpx.Client(base_url=url, timeout=timeout) as http:
+        assert http.get("/", params={"key": key}).status_code == 303
+        yield http
+
+
 def cli_markdown(repo: Repo, capsys: pytest.CaptureFixture[str]) -> str:
     assert cli.run(["diff", str(repo.root), "--cluster", repo.cluster, "-o", "markdown"]) == 1
     return capsys.readouterr().out
@@ -95,7 +104,7 @@ def cli_markdown(repo: Repo, capsys: pytest.CaptureFixture[str]) -> str:
 
 def test_the_page_is_the_comment_fleetctl_diff_prints(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
     head = served.shas[0]
-    with httpx.Client(base_url=served.url, timeout=300, params={"key": served.key}) as http:
+    with opened(served.url, served.key, timeout=300) as http:
         answer = http.get(f"/revisions/{head[:10]}", params={"o": "json"})
         assert answer.status_code == 200, answer.text
         got = answer.json()
@@ -127,7 +136,7 @@ def test_a_revision_that_does_not_validate_shows_its_findings(served: Served) ->
     served.repo.write()
     git(served.repo.root, "add", ".")
     git(served.repo.root, "commit", "-qm", "a quota fleet does not accept")
-    with httpx.Client(base_url=served.url, timeout=300, params={"key": served.key}) as http:
+    with opened(served.url, served.key, timeout=300) as http:
         page = http.get("/revisions/HEAD", params={"o": "json"})
     [one] = page.json()["clusters"]
     assert "does not validate" in one["markdown"] and "### Findings" in one["markdown"], one
@@ -135,7 +144,7 @@ def test_a_revision_that_does_not_validate_shows_its_findings(served: Served) ->
 
 
 def test_unknown_revisions_and_the_list(served: Served) -> None:
-    with httpx.Client(base_url=served.url, timeout=60, params={"key": served.key}) as http:
+    with opened(served.url, served.key, timeout=60) as http:
         unknown = http.get("/revisions/0123456789abcdef")
         assert unknown.status_code == 404
         assert "No such revision" in unknown.text and "0123456789abcdef" in unknown.text
@@ -153,7 +162,7 @@ def test_unknown_revisions_and_the_list(served: Served) -> None:
 def test_without_a_repository_the_page_says_how_to_give_one() -> None:
     login = logins.LocalLogin(user="tester")
     app, _ = apps.build(source=sources.ApiSource([("c", "c")], kubeconfig=None), login=login)
-    with browsers.serve(app) as url, httpx.Client(base_url=url, timeout=60, params={"key": login.key}) as http:
+    with browsers.serve(app) as url, opened(url, login.key, timeout=60) as http:
         for path in ("/revisions", "/revisions/main"):
             answer = http.get(path)
             assert answer.status_code == 404
