@@ -249,7 +249,8 @@ def test_bearer_tokens_read_as_their_service_account(running: Running, kubectl: 
         assert "trainer" in by_pod and "server" not in by_pod
         refused = http.get(f"{running.base}/?o=json", headers={"authorization": "Bearer not-a-token"})
         assert refused.status_code == 401 and "error" in refused.json()
-        forged = http.get(f"{running.base}/", cookies={"fleet_console": "e30=.forged.sig"})
+        http.cookies.set("fleet_console", "e30=.forged.sig")
+        forged = http.get(f"{running.base}/")
         assert forged.status_code == 401 and "Traceback" not in forged.text
 
 
