@@ -207,6 +207,21 @@ class Console:
             live=self.live(request, names),
         )
 
+    def cluster_page(
+        self, request: Request, viewer: Viewer, snapshot: Snapshot, template: str, *, title: str, page: str, **data: Any
+    ) -> Response:
+        """A page of one cluster, following it live."""
+        return self.render(
+            request,
+            template,
+            viewer,
+            title=title,
+            page=page,
+            cluster=snapshot.cluster,
+            live=self.live(request, [snapshot.cluster]),
+            **data,
+        )
+
     async def _cluster(self, request: Request) -> tuple[Viewer, Snapshot, Sight]:
         viewer = await self.viewer(request)
         snapshot = await self.source.snapshot(request.path_params["cluster"])
@@ -215,48 +230,25 @@ class Console:
     async def cluster(self, request: Request) -> Response:
         viewer, snapshot, sight = await self._cluster(request)
         data = pages.cluster(snapshot, sight)
-        return self.render(
-            request,
-            "cluster.html",
-            viewer,
-            title=snapshot.cluster,
-            page="cluster",
-            cluster=snapshot.cluster,
-            data=data,
-            columns=("created", "configured", "unchanged", "deleted", "skipped", "failed"),
-            missing=data.missing,
-            live=self.live(request, [snapshot.cluster]),
-        )
+        columns = ("created", "configured", "unchanged", "deleted", "skipped", "failed")
+        return self.cluster_page(
+            request, viewer, snapshot, "cluster.html", title=snapshot.cluster, page="cluster", data=data,
+            columns=columns, missing=data.missing,
+        )  # fmt: skip
 
     async def gpus(self, request: Request) -> Response:
         viewer, snapshot, sight = await self._cluster(request)
         data = await anyio.to_thread.run_sync(pages.gpus, snapshot, sight)
         if _wants_json(request):
             return JSONResponse(_gpus_json(data))
-        return self.render(
-            request,
-            "gpus.html",
-            viewer,
-            title=f"GPUs of {snapshot.cluster}",
-            page="gpus",
-            cluster=snapshot.cluster,
-            data=data,
-            live=self.live(request, [snapshot.cluster]),
-        )
+        title = f"GPUs of {snapshot.cluster}"
+        return self.cluster_page(request, viewer, snapshot, "gpus.html", title=title, page="gpus", data=data)
 
     async def teams(self, request: Request) -> Response:
         viewer, snapshot, sight = await self._cluster(request)
         found = await anyio.to_thread.run_sync(pages.team_list, snapshot, sight)
-        return self.render(
-            request,
-            "teams.html",
-            viewer,
-            title=f"Teams on {snapshot.cluster}",
-            page="teams",
-            cluster=snapshot.cluster,
-            teams=found,
-            live=self.live(request, [snapshot.cluster]),
-        )
+        title = f"Teams on {snapshot.cluster}"
+        return self.cluster_page(request, viewer, snapshot, "teams.html", title=title, page="teams", teams=found)
 
     async def team(self, request: Request) -> Response:
         viewer, snapshot, sight = await self._cluster(request)
@@ -268,16 +260,7 @@ class Console:
                 404,
                 f"no team {name!r} you may see on {snapshot.cluster}: it has no namespace there, or you may not see it",
             )
-        return self.render(
-            request,
-            "team.html",
-            viewer,
-            title=f"Team {name}",
-            page="teams",
-            cluster=snapshot.cluster,
-            t=team,
-            live=self.live(request, [snapshot.cluster]),
-        )
+        return self.cluster_page(request, viewer, snapshot, "team.html", title=f"Team {name}", page="teams", t=team)
 
     # -- revisions (fleet.console.revisions) ------------------------------------------------
 

@@ -3,8 +3,8 @@
 fleet labels each team's namespaces with ``fleet.gpufleet.dev/team`` (``fleet.engine.ownership``)
 and gives each a ResourceQuota on ``<class>.deviceclass.resource.k8s.io/devices``; the API server
 keeps that quota's ``used``. ``teams(...)`` reads those objects back (pure), and each pending pod
-that asks for devices carries ``fleetctl explain``'s cause: ``cause_of`` is the one function both
-call, with ``claims_of`` to find the pod's claims as the scheduler does.
+that asks for devices carries ``fleetctl explain``'s cause: ``fleet.inventory.pendings.explain``
+is the one function both call, with ``claims_of`` to find the pod's claims as the scheduler does.
 """
 
 from __future__ import annotations
@@ -101,31 +101,6 @@ def claims_of(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj])
     return found
 
 
-def cause_of(
-    pod: Obj | None,
-    claims: Sequence[Obj],
-    *,
-    all_claims: Sequence[Obj],
-    classes: Mapping[str, Obj],
-    slices: Sequence[Obj],
-    nodes: Sequence[Obj],
-    events: Sequence[Obj] = (),
-    teams: Mapping[str, str] | None = None,
-) -> pendings.Cause:
-    """Why ``pod`` (or the claims alone) waits: the first of the DRA guide's causes that applies;
-    ``teams`` (namespace → team) names the team holding an allocated device."""
-    return pendings.explain(
-        pod=pod,
-        claims=claims,
-        all_claims=all_claims,
-        classes=classes,
-        slices=slices,
-        nodes=nodes,
-        events=events,
-        teams=teams,
-    )
-
-
 def namespace_teams(namespaces: Sequence[Obj]) -> dict[str, str]:
     """Namespace → the fleet team it belongs to (its ``fleet.gpufleet.dev/team`` label)."""
     out = {}
@@ -183,9 +158,9 @@ def teams(
             if not (pod.get("spec") or {}).get("resourceClaims"):
                 continue
             asked = claims_of(pod, claims_in.get(namespace, {}), templates_in.get(namespace, {}))
-            cause = cause_of(
-                pod,
-                asked,
+            cause = pendings.explain(
+                pod=pod,
+                claims=asked,
                 all_claims=claims,
                 classes=by_class,
                 slices=slices,
@@ -212,4 +187,4 @@ def teams(
     return out
 
 
-__all__ = ["QUOTA_SUFFIX", "Pending", "Quota", "Team", "cause_of", "claims_of", "namespace_teams", "quotas", "teams"]
+__all__ = ["QUOTA_SUFFIX", "Pending", "Quota", "Team", "claims_of", "namespace_teams", "quotas", "teams"]

@@ -91,9 +91,9 @@ async def gather(client: kube.Client, *, what: str, name: str, namespace: str) -
     team_of = await namespace_teams(client)
 
     def explain() -> pendings.Cause:
-        return teams.cause_of(
-            pod,
-            claims,
+        return pendings.explain(
+            pod=pod,
+            claims=claims,
             all_claims=all_claims,
             classes=classes,
             slices=slices,
