@@ -190,6 +190,7 @@ class Console:
         for name in names:
             snapshot = await self.source.snapshot(name)
             rows.append(pages.row(snapshot, await self.sight(viewer, snapshot)))
+        pages.fleet(rows)
         if _wants_json(request):
             return JSONResponse([r.document() for r in rows])
         counts = dict.fromkeys(("Ready", "Progressing", "Waiting", "Failed", "Unknown"), 0)
@@ -477,6 +478,8 @@ def build(
                 return console.error_page(request, 401, "Not logged in", err.what, err.hint)
             except UnknownCluster as err:
                 return console.error_page(request, 404, "No such cluster", err.what, err.hint)
+            except pages.NotAllowed as err:
+                return console.error_page(request, 403, "Not allowed", err.what, err.hint)
             except HTTPException as err:
                 return console.error_page(request, err.status_code, "Not found", str(err.detail))
             except FleetError as err:

@@ -26,22 +26,32 @@ from fleet.console.sources import (
     KindKey,
     Snapshot,
 )
+from fleet.errors import FleetError
 from fleet.inventory import leftovers
 from fleet.views import devices, fleetsyncs, teams
 
 HIDDEN = "(a claim you may not see)"
 
 
+class NotAllowed(FleetError):
+    """The viewer may see nothing of the page: the console answers 403 with what is missing."""
+
+
+VIEWER_HINT = "ask for the ClusterRole fleet-console-viewer (overlays/console), or for view rights where you work"
+
+
 def row(snapshot: Snapshot, sight: Sight) -> fleetsyncs.Row:
     """The cluster's row, or one saying the viewer may not read its FleetSync."""
     if sight.fleetsync or not snapshot.row.reachable:
         return snapshot.row
-    return fleetsyncs.Row(
-        snapshot.cluster,
-        snapshot.context,
-        reason="Forbidden",
-        error="you may not read this cluster's FleetSync (get fleetsyncs.fleet.gpufleet.dev)",
-    )
+    return fleetsyncs.forbidden(snapshot.cluster, snapshot.context)
+
+
+def fleet(rows: Sequence[fleetsyncs.Row]) -> Sequence[fleetsyncs.Row]:
+    """The fleet page's rows; NotAllowed when the viewer may read no cluster's FleetSync."""
+    if rows and all(r.reason == "Forbidden" for r in rows):
+        raise NotAllowed("you may not see any cluster of this fleet", hint=VIEWER_HINT)
+    return rows
 
 
 @dataclass(frozen=True)
@@ -60,6 +70,8 @@ class Cluster:
 
 
 def cluster(snapshot: Snapshot, sight: Sight) -> Cluster:
+    if row(snapshot, sight).reason == "Forbidden":
+        raise NotAllowed(f"you may not see cluster {snapshot.cluster}'s FleetSync", hint=VIEWER_HINT)
     status: Mapping[str, Any] = (snapshot.fleetsync or {}).get("status") or {} if sight.fleetsync else {}
     repaired = [d for d in status.get("drift") or () if d.get("action") == "repaired"]
     return Cluster(
@@ -130,8 +142,8 @@ def _counts(items: Sequence[devices.Device]) -> dict[str, int]:
 
 def gpus(snapshot: Snapshot, sight: Sight) -> Gpus:
     """Pools → nodes → devices with who holds each; allocation counts; free capacity per model."""
-    if not sight.sees(SLICES):
-        return Gpus((), (), (), 0, {SLICES: "you may not list resourceslices in this cluster"})
+    if not sight.sees(SLICES) or snapshot.missing.get(SLICES, "").startswith("you may not"):
+        raise NotAllowed(f"you may not list the GPUs (resourceslices) of cluster {snapshot.cluster}", hint=VIEWER_HINT)
     team_of = teams.namespace_teams(snapshot.of(NAMESPACES))
     seen = devices.picture(list(snapshot.of(SLICES)), list(snapshot.of(CLAIMS)), teams=team_of)
     unknown = CLAIMS in snapshot.missing  # states need every claim: counted without them, all would be free
@@ -186,4 +198,17 @@ def team_list(snapshot: Snapshot, sight: Sight) -> list[teams.Team]:
     return [t for t in found if any(sight.sees(kind, ns) for kind in visible for ns in t.namespaces)]
 
 
-__all__ = ["HIDDEN", "Cluster", "Gpus", "Node", "Pool", "cluster", "gpus", "row", "team_list"]
+__all__ = [
+    "HIDDEN",
+    "VIEWER_HINT",
+    "Cluster",
+    "Gpus",
+    "Node",
+    "NotAllowed",
+    "Pool",
+    "cluster",
+    "fleet",
+    "gpus",
+    "row",
+    "team_list",
+]

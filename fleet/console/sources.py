@@ -197,17 +197,23 @@ class ApiSource:
         async with anyio.create_task_group() as tg:
             for key in KINDS:
                 tg.start_soon(one, key)
+        if isinstance(fleetsync, kube.Forbidden):
+            row, fleetsync = fleetsyncs.forbidden(cluster, context), None
+        else:
+            row = fleetsyncs.row_of(cluster, context, fleetsync)
         status_version = str(((fleetsync or {}).get("metadata") or {}).get("resourceVersion") or "")
         version = _digest([status_version, *(f"{k}={versions.get(k, missing.get(k, ''))}" for k in KINDS)])
-        row = fleetsyncs.row_of(cluster, context, fleetsync)
         return Snapshot(cluster, context, row, fleetsync, objects, missing, version, self.clock())
 
-    async def _fleetsync(self, client: kube.Client, cluster: str) -> dict[str, Any] | None:
+    async def _fleetsync(self, client: kube.Client, cluster: str) -> dict[str, Any] | kube.Forbidden | None:
+        """The cluster's FleetSync; None when there is none; the refusal when the viewer may not read it."""
         self.lists += 1
         try:
             return await client.get(fleetsyncs.ref(cluster))
-        except (kube.NotFound, kube.Forbidden):
+        except kube.NotFound:
             return None
+        except kube.Forbidden as refused:
+            return refused
 
     async def changed(self, cluster: str, since: str) -> str:
         while True:

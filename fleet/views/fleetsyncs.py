@@ -167,6 +167,16 @@ def row_of(cluster: str, context: str, obj: dict[str, Any] | None) -> Row:
     )
 
 
+def forbidden(cluster: str, context: str) -> Row:
+    """The row of a cluster whose FleetSync the viewer may not read."""
+    return Row(
+        cluster,
+        context,
+        reason="Forbidden",
+        error=f"you may not read this cluster's FleetSync (get fleetsyncs.{GROUP} {cluster})",
+    )
+
+
 def unreachable(cluster: str, context: str, why: str) -> Row:
     """The row of a cluster that could not be read."""
     return Row(cluster, context, False, why, reason="Unreachable")
@@ -206,4 +216,17 @@ async def read_all(
     return [rows[c] for c, _ in clusters]
 
 
-__all__ = ["API_VERSION", "GROUP", "KIND", "Held", "Row", "State", "condition", "read_all", "ref", "row_of"]
+__all__ = [
+    "API_VERSION",
+    "GROUP",
+    "KIND",
+    "Held",
+    "Row",
+    "State",
+    "condition",
+    "forbidden",
+    "read_all",
+    "ref",
+    "row_of",
+    "unreachable",
+]

@@ -97,7 +97,8 @@ def test_every_context_is_a_cluster_and_pages_show_what_kubectl_shows(
         (result,) = claim["status"]["allocation"]["devices"]["results"]
         assert f"{team_namespace}/{claim['metadata']['name']}" in seen["gpus"]
         assert "trainer" in seen["gpus"] and "console-team" in seen["gpus"]
-        gpus = httpx.get(f"{console.base}/clusters/{credentials.CLUSTER}/gpus?o=json", cookies=cookies(browser)).json()
+        with httpx.Client(cookies=cookies(browser)) as http:
+            gpus = http.get(f"{console.base}/clusters/{credentials.CLUSTER}/gpus?o=json").json()
         (device,) = [d for d in gpus["devices"] if d["claim"] == f"{team_namespace}/{claim['metadata']['name']}"]
         assert (device["pool"], device["name"]) == (result["pool"], result["device"])
         assert "one-gpu" in seen["team"]
@@ -120,10 +121,15 @@ def test_a_context_without_rights_is_a_page_that_says_so(sandbox: Sandbox, brows
     console = start(sandbox, "--context", "alice@fleet-sandbox")
     try:
         browser.open(console.url)
+        assert "you may not see any cluster of this fleet" in walks.text(browser)
         browser.open(f"{console.base}/clusters/alice@fleet-sandbox/gpus")
         page = walks.text(browser)
-        assert "you may not list resourceslices in this cluster" in page
+        assert "Not allowed" in page and "you may not list the GPUs (resourceslices)" in page
+        assert "fleet-console-viewer" in page, "the hint says what to ask for"
         assert browsers.serious(browsers.axe(browser.driver)) == []
+        with httpx.Client(cookies=cookies(browser)) as http:
+            answer = http.get(f"{console.base}/clusters/alice@fleet-sandbox/gpus")
+        assert answer.status_code == 403
         wrong = httpx.get(f"{console.base}/?key=guessed")
         assert wrong.status_code == 401 and "fleetctl console printed" in wrong.text
     finally:

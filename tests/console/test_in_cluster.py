@@ -249,6 +249,11 @@ def test_bearer_tokens_read_as_their_service_account(running: Running, kubectl: 
         assert "trainer" in by_pod and "server" not in by_pod
         refused = http.get(f"{running.base}/?o=json", headers={"authorization": "Bearer not-a-token"})
         assert refused.status_code == 401 and "error" in refused.json()
+        kubectl("create", "serviceaccount", "nobody", "-n", ns, check=False)
+        nobody = {"authorization": f"Bearer {kubectl('create', 'token', 'nobody', '-n', ns).stdout.strip()}"}
+        for path in ("/", f"/clusters/{running.repo.cluster}", f"/clusters/{running.repo.cluster}/gpus"):
+            refused = http.get(f"{running.base}{path}", headers=nobody)
+            assert refused.status_code == 403 and "fleet-console-viewer" in refused.text, path
         http.cookies.set("fleet_console", "e30=.forged.sig")
         forged = http.get(f"{running.base}/")
         assert forged.status_code == 401 and "Traceback" not in forged.text
@@ -347,7 +352,8 @@ def test_a_viewer_who_may_not_get_the_fleetsync_is_refused_the_revision_page(
             refused = http.get(f"{running.base}{path}")
             assert refused.status_code == 403, (path, refused.status_code)
             assert "FleetSync" in refused.text and "Traceback" not in refused.text
-        assert http.get(f"{running.base}/clusters/{running.repo.cluster}/gpus").status_code == 200, "other pages stay"
+        teams = http.get(f"{running.base}/clusters/{running.repo.cluster}/teams")
+        assert teams.status_code == 200 and ns in teams.text, "what the viewer may see stays open"
         missing = http.get(f"{running.base}/revisions/{'0' * 40}", params={"o": "json"})
         assert missing.status_code == 403, "refused before the revision is looked up"
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fleet.console import pages, sources, svgs
 from fleet.console.access import EVERYTHING, Sight
 from fleet.views import devices
@@ -92,8 +94,19 @@ def test_the_cluster_page_needs_the_right_to_read_the_fleetsync() -> None:
                 "decision": {"verdict": "write", "verb": "apply", "as": "fleet"}}]  # fmt: skip
     page = pages.cluster(snapshot(status={"changes": changes, "changeCount": 1}), EVERYTHING)
     assert page.changes == changes and page.row.state == "Ready"
-    hidden = pages.cluster(snapshot(status={"changes": changes}), Sight())
-    assert hidden.changes == [] and hidden.row.state == "Unknown" and "may not read" in hidden.row.error
+    with pytest.raises(pages.NotAllowed, match="you may not see cluster gpu-east's FleetSync"):
+        pages.cluster(snapshot(status={"changes": changes}), Sight())
+    assert pages.row(snapshot(), Sight()).state == "Unknown"
+    with pytest.raises(pages.NotAllowed, match="any cluster"):
+        pages.fleet([pages.row(snapshot(), Sight())])
+
+
+def test_the_gpus_page_needs_the_right_to_list_slices() -> None:
+    with pytest.raises(pages.NotAllowed, match="resourceslices"):
+        pages.gpus(snapshot(), Sight(fleetsync=True))
+    refused = {sources.SLICES: "you may not list resourceslices in this cluster"}
+    with pytest.raises(pages.NotAllowed):
+        pages.gpus(snapshot(missing=refused), EVERYTHING)
 
 
 def test_bars_say_their_numbers_in_words() -> None:
