@@ -38,20 +38,33 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
+import os
 import pstats
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
-from common import gpu_slices, result
+import yaml
+from common import gpu_slices, result, rss_mb, sandbox
+from diff import CLUSTER, ROOT, write_repo
 from disruptions import claims as allocated_claims
 
+from fleet import kube
 from fleet.console import apps, logins, pages, sources
 from fleet.console.access import Access
 from fleet.controller import servers
+from fleet.sandbox import Sandbox, credentials
 from fleet.views import teams
+from tests import servermetrics as metrics
 
 TEAMS = 50
 USER = "bench-viewer"
@@ -202,6 +215,276 @@ async def in_process(*, node_count: int, claim_count: int, views: int, clusters:
     return figures
 
 
+CRD = ROOT / "overlays" / "base" / "fleetsync-crd.yaml"
+VIEWER_ROLE = ROOT / "overlays" / "console" / "viewer-role.yaml"
+
+
+def git(cwd: Path, *args: str) -> None:
+    argv = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com", *args]
+    subprocess.run(argv, cwd=cwd, check=True, capture_output=True)
+
+
+def bindings() -> str:
+    """``USER`` bound to ``view`` and ``fleet-console-viewer`` cluster-wide: sees every page whole."""
+    items = [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": f"bench-console-{role}"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+         "subjects": [{"kind": "User", "name": USER, "apiGroup": "rbac.authorization.k8s.io"}]}
+        for role in ("view", "fleet-console-viewer")
+    ]  # fmt: skip
+    return yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items})
+
+
+async def load(sb: Sandbox, *, node_count: int, claim_count: int) -> tuple[int, int]:
+    """Create the synthetic slices, namespaces and claims in the sandbox, the claims' allocations
+    written to their status as the scheduler writes them; (slices, claims still allocated after 5 s)."""
+    slices = gpu_slices(node_count)
+    held = allocated_claims(slices, claim_count)
+    client = await kube.connect(kubeconfig=str(sb.kubeconfig), timeout=60)
+    limiter = anyio.CapacityLimiter(16)
+
+    async def create(obj: dict[str, Any]) -> None:
+        async with limiter:
+            made = await client.create(obj, field_manager="bench")
+            if obj["kind"] == "ResourceClaim":
+                meta = made["metadata"]
+                path = f"/apis/resource.k8s.io/v1/namespaces/{meta['namespace']}/resourceclaims/{meta['name']}/status"
+                await client.request("PUT", path, verb="update", body={**made, "status": obj["status"]})
+
+    try:
+        for group in (namespaces(), slices, held):
+            async with anyio.create_task_group() as tg:
+                for obj in group:
+                    tg.start_soon(create, obj)
+        await anyio.sleep(5)
+        kind = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaim")
+        listed = await client.list(kind)
+        allocated = sum(1 for c in listed.items if (c.get("status") or {}).get("allocation"))
+    finally:
+        await client.close()
+    return len(slices), allocated
+
+
+class Controller:
+    """A ``fleet-controller`` process following ``remote``, its console on ``port`` (or off)."""
+
+    def __init__(self, sb: Sandbox, remote: Path, root: Path, *, console: bool) -> None:
+        self.port = servers_port()
+        args = ["--console", "anonymous", "--console-anonymous-user", USER] if console else []
+        argv = [
+            sys.executable, "-m", "fleet.controller", "--repo", f"file://{remote}", "--ref", "main",
+            "--cluster", CLUSTER, "--interval", "300s", "--kubeconfig", str(sb.kubeconfig),
+            "--context", credentials.CLUSTER, "--listen", f"127.0.0.1:{self.port}", "--identity", "bench",
+            "--state-dir", str(root / ("on" if console else "off")), "--no-leader-elect", *args,
+        ]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "OTEL_")) and k != "KUBECONFIG"}
+        self.log = root / f"controller-{'on' if console else 'off'}.log"
+        self.proc = subprocess.Popen(
+            argv, stdout=self.log.open("wb"), stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=ROOT
+        )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+
+def servers_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ready(sb: Sandbox, ctl: Controller, *, within: float = 600) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        assert ctl.proc.poll() is None, ctl.log.read_text()[-3000:]
+        out = sb.kubectl("get", "fleetsync", CLUSTER, "-o", "jsonpath={.status.conditions[0].status}", check=False)
+        if out.stdout == "True":
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"the controller did not apply within {within} s: {ctl.log.read_text()[-3000:]}")
+
+
+async def requests(client: kube.Client) -> metrics.Counter[metrics.Key]:
+    """The API server's request counts of resources (its /metrics, a non-resource request, left out)."""
+    return metrics.request_totals(await client.metrics())
+
+
+def sent(before: metrics.Counter[metrics.Key], after: metrics.Counter[metrics.Key], *, resource: str = "") -> int:
+    return sum(n - before.get(k, 0) for k, n in after.items() if k[1] and (not resource or k[1] == resource))
+
+
+async def views_of(ctl: Controller, sb: Sandbox, *, views: int, settle: float) -> dict[str, Any]:
+    """Idle baseline, the first view's reviews, then ``views`` views of the GPUs page and the fleet page."""
+    base = f"http://127.0.0.1:{ctl.port}/ui"
+    client = await kube.connect(kubeconfig=str(sb.kubeconfig), timeout=60)
+    try:
+        async with httpx.AsyncClient(timeout=60) as http:
+            await anyio.sleep(settle)
+            before = await requests(client)
+            await anyio.sleep(settle)
+            idle = await requests(client)
+            first = await http.get(f"{base}/clusters/{CLUSTER}/gpus")
+            assert first.status_code == 200, first.text[:1000]
+            assert (await http.get(f"{base}/")).status_code == 200
+            after_first = await requests(client)
+            started = time.monotonic()
+            took = []
+            for i in range(views):
+                t = time.perf_counter()
+                answer = await http.get(f"{base}/clusters/{CLUSTER}/gpus" if i % 2 == 0 else f"{base}/")
+                took.append(time.perf_counter() - t)
+                assert answer.status_code == 200, answer.status_code
+            spent = time.monotonic() - started
+            after = await requests(client)
+    finally:
+        await client.close()
+    idle_rate = sent(before, idle) / settle
+    during = sent(after_first, after)
+    return {
+        "idle_requests": sent(before, idle),
+        "first_view_reviews": sent(idle, after_first, resource="subjectaccessreviews"),
+        "first_view_requests": sent(idle, after_first),
+        "view_requests": during,
+        "view_seconds": spent,
+        "requests_per_view": (during - idle_rate * spent) / views,
+        "reviews_during_views": sent(after_first, after, resource="subjectaccessreviews"),
+        "page_p50_ms": pct(took, 0.5) * 1000,
+    }
+
+
+def kubeconfig_of(sb: Sandbox, path: Path, clusters: int) -> list[str]:
+    """A kubeconfig with ``clusters`` contexts, each the sandbox's admin context under another name."""
+    config = yaml.safe_load(sb.kubeconfig.read_text())
+    context = next(c for c in config["contexts"] if c["name"] == credentials.CLUSTER)
+    names = [f"cluster-{i:02d}" for i in range(clusters)]
+    config["contexts"] = [{"name": n, "context": dict(context["context"])} for n in names]
+    config["current-context"] = names[0]
+    path.write_text(yaml.safe_dump(config))
+    return names
+
+
+def console_start(kubeconfig: Path) -> tuple[float, float, float, float]:
+    """``fleetctl console`` from start to its URL line, to its first fleet page answered; that page
+    again once its snapshots are stale (lists every cluster) and at once after (kept)."""
+    argv = [sys.executable, "-m", "fleetctl", "console", "--kubeconfig", str(kubeconfig), "--port", "0"]
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("open "):
+                break
+        url_s = time.monotonic() - started
+        url = line.split()[1]
+        with httpx.Client(timeout=60, follow_redirects=True) as http:
+            answer = http.get(url)
+            page_s = time.monotonic() - started
+            assert answer.status_code == 200, answer.text[:1000]
+            time.sleep(2.5)  # ApiSource keeps a snapshot 2 s
+            t = time.perf_counter()
+            assert http.get(url.split("?")[0]).status_code == 200
+            cold = time.perf_counter() - t
+            t = time.perf_counter()
+            assert http.get(url.split("?")[0]).status_code == 200
+            warm = time.perf_counter() - t
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return url_s, page_s, cold, warm
+
+
+def proxy_start(sb: Sandbox) -> float:
+    """``kubectl proxy`` from start to its first answer (``/api``)."""
+    argv = [str(sb.binary("kubectl")), "--kubeconfig", str(sb.kubeconfig), "proxy", "--port", "0"]
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # Starting to serve on 127.0.0.1:PORT
+        port = line.strip().rsplit(":", 1)[1]
+        answer = httpx.get(f"http://127.0.0.1:{port}/api", timeout=60)
+        assert answer.status_code == 200, answer.text[:500]
+        return time.monotonic() - started
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def against_sandbox(sb: Sandbox, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    t = time.monotonic()
+    made, allocated = anyio.run(lambda: load(sb, node_count=args.load_nodes, claim_count=args.load_claims))
+    print(f"part 2 (sandbox): created {made} slices and {args.load_claims} claims in {time.monotonic() - t:.0f} s; "
+          f"{allocated} claims still allocated 5 s later", flush=True)  # fmt: skip
+    sb.kubectl("apply", "-f", str(CRD))
+    sb.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
+    sb.kubectl("apply", "-f", str(VIEWER_ROLE))
+    sb.kubectl("apply", "-f", "-", stdin=bindings())
+    bare, work = root / "remote.git", root / "work"
+    bare.mkdir()
+    git(bare, "init", "-q", "--bare", "-b", "main")
+    work.mkdir()
+    git(work, "init", "-q", "-b", "main")
+    git(work, "remote", "add", "origin", str(bare))
+    write_repo(work, objects=args.objects)
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "the fleet")
+    git(work, "push", "-q", "origin", "main")
+    rss: dict[str, float] = {}
+    seen: dict[str, Any] = {}
+    for console in (False, True):
+        ctl = Controller(sb, bare, root, console=console)
+        try:
+            ready(sb, ctl)
+            if console:
+                seen = anyio.run(functools.partial(views_of, ctl, sb, views=args.views, settle=args.settle))
+            else:
+                time.sleep(args.settle * 2)
+            rss["on" if console else "off"] = rss_mb(ctl.proc.pid)
+        finally:
+            ctl.stop()
+    growth = rss["on"] - rss["off"]
+    print(f"  controller RSS: console off {rss['off']:.0f} MiB, on after {args.views} views {rss['on']:.0f} MiB: "
+          f"+{growth:.0f} MiB (target ≤ 20 MiB)")  # fmt: skip
+    print(f"  API requests: idle {seen['idle_requests']} in {args.settle:g} s; first view (GPUs + fleet page) "
+          f"{seen['first_view_requests']}, of them {seen['first_view_reviews']} SubjectAccessReviews; "
+          f"{args.views} views {seen['view_requests']} in {seen['view_seconds']:.1f} s, "
+          f"{seen['reviews_during_views']} reviews: {seen['requests_per_view']:.2f} per view less the idle rate "
+          f"(target 0); page p50 {seen['page_p50_ms']:.0f} ms")  # fmt: skip
+    names = kubeconfig_of(sb, root / "kubeconfig-10", args.clusters)
+    starts, proxies = [], []
+    for _ in range(args.starts):
+        starts.append(console_start(root / "kubeconfig-10"))
+        proxies.append(proxy_start(sb))
+    med = lambda i: statistics.median(s[i] for s in starts)  # noqa: E731
+    print(f"  fleetctl console over {len(names)} contexts, {args.starts} starts: URL printed "
+          + ", ".join(f"{s[0]:.2f}" for s in starts) + " s; first page answered "
+          + ", ".join(f"{s[1]:.2f}" for s in starts) + " s (target ≤ 2 s); kubectl proxy to its first answer "
+          + ", ".join(f"{p:.2f}" for p in proxies) + " s")  # fmt: skip
+    print(f"  its fleet page of {len(names)} clusters: listed afresh p50 {med(2) * 1000:.0f} ms, "
+          f"from kept snapshots {med(3) * 1000:.0f} ms")  # fmt: skip
+    return {
+        "load_nodes": args.load_nodes, "load_claims": args.load_claims, "allocated": allocated,
+        "rss_off_mb": f"{rss['off']:.0f}", "rss_on_mb": f"{rss['on']:.0f}", "rss_growth_mb": f"{growth:.0f}",
+        "rss_met": "yes" if growth <= 20 else "no",
+        "requests_per_view": f"{seen['requests_per_view']:.2f}", "first_view_reviews": seen["first_view_reviews"],
+        "requests_met": "yes" if seen["requests_per_view"] < 0.5 and not seen["reviews_during_views"] else "no",
+        "console_url_s": f"{med(0):.2f}", "console_page_s": f"{med(1):.2f}",
+        "console_met": "yes" if med(1) <= 2 else "no",
+        "kubectl_proxy_s": f"{statistics.median(proxies):.2f}",
+        "api_fleet_cold_ms": f"{med(2) * 1000:.0f}", "api_fleet_warm_ms": f"{med(3) * 1000:.0f}",
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1_000, help="GPU nodes (8 devices each)")
@@ -209,7 +492,15 @@ def main() -> None:
     parser.add_argument("--views", type=int, default=50, help="timed page views of each page")
     parser.add_argument("--clusters", type=int, default=10, help="clusters of the fleet page")
     parser.add_argument("--profile", default="", help="write a cProfile of pages.gpus here (and print its top)")
+    parser.add_argument("--no-sandbox", action="store_true", help="part 1 only")
+    parser.add_argument("--load-nodes", type=int, default=None, help="nodes whose slices part 2 creates (--nodes)")
+    parser.add_argument("--load-claims", type=int, default=None, help="claims part 2 creates (--claims)")
+    parser.add_argument("--objects", type=int, default=200, help="objects of the controller's fleet repository")
+    parser.add_argument("--settle", type=float, default=10.0, help="idle seconds counted before the views")
+    parser.add_argument("--starts", type=int, default=5, help="fleetctl console starts timed")
     args = parser.parse_args()
+    args.load_nodes = args.nodes if args.load_nodes is None else args.load_nodes
+    args.load_claims = args.claims if args.load_claims is None else args.load_claims
     figures = anyio.run(
         lambda: in_process(
             node_count=args.nodes,
@@ -219,6 +510,9 @@ def main() -> None:
             profile=args.profile,
         )
     )
+    if not args.no_sandbox:
+        with sandbox() as sb, tempfile.TemporaryDirectory(prefix="fleet-bench-console-") as tmp:
+            figures.update(against_sandbox(sb, Path(tmp), args))
     result(**figures)
 
 
