@@ -42,14 +42,16 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fleet.console import pages, svgs
-from fleet.console.access import EVERYTHING, Access, Sight
+from fleet.console.access import EVERYTHING, FLEETSYNCS, Access, Sight
 from fleet.console.logins import Bearer, Login
 from fleet.console.revisions import Revisions, UnknownRevision, per_cluster
 from fleet.console.sources import Snapshot, Source, UnknownCluster
 from fleet.console.viewers import Unauthenticated, Viewer
 from fleet.errors import FleetError
+from fleet.inventory import Inventory
 from fleet.inventory.leftovers import STATES
-from fleet.views import devices
+from fleet.lrus import LRU
+from fleet.views import devices, fleetsyncs
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +72,8 @@ STREAMS = 48
 HEARTBEAT = 15.0
 """Seconds between keep-alive comments on a quiet stream."""
 SESSION_HOURS = 8
+PICTURES = 8
+"""Device pictures kept: a few clusters' latest (each is its cluster's devices and holders)."""
 
 
 class Headers:
@@ -102,11 +106,11 @@ def _environment() -> Environment:
     )
     env.globals.update(
         states=STATES,
+        no_pool=pages.NO_POOL,
         bar=svgs.bar,
         cells=svgs.cells,
         node_cells=lambda node: [(d.name, d.state) for d in node.devices],
         tally_counts=lambda t: {s: getattr(t, s) for s in STATES},
-        node_total=lambda gpus: sum(len(p.nodes) for p in gpus.pools),
     )
     return env
 
@@ -137,6 +141,12 @@ class Console:
         self.streams = 0
         self._stopping: anyio.Event | None = None
         """Set when the server stops: live streams end (made with the first stream, in the loop)."""
+        self.pictures: LRU[tuple[str, ...], devices.Picture] = LRU(PICTURES)
+        """Device pictures by what they depend on (``pages.picture_key``): a view does not rebuild
+        8,000 devices' holders and states while no slice, claim or namespace changed."""
+        self.inventories: LRU[tuple[str, ...], Inventory] = LRU(PICTURES)
+        """Each cluster's published devices by its slices' version: a claim's change rebuilds the
+        holders, not the devices (most of a picture's work)."""
         self.views = 0
         """Pages rendered: the benchmark divides API requests by it."""
 
@@ -186,11 +196,19 @@ class Console:
     async def fleet(self, request: Request) -> Response:
         viewer = await self.viewer(request)
         names = [c for c, _ in self.source.clusters()]
-        rows = []
-        for name in names:
-            snapshot = await self.source.snapshot(name)
-            rows.append(pages.row(snapshot, await self.sight(viewer, snapshot)))
-        pages.fleet(rows)
+        found: dict[str, fleetsyncs.Row] = {}
+
+        async def one(name: str) -> None:
+            row = await self.source.row(name)
+            may = viewer.via == "kubeconfig" or self.access is None or not row.reachable
+            if not may and self.access is not None:
+                may = await self.access.may(viewer, FLEETSYNCS, verb="get")
+            found[name] = row if may else fleetsyncs.forbidden(row.cluster, row.context)
+
+        async with anyio.create_task_group() as tg:
+            for name in names:
+                tg.start_soon(one, name)
+        rows = pages.fleet([found[n] for n in names])
         if _wants_json(request):
             return JSONResponse([r.document() for r in rows])
         counts = dict.fromkeys(("Ready", "Progressing", "Waiting", "Failed", "Unknown"), 0)
@@ -237,13 +255,32 @@ class Console:
             columns=columns, missing=data.missing,
         )  # fmt: skip
 
+    async def _gpus(self, snapshot: Snapshot, sight: Sight) -> pages.Gpus:
+        key = pages.picture_key(snapshot)
+        seen = self.pictures.get(key)
+        if seen is None:
+            pages.may_list_gpus(snapshot, sight)  # before the work, not after
+            published = self.inventories.get(pages.inventory_key(snapshot))
+            if published is None:
+                published = await anyio.to_thread.run_sync(pages.inventory, snapshot)
+                self.inventories[pages.inventory_key(snapshot)] = published
+            seen = await anyio.to_thread.run_sync(pages.picture, snapshot, published)
+            self.pictures[key] = seen
+        return await anyio.to_thread.run_sync(pages.gpus, snapshot, sight, seen)
+
     async def gpus(self, request: Request) -> Response:
         viewer, snapshot, sight = await self._cluster(request)
-        data = await anyio.to_thread.run_sync(pages.gpus, snapshot, sight)
+        data = await self._gpus(snapshot, sight)
         if _wants_json(request):
             return JSONResponse(_gpus_json(data))
         title = f"GPUs of {snapshot.cluster}"
         return self.cluster_page(request, viewer, snapshot, "gpus.html", title=title, page="gpus", data=data)
+
+    async def node(self, request: Request) -> Response:
+        viewer, snapshot, sight = await self._cluster(request)
+        found = pages.node(await self._gpus(snapshot, sight), request.path_params["node"])
+        title = f"Node {found.name}"
+        return self.cluster_page(request, viewer, snapshot, "node.html", title=title, page="gpus", n=found)
 
     async def teams(self, request: Request) -> Response:
         viewer, snapshot, sight = await self._cluster(request)
@@ -478,6 +515,8 @@ def build(
                 return console.error_page(request, 401, "Not logged in", err.what, err.hint)
             except UnknownCluster as err:
                 return console.error_page(request, 404, "No such cluster", err.what, err.hint)
+            except pages.UnknownNode as err:
+                return console.error_page(request, 404, "No such node", err.what, err.hint)
             except pages.NotAllowed as err:
                 return console.error_page(request, 403, "Not allowed", err.what, err.hint)
             except HTTPException as err:
@@ -492,6 +531,7 @@ def build(
         Route("/", guarded(console.fleet), name="fleet"),
         Route("/clusters/{cluster}", guarded(console.cluster), name="cluster"),
         Route("/clusters/{cluster}/gpus", guarded(console.gpus), name="gpus"),
+        Route("/clusters/{cluster}/gpus/{node}", guarded(console.node), name="node"),
         Route("/clusters/{cluster}/teams", guarded(console.teams), name="teams"),
         Route("/clusters/{cluster}/teams/{team}", guarded(console.team), name="team"),
         Route("/events", guarded(console.events), name="events"),

@@ -26,8 +26,9 @@ from fleet.console.sources import (
     KindKey,
     Snapshot,
 )
+from fleet.engine.ownership import POOL_LABEL
 from fleet.errors import FleetError
-from fleet.inventory import leftovers
+from fleet.inventory import Inventory, leftovers
 from fleet.views import devices, fleetsyncs, teams
 
 HIDDEN = "(a claim you may not see)"
@@ -140,12 +141,56 @@ def _counts(items: Sequence[devices.Device]) -> dict[str, int]:
     return counts
 
 
-def gpus(snapshot: Snapshot, sight: Sight) -> Gpus:
-    """Pools → nodes → devices with who holds each; allocation counts; free capacity per model."""
+def may_list_gpus(snapshot: Snapshot, sight: Sight) -> None:
+    """NotAllowed unless the viewer may list the cluster's ResourceSlices."""
     if not sight.sees(SLICES) or snapshot.missing.get(SLICES, "").startswith("you may not"):
         raise NotAllowed(f"you may not list the GPUs (resourceslices) of cluster {snapshot.cluster}", hint=VIEWER_HINT)
+
+
+def picture_key(snapshot: Snapshot) -> tuple[str, ...]:
+    """What a device picture depends on: the slices, the claims and the namespaces (teams), by version."""
+    kinds = (SLICES, CLAIMS, NAMESPACES)
+    if all(k in snapshot.versions for k in kinds):
+        return (snapshot.cluster, *(snapshot.versions[k] for k in kinds))
+    return (snapshot.cluster, snapshot.version)
+
+
+def inventory_key(snapshot: Snapshot) -> tuple[str, ...]:
+    """What a cluster's ``Inventory`` depends on: its slices, by version."""
+    if SLICES in snapshot.versions:
+        return (snapshot.cluster, snapshot.versions[SLICES])
+    return (snapshot.cluster, snapshot.version)
+
+
+def inventory(snapshot: Snapshot) -> Inventory:
+    return Inventory.from_slices(snapshot.of(SLICES))
+
+
+def picture(snapshot: Snapshot, published: Inventory | None = None) -> devices.Picture:
+    """Every device of the snapshot with its holder and state (``fleet.views.devices.picture``);
+    ``published`` is the snapshot's ``inventory`` when the caller keeps one."""
     team_of = teams.namespace_teams(snapshot.of(NAMESPACES))
-    seen = devices.picture(list(snapshot.of(SLICES)), list(snapshot.of(CLAIMS)), teams=team_of)
+    slices, claims = list(snapshot.of(SLICES)), list(snapshot.of(CLAIMS))
+    return devices.picture(slices, claims, teams=team_of, inventory=published)
+
+
+NO_POOL = "(in no fleet pool)"
+"""Where nodes without fleet's pool label are listed."""
+
+
+def pool_of(item: devices.Device, node_pool: Mapping[str, str]) -> str:
+    """The fleet pool (GPUNodePool) a device's node belongs to, by the node's ``fleet.gpufleet.dev/pool``
+    label; a device of no node (network-attached) is listed under its driver's pool."""
+    if item.node in node_pool:
+        return node_pool[item.node] or NO_POOL
+    return item.pool if item.node in ("", "?", "*") else NO_POOL
+
+
+def gpus(snapshot: Snapshot, sight: Sight, seen: devices.Picture | None = None) -> Gpus:
+    """Pools → nodes → devices with who holds each; allocation counts; free capacity per model.
+    ``seen`` is the snapshot's ``picture`` when the caller keeps one."""
+    may_list_gpus(snapshot, sight)
+    seen = seen if seen is not None else picture(snapshot)
     unknown = CLAIMS in snapshot.missing  # states need every claim: counted without them, all would be free
     hidden = 0
     shown: list[devices.Device] = []
@@ -157,15 +202,18 @@ def gpus(snapshot: Snapshot, sight: Sight) -> Gpus:
             hidden += 1
         shown.append(item)
     node_taints: dict[str, tuple[str, ...]] = {}
+    node_pool: dict[str, str] = {}
     if sight.sees(NODES):
         for node in snapshot.of(NODES):
-            name = str((node.get("metadata") or {}).get("name") or "")
+            meta = node.get("metadata") or {}
+            name = str(meta.get("name") or "")
             node_taints[name] = tuple(leftovers.taint_text(t) for t in (node.get("spec") or {}).get("taints") or ())
+            node_pool[name] = str((meta.get("labels") or {}).get(POOL_LABEL) or "")
     by_pool: dict[str, dict[str, list[devices.Device]]] = {}
     for item in shown:
-        by_pool.setdefault(item.pool, {}).setdefault(item.node, []).append(item)
+        by_pool.setdefault(pool_of(item, node_pool), {}).setdefault(item.node, []).append(item)
     pools = []
-    for pool_name in sorted(by_pool):
+    for pool_name in sorted(by_pool, key=lambda p: (p == NO_POOL, p)):
         nodes = tuple(
             Node(name, pool_name, node_taints.get(name, ()), tuple(items), _counts(items))
             for name, items in sorted(by_pool[pool_name].items())
@@ -179,6 +227,19 @@ def gpus(snapshot: Snapshot, sight: Sight) -> Gpus:
         missing={k: v for k, v in snapshot.missing.items() if k in (SLICES, CLAIMS, NODES)},
         notes=tuple(seen.inventory.notes),
     )
+
+
+class UnknownNode(FleetError):
+    """A node page for a node that publishes no device."""
+
+
+def node(data: Gpus, name: str) -> Node:
+    """One node of the GPUs page, with its devices."""
+    for pool in data.pools:
+        for found in pool.nodes:
+            if found.name == name:
+                return found
+    raise UnknownNode(f"no node {name!r} publishes devices here", hint="the GPUs page lists the nodes that do")
 
 
 def team_list(snapshot: Snapshot, sight: Sight) -> list[teams.Team]:
@@ -206,9 +267,16 @@ __all__ = [
     "Node",
     "NotAllowed",
     "Pool",
+    "UnknownNode",
     "cluster",
     "fleet",
     "gpus",
+    "inventory",
+    "inventory_key",
+    "may_list_gpus",
+    "node",
+    "picture",
+    "picture_key",
     "row",
     "team_list",
 ]

@@ -78,6 +78,9 @@ class Snapshot:
     """Kinds that could not be read, with why (forbidden to this viewer, not served, not watched)."""
     version: str = ""
     taken: float = 0.0
+    versions: Mapping[KindKey, str] = field(default_factory=dict)
+    """Each kind's own version (a list's resourceVersion, or the watch's event count): what a figure
+    computed from some kinds only is kept by (``fleet.console.apps``'s device pictures)."""
 
     def of(self, kind: KindKey) -> Sequence[Mapping[str, Any]]:
         return self.objects.get(kind, ())
@@ -91,6 +94,10 @@ class Source(Protocol):
         ...
 
     async def snapshot(self, cluster: str) -> Snapshot: ...
+
+    async def row(self, cluster: str) -> fleetsyncs.Row:
+        """The cluster's row of the fleet page: its FleetSync only."""
+        ...
 
     async def changed(self, cluster: str, since: str) -> str:
         """The cluster's snapshot version, once it differs from ``since``."""
@@ -130,6 +137,7 @@ class ApiSource:
         self.clock = clock
         self._clients: dict[str, kube.Client] = {}
         self._kept: dict[str, Snapshot] = {}  # one per cluster: bounded by the kubeconfig's contexts
+        self._rows: dict[str, tuple[float, fleetsyncs.Row]] = {}  # likewise
         self._locks = {cluster: anyio.Lock() for cluster, _ in self._clusters}
         self.lists = 0
         """List requests sent: what the benchmark counts."""
@@ -203,7 +211,31 @@ class ApiSource:
             row = fleetsyncs.row_of(cluster, context, fleetsync)
         status_version = str(((fleetsync or {}).get("metadata") or {}).get("resourceVersion") or "")
         version = _digest([status_version, *(f"{k}={versions.get(k, missing.get(k, ''))}" for k in KINDS)])
-        return Snapshot(cluster, context, row, fleetsync, objects, missing, version, self.clock())
+        return Snapshot(cluster, context, row, fleetsync, objects, missing, version, self.clock(), versions)
+
+    async def row(self, cluster: str) -> fleetsyncs.Row:
+        """The cluster's row from its FleetSync alone (one GET, kept ``ttl`` seconds): the fleet page
+        does not wait for each cluster's full listing."""
+        context = self._context(cluster)
+        kept = self._kept.get(cluster)
+        if kept is not None and self.clock() - kept.taken < self.ttl:
+            return kept.row
+        got = self._rows.get(cluster)
+        if got is not None and self.clock() - got[0] < self.ttl:
+            return got[1]
+        try:
+            with anyio.fail_after(self.timeout * 2):
+                fleetsync = await self._fleetsync(await self._client(cluster), cluster)
+        except (FleetError, TimeoutError) as err:
+            self._clients.pop(cluster, None)
+            row = fleetsyncs.unreachable(cluster, context, str(err).splitlines()[0] if str(err) else "no answer")
+        else:
+            if isinstance(fleetsync, kube.Forbidden):
+                row = fleetsyncs.forbidden(cluster, context)
+            else:
+                row = fleetsyncs.row_of(cluster, context, fleetsync)
+        self._rows[cluster] = (self.clock(), row)
+        return row
 
     async def _fleetsync(self, client: kube.Client, cluster: str) -> dict[str, Any] | kube.Forbidden | None:
         """The cluster's FleetSync; None when there is none; the refusal when the viewer may not read it."""
@@ -244,12 +276,14 @@ class CacheSource:
         objects: Callable[[KindKey], Sequence[Mapping[str, Any]] | None],
         fleetsync: Callable[[], Mapping[str, Any] | None],
         version: Callable[[], int],
+        kind_version: Callable[[KindKey], int] | None = None,
         poll: float = 1.0,
     ) -> None:
         self.cluster = cluster
         self._objects = objects
         self._fleetsync = fleetsync
         self._version = version
+        self._kind_version = kind_version
         self.poll = poll
 
     def clusters(self) -> list[tuple[str, str]]:
@@ -268,7 +302,13 @@ class CacheSource:
                 objects[key] = _recent(found) if key == EVENTS else found
         fleetsync = self._fleetsync()
         row = fleetsyncs.row_of(self.cluster, "in-cluster", dict(fleetsync) if fleetsync is not None else None)
-        return Snapshot(self.cluster, "in-cluster", row, fleetsync, objects, missing, str(self._version()), 0.0)
+        versions = {k: str(self._kind_version(k)) for k in objects} if self._kind_version is not None else {}
+        return Snapshot(
+            self.cluster, "in-cluster", row, fleetsync, objects, missing, str(self._version()), 0.0, versions
+        )
+
+    async def row(self, cluster: str) -> fleetsyncs.Row:
+        return (await self.snapshot(cluster)).row
 
     async def changed(self, cluster: str, since: str) -> str:
         while True:

@@ -84,6 +84,8 @@ class Cache:
         }
         self.synced_kinds: set[tuple[str, str]] = set()
         self.events = 0
+        self.kind_events: dict[tuple[str, str], int] = dict.fromkeys(self.objects, 0)
+        """Watch events (and relists) per kind: the console keeps what it computes from a kind by it."""
         self.shapes = Shapes()
         self._synced = anyio.Event()
 
@@ -107,6 +109,7 @@ class Cache:
         listing: dict[str, dict[str, Any]] = {}
         resumed = None if self.on_resume is None else functools.partial(self.on_resume, kind)
         extra = kind in self.extra
+        counted = self.kind_events
         async for event in watch(
             client=client,
             kind=kind,
@@ -118,6 +121,8 @@ class Cache:
             if event.type == "LISTED":
                 listing[Ref.of(event.object).key] = share(event.object)
                 continue
+            if event.type != "LISTED":
+                counted[key] = counted.get(key, 0) + 1
             if event.type == "SYNCED":
                 vanished = {k: o for k, o in store.items() if k not in listing}
                 changed = [(o, store.get(k)) for k, o in listing.items() if _version(store.get(k)) != _version(o)]

@@ -63,7 +63,13 @@ def source(ctl: controllers.Controller, *, cluster: str) -> sources.CacheSource:
         current = ctl.writer.current or {}
         return hash((cache.events, str((current.get("metadata") or {}).get("resourceVersion"))))
 
-    return sources.CacheSource(cluster=cluster, objects=objects, fleetsync=lambda: ctl.writer.current, version=version)
+    return sources.CacheSource(
+        cluster=cluster,
+        objects=objects,
+        fleetsync=lambda: ctl.writer.current,
+        version=version,
+        kind_version=lambda key: cache.kind_events.get(key, 0),
+    )
 
 
 def login(config: settings.Settings, *, http: httpx.AsyncClient) -> logins.Login:

@@ -124,6 +124,9 @@ class Fixed:
             raise sources.UnknownCluster(f"no cluster {cluster!r} in this console")
         return self.snapshots[cluster]
 
+    async def row(self, cluster: str) -> fleetsyncs.Row:
+        return (await self.snapshot(cluster)).row
+
     async def changed(self, cluster: str, since: str) -> str:
         # Polled: update() comes from the test's thread, outside the server's event loop.
         while self.snapshots[cluster].version == since:  # noqa: ASYNC110

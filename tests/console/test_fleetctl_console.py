@@ -88,25 +88,26 @@ def test_every_context_is_a_cluster_and_pages_show_what_kubectl_shows(
         for context in (credentials.CLUSTER, "alice@fleet-sandbox", "bob@fleet-sandbox"):
             assert context in fleet
         assert "no FleetSync" in fleet, "no controller runs in the sandbox: the row says so"
-        seen = walks.walk(
-            browser, console.base, cluster=credentials.CLUSTER, team="console-team",
-            folder=walks.shots(tmp_path), prefix="fleetctl-console",
-        )  # fmt: skip
         claims = json.loads(kubectl("get", "resourceclaims", "-n", team_namespace, "-o", "json").stdout)["items"]
         (claim,) = [c for c in claims if (c.get("status") or {}).get("allocation")]
         (result,) = claim["status"]["allocation"]["devices"]["results"]
-        assert f"{team_namespace}/{claim['metadata']['name']}" in seen["gpus"]
-        assert "trainer" in seen["gpus"] and "console-team" in seen["gpus"]
+        seen = walks.walk(
+            browser, console.base, cluster=credentials.CLUSTER, team="console-team", node=result["pool"],
+            folder=walks.shots(tmp_path), prefix="fleetctl-console",
+        )  # fmt: skip
+        assert f"{team_namespace}/{claim['metadata']['name']}" in seen["node"]
+        assert "trainer" in seen["node"] and "console-team" in seen["node"]
         with httpx.Client(cookies=cookies(browser)) as http:
             gpus = http.get(f"{console.base}/clusters/{credentials.CLUSTER}/gpus?o=json").json()
         (device,) = [d for d in gpus["devices"] if d["claim"] == f"{team_namespace}/{claim['metadata']['name']}"]
         assert (device["pool"], device["name"]) == (result["pool"], result["device"])
         assert "one-gpu" in seen["team"]
         # live: a second pod shows without a reload
-        browser.open(f"{console.base}/clusters/{credentials.CLUSTER}/gpus")
+        browser.open(f"{console.base}/clusters/{credentials.CLUSTER}/teams/console-team")
+        assert "Devices allocated: 1." in walks.text(browser)
         browser.driver.execute_script("window.stillThisPage = true")
         gpu_pod(kubectl, team_namespace, name="second", template="one-gpu")
-        wait_for(lambda: "second" in walks.text(browser), what="the GPUs page to show the new pod", within=60)
+        wait_for(lambda: "Devices allocated: 2." in walks.text(browser), what="the team page to count the new pod")
         assert browser.driver.execute_script("return window.stillThisPage === true"), "the page was reloaded"
     finally:
         code, err = stop(console)

@@ -177,33 +177,37 @@ def test_the_admin_walks_every_page(
     browser: browsers.Browser, running: Running, kubectl: Kubectl, tmp_path: Path
 ) -> None:
     log_in(browser, running, forges.ADMIN)
-    seen = walks.walk(
-        browser, running.base, cluster=running.repo.cluster, team="ml", folder=walks.shots(tmp_path), prefix="console"
-    )
-    assert running.repo.cluster in seen["fleet"] and "Ready" in seen["fleet"]
-    # the figures kubectl gives
-    claims = json.loads(kubectl("get", "resourceclaims", "-A", "-o", "json").stdout)["items"]
-    held = {
-        f"{c['metadata']['namespace']}/{c['metadata']['name']}"
-        for c in claims
-        if (c.get("status") or {}).get("allocation")
-    }
-    for claim in held:
-        if claim.split("/")[0] in [ns for t in running.repo.teams.values() for ns in t.namespaces]:
-            assert claim in seen["gpus"], claim
+    held = walks.held_by_node(kubectl, [ns for t in running.repo.teams.values() for ns in t.namespaces])
     ml = running.repo.teams["ml"].namespaces[0]
+    (ml_node,) = [node for claim, node in held.items() if claim.startswith(f"{ml}/")]
+    seen = walks.walk(
+        browser, running.base, cluster=running.repo.cluster, team="ml", node=ml_node,
+        folder=walks.shots(tmp_path), prefix="console",
+    )  # fmt: skip
+    assert running.repo.cluster in seen["fleet"] and "Ready" in seen["fleet"]
+    # the figures kubectl gives: each held device on its node's page, with its claim and pod
+    for claim, node in held.items():
+        browser.open(f"{running.base}/clusters/{running.repo.cluster}/gpus/{node}")
+        assert claim in walks.text(browser), claim
+    assert "trainer" in seen["node"]
     used = kubectl("get", "resourcequota", "-n", ml, "-o", "jsonpath={.items[0].status.used}").stdout
     count = json.loads(used)[f"{running.repo.device_class_name}.deviceclass.resource.k8s.io/devices"]
     assert f"{running.repo.device_class_name} {count} 4" in seen["team"], seen["team"]
-    assert "trainer" in seen["gpus"] and "server" in seen["gpus"]
 
 
-def test_a_team_member_sees_their_team_and_not_the_others_pods(browser: browsers.Browser, running: Running) -> None:
+def test_a_team_member_sees_their_team_and_not_the_others_pods(
+    browser: browsers.Browser, running: Running, kubectl: Kubectl
+) -> None:
     log_in(browser, running, "alice")
-    browser.open(f"{running.base}/clusters/{running.repo.cluster}/gpus")
-    gpus = walks.text(browser)
-    assert "trainer" in gpus, "alice's own team's pod"
-    assert "server" not in gpus and "a claim you may not see" in gpus
+    ml, inf = running.repo.teams["ml"].namespaces[0], running.repo.teams["inf"].namespaces[0]
+    held = walks.held_by_node(kubectl, [ml, inf])
+    (ml_node,) = [node for claim, node in held.items() if claim.startswith(f"{ml}/")]
+    (inf_node,) = [node for claim, node in held.items() if claim.startswith(f"{inf}/")]
+    browser.open(f"{running.base}/clusters/{running.repo.cluster}/gpus/{ml_node}")
+    assert "trainer" in walks.text(browser), "alice's own team's pod"
+    browser.open(f"{running.base}/clusters/{running.repo.cluster}/gpus/{inf_node}")
+    other = walks.text(browser)
+    assert "server" not in other and inf not in other and "a claim you may not see" in other
     browser.open(f"{running.base}/clusters/{running.repo.cluster}/teams")
     teams = walks.text(browser)
     assert "ml" in teams and running.repo.teams["inf"].namespaces[0] not in teams
@@ -215,11 +219,12 @@ def test_a_page_follows_the_cluster_without_a_reload(
     browser: browsers.Browser, running: Running, kubectl: Kubectl
 ) -> None:
     log_in(browser, running, "alice")
-    browser.open(f"{running.base}/clusters/{running.repo.cluster}/gpus")
+    browser.open(f"{running.base}/clusters/{running.repo.cluster}/teams/ml")
+    assert "Devices allocated: 1." in walks.text(browser)
     browser.driver.execute_script("window.stillThisPage = true")
     ns = running.repo.teams["ml"].namespaces[0]
     gpu_pod(kubectl, ns, name="second", template="single-gpu")
-    wait_for(lambda: "second" in walks.text(browser), what="the GPUs page to show the new pod", within=60)
+    wait_for(lambda: "Devices allocated: 2." in walks.text(browser), what="the team page to count the new pod")
     assert browser.driver.execute_script("return window.stillThisPage === true"), "the page was reloaded"
     kubectl("delete", "pod", "second", "-n", ns, "--force", "--grace-period=0")
 

@@ -6,6 +6,7 @@ import pytest
 
 from fleet.console import pages, sources, svgs
 from fleet.console.access import EVERYTHING, Sight
+from fleet.engine.ownership import POOL_LABEL
 from fleet.views import devices
 from tests.console.snapshots import REAL_CLAIMS, REAL_SLICES, snapshot
 
@@ -116,3 +117,17 @@ def test_bars_say_their_numbers_in_words() -> None:
     assert 'class="s-none"' in str(svgs.bar("empty", {}))
     cells = str(svgs.cells("node <n>", [("gpu-0", "allocated"), ("gpu-1", "free")]))
     assert "node &lt;n&gt;" in cells and cells.count("<rect") == 2
+
+
+def test_nodes_are_grouped_by_the_fleet_pool_their_label_names() -> None:
+    node = {"metadata": {"name": "dgx-h100-01", "labels": {POOL_LABEL: "h100"}}, "spec": {"taints": [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}}  # fmt: skip
+    gpus = pages.gpus(snapshot(objects={sources.NODES: [node]}), EVERYTHING)
+    (pool,) = gpus.pools
+    assert (pool.name, [n.name for n in pool.nodes]) == ("h100", ["dgx-h100-01"])
+    assert pool.nodes[0].taints == ("nvidia.com/gpu=present:NoSchedule",)
+    assert pages.node(gpus, "dgx-h100-01").counts["allocated"] == 2
+    with pytest.raises(pages.UnknownNode):
+        pages.node(gpus, "elsewhere")
+    (unlabelled,) = pages.gpus(snapshot(), EVERYTHING).pools
+    assert unlabelled.name == pages.NO_POOL

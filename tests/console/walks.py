@@ -9,7 +9,10 @@ the README's pictures are made: ``tools/console-screenshots``).
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from selenium.webdriver.common.by import By
@@ -17,7 +20,7 @@ from selenium.webdriver.common.by import By
 from tests import browsers, paths
 from tests.waits import wait_for
 
-PAGES = ("fleet", "cluster", "gpus", "teams", "team")
+PAGES = ("fleet", "cluster", "gpus", "node", "teams", "team")
 
 
 def shots(default: Path) -> Path:
@@ -27,14 +30,28 @@ def shots(default: Path) -> Path:
     return folder
 
 
-def urls(base: str, cluster: str, team: str) -> dict[str, str]:
+def urls(base: str, cluster: str, team: str, node: str) -> dict[str, str]:
     return {
         "fleet": f"{base}/",
         "cluster": f"{base}/clusters/{cluster}",
         "gpus": f"{base}/clusters/{cluster}/gpus",
+        "node": f"{base}/clusters/{cluster}/gpus/{node}",
         "teams": f"{base}/clusters/{cluster}/teams",
         "team": f"{base}/clusters/{cluster}/teams/{team}",
     }
+
+
+def held_by_node(kubectl: Callable[..., subprocess.CompletedProcess[str]], namespaces: list[str]) -> dict[str, str]:
+    """``namespace/claim`` → the node of its device, for the allocated claims of ``namespaces``, as
+    kubectl reads them (in the sandbox a device's pool is its node)."""
+    claims = json.loads(kubectl("get", "resourceclaims", "-A", "-o", "json").stdout)["items"]
+    out = {}
+    for claim in claims:
+        meta = claim["metadata"]
+        for result in ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", []):
+            if meta["namespace"] in namespaces:
+                out[f"{meta['namespace']}/{meta['name']}"] = result["pool"]
+    return out
 
 
 def text(browser: browsers.Browser) -> str:
@@ -43,10 +60,12 @@ def text(browser: browsers.Browser) -> str:
     return str(browser.driver.find_element(By.TAG_NAME, "main").text)
 
 
-def walk(browser: browsers.Browser, base: str, *, cluster: str, team: str, folder: Path, prefix: str) -> dict[str, str]:
-    """Visit every page; the text of each page's main part, by page."""
+def walk(
+    browser: browsers.Browser, base: str, *, cluster: str, team: str, node: str, folder: Path, prefix: str
+) -> dict[str, str]:
+    """Visit every page (``node``'s page for the node page); the text of each page's main part, by page."""
     seen: dict[str, str] = {}
-    for page, url in urls(base, cluster, team).items():
+    for page, url in urls(base, cluster, team, node).items():
         browser.resize(*browsers.DESKTOP)
         browser.open(url)
         wait_for(lambda: browser.driver.find_elements(By.CSS_SELECTOR, "main h1"), what=f"{page} to render")
