@@ -48,7 +48,6 @@ from fleet.console.revisions import Revisions, UnknownRevision, per_cluster
 from fleet.console.sources import Snapshot, Source, UnknownCluster
 from fleet.console.viewers import Unauthenticated, Viewer
 from fleet.errors import FleetError
-from fleet.inventory import Inventory
 from fleet.inventory.leftovers import STATES
 from fleet.lrus import LRU
 from fleet.views import devices, fleetsyncs
@@ -141,12 +140,10 @@ class Console:
         self.streams = 0
         self._stopping: anyio.Event | None = None
         """Set when the server stops: live streams end (made with the first stream, in the loop)."""
-        self.pictures: LRU[tuple[str, ...], devices.Picture] = LRU(PICTURES)
+        self.after_picture: Callable[[], object] | None = None
+        self.pictures: LRU[tuple[str, ...], pages.Devices] = LRU(PICTURES)
         """Device pictures by what they depend on (``pages.picture_key``): a view does not rebuild
         8,000 devices' holders and states while no slice, claim or namespace changed."""
-        self.inventories: LRU[tuple[str, ...], Inventory] = LRU(PICTURES)
-        """Each cluster's published devices by its slices' version: a claim's change rebuilds the
-        holders, not the devices (most of a picture's work)."""
         self.views = 0
         """Pages rendered: the benchmark divides API requests by it."""
 
@@ -260,12 +257,10 @@ class Console:
         seen = self.pictures.get(key)
         if seen is None:
             pages.may_list_gpus(snapshot, sight)  # before the work, not after
-            published = self.inventories.get(pages.inventory_key(snapshot))
-            if published is None:
-                published = await anyio.to_thread.run_sync(pages.inventory, snapshot)
-                self.inventories[pages.inventory_key(snapshot)] = published
-            seen = await anyio.to_thread.run_sync(pages.picture, snapshot, published)
+            seen = await anyio.to_thread.run_sync(pages.picture, snapshot)
             self.pictures[key] = seen
+            if self.after_picture is not None:
+                await anyio.to_thread.run_sync(self.after_picture)
         return await anyio.to_thread.run_sync(pages.gpus, snapshot, sight, seen)
 
     async def gpus(self, request: Request) -> Response:
@@ -499,10 +494,14 @@ def build(
     secure: bool = False,
     jaeger: str = "",
     revisions: Revisions | None = None,
+    after_picture: Callable[[], object] | None = None,
 ) -> tuple[Starlette, Console]:
     """The console's app and its state; ``secure``: cookies only over TLS (behind HTTPS); ``revisions``:
-    where the Revision page reads commits (none: the page says how to give a repository)."""
+    where the Revision page reads commits (none: the page says how to give a repository);
+    ``after_picture`` runs after a device picture was built (the controller hands the build's
+    transient memory back to the system: ``fleet.controller.heaps.trim``)."""
     console = Console(source=source, login=login, bearer=bearer, access=access, jaeger=jaeger, revisions=revisions)
+    console.after_picture = after_picture
 
     def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:

@@ -28,7 +28,7 @@ from fleet.console.sources import (
 )
 from fleet.engine.ownership import POOL_LABEL
 from fleet.errors import FleetError
-from fleet.inventory import Inventory, leftovers
+from fleet.inventory import leftovers
 from fleet.views import devices, fleetsyncs, teams
 
 HIDDEN = "(a claim you may not see)"
@@ -155,23 +155,22 @@ def picture_key(snapshot: Snapshot) -> tuple[str, ...]:
     return (snapshot.cluster, snapshot.version)
 
 
-def inventory_key(snapshot: Snapshot) -> tuple[str, ...]:
-    """What a cluster's ``Inventory`` depends on: its slices, by version."""
-    if SLICES in snapshot.versions:
-        return (snapshot.cluster, snapshot.versions[SLICES])
-    return (snapshot.cluster, snapshot.version)
+@dataclass(frozen=True)
+class Devices:
+    """What the GPUs page keeps of a cluster's device picture: the devices with their holders and
+    states, the per-model tally and the inventory's notes (not the inventory: it is most of the
+    memory, and a view does not need it)."""
+
+    found: tuple[devices.Device, ...]
+    tallies: tuple[devices.Tally, ...]
+    notes: tuple[str, ...]
 
 
-def inventory(snapshot: Snapshot) -> Inventory:
-    return Inventory.from_slices(snapshot.of(SLICES))
-
-
-def picture(snapshot: Snapshot, published: Inventory | None = None) -> devices.Picture:
-    """Every device of the snapshot with its holder and state (``fleet.views.devices.picture``);
-    ``published`` is the snapshot's ``inventory`` when the caller keeps one."""
+def picture(snapshot: Snapshot) -> Devices:
+    """Every device of the snapshot with its holder and state (``fleet.views.devices.picture``)."""
     team_of = teams.namespace_teams(snapshot.of(NAMESPACES))
-    slices, claims = list(snapshot.of(SLICES)), list(snapshot.of(CLAIMS))
-    return devices.picture(slices, claims, teams=team_of, inventory=published)
+    seen = devices.picture(list(snapshot.of(SLICES)), list(snapshot.of(CLAIMS)), teams=team_of)
+    return Devices(seen.devices, seen.tallies, tuple(seen.inventory.notes))
 
 
 NO_POOL = "(in no fleet pool)"
@@ -186,7 +185,7 @@ def pool_of(item: devices.Device, node_pool: Mapping[str, str]) -> str:
     return item.pool if item.node in ("", "?", "*") else NO_POOL
 
 
-def gpus(snapshot: Snapshot, sight: Sight, seen: devices.Picture | None = None) -> Gpus:
+def gpus(snapshot: Snapshot, sight: Sight, seen: Devices | None = None) -> Gpus:
     """Pools → nodes → devices with who holds each; allocation counts; free capacity per model.
     ``seen`` is the snapshot's ``picture`` when the caller keeps one."""
     may_list_gpus(snapshot, sight)
@@ -194,7 +193,7 @@ def gpus(snapshot: Snapshot, sight: Sight, seen: devices.Picture | None = None) 
     unknown = CLAIMS in snapshot.missing  # states need every claim: counted without them, all would be free
     hidden = 0
     shown: list[devices.Device] = []
-    for item in seen.devices:
+    for item in seen.found:
         if unknown:
             item = replace(item, state="unknown")
         elif item.claim and not sight.sees(CLAIMS, item.namespace):
@@ -225,7 +224,7 @@ def gpus(snapshot: Snapshot, sight: Sight, seen: devices.Picture | None = None) 
         tainted=tuple(d for d in shown if d.taints),
         hidden=hidden,
         missing={k: v for k, v in snapshot.missing.items() if k in (SLICES, CLAIMS, NODES)},
-        notes=tuple(seen.inventory.notes),
+        notes=seen.notes,
     )
 
 
@@ -263,6 +262,7 @@ __all__ = [
     "HIDDEN",
     "VIEWER_HINT",
     "Cluster",
+    "Devices",
     "Gpus",
     "Node",
     "NotAllowed",
@@ -271,8 +271,6 @@ __all__ = [
     "cluster",
     "fleet",
     "gpus",
-    "inventory",
-    "inventory_key",
     "may_list_gpus",
     "node",
     "picture",

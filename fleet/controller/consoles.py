@@ -33,7 +33,7 @@ from fleet.console import apps, logins, oidc, sources, tokens
 from fleet.console.access import Access
 from fleet.console.apps import Console
 from fleet.console.revisions import FetchedRevisions
-from fleet.controller import controllers, settings
+from fleet.controller import controllers, heaps, settings
 from fleet.kube import Kind
 from fleet.kube.kinds import builtin
 from fleet.source.sources import TARGET, GitSource
@@ -120,6 +120,7 @@ def build(
         secure=config.console_url.startswith("https://"),
         jaeger=config.console_jaeger_url,
         revisions=revisions(ctl, client=client),
+        after_picture=heaps.trim,
     )
 
 

@@ -94,21 +94,14 @@ def _published(slices: Sequence[Obj]) -> dict[str, tuple[str, str, str, str]]:
     return out
 
 
-def picture(
-    slices: Sequence[Obj],
-    claims: Sequence[Obj],
-    *,
-    teams: Mapping[str, str] | None = None,
-    inventory: Inventory | None = None,
-) -> Picture:
+def picture(slices: Sequence[Obj], claims: Sequence[Obj], *, teams: Mapping[str, str] | None = None) -> Picture:
     """Every device of the cluster with its holder and state, and the per-model tally; ``teams``
-    (namespace → team, ``fleet.views.teams.namespace_teams``) names the team of each holder;
-    ``inventory`` is ``Inventory.from_slices(slices)`` when the caller keeps it (most of the work)."""
+    (namespace → team, ``fleet.views.teams.namespace_teams``) names the team of each holder."""
     teams = teams or {}
     published = _published(slices)
     held = pendings.allocated_devices(claims)
     pods = pendings.holders(claims)
-    inventory = inventory if inventory is not None else Inventory.from_slices(slices)
+    inventory = Inventory.from_slices(slices)
     usage = holdings.usage(inventory, holdings.holdings(claims))
     devices: list[Device] = []
     totals: dict[str, dict[str, int]] = {}
