@@ -29,12 +29,12 @@ COPY pyproject.toml constraints.txt README.md ./
 COPY fleet ./fleet
 COPY fleetctl ./fleetctl
 # The venv holds fleet and what it imports, nothing else: not the venv's seed (pip, setuptools),
-# not rich's Markdown renderer (markdown-it-py, mdurl) or cffi's C parser (pycparser), which fleet
-# never reaches; no C sources shipped beside compiled modules; no debug symbols.
+# not cffi's C parser (pycparser), which fleet never reaches; no C sources shipped beside compiled
+# modules; no debug symbols. (markdown-it-py stays: the console renders the diff's markdown.)
 RUN printf '{"revision": "%s"}\n' "${REVISION}" > fleet/build.json \
  && python -m venv /opt/fleet \
  && /opt/fleet/bin/pip install --no-cache-dir -c constraints.txt . \
- && /opt/fleet/bin/pip uninstall --yes --quiet markdown-it-py mdurl pycparser setuptools \
+ && /opt/fleet/bin/pip uninstall --yes --quiet pycparser setuptools \
  && /opt/fleet/bin/pip uninstall --yes --quiet pip \
  && find /opt/fleet -type f \( -name '*.c' -o -name '*.pyx' -o -name '*.pxd' \) -delete \
  && find /opt/fleet -type f -name '*.so*' -exec strip --strip-unneeded {} +

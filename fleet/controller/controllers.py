@@ -62,8 +62,6 @@ class Controller:
     """Posts each revision's outcome as a commit status on the git host; None: none posted."""
     reader: hosts.Reader | None = None
     """Reads the earlier rollout waves' commit statuses (``holds``); None: none read."""
-    extra_kinds: dict[Kind, str] = field(default_factory=dict)
-    """Kinds the watch cache keeps for the console, with field selectors (``consoles.extra_kinds``)."""
     cache: caches.Cache = field(init=False)
     writer: statuses.Writer = field(init=False)
     """Writes the FleetSync; ``writer.current`` is the last one written (what the console shows)."""
@@ -77,7 +75,7 @@ class Controller:
             on_event=self._on_event,
             on_resume=self._on_resume,
             watch_timeout=self.options.watch_timeout,
-            extra=self.extra_kinds,
+            extra=self.options.extra_kinds,
         )
         report = statuses.Report(cluster=cluster)
         writer = self.writer = statuses.Writer(client=self.client, cluster=cluster, spec=self.spec)

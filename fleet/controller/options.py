@@ -14,6 +14,7 @@ from fleet import helm
 from fleet.controller.holds import Looks
 from fleet.engine import impersonations
 from fleet.engine.options import DriftPolicy
+from fleet.kube import Kind
 
 
 @dataclass
@@ -46,6 +47,8 @@ class Options:
     """Seconds without a newer plan before the last one is put in the plan store (and at shutdown)."""
     looks: Looks = field(default_factory=Looks)
     """How often held changes are looked at again (``holds``)."""
+    extra_kinds: dict[Kind, str] = field(default_factory=dict)
+    """Kinds the watch cache keeps for the console, with field selectors (``consoles.extra_kinds``)."""
 
 
 __all__ = ["Options"]

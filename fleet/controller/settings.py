@@ -268,23 +268,11 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _console(self) -> Settings:
-        if self.console == "oidc":
-            missing = [
-                flag(n)
-                for n in (
-                    "console_oidc_issuer",
-                    "console_oidc_client_id",
-                    "console_oidc_client_secret_file",
-                    "console_url",
-                )
-                if not getattr(self, n)
-            ]
-            if missing:
-                raise ValueError(f"--console oidc needs {', '.join(missing)}")
+        oidc = ("console_oidc_issuer", "console_oidc_client_id", "console_oidc_client_secret_file", "console_url")
+        if missing := [flag(n) for n in oidc if self.console == "oidc" and not getattr(self, n)]:
+            raise ValueError(f"--console oidc needs {', '.join(missing)}")
         if self.console == "anonymous" and not self.console_anonymous_user:
-            raise ValueError(
-                "--console anonymous needs --console-anonymous-user: anonymous viewers get that identity's RBAC"
-            )
+            raise ValueError("--console anonymous needs --console-anonymous-user: viewers get that identity's RBAC")
         if self.console_url and not self.console_url.startswith(("https://", "http://")):
             raise ValueError(f"--console-url {self.console_url!r} is not an http(s) URL")
         return self

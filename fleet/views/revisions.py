@@ -18,17 +18,18 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from fleet import engine, kube
 from fleet.engine import pipelines, plancaches
-from fleet.inventory import Inventory, holdings
-from fleet.manifests import Finding, read_revision
-from fleet.policy import reviews, satisfiability, validate
 from fleet.telemetry import tracing
-from fleet.views import comments
+
+if TYPE_CHECKING:  # imported where used: a diff from a stored plan loads neither models nor checks
+    from fleet.manifests import Finding
+    from fleet.policy import satisfiability
+    from fleet.views import comments
 
 VERDICTS = {0: "no changes", 1: "changes", 2: "errors"}
 """A cluster's exit code (``exit_code``) as the comment's title says it."""
@@ -132,6 +133,11 @@ def section(
     """One cluster of the comment: the stage table and diffs, then findings, claims and quotas on its devices.
 
     Reads and validates ``repo`` (CPU work: a server runs it in a worker thread)."""
+    from fleet.inventory import Inventory, holdings
+    from fleet.manifests import read_revision
+    from fleet.policy import reviews, satisfiability, validate
+    from fleet.views import comments
+
     with pipelines.collector_paused() if pause_collector else nullcontext():
         revision = read_revision(repo)
         inventories: dict[str, Inventory] = {}
@@ -159,6 +165,8 @@ def section(
 
 def invalid_section(repo: Path, *, cluster: str, findings: Sequence[Finding]) -> comments.Section:
     """One cluster whose checkout does not validate: nothing would be applied, and the findings say why."""
+    from fleet.views import comments
+
     return comments.Section(
         f"## {comments.inline(cluster)}\n\n",
         [
@@ -175,6 +183,8 @@ def title(clusters: Sequence[str], codes: Sequence[int]) -> str:
 
 def comment(sections: Sequence[comments.Section], *, clusters: Sequence[str], codes: Sequence[int]) -> str:
     """The pull-request comment of ``fleetctl diff -o markdown``: marker, title, each cluster's section."""
+    from fleet.views import comments
+
     return comments.render(comments.DIFF_MARKER, title(clusters, codes), sections)
 
 

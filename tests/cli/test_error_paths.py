@@ -64,6 +64,9 @@ def interrupted(
         stderr=subprocess.PIPE,
         text=True,
         env=dict(os.environ, NO_COLOR="1", **(env or {})),
+        # As a terminal's foreground job: a suite started in the background (`.ci/run &`) runs with
+        # SIGINT ignored, which children inherit, and Python then installs no KeyboardInterrupt.
+        preexec_fn=_default_sigint,
     )
     assert proc.stderr is not None
     seen = ""
@@ -85,6 +88,10 @@ def interrupted(
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, seen + err)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def cpu_seconds(pid: int) -> float:

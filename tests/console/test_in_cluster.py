@@ -15,13 +15,14 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import pytest
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, UnexpectedAlertPresentException
 from selenium.webdriver.common.by import By
 
 from fleet.sandbox import Sandbox, forges, identities
@@ -39,6 +40,7 @@ from tests.waits import wait_for
 
 __all__ = ["fleetsync_crd", "gitea"]
 
+T = TypeVar("T")
 pytestmark = [pytest.mark.extras("gitea"), pytest.mark.browser, pytest.mark.sandbox]
 
 TEAMS = {"ml": "ml-research-admins", "inf": "inference-oncall"}
@@ -152,6 +154,16 @@ def dismissed(browser: browsers.Browser) -> bool:
     return True
 
 
+def calmly(browser: browsers.Browser, step: Callable[[], T]) -> T:
+    """``step``, again after accepting an alert that Gitea's page raised meanwhile (at most five times)."""
+    for _ in range(5):
+        try:
+            return step()
+        except UnexpectedAlertPresentException:
+            dismissed(browser)
+    return step()
+
+
 def log_in(browser: browsers.Browser, running: Running, user: str) -> None:
     """Log ``user`` in through Gitea's real form, starting from the console's 401 page."""
     browser.driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
@@ -164,11 +176,13 @@ def log_in(browser: browsers.Browser, running: Running, user: str) -> None:
     browser.driver.find_element(By.NAME, "user_name").send_keys(user)
     browser.driver.find_element(By.NAME, "password").send_keys(running.passwords[user])
     browser.driver.find_element(By.CSS_SELECTOR, "form button.primary, form button[type=submit]").click()
-    dismissed(browser)
-    grant = browser.driver.find_elements(By.ID, "authorize-app")
+    grant = calmly(browser, lambda: browser.driver.find_elements(By.ID, "authorize-app"))
     if grant:
-        grant[0].click()
-    wait_for(lambda: browser.driver.current_url == f"{running.base}/", what="the console's fleet page")
+        calmly(browser, grant[0].click)
+    wait_for(
+        lambda: calmly(browser, lambda: browser.driver.current_url) == f"{running.base}/",
+        what="the console's fleet page",
+    )
     assert user in browser.driver.find_element(By.CSS_SELECTOR, ".who").text
     browser.log()  # what Gitea's pages and the first 401 logged is not the console's
 

@@ -11,6 +11,7 @@ import yaml
 from fleet.engine import ownership
 from fleet.engine.imports import HelmRelease, Live, imported
 from fleet.engine.imports.documents import clean
+from fleet.engine.imports.lives import Rights
 from fleet.engine.imports.repositories import plan, render
 from fleet.errors import FleetError
 from fleet.policy import featuregates
@@ -31,7 +32,8 @@ def _live(**lists: Any) -> Live:
     """A cluster with the guide's DeviceClass (the NVIDIA driver's), unless ``device_classes`` says otherwise."""
     features = featuregates.ClusterFeatures(cluster="", file="", minor=36, enabled=featuregates.effective(36, {}))
     lists.setdefault("device_classes", [GUIDE_CLASS])
-    return Live(context=CONTEXT, minor=36, features=features, **lists)
+    rights = Rights(**{k: lists.pop(k) for k in ("roles", "role_bindings", "cluster_roles") if k in lists})
+    return Live(context=CONTEXT, minor=36, features=features, rights=rights, **lists)
 
 
 def _node(name: str, *, instance: str = "p5.48xlarge", labels: dict[str, str] | None = None, taints: Any = ()) -> Any:
@@ -177,8 +179,8 @@ def test_only_subjects_that_already_have_the_team_roles_rights_become_owners() -
     ) in rows["Group ml-research in namespace gpu-example"]
     assert "Group named in namespace gpu-example" in rows
 
-    live.cluster_roles = [role("dra-edit", wide, kind="ClusterRole")]
-    live.role_bindings = [
+    live.rights.cluster_roles = [role("dra-edit", wide, kind="ClusterRole")]
+    live.rights.role_bindings = [
         binding("editors", "dra-edit", "editors", kind="ClusterRole"),
         binding("ghost", "gone", "nobody", kind="ClusterRole"),
     ]

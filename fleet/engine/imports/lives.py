@@ -40,6 +40,16 @@ class HelmRelease:
 
 
 @dataclass
+class Rights:
+    """Who may do what in the cluster: the RBAC objects the take-over's owners are read from."""
+
+    roles: list[dict[str, Any]] = field(default_factory=list)
+    role_bindings: list[dict[str, Any]] = field(default_factory=list)
+    cluster_roles: list[dict[str, Any]] = field(default_factory=list)
+    """Their rules, for the RoleBindings that bind a ClusterRole in a namespace (``owners``)."""
+
+
+@dataclass
 class Live:
     """One cluster as read for the import."""
 
@@ -52,10 +62,7 @@ class Live:
     device_classes: list[dict[str, Any]] = field(default_factory=list)
     templates: list[dict[str, Any]] = field(default_factory=list)
     claims: list[dict[str, Any]] = field(default_factory=list)
-    roles: list[dict[str, Any]] = field(default_factory=list)
-    role_bindings: list[dict[str, Any]] = field(default_factory=list)
-    cluster_roles: list[dict[str, Any]] = field(default_factory=list)
-    """Their rules, for the RoleBindings that bind a ClusterRole in a namespace (``teams``' owners)."""
+    rights: Rights = field(default_factory=Rights)
     quotas: list[dict[str, Any]] = field(default_factory=list)
     workloads: list[dict[str, Any]] = field(default_factory=list)
     """Deployments and Pods: no fleet repository declares them; one IMPORT.md row counts them."""
@@ -137,7 +144,7 @@ async def read(*, client: kube.Client, h: helm.Helm | None, release: str, namesp
         if h is not None:
             tg.start_soon(_operator, live, h, release, namespace)
     for attr, items in lists.items():
-        setattr(live, attr, items)
+        setattr(live.rights if hasattr(live.rights, attr) else live, attr, items)
     return live
 
 
