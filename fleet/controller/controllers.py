@@ -35,7 +35,7 @@ from fleet.controller.holds import Holds
 from fleet.controller.intakes import Intake, Source, wakes
 from fleet.controller.journeys import Journey
 from fleet.controller.metrics import Metrics, Stats
-from fleet.controller.options import Options
+from fleet.controller.options import Options, Watching
 from fleet.controller.queues import WorkQueue
 from fleet.controller.reconciles import Plans, Reconciler
 from fleet.controller.reports import Reporter
@@ -74,8 +74,8 @@ class Controller:
             kinds=caches.watched_kinds(),
             on_event=self._on_event,
             on_resume=self._on_resume,
-            watch_timeout=self.options.watch_timeout,
-            extra=self.options.extra_kinds,
+            watch_timeout=self.options.watching.timeout,
+            extra=self.options.watching.extra,
         )
         report = statuses.Report(cluster=cluster)
         writer = self.writer = statuses.Writer(client=self.client, cluster=cluster, spec=self.spec)
@@ -231,4 +231,4 @@ class Controller:
             self.queue.add(self.key, reason=reason)
 
 
-__all__ = ["Controller", "Options", "Source", "Stats"]
+__all__ = ["Controller", "Options", "Source", "Stats", "Watching"]

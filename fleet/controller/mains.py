@@ -110,7 +110,7 @@ def build(config: settings.Settings, *, client: kube.Client, metrics: Metrics) -
         team_impersonation=config.team_impersonation,
         helm=_helm(config),
         commit_status_target_url=config.commit_status_target_url,
-        extra_kinds=consoles.extra_kinds(config),
+        watching=controllers.Watching(extra=consoles.extra_kinds(config)),
     )
     store = plancaches.PlanCache(config.state_dir / "plans")
     ctl = controllers.Controller(

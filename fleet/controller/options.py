@@ -17,6 +17,16 @@ from fleet.engine.options import DriftPolicy
 from fleet.kube import Kind
 
 
+@dataclass(frozen=True)
+class Watching:
+    """How the controller's watch cache watches."""
+
+    timeout: int = 240
+    """Seconds the API server keeps each watch open (``timeoutSeconds``) before it is resumed."""
+    extra: dict[Kind, str] = field(default_factory=dict)
+    """Kinds kept for the console, with field selectors (``consoles.extra_kinds``)."""
+
+
 @dataclass
 class Options:
     cluster: str
@@ -39,16 +49,14 @@ class Options:
     force_conflicts: bool = False
     """Take fields other field managers own under every policy (``--force-conflicts``); default: ``enforce``
     takes back the fields fleet declares, ``report`` reports them as conflicts."""
-    watch_timeout: int = 240
-    """Seconds the API server keeps each watch open (``timeoutSeconds``) before it is resumed."""
+    watching: Watching = field(default_factory=lambda: Watching())
+    """How the watch cache watches (``caches.Cache``)."""
     commit_status_target_url: str = ""
     """The link posted with each commit status (``{sha}`` and ``{cluster}`` replaced); "" for none."""
     store_after: float = 10.0
     """Seconds without a newer plan before the last one is put in the plan store (and at shutdown)."""
     looks: Looks = field(default_factory=Looks)
     """How often held changes are looked at again (``holds``)."""
-    extra_kinds: dict[Kind, str] = field(default_factory=dict)
-    """Kinds the watch cache keeps for the console, with field selectors (``consoles.extra_kinds``)."""
 
 
-__all__ = ["Options"]
+__all__ = ["Options", "Watching"]

@@ -164,6 +164,18 @@ def calmly(browser: browsers.Browser, step: Callable[[], T]) -> T:
     return step()
 
 
+def submit(browser: browsers.Browser, user: str, password: str) -> None:
+    """Fill in and send Gitea's login form, where the browser shows it."""
+    form = browser.driver.find_elements(By.NAME, "user_name")
+    if form:
+        form[0].clear()
+        form[0].send_keys(user)
+        secret = browser.driver.find_element(By.NAME, "password")
+        secret.clear()
+        secret.send_keys(password)
+        secret.submit()
+
+
 def log_in(browser: browsers.Browser, running: Running, user: str) -> None:
     """Log ``user`` in through Gitea's real form, starting from the console's 401 page."""
     browser.driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
@@ -173,16 +185,19 @@ def log_in(browser: browsers.Browser, running: Running, user: str) -> None:
     wait_for(
         lambda: dismissed(browser) and browser.driver.find_elements(By.NAME, "user_name"), what="Gitea's login form"
     )
-    browser.driver.find_element(By.NAME, "user_name").send_keys(user)
-    browser.driver.find_element(By.NAME, "password").send_keys(running.passwords[user])
-    browser.driver.find_element(By.CSS_SELECTOR, "form button.primary, form button[type=submit]").click()
-    grant = calmly(browser, lambda: browser.driver.find_elements(By.ID, "authorize-app"))
-    if grant:
-        calmly(browser, grant[0].click)
-    wait_for(
-        lambda: calmly(browser, lambda: browser.driver.current_url) == f"{running.base}/",
-        what="the console's fleet page",
-    )
+    home = f"{running.base}/"
+    for _ in range(3):  # an alert of Gitea's page may swallow a keystroke or the click: then again
+        if calmly(browser, lambda: browser.driver.current_url) == home:
+            break
+        calmly(browser, lambda: submit(browser, user, running.passwords[user]))
+        grant = calmly(browser, lambda: browser.driver.find_elements(By.ID, "authorize-app"))
+        if grant:
+            calmly(browser, grant[0].click)
+        with contextlib.suppress(AssertionError):
+            wait_for(
+                lambda: calmly(browser, lambda: browser.driver.current_url) == home, what="the fleet page", within=20
+            )
+    assert calmly(browser, lambda: browser.driver.current_url) == home, browser.driver.current_url
     assert user in browser.driver.find_element(By.CSS_SELECTOR, ".who").text
     browser.log()  # what Gitea's pages and the first 401 logged is not the console's
 

@@ -50,6 +50,7 @@ import pytest
 
 from fleet import kube
 from fleet.controller import caches
+from fleet.controller.options import Watching
 from fleet.kube import clients, watches
 from fleet.sandbox import Sandbox, clusters, credentials
 from tests import servermetrics as server_metrics
@@ -318,7 +319,11 @@ async def test_watch_expiry_after_an_etcd_compaction_relists_once_per_watch(
     client = await admin(uncached)
     try:
         async with running(
-            uncached, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", watch_timeout=WATCH_TIMEOUT
+            uncached,
+            remote,
+            cluster=repo.cluster,
+            cache_dir=tmp_path / "cache",
+            watching=Watching(timeout=WATCH_TIMEOUT),
         ) as ctl:
             await waits.eventually(lambda: ready_at(client, repo.cluster, revision), what="Ready")
             await anyio.sleep(2 * WATCH_TIMEOUT)  # every watch resumed at least once
