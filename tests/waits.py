@@ -62,3 +62,21 @@ def _failure(*, what: str, within: float, last: object, details: Callable[[], st
 
 
 __all__ = ["eventually", "wait_for"]
+
+
+def established(kubectl: Callable[..., object], crd: str, *, within: float = 60.0) -> None:
+    """Wait until CRD ``crd`` is Established, as ``kubectl wait --for=condition=Established`` does; a CRD
+    created a moment ago may have no ``status.conditions`` yet, which that kubectl wait reports as an
+    error ("accessor error: <nil>") instead of waiting, so the wait is repeated until it answers."""
+    import subprocess
+
+    def answered() -> bool:
+        done = kubectl("wait", "--for=condition=Established", f"crd/{crd}", f"--timeout={int(within)}s", check=False)
+        assert isinstance(done, subprocess.CompletedProcess)
+        if done.returncode == 0:
+            return True
+        if "accessor error" in done.stderr or "not found" in done.stderr:
+            return False
+        raise AssertionError(f"kubectl wait for crd/{crd}: {done.stderr.strip()}")
+
+    wait_for(answered, what=f"CRD {crd} to be Established", within=within)

@@ -25,6 +25,7 @@ from fleet.engine import plancaches
 from fleet.sandbox import Sandbox, credentials
 from fleet.source import Credentials, GitSource
 from tests.apply.repos import Repo
+from tests.waits import established
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "overlays" / "base" / "fleetsync-crd.yaml"
@@ -83,7 +84,7 @@ def remote(tmp_path: Path) -> Remote:
 @pytest.fixture(scope="session")
 def fleetsync_crd(sandbox: Sandbox) -> None:
     sandbox.kubectl("apply", "-f", str(CRD))
-    sandbox.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
+    established(sandbox.kubectl, "fleetsyncs.fleet.gpufleet.dev")
 
 
 @asynccontextmanager

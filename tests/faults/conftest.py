@@ -22,6 +22,7 @@ from fleet.sandbox import Sandbox, clusters, credentials, profiles
 from tests.apply.conftest import fleet, repo
 from tests.controller.conftest import fleetsync_crd, remote
 from tests.controller.replicas import replicas
+from tests.waits import established
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +32,7 @@ def start_own_sandbox(directory: Path, *, apiserver_flags: tuple[str, ...] = ())
     sb = clusters.up(directory=directory, profile=profiles.Profile(pools={"l4x4": 1}), apiserver_flags=apiserver_flags)
     rendered = sb.kubectl("kustomize", str(ROOT / "overlays" / "single-replica")).stdout
     sb.kubectl("apply", "--server-side", "-f", "-", stdin=rendered)
-    sb.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
+    established(sb.kubectl, "fleetsyncs.fleet.gpufleet.dev")
     return sb
 
 

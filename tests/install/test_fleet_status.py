@@ -35,6 +35,7 @@ from tests import processes, waits
 from tests.controller.conftest import Remote, git
 from tests.install.test_in_cluster import free_port
 from tests.operator.conftest import UPSTREAM
+from tests.waits import established
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,7 +122,7 @@ def test_one_table_for_the_fleet(gpu_east: Sandbox, gpu_west: Sandbox, tmp_path:
     sandboxes = {"gpu-east": gpu_east, "gpu-west": gpu_west}
     for sb in sandboxes.values():
         sb.kubectl("apply", "--server-side", "-f", str(CRD))
-        sb.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
+        established(sb.kubectl, "fleetsyncs.fleet.gpufleet.dev")
     kubeconfig = merged_kubeconfig(tmp_path / "kubeconfig", sandboxes)
     remote = Remote(tmp_path / "git")
     with (

@@ -28,6 +28,7 @@ import yaml
 from fleet.sandbox import Sandbox
 from tests import processes
 from tests.controller.conftest import Remote, git
+from tests.waits import established
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +45,7 @@ def test_the_installed_controller_reconciles_the_example_as_its_service_account(
 ) -> None:
     rendered = gpu_east.kubectl("kustomize", str(ROOT / "overlays" / "single-replica")).stdout
     gpu_east.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=rendered)
-    gpu_east.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
+    established(gpu_east.kubectl, "fleetsyncs.fleet.gpufleet.dev")
 
     account = tmp_path / "serviceaccount"
     account.mkdir()

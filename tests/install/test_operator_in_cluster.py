@@ -37,6 +37,7 @@ from tests.controller.conftest import Remote
 from tests.install.test_in_cluster import free_port
 from tests.operator.conftest import UPSTREAM
 from tests.operator.repos import OperatorRepo
+from tests.waits import established
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("cleanup_release")]
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +76,7 @@ def test_the_installed_controller_runs_the_operator_stage_with_the_overlay_only(
     sandbox: Sandbox, kubectl: Kubectl, chart_repo: str, helm_settings: helm.Settings, tmp_path: Path
 ) -> None:
     kubectl("apply", "-k", str(ROOT / "overlays" / "base"))
-    kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
+    established(kubectl, "fleetsyncs.fleet.gpufleet.dev")
     denied = kubectl("auth", "can-i", "list", "secrets", "-n", NAMESPACE, f"--as={SA}", check=False)
     assert denied.stdout.strip() == "no"
 

@@ -56,6 +56,7 @@ from tests.hosts.apis import StatusAPI
 from tests.install.test_in_cluster import free_port
 from tests.operator.conftest import UPSTREAM
 from tests.source.gitservers import SmartHttp, Sshd, Upstream, git, tls_context
+from tests.waits import established
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -290,7 +291,7 @@ def test_no_credential_reaches_any_surface(gpu_east: Sandbox, tmp_path: Path) ->
 
     rendered = gpu_east.kubectl("kustomize", str(ROOT / "overlays" / "single-replica")).stdout
     gpu_east.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=rendered)
-    gpu_east.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
+    established(gpu_east.kubectl, "fleetsyncs.fleet.gpufleet.dev")
     get_probe = ("get", "secret", "-n", "ml-research", "surface-probe", "-o", "json")
     found = binaries.locate()
     assert found is not None, "the sandbox binaries are not built: run fleetctl sandbox build"
@@ -529,7 +530,7 @@ def test_webhook_refuses_attacks_and_survives_a_flood_while_reconciling(gpu_east
     (tmp_path / "webhook").write_bytes(secret)
     rendered = gpu_east.kubectl("kustomize", str(ROOT / "overlays" / "single-replica")).stdout
     gpu_east.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=rendered)
-    gpu_east.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
+    established(gpu_east.kubectl, "fleetsyncs.fleet.gpufleet.dev")
     upstream = Upstream(tmp_path / "upstream")
     first = example_into(upstream, chart_repository=None)
     # A 10-minute poll: during the flood only the webhook can announce the new commit.

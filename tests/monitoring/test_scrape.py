@@ -41,7 +41,7 @@ from tests.hosts.apis import StatusAPI
 from tests.install.test_in_cluster import free_port
 from tests.monitoring import prometheus
 from tests.monitoring.prometheus import DASHBOARD, RULES, api, check_metrics, query
-from tests.waits import wait_for
+from tests.waits import established, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -89,7 +89,7 @@ def scrape(url: str) -> str:
 @pytest.fixture(scope="module")
 def observed(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
     sandbox.kubectl("apply", "-f", str(CRD))
-    sandbox.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
+    established(sandbox.kubectl, "fleetsyncs.fleet.gpufleet.dev")
     root = tmp_path_factory.mktemp("observed")
     remote = Remote(root / "git")
     repo = Repo(root=root / "unused")

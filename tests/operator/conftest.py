@@ -20,6 +20,7 @@ from fleet.sandbox import charts
 from tests import paths
 from tests.conftest import NAMESPACE, RELEASE, Kubectl
 from tests.operator.repos import OperatorRepo
+from tests.waits import established
 
 UPSTREAM = charts.Upstream(paths.GPU_OPERATOR)
 """NVIDIA/gpu-operator v26.7.0 (the chart served by ``chart_repo``; the played operator renders its manifests)."""
@@ -50,7 +51,7 @@ def install_cluster_policy(kubectl: Kubectl, helm_binary: Path) -> None:
     """Create ClusterPolicy cluster-policy (and its CRD from the chart, if the cluster lacks it)."""
     crd = next(c for c in charts.crds(UPSTREAM.chart) if c["metadata"]["name"] == "clusterpolicies.nvidia.com")
     kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps(crd))
-    kubectl("wait", "--for=condition=Established", "crd/clusterpolicies.nvidia.com", "--timeout=60s")
+    established(kubectl, "clusterpolicies.nvidia.com")
     kubectl("apply", "-f", "-", stdin=json.dumps(cluster_policy(helm_binary)))
 
 
