@@ -127,6 +127,7 @@ class Console:
         jaeger: str = "",
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         revisions: Revisions | None = None,
+        after_picture: Callable[[], object] | None = None,
     ) -> None:
         self.source = source
         self.login = login
@@ -140,7 +141,7 @@ class Console:
         self.streams = 0
         self._stopping: anyio.Event | None = None
         """Set when the server stops: live streams end (made with the first stream, in the loop)."""
-        self.after_picture: Callable[[], object] | None = None
+        self.after_picture = after_picture
         self.pictures: LRU[tuple[str, ...], pages.Devices] = LRU(PICTURES)
         """Device pictures by what they depend on (``pages.picture_key``): a view does not rebuild
         8,000 devices' holders and states while no slice, claim or namespace changed."""
@@ -500,8 +501,15 @@ def build(
     where the Revision page reads commits (none: the page says how to give a repository);
     ``after_picture`` runs after a device picture was built (the controller hands the build's
     transient memory back to the system: ``fleet.controller.heaps.trim``)."""
-    console = Console(source=source, login=login, bearer=bearer, access=access, jaeger=jaeger, revisions=revisions)
-    console.after_picture = after_picture
+    console = Console(
+        source=source,
+        login=login,
+        bearer=bearer,
+        access=access,
+        jaeger=jaeger,
+        revisions=revisions,
+        after_picture=after_picture,
+    )
 
     def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:

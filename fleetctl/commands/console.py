@@ -97,6 +97,12 @@ def contexts(kubeconfig: str | None) -> tuple[list[str], str]:
             if name and name not in users:
                 names.append(name)
                 users[name] = str((entry.get("context") or {}).get("user") or "")
+    if not any(p.exists() for p in files):
+        raise FleetError(
+            "no kubeconfig file there",
+            where=", ".join(str(p) for p in files),
+            hint="pass --kubeconfig FILE or set KUBECONFIG",
+        )
     if not names:
         raise FleetError(
             "the kubeconfig has no context",

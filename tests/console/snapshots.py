@@ -112,10 +112,6 @@ class Fixed:
     def __init__(self, *snapshots: sources.Snapshot) -> None:
         self.snapshots = {s.cluster: s for s in snapshots}
 
-    def update(self, snapshot: sources.Snapshot) -> None:
-        """Replace the cluster's snapshot: live pages hear of it."""
-        self.snapshots[snapshot.cluster] = snapshot
-
     def clusters(self) -> list[tuple[str, str]]:
         return [(c, s.context) for c, s in self.snapshots.items()]
 
@@ -128,7 +124,7 @@ class Fixed:
         return (await self.snapshot(cluster)).row
 
     async def changed(self, cluster: str, since: str) -> str:
-        # Polled: update() comes from the test's thread, outside the server's event loop.
-        while self.snapshots[cluster].version == since:  # noqa: ASYNC110
-            await anyio.sleep(0.05)
+        """A fixed snapshot never changes: this returns only when it differs from ``since`` already."""
+        if self.snapshots[cluster].version == since:
+            await anyio.sleep_forever()
         return self.snapshots[cluster].version
