@@ -5,7 +5,7 @@ dependencies are installed (``tools/ktestenv/gomod.py`` runs it with runpy), and
 ``fleet.builds`` (``--version``: what fleet is tested with) without loading the sandbox.
 """
 
-KUBERNETES = "v1.36.3"
+KUBERNETES = "v1.37.2"
 KWOK = "v0.8.0"
 HELM = "v3.21.4"
 JAEGER = "v1.75.0"
