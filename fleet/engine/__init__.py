@@ -23,6 +23,7 @@ The run (``Sync``) and its steps:
 - ``syncstate``      the run's state, one small dataclass per concern, and ``Run`` for the step modules
 - ``objectsteps``    an object stage: propose, decide, execute, verify
 - ``operatorsteps``  the operator stage: the release (or its uninstall) decided as every change is
+- ``maintenancesteps`` the maintenance stage's rules, expanded once per run from the live devices
 - ``endsteps``       the prune and record steps
 - ``drives``         the one driver of a ``Sync`` (CLI, controller, tests), with hooks
 - ``memories``       what a reconciling process keeps between runs, bounded, with its sizes
@@ -40,6 +41,8 @@ Proposing (what a step finds):
 - ``drifts``         freezes on live objects, and what a drift repair puts back
 - ``disruptions``    pure: which changes disrupt GPU work (claims, nodes, slices), and the reads it needs
 - ``waits``          pure: what holds a disruptive change back (waves, windows, running jobs)
+- ``maintenances``   pure: GPUMaintenances → DeviceTaintRules, each at its staged effect
+- ``evictions``      pure: what a maintenance's step disrupts, from the rule's status and the claims
 - ``drivers``        the GPU nodes' driver-upgrade states, carried on the operator release's Change
 - ``operators``      the GPU Operator's Helm release: observe, guards, CRDs, upgrade, removal
 

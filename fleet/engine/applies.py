@@ -58,6 +58,7 @@ from fleet.engine import (
     impersonations,
     ledgers,
     listings,
+    maintenancesteps,
     memories,
     normalizations,
     objectsteps,
@@ -150,6 +151,7 @@ class Sync:
         kinds |= {(e.api_version, k.split("/", 2)[1]) for k, e in found.ledger.entries.items()}
         if self.plan.pools:
             kinds.add(("v1", "Node"))
+        kinds |= {(m.api_version, maintenancesteps.KIND) for m in self.plan.maintenances if m.api_version}
         with tracing.tracer().start_as_current_span("read live"):
             done = self.prefetched.kinds if self.prefetched else set()
             found.live = await listings.live_index(client=self.client, kinds=kinds - done)
@@ -268,7 +270,7 @@ class Sync:
         earlier = self.found.ledger.progress.waiting.get(key)
         found = waits.decide(
             change.disruption,
-            rules=self.plan.rules,
+            rules=maintenancesteps.rules_of(self.plan, change),
             now=datetime.datetime.now(datetime.UTC),
             emergency=self.options.emergency,
             since=datetime.datetime.fromisoformat(earlier) if earlier else None,
@@ -284,8 +286,8 @@ class Sync:
         """Under ``drain``: for each of ``changes`` decided ``hold`` for its claims, one drain step, proposed
         and decided as entries of its own (``drains``) and, in an apply, executed. Every step that holds
         changes calls it: an object stage, the operator release, the prune."""
-        held = drains.held(changes)
-        if self.plan.rules.policy != "drain" or not held:
+        held = [c for c in drains.held(changes) if maintenancesteps.rules_of(self.plan, c).policy == "drain"]
+        if not held:
             return
         claims = await self.classing_reads().objects(disruptions.CLAIM)
         managed = self.managed
@@ -305,7 +307,9 @@ class Sync:
         for change in held:
             assert change.disruption is not None
             affected = [by_name[name] for name in change.disruption.claims if name in by_name]
-            planned = await managed.drains.plan(key=change.ref.key, stage=change.stage, claims=affected)
+            planned = await managed.drains.plan(
+                key=change.ref.key, stage=change.stage, claims=affected, cordon=change.ref.kind != "DeviceTaintRule"
+            )
             decided = drains.entries(planned)
             self.changes.entries.extend(decided)
             if self.options.dry_run:
@@ -328,7 +332,8 @@ class Sync:
 
     async def classify(self, changes: list[Change]) -> list[Change]:
         """``disruptions.classify`` for a step of this run (a stage's diff, the prune's deletions)."""
-        return await disruptions.classify(changes, reads=self.classing_reads())
+        classed = await disruptions.classify(changes, reads=self.classing_reads())
+        return await maintenancesteps.classify(self, classed)
 
     def _blocks(self, change: Change) -> bool:
         """Whether a failed entry stops the run after its stage (later stages depend on earlier ones).
@@ -355,7 +360,7 @@ class Sync:
             if stage.gate == stages.Gate.OPERATOR_READY:
                 await operatorsteps.step(self)
                 return
-            desired = self.desired(stage)
+            desired = await maintenancesteps.desired(self) if stage.name == "maintenance" else self.desired(stage)
             refused = [self.found.refused[d.ref.key] for d in desired if d.ref.key in self.found.refused]
             desired = [self._adopting(d) for d in desired if d.ref.key not in self.found.refused]
             if await objectsteps.late_refusals(self, desired, refused):

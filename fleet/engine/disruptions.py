@@ -41,8 +41,7 @@ from fleet.kube.kinds import builtin
 
 if TYPE_CHECKING:
     from fleet.cel import References
-    from fleet.engine.healths import Reader
-    from fleet.engine.listings import LiveIndex
+    from fleet.engine.listings import LiveIndex, Reader
 
 Obj = Mapping[str, Any]
 DeviceKey = tuple[str, str, str]
@@ -59,9 +58,15 @@ class Disruption:
     reason: str
     nodes: frozenset[str] = frozenset()
     claims: tuple[str, ...] = ()
+    pending: str = ""
+    """What the change must see first, whatever the window and the jobs (a maintenance's step to
+    ``NoSchedule``: the API server's eviction preview in the rule's status)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"reason": self.reason, "nodes": sorted(self.nodes), "claims": list(self.claims)}
+        out: dict[str, Any] = {"reason": self.reason, "nodes": sorted(self.nodes), "claims": list(self.claims)}
+        if self.pending:
+            out["pending"] = self.pending
+        return out
 
 
 def listed(names: Sequence[str], *, shown: int = SHOWN) -> str:

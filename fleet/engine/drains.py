@@ -169,9 +169,11 @@ class Drains:
         """The nodes being drained now (``being_drained``)."""
         return being_drained(drained=self.drained, occupied=self.occupied, looked=self.looked)
 
-    async def plan(self, *, key: str, stage: str, claims: Sequence[Mapping[str, Any]]) -> Planned:
+    async def plan(self, *, key: str, stage: str, claims: Sequence[Mapping[str, Any]], cordon: bool = True) -> Planned:
         """One step of draining for the change ``key`` whose affected ``claims`` are still allocated:
-        which nodes a slot lets it cordon, which pods it evicts; nothing is written."""
+        which nodes a slot lets it cordon, which pods it evicts; nothing is written. ``cordon`` False:
+        the devices are out of scheduling already (a maintenance's ``NoSchedule`` rule), so the nodes
+        stay schedulable for their other devices; they still take slots while their pods are evicted."""
         self.looked[key] = set()  # its nodes from earlier runs count again only where its pods are
         by_node: dict[str, set[str]] = {}
         for claim in claims:
@@ -182,12 +184,14 @@ class Drains:
         if not nodes:
             note = "its claims are allocated but reserved for no pod: nothing to evict; waits for them to be freed"
             return Planned(key=key, stage=stage, note=note)
-        cordoned = {n for n in nodes if n in self.drained or await self._unschedulable(n)}
+        cordoned = {n for n in nodes if n in self.drained or await self._unschedulable(n)} if cordon else set()
         now, queued = admit(nodes, cordoned=cordoned, busy=self.draining, max_unavailable=self.max_unavailable)
         for node in now:
             self.looked[key].add(node)
-            if node not in cordoned:
+            if node not in cordoned and cordon:
                 self.drained[node] = key
+        if not cordon:
+            cordoned = set(now)  # nothing to cordon: the rule's NoSchedule keeps new claims off the devices
         return Planned(
             key=key,
             stage=stage,

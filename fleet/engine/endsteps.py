@@ -10,7 +10,7 @@ ledger (``records``).
 
 from __future__ import annotations
 
-from fleet.engine import drains, proposals, prunes, records, stages
+from fleet.engine import drains, maintenancesteps, proposals, prunes, records, stages
 from fleet.engine.syncstate import Kinds, Run
 
 
@@ -19,6 +19,7 @@ async def prune(sync: Run) -> None:
     without ``--prune``, refused where the guard says so), classed, held and decided, then deleted."""
     desired_keys = {d.ref.key for d in sync.plan.objects}
     desired_keys |= {d.ref.key for d in sync.desired(stages.by_name("pools"))}
+    desired_keys |= {d.ref.key for d in await maintenancesteps.desired(sync)}
     found = prunes.leftovers(ledger=sync.found.ledger, desired_keys=desired_keys, live=sync.found.live)
     pruner = prunes.Pruner(
         client=sync.client,
@@ -54,7 +55,7 @@ async def record(sync: Run) -> None:
         client=sync.client,
         ledger=ledger,
         revision=sync.plan.revision,
-        declared=[*sync.plan.objects, *sync.desired(stages.by_name("pools"))],
+        declared=[*sync.plan.objects, *sync.desired(stages.by_name("pools")), *await maintenancesteps.desired(sync)],
         origin=sync.origin,
         changed=bool(sync.changes.changed),
         resumed=sync.found.resumed,

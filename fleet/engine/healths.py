@@ -21,28 +21,24 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
+from fleet.engine import evictions, maintenances
+from fleet.engine.listings import Reader
 from fleet.engine.plans import Plan
 from fleet.engine.stages import Gate, Stage
 from fleet.errors import FleetError
-from fleet.kube import Client, Kind, ListResult, Ref, watch
+from fleet.kube import Client, Kind, Ref, watch
 
 DRIVER = "gpu.nvidia.com"
 NODE = ("v1", "Node")
 SLICE = ("resource.k8s.io/v1", "ResourceSlice")
+CLAIM = ("resource.k8s.io/v1", "ResourceClaim")
 
 Live = Mapping[str, Mapping[str, Any]]
 """Live objects by ``Ref.key``."""
-
-
-class Reader(Protocol):
-    """Where gates may read live objects instead of watching: the controller's watch cache
-    (already current, so reading it costs no request)."""
-
-    async def list(self, kind: Kind, *, namespace: str | None = None) -> ListResult: ...
 
 
 class HealthTimeout(FleetError):
@@ -80,7 +76,18 @@ def problems(
         found += slice_problems(plan, nodes=live.get(NODE, {}), slices=live.get(SLICE, {}))
     elif stage.gate == Gate.POOLS_APPLIED and plan.pools:
         found += pool_problems(plan, nodes=live.get(NODE, {}), expected=expected)
+    elif stage.gate == Gate.DEVICES_EMPTIED and _evicting(expected):
+        found += evictions.emptied_problems((expected or {}).values(), claims=live.get(CLAIM, {}).values())
     return found
+
+
+def _evicting(expected: Live | None) -> bool:
+    """The run wrote a DeviceTaintRule with ``NoExecute``: the devices-emptied gate reads the claims."""
+    return any(
+        maintenances.effect_of(o) == "NoExecute"
+        for o in (expected or {}).values()
+        if o.get("kind") == "DeviceTaintRule"
+    )
 
 
 def gate_view(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -269,6 +276,8 @@ async def wait(
         kinds[NODE] = None
         if stage.gate == Gate.CLASSES_PUBLISHED:
             kinds[SLICE] = None
+    if stage.gate == Gate.DEVICES_EMPTIED and _evicting(expected):
+        kinds[CLAIM] = None
     views = _Views(live={k: dict(v) for k, v in seeded.items()})
 
     def judge() -> list[str]:

@@ -11,17 +11,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
 from fleet.engine.stages import STAGES
-from fleet.kube import Client, Ref
+from fleet.kube import Client, Kind, ListResult, Ref
 from fleet.kube.kinds import builtin as kinds_table
 from fleet.kube.shapes import Shapes
 
 LiveIndex = dict[str, dict[str, Any]]
 """Live objects by ``Ref.key``."""
+
+
+class Reader(Protocol):
+    """Where gates and classing may read live objects instead of listing: the controller's watch cache
+    (already current, so reading it costs no request)."""
+
+    async def list(self, kind: Kind, *, namespace: str | None = None) -> ListResult: ...
+
+
 _STAGED = frozenset(kind for stage in STAGES for kind in stage.kinds)
 
 
@@ -66,4 +75,4 @@ async def prefetch(*, client: Client) -> Prefetched:
     return Prefetched(kinds=kinds, live=await live_index(client=client, kinds=kinds))
 
 
-__all__ = ["LiveIndex", "Prefetched", "live_index", "prefetch", "staged_kinds"]
+__all__ = ["LiveIndex", "Prefetched", "Reader", "live_index", "prefetch", "staged_kinds"]

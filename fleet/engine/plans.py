@@ -14,12 +14,15 @@ part of a command's start).
   per-Node metadata applies by ``pool_objects`` once the engine has listed them;
   ``release`` builds the apply that gives a pool Node back.
 - ``OperatorRelease``: the GPU Operator Helm release the operator stage installs.
+- ``MaintenanceRule``: a GPUMaintenance, which devices it takes out, why and how far; expanded into
+  DeviceTaintRules from the live ResourceSlices by ``fleet.engine.maintenances``.
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from fleet.engine import normalizations, ownership, stages
@@ -213,6 +216,38 @@ class ChangeRules:
     """Seconds an earlier wave's success must stand before this wave's disruptive changes go."""
     source: str = ""
     """Where the Cluster declares them (``file:line:col``)."""
+    deadline_at: datetime | None = None
+    """A GPUMaintenance's ``deadline``: waiting for the jobs ends then, and the change goes."""
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Which devices a GPUMaintenance names (its ``spec.devices``), as plain data."""
+
+    pools: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+    uuids: tuple[str, ...] = ()
+    selector: str = ""
+    health_taints: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MaintenanceRule:
+    """A GPUMaintenance of this cluster: which devices, why, how far, under which change rules."""
+
+    name: str
+    targets: Targets
+    reason: str
+    effect: str = "NoExecute"
+    """How far it goes: None, NoSchedule or NoExecute."""
+    direct: bool = False
+    """Write ``effect`` at once, skipping the None preview."""
+    api_version: str = ""
+    """The cluster's DeviceTaintRule API (``resource.k8s.io/v1`` on 1.37); "" where it has none."""
+    rules: ChangeRules = field(default_factory=ChangeRules)
+    """The Cluster's change rules with the maintenance's own ``disruption`` and ``deadline`` over them."""
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -230,11 +265,16 @@ class Plan:
     """The Fleet's ``allowEmpty``: an empty plan may be applied (``fleetctl apply`` also takes ``--allow-empty``)."""
     rules: ChangeRules = field(default_factory=ChangeRules)
     """When disruptive changes may go (``fleet.engine.waits``)."""
+    maintenances: tuple[MaintenanceRule, ...] = ()
 
     @property
     def empty(self) -> bool:
         """Declares nothing for the cluster: applying it with pruning would delete everything fleet applied."""
-        return not self.objects and not self.pools
+        return not self.objects and not self.pools and not self.maintenances
+
+    def rules_of(self, maintenance: str) -> ChangeRules:
+        """The change rules of the GPUMaintenance ``maintenance`` ("" or unknown: the Cluster's)."""
+        return next((m.rules for m in self.maintenances if m.name == maintenance), self.rules)
 
     def in_stage(self, stage: stages.Stage) -> list[Desired]:
         return list(self._by_stage.get(stage.name, ()))
@@ -347,10 +387,12 @@ def overlaps(pools: tuple[PoolRule, ...], *, nodes: list[dict[str, Any]]) -> lis
 
 __all__ = [
     "Desired",
+    "MaintenanceRule",
     "OperatorRelease",
     "Overlap",
     "Plan",
     "PoolRule",
+    "Targets",
     "overlaps",
     "pool_objects",
     "release",

@@ -48,17 +48,18 @@ manifest's own ``fleet.gpufleet.dev/drift`` annotation (an instruction, removed 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fleet.engine import impersonations, ownership, stages
-from fleet.engine.plans import ChangeRules, Desired, OperatorRelease, Plan, PoolRule
+from fleet.engine.plans import ChangeRules, Desired, MaintenanceRule, OperatorRelease, Plan, PoolRule, Targets
 from fleet.errors import FleetError
 from fleet.kube import Ref
 from fleet.kube.shapes import Shapes
-from fleet.manifests import kinds, windows
+from fleet.manifests import kinds, maintenances, windows
 from fleet.manifests.revisions import Manifest
 from fleet.manifests.views import ClusterView
 from fleet.policy import extendedresources, featuregates, tenancy
@@ -165,6 +166,12 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         if isinstance(p.model, kinds.GPUNodePool)
     )
     declared = view.operator
+    rules = _rules(
+        view.cluster.model,
+        rollout=fleet.spec.rollout if isinstance(fleet, kinds.Fleet) else None,
+        source=str(view.cluster.location),
+    )
+    api = featuregates.maintenance_api(features)
     return Plan(
         cluster=cluster,
         revision=revision,
@@ -176,11 +183,48 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         else None,
         prune=defaults.prune,
         allow_empty=fleet.spec.allow_empty if isinstance(fleet, kinds.Fleet) else False,
-        rules=_rules(
-            view.cluster.model,
-            rollout=fleet.spec.rollout if isinstance(fleet, kinds.Fleet) else None,
-            source=str(view.cluster.location),
+        rules=rules,
+        maintenances=tuple(
+            _maintenance(m.model, str(m.location), rules=rules, api_version=api)
+            for m in view.maintenances
+            if isinstance(m.model, maintenances.GPUMaintenance)
         ),
+    )
+
+
+def _maintenance(
+    model: maintenances.GPUMaintenance, source: str, *, rules: ChangeRules, api_version: str
+) -> MaintenanceRule:
+    """A GPUMaintenance as the engine's ``MaintenanceRule``: its own disruption policy and deadline over the
+    Cluster's rules (windows and waves stay the Cluster's)."""
+    spec = model.spec
+    t = spec.devices
+    own = spec.disruption
+    if own is not None:
+        rules = dataclasses.replace(
+            rules,
+            policy=own.policy,
+            deadline=windows.parse_duration(own.deadline).total_seconds(),
+            max_unavailable=own.max_unavailable,
+        )
+    if spec.deadline is not None:
+        rules = dataclasses.replace(rules, deadline_at=spec.deadline)
+    return MaintenanceRule(
+        name=model.metadata.name,
+        targets=Targets(
+            pools=tuple(t.pools),
+            nodes=tuple(t.nodes),
+            devices=tuple(t.devices),
+            uuids=tuple(t.uuids),
+            selector=t.selector or "",
+            health_taints=tuple(t.health_taints),
+        ),
+        reason=spec.reason,
+        effect=spec.effect,
+        direct=spec.direct,
+        api_version=api_version,
+        rules=rules,
+        source=source,
     )
 
 

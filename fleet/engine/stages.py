@@ -1,10 +1,11 @@
 """The stage table: the one place that says what is applied in which order.
 
-The design fixes six stages (docs/engine.md). Each is one ``Stage`` entry: its name, the kinds it
+The design fixes seven stages (docs/engine.md). Each is one ``Stage`` entry: its name, the kinds it
 holds, the health gate that must pass before the next stage starts, and its
-position in pruning (pruning walks the table backwards: claims go before the
-classes they name, namespaces last). The ``operator`` stage has no kinds: it
-installs a Helm release (``fleet.engine.operators``), not objects.
+position in pruning (pruning walks the table backwards: maintenance rules go first, so devices
+return, claims before the classes they name, namespaces last). The ``operator`` stage has no
+kinds: it installs a Helm release (``fleet.engine.operators``), not objects. ``maintenance`` is
+last: a GPUMaintenance held for its window never holds back the revision's other stages.
 
 Kinds not listed here are refused by ``stage_of``: fleet never applies an object
 it cannot order.
@@ -27,6 +28,8 @@ class Gate(StrEnum):
     """DeviceClasses exist and the driver published ResourceSlices for every pool node."""
     POOLS_APPLIED = "pools-applied"
     """Every pool finds the nodes it expects, each carrying the pool's labels and taints."""
+    DEVICES_EMPTIED = "devices-emptied"
+    """Every DeviceTaintRule written with ``NoExecute`` exists and no claim is allocated on its devices."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("tenancy", ("ServiceAccount", "Role", "RoleBinding", "ResourceQuota"), Gate.EXIST),
     Stage("pools", ("Node",), Gate.POOLS_APPLIED),
     Stage("claims", ("ResourceClaimTemplate", "ResourceClaim"), Gate.EXIST),
+    Stage("maintenance", ("DeviceTaintRule",), Gate.DEVICES_EMPTIED),
 )
 
 
@@ -62,6 +66,7 @@ WRITTEN_RESOURCES = frozenset(
         "nodes",
         "resourceclaimtemplates",
         "resourceclaims",
+        "devicetaintrules",
         "configmaps",
     }
 )

@@ -64,6 +64,8 @@ class Managed:
     """The nodes this run drains for held changes (``spec.disruption.policy: drain``), once one needs it."""
     waiting_since: dict[str, str] = field(default_factory=dict)
     """``Ref.key`` → when its disruptive change began waiting for jobs (ISO 8601): the ledger keeps it."""
+    maintenance: tuple[plans.Desired, ...] | None = None
+    """The DeviceTaintRules the GPUMaintenances want this run (``maintenancesteps.desired``), once read."""
 
 
 @dataclass

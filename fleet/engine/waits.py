@@ -22,7 +22,13 @@ one is held back, in this order:
    while those nodes hold allocated claims, and reports it overdue once it has waited longer
    than ``deadline`` (it keeps waiting: fleet never cuts a job because a clock ran out);
    ``drain`` holds it while fleet cordons those nodes and evicts the pods through the Eviction
-   API (``fleet.engine.drains``); ``force`` applies over them.
+   API (``fleet.engine.drains``); ``force`` applies over them. A GPUMaintenance's ``deadline``
+   is a time of day, not a duration: waiting ends then and the change goes (its ``NoExecute``
+   evicts what still runs), as the maintenance's author said.
+
+Before the jobs, a change may name what it must see first (``Disruption.pending``): a
+maintenance's step to ``NoSchedule`` waits for the API server's eviction preview in its rule's
+status (``preview``), looked at again within seconds.
 
 An emergency (a ``Fleet-Emergency:`` commit trailer, ``fleetctl apply --emergency``, the
 FleetSync's ``fleet.gpufleet.dev/emergency`` annotation) skips the waves and the window,
@@ -45,7 +51,9 @@ from fleet.engine.disruptions import Disruption, listed
 from fleet.engine.plans import ChangeRules
 from fleet.manifests import windows
 
-On = Literal["wave", "window", "claims"]
+On = Literal["wave", "window", "preview", "claims"]
+PREVIEW_LOOK = timedelta(seconds=2)
+"""How soon a change waiting for the API server's eviction preview looks again."""
 
 
 @dataclass(frozen=True)
@@ -122,8 +130,20 @@ def decide(
             reason="the maintenance window" + (f" (opens {when(opens)})" if opens else " (none opens)"),
             until=opens,
         )
+    if disruption.pending:
+        return Wait(on="preview", reason=disruption.pending, until=now + PREVIEW_LOOK)
     if not disruption.claims or rules.policy == "force":
         return None
+    if rules.deadline_at is not None:
+        if now >= rules.deadline_at:
+            return None
+        return Wait(
+            on="claims",
+            reason=f"{_claims(disruption.claims)} on {_nodes(disruption.nodes)} to end (policy {rules.policy}, "
+            f"until the deadline {when(rules.deadline_at.astimezone(UTC))}: then it goes)",
+            until=rules.deadline_at,
+            since=since or now,
+        )
     started = since or now
     deadline = started + timedelta(seconds=rules.deadline)
     drain = ": fleet drains them" if rules.policy == "drain" else ""

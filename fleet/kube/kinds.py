@@ -114,6 +114,7 @@ def builtin() -> dict[tuple[str, str], Kind]:
         _k("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False),
         _k("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True),
         _k("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True),
+        _k("resource.k8s.io", "v1", "DeviceTaintRule", "devicetaintrules", False),
         _k("coordination.k8s.io", "v1", "Lease", "leases", True),
         _k("apps", "v1", "Deployment", "deployments", True),
         _k("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False),

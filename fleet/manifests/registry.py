@@ -6,7 +6,7 @@ what a repository may contain.
 
 from __future__ import annotations
 
-from fleet.manifests import kinds, resources
+from fleet.manifests import kinds, maintenances, resources
 from fleet.manifests.bases import Model
 
 FLEET_KINDS: dict[str, type[Model]] = {
@@ -16,6 +16,7 @@ FLEET_KINDS: dict[str, type[Model]] = {
     "GPUNodePool": kinds.GPUNodePool,
     "Team": kinds.Team,
     "Overlay": kinds.Overlay,
+    "GPUMaintenance": maintenances.GPUMaintenance,
 }
 
 RESOURCE_KINDS: dict[str, type[Model]] = {

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from fleet.errors import FleetError
-from fleet.manifests import kinds, registry
+from fleet.manifests import kinds, maintenances, registry
 from fleet.manifests.findings import Finding
 from fleet.manifests.patches import merge
 from fleet.manifests.revisions import Manifest, Revision
@@ -60,6 +60,10 @@ class ClusterView:
     @property
     def pools(self) -> list[Manifest]:
         return self.of_kind("GPUNodePool")
+
+    @property
+    def maintenances(self) -> list[Manifest]:
+        return self.of_kind("GPUMaintenance")
 
     @property
     def device_classes(self) -> list[Manifest]:
@@ -101,7 +105,7 @@ def resolve(revision: Revision, *, cluster: str) -> ClusterView:
     selected_teams = {folder for folder, team in teams.items() if _selects(team, cluster, labels)}
     chosen = [target]
     for manifest in base:
-        if manifest.kind in ("Team", "GPUNodePool"):
+        if manifest.kind in ("Team", "GPUNodePool", "GPUMaintenance"):
             if _selects(manifest, cluster, labels):
                 chosen.append(manifest)
         elif manifest.kind in ("ResourceClaimTemplate", "ResourceClaim"):
@@ -121,6 +125,11 @@ def resolve(revision: Revision, *, cluster: str) -> ClusterView:
 def _selects(manifest: Manifest, cluster: str, labels: dict[str, str]) -> bool:
     model = manifest.model
     if isinstance(model, kinds.Team | kinds.GPUNodePool):
+        return model.spec.clusters.matches(name=cluster, labels=labels)
+    if isinstance(model, maintenances.GPUMaintenance):
+        folder = maintenances.folder_cluster(manifest.file)
+        if folder is not None and folder != cluster:
+            return False
         return model.spec.clusters.matches(name=cluster, labels=labels)
     return True
 

@@ -173,6 +173,22 @@ TAINT_RULE_APIS: dict[int, tuple[str, ...]] = {
 None of them is served by default (``--runtime-config=resource.k8s.io/<version>=true``)."""
 
 
+MAINTENANCE_MINOR = 36
+"""The first minor whose DeviceTaintRule has the ``None`` effect and the eviction preview in its status."""
+
+
+def maintenance_api(features: ClusterFeatures | None) -> str:
+    """The DeviceTaintRule API a GPUMaintenance is carried out through on a cluster ("" where it has none):
+    ``resource.k8s.io/v1`` from 1.37 (GA, served by default); on 1.36 ``v1beta2`` when the cluster serves it
+    (``--runtime-config``) with DRADeviceTaintRules on; older minors' ``v1alpha3`` has no eviction preview."""
+    if features is None or features.minor < MAINTENANCE_MINOR:
+        return ""
+    if features.minor >= 37:
+        return "resource.k8s.io/v1"
+    api = "resource.k8s.io/v1beta2"
+    return api if api in features.apis and features.on(taint_rule_gate(features.minor)) else ""
+
+
 def taint_rule_gate(minor: int) -> str:
     """1.34 has no DRADeviceTaintRules: its DeviceTaintRules come with DRADeviceTaints."""
     return "DRADeviceTaints" if minor < 35 else "DRADeviceTaintRules"
@@ -460,6 +476,7 @@ def _configuration(cluster: Manifest, *, features: ClusterFeatures) -> Iterator[
 __all__ = [
     "FIELDS",
     "GATES",
+    "MAINTENANCE_MINOR",
     "MINORS",
     "RULE",
     "TAINT_RULE_APIS",
@@ -470,6 +487,7 @@ __all__ = [
     "check",
     "declared",
     "effective",
+    "maintenance_api",
     "minor_of",
     "taint_rule_gate",
     "uses",

@@ -1,0 +1,262 @@
+"""GPU device maintenance as DeviceTaintRules walked None → NoSchedule → NoExecute: pure.
+
+A GPUMaintenance (``fleet.manifests.maintenances``) names devices; this module turns it into the
+DeviceTaintRules the cluster gets and says, for each rule, the one effect this run writes:
+
+1. **Which devices** (``select``): from the devices the live ResourceSlices publish, those in the
+   named pools or nodes that pass every filter (names, uuids, a CEL selector, health taints). A
+   device a rule of the maintenance already holds stays in it while the file exists (a health taint
+   that clears does not give a GPU back half-repaired).
+2. **Which rules** (``rules``): one per device, or one per pool when the maintenance takes every
+   device of it (NVIDIA's driver names a node's pool after the node: a whole node is one rule).
+   Since 1.35 a DeviceTaintRule selects by driver, pool and device name only.
+3. **Which effect now** (``staged``): a new rule starts at ``None``, whose status the API server's
+   eviction controller fills with what ``NoExecute`` would evict; each run moves it one step
+   toward the maintenance's ``effect``. A lower ``effect`` in git lowers it at once (devices
+   return to scheduling: safe); ``direct`` writes the final effect without the steps.
+4. **What a step disrupts** (``evictions.disruption``): ``NoSchedule`` takes the devices out of scheduling
+   (held by the rollout waves and the maintenance window); ``NoExecute`` evicts the pods of the
+   claims allocated on them (held also by the disruption policy: wait, drain or force). Until the
+   rule's status shows the API server's preview for its current spec, the step to ``NoSchedule``
+   waits for it (``pending``): what ``diff`` then shows is the API server's count, not fleet's guess.
+5. **The gate** (``evictions.emptied_problems``): after a ``NoExecute`` write, no claim may stay allocated
+   on the rule's devices.
+
+What each step disrupts, and the gate after ``NoExecute``, are ``fleet.engine.evictions``'. The
+engine's maintenance stage (``fleet.engine.maintenancesteps``) reads the live state and hands it
+here; every function is pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fleet.engine import ownership, stages
+from fleet.engine.plans import Desired, MaintenanceRule
+
+if TYPE_CHECKING:  # CEL and the inventory load only where a maintenance is expanded, not with a stored plan
+    from fleet.inventory.inventories import Inventory, InventoryDevice
+
+LABEL = "fleet.gpufleet.dev/maintenance"
+"""On every rule: the GPUMaintenance it belongs to."""
+TAINT_KEY = "fleet.gpufleet.dev/maintenance"
+"""The taint's key; its value is the maintenance's name."""
+REASON = "fleet.gpufleet.dev/reason"
+"""The maintenance's ``reason``, as an annotation of the rule."""
+EFFECTS = ("None", "NoSchedule", "NoExecute")
+UUID_ATTRIBUTE = ("gpu.nvidia.com", "uuid")
+ANY_TAINT = "*"
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One rule's selection: a whole pool (``device`` "") or one device of it."""
+
+    driver: str
+    pool: str
+    device: str
+    node: str
+    devices: tuple[str, ...]
+    """The device names it covers (for a pool rule: every device of the pool)."""
+
+    @property
+    def where(self) -> str:
+        return f"{self.node or self.pool}/{self.device}" if self.device else f"{self.node or self.pool} (all devices)"
+
+
+# -- which devices ------------------------------------------------------------------------------
+
+
+def select(
+    rule: MaintenanceRule,
+    inventory: Inventory,
+    *,
+    pool_nodes: Mapping[str, Iterable[str]],
+) -> list[int]:
+    """Indices of ``inventory.devices`` that ``rule`` takes; ``pool_nodes``: GPUNodePool → its nodes."""
+    t = rule.targets
+    scope: set[str] | None = None
+    if t.pools or t.nodes:
+        scope = set(t.nodes)
+        for pool in t.pools:
+            scope.update(pool_nodes.get(pool, ()))
+    names, uuids, keys = set(t.devices), set(t.uuids), set(t.health_taints)
+    chosen = [
+        i
+        for i, d in enumerate(inventory.devices)
+        if (scope is None or d.node in scope)
+        and (not names or d.name in names)
+        and (not uuids or str(d.device.get("attributes", *UUID_ATTRIBUTE)) in uuids)
+        and (not keys or _tainted(d, keys))
+    ]
+    if t.selector and chosen:
+        chosen = sorted(passing(inventory, t.selector, within=set(chosen)))
+    return chosen
+
+
+def _tainted(device: InventoryDevice, keys: set[str]) -> bool:
+    return any(ANY_TAINT in keys or str(taint.get("key", "")) in keys for taint in device.taints)
+
+
+def passing(inventory: Inventory, expression: str, *, within: set[int] | None = None) -> set[int]:
+    """Devices on which the CEL ``expression`` is true (a runtime error counts as false), evaluated once
+    per distinct projection of the devices (``Inventory.groups``). Raises ``cel.SelectorCompileError``."""
+    from fleet import cel
+
+    selector = cel.compile_selector(expression)
+    found: set[int] = set()
+    for projection, indices in inventory.groups(selector.references).items():
+        if within is not None and within.isdisjoint(indices):
+            continue
+        try:
+            ok = selector.evaluate_projection(projection)
+        except cel.SelectorRuntimeError:
+            ok = False
+        if ok:
+            found.update(indices if within is None else within.intersection(indices))
+    return found
+
+
+# -- which rules --------------------------------------------------------------------------------
+
+
+def targets(inventory: Inventory, chosen: Iterable[int]) -> list[Target]:
+    """The rules for the devices ``chosen``: one per pool taken whole, else one per device."""
+    by_pool: dict[tuple[str, str], list[InventoryDevice]] = {}
+    for i in chosen:
+        d = inventory.devices[i]
+        by_pool.setdefault((d.driver, d.pool), []).append(d)
+    whole: dict[tuple[str, str], int] = {}
+    for d in inventory.devices:
+        if (d.driver, d.pool) in by_pool:
+            whole[(d.driver, d.pool)] = whole.get((d.driver, d.pool), 0) + 1
+    out: list[Target] = []
+    for (driver, pool), devices in sorted(by_pool.items()):
+        node = devices[0].node if all(d.node == devices[0].node for d in devices) else ""
+        names = tuple(sorted({d.name for d in devices}))
+        if len(names) == whole[(driver, pool)] and len(names) > 1:
+            out.append(Target(driver=driver, pool=pool, device="", node=node, devices=names))
+        else:
+            out += [Target(driver=driver, pool=pool, device=n, node=node, devices=(n,)) for n in names]
+    return out
+
+
+def rule_name(maintenance: str, target: Target) -> str:
+    """``<maintenance>.<pool>[.<device>]``; hashed where that exceeds a name's 253 characters."""
+    name = ".".join(p for p in (maintenance, target.pool, target.device) if p).lower()
+    if len(name) <= 253:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    return f"{name[:242].rstrip('.-')}.{digest}"
+
+
+def held(live_rules: Iterable[Obj], maintenance: str) -> list[Obj]:
+    """The live rules of ``maintenance`` (its label)."""
+    return [r for r in live_rules if ((r.get("metadata") or {}).get("labels") or {}).get(LABEL) == maintenance]
+
+
+def target_of(rule: Obj) -> Target:
+    """What a live rule selects."""
+    sel = (rule.get("spec") or {}).get("deviceSelector") or {}
+    device = str(sel.get("device") or "")
+    return Target(
+        driver=str(sel.get("driver") or ""),
+        pool=str(sel.get("pool") or ""),
+        device=device,
+        node="",
+        devices=(device,) if device else (),
+    )
+
+
+def owner(rule: Obj | None) -> str:
+    """The GPUMaintenance a rule belongs to ("" for none)."""
+    return str((((rule or {}).get("metadata") or {}).get("labels") or {}).get(LABEL) or "")
+
+
+def effect_of(rule: Obj | None) -> str | None:
+    """The effect a live rule has (None: no rule)."""
+    if rule is None:
+        return None
+    return str(((rule.get("spec") or {}).get("taint") or {}).get("effect") or "None")
+
+
+def staged(live: str | None, final: str, *, direct: bool) -> str:
+    """The effect this run writes to a rule now at ``live`` (None: absent) for a maintenance going to
+    ``final``: one step on, or ``final`` when that is lower (safe) or the maintenance is ``direct``."""
+    if direct or (live is not None and EFFECTS.index(live) >= EFFECTS.index(final)):
+        return final
+    if live is None:
+        return "None"
+    return EFFECTS[EFFECTS.index(live) + 1]
+
+
+def body(rule: MaintenanceRule, target: Target, *, effect: str) -> dict[str, Any]:
+    """The DeviceTaintRule for ``target`` at ``effect``."""
+    selector = {"driver": target.driver, "pool": target.pool}
+    if target.device:
+        selector["device"] = target.device
+    return {
+        "apiVersion": rule.api_version,
+        "kind": "DeviceTaintRule",
+        "metadata": {
+            "name": rule_name(rule.name, target),
+            "labels": {LABEL: rule.name},
+            "annotations": {REASON: rule.reason},
+        },
+        "spec": {
+            "deviceSelector": selector,
+            "taint": {"key": TAINT_KEY, "value": rule.name, "effect": effect},
+        },
+    }
+
+
+def desired(
+    rule: MaintenanceRule,
+    found: Sequence[Target],
+    *,
+    live_rules: Mapping[str, Obj],
+    cluster: str,
+    revision: str,
+) -> list[Desired]:
+    """The rules of ``rule`` this run applies, each at its staged effect: one per target found, and
+    one per live rule of the maintenance no longer found (a device stays in maintenance until the
+    file goes). ``live_rules``: the live DeviceTaintRules by name."""
+    wanted = {rule_name(rule.name, t): t for t in found}
+    for live in held(live_rules.values(), rule.name):
+        name = str((live.get("metadata") or {}).get("name"))
+        wanted.setdefault(name, target_of(live))
+    stage = stages.by_name("maintenance")
+    out: list[Desired] = []
+    for name, target in sorted(wanted.items()):
+        effect = staged(effect_of(live_rules.get(name)), rule.effect, direct=rule.direct)
+        obj = body(rule, target, effect=effect)
+        obj["metadata"]["name"] = name
+        stamped = ownership.stamp(obj, cluster=cluster, revision=revision, source=rule.source)
+        out.append(Desired(body=stamped, stage=stage, source=rule.source, drift="enforce"))
+    return out
+
+
+__all__ = [
+    "ANY_TAINT",
+    "EFFECTS",
+    "LABEL",
+    "REASON",
+    "TAINT_KEY",
+    "Target",
+    "body",
+    "desired",
+    "effect_of",
+    "held",
+    "owner",
+    "passing",
+    "rule_name",
+    "select",
+    "staged",
+    "target_of",
+    "targets",
+]

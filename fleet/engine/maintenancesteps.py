@@ -1,0 +1,99 @@
+"""The maintenance stage's reads, for ``applies.Sync``: the rules the GPUMaintenances want this run.
+
+The stage itself is an object stage (``objectsteps``: diff, holds, classing, waits, decisions, then
+the writes and the ``devices-emptied`` gate); what differs is where its objects come from and how
+its changes are classed. ``desired`` expands each ``plans.MaintenanceRule`` over the devices the live
+ResourceSlices publish (``fleet.engine.maintenances``), once per run: the stage, the prune (a rule
+of a maintenance still in git is not pruned) and the record read the same list. ``classify`` says
+what each rule's step disrupts, from the claims allocated on its devices and the live rule's
+status (the API server's eviction preview).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from fleet.engine import disruptions, evictions, maintenances, plans
+from fleet.engine.changesets import Change
+from fleet.engine.syncstate import Run
+
+KIND = "DeviceTaintRule"
+
+
+def live_rules(sync: Run) -> dict[str, dict[str, Any]]:
+    """The live DeviceTaintRules the run listed, by name."""
+    return {o["metadata"]["name"]: o for k, o in sync.found.live.items() if k.split("/", 2)[1:2] == [KIND]}
+
+
+def pool_nodes(plan: plans.Plan, nodes: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
+    """GPUNodePool name → the live nodes its selector matches."""
+    return {p.name: [n["metadata"]["name"] for n in nodes if p.matches(n)] for p in plan.pools}
+
+
+async def desired(sync: Run) -> list[plans.Desired]:
+    """Every DeviceTaintRule the revision's GPUMaintenances want now, each at its staged effect."""
+    managed = sync.managed
+    if managed.maintenance is not None:
+        return list(managed.maintenance)
+    plan = sync.plan
+    out: list[plans.Desired] = []
+    wanted = [m for m in plan.maintenances if m.api_version]
+    if wanted:
+        from fleet.inventory.inventories import Inventory  # loads CEL: only where a maintenance is expanded
+
+        slices = await sync.classing_reads().objects(disruptions.SLICE)
+        inventory = Inventory.from_slices(slices)
+        nodes = [o for k, o in sync.found.live.items() if k.startswith("/Node/")]
+        owned = pool_nodes(plan, nodes)
+        rules = live_rules(sync)
+        for rule in wanted:
+            chosen = maintenances.select(rule, inventory, pool_nodes=owned)
+            found = maintenances.targets(inventory, chosen)
+            out += maintenances.desired(rule, found, live_rules=rules, cluster=plan.cluster, revision=plan.revision)
+    managed.maintenance = tuple(out)
+    return out
+
+
+def rules_of(plan: plans.Plan, change: Change) -> plans.ChangeRules:
+    """The change rules of ``change``: its GPUMaintenance's for a maintenance's rule, else the Cluster's."""
+    if change.ref.kind != KIND:
+        return plan.rules
+    return plan.rules_of(maintenances.owner(change.after or change.before))
+
+
+def namespace_teams(plan: plans.Plan) -> dict[str, str]:
+    return {ns: team for team, namespaces in plan.teams.items() for ns in namespaces}
+
+
+async def classify(sync: Run, changes: list[Change]) -> list[Change]:
+    """``changes``, each written DeviceTaintRule with what its step disrupts (``maintenances.disruption``)."""
+    rules = [
+        i
+        for i, c in enumerate(changes)
+        if c.ref.kind == KIND and c.action in ("created", "configured") and not c.failed and c.after is not None
+    ]
+    if not rules:
+        return changes
+    claims = await sync.classing_reads().objects(disruptions.CLAIM)
+    by_device = evictions.device_claims(claims)
+    teams = namespace_teams(sync.plan)
+    direct = {m.name: m.direct for m in sync.plan.maintenances}
+    out = list(changes)
+    for i in rules:
+        change = out[i]
+        assert change.after is not None
+        found = evictions.disruption(
+            before=sync.found.live.get(change.ref.key),
+            after=change.after,
+            claims=by_device,
+            teams=teams,
+            direct=direct.get(maintenances.owner(change.after), False),
+        )
+        if found is not None:
+            out[i] = dataclasses.replace(change, disruption=found)
+    return out
+
+
+__all__ = ["classify", "desired", "live_rules", "namespace_teams", "pool_nodes", "rules_of"]
