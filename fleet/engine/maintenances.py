@@ -47,8 +47,6 @@ TAINT_KEY = "fleet.gpufleet.dev/maintenance"
 REASON = "fleet.gpufleet.dev/reason"
 """The maintenance's ``reason``, as an annotation of the rule."""
 EFFECTS = ("None", "NoSchedule", "NoExecute")
-UUID_ATTRIBUTE = ("gpu.nvidia.com", "uuid")
-ANY_TAINT = "*"
 
 Obj = Mapping[str, Any]
 
@@ -72,54 +70,12 @@ class Target:
 # -- which devices ------------------------------------------------------------------------------
 
 
-def select(
-    rule: MaintenanceRule,
-    inventory: Inventory,
-    *,
-    pool_nodes: Mapping[str, Iterable[str]],
-) -> list[int]:
-    """Indices of ``inventory.devices`` that ``rule`` takes; ``pool_nodes``: GPUNodePool → its nodes."""
-    t = rule.targets
-    scope: set[str] | None = None
-    if t.pools or t.nodes:
-        scope = set(t.nodes)
-        for pool in t.pools:
-            scope.update(pool_nodes.get(pool, ()))
-    names, uuids, keys = set(t.devices), set(t.uuids), set(t.health_taints)
-    chosen = [
-        i
-        for i, d in enumerate(inventory.devices)
-        if (scope is None or d.node in scope)
-        and (not names or d.name in names)
-        and (not uuids or str(d.device.get("attributes", *UUID_ATTRIBUTE)) in uuids)
-        and (not keys or _tainted(d, keys))
-    ]
-    if t.selector and chosen:
-        chosen = sorted(passing(inventory, t.selector, within=set(chosen)))
-    return chosen
+def select(rule: MaintenanceRule, inventory: Inventory, *, pool_nodes: Mapping[str, Iterable[str]]) -> list[int]:
+    """Indices of ``inventory.devices`` that ``rule`` takes (``fleet.inventory.targets``, which ``validate``
+    also asks); ``pool_nodes``: GPUNodePool → its nodes."""
+    from fleet.inventory import targets as chosen  # loads CEL: only where a maintenance is expanded
 
-
-def _tainted(device: InventoryDevice, keys: set[str]) -> bool:
-    return any(ANY_TAINT in keys or str(taint.get("key", "")) in keys for taint in device.taints)
-
-
-def passing(inventory: Inventory, expression: str, *, within: set[int] | None = None) -> set[int]:
-    """Devices on which the CEL ``expression`` is true (a runtime error counts as false), evaluated once
-    per distinct projection of the devices (``Inventory.groups``). Raises ``cel.SelectorCompileError``."""
-    from fleet import cel
-
-    selector = cel.compile_selector(expression)
-    found: set[int] = set()
-    for projection, indices in inventory.groups(selector.references).items():
-        if within is not None and within.isdisjoint(indices):
-            continue
-        try:
-            ok = selector.evaluate_projection(projection)
-        except cel.SelectorRuntimeError:
-            ok = False
-        if ok:
-            found.update(indices if within is None else within.intersection(indices))
-    return found
+    return chosen.select(rule.targets, inventory, pool_nodes=pool_nodes)
 
 
 # -- which rules --------------------------------------------------------------------------------
@@ -242,7 +198,6 @@ def desired(
 
 
 __all__ = [
-    "ANY_TAINT",
     "EFFECTS",
     "LABEL",
     "REASON",
@@ -253,7 +208,6 @@ __all__ = [
     "effect_of",
     "held",
     "owner",
-    "passing",
     "rule_name",
     "select",
     "staged",
