@@ -32,7 +32,15 @@ class Preview:
 
     message: str
     current: bool
+    reason: str = ""
+    """The condition's reason: ``NoEffect`` (a ``None`` rule's preview), ``OtherEffect`` (``NoSchedule``:
+    nothing to say), else the eviction's progress."""
     """Written for the rule's current spec (``observedGeneration`` = ``generation``)."""
+
+    @property
+    def said(self) -> str:
+        """The message without the controller's note on how to refresh it (fleet's steps change the spec)."""
+        return self.message.split(" This information will not be updated again", 1)[0].strip()
 
 
 def preview(rule: Obj | None) -> Preview | None:
@@ -45,7 +53,11 @@ def preview(rule: Obj | None) -> Preview | None:
         return None
     generation = (rule.get("metadata") or {}).get("generation")
     observed = found.get("observedGeneration")
-    return Preview(message=str(found.get("message") or ""), current=generation is None or observed == generation)
+    return Preview(
+        message=str(found.get("message") or ""),
+        current=generation is None or observed == generation,
+        reason=str(found.get("reason") or ""),
+    )
 
 
 def device_claims(claims: Iterable[Obj]) -> dict[tuple[str, str, str], list[Obj]]:
@@ -105,18 +117,15 @@ def disruption(
     node = target.pool
     affected = claims_on(target, claims)
     said = preview(before)
-    server = f"; the API server: {said.message}" if said is not None and said.message else ""
+    server = f"; the API server: {said.said}" if said is not None and said.said and said.reason != "OtherEffect" else ""
     pending = ""
     if new == "NoSchedule" and not direct and (said is None or not said.current):
         pending = "the API server's eviction preview (the rule's status), before the devices leave scheduling"
     pods = pods_of(affected, teams=teams)
     whose = f" ({pods})" if pods else ""
+    held = f"{len(affected)} allocated claim{'s' if len(affected) != 1 else ''}"
     if new == "NoSchedule":
-        running = (
-            f"; {len(affected)} allocated claim{'s' if len(affected) != 1 else ''} keep running{whose}"
-            if affected
-            else ""
-        )
+        running = f"; {held} {'keeps' if len(affected) == 1 else 'keep'} running{whose}" if affected else ""
         return Disruption(
             reason=f"takes {target_text(target)} out of scheduling{running}{server}",
             nodes=frozenset({node}),
@@ -127,8 +136,7 @@ def disruption(
             reason=f"empties {target_text(target)}: no claim is allocated there{server}", nodes=frozenset({node})
         )
     return Disruption(
-        reason=f"evicts the pods of {len(affected)} allocated claim{'s' if len(affected) != 1 else ''} on "
-        f"{target_text(target)}{whose}{server}",
+        reason=f"evicts the pods of {held} on {target_text(target)}{whose}{server}",
         nodes=frozenset({node}),
         claims=tuple(claim_name(c) for c in affected),
     )
