@@ -39,6 +39,8 @@ class Repo:
     """Further files, path → YAML (written as they are, after the generated ones)."""
     cluster_spec: dict[str, Any] = field(default_factory=dict)
     """More fields of the Cluster's spec (``maintenance``, ``disruption``...)."""
+    kubernetes: str = "1.36"
+    """The Cluster's ``spec.kubernetesVersion``."""
 
     @property
     def cluster(self) -> str:
@@ -151,7 +153,7 @@ class Repo:
                 metadata:
                   name: {self.cluster}
                 spec:
-                  kubernetesVersion: "1.36"
+                  kubernetesVersion: "{self.kubernetes}"
                 """)
             + "".join(f"  {k}: {json.dumps(v)}\n" for k, v in self.cluster_spec.items()),
         }
