@@ -1,0 +1,129 @@
+"""GPU device maintenance on the real 1.37 control plane: None with the API server's preview, the
+window, a drain a PodDisruptionBudget holds up, NoExecute with its gate, removal.
+
+A pod holds a claim the real scheduler allocated; a GPUMaintenance names that device by uuid. At
+every phase ``fleetctl diff`` and ``fleetctl apply`` decide each change alike (``compare_cli``), and
+the rule the cluster shows is what the decision said. The eviction preview is the one
+kube-controller-manager's device-taint-eviction controller writes into the rule's status.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from typing import Any
+
+import pytest
+
+from fleet.engine import maintenances
+from fleet.sandbox import Sandbox
+from fleetctl import cli
+from tests import waits
+from tests.apply.agreements import compare_cli
+from tests.apply.repos import Repo
+from tests.changes.test_holds import budget, closed_window, gone, trainer
+from tests.conftest import Kubectl
+
+pytestmark = pytest.mark.sandbox
+
+
+def maintenance(repo: Repo, name: str, devices: str, *, extra: str = "") -> None:
+    repo.files[f"clusters/{repo.cluster}/maintenance/{name}.yaml"] = textwrap.dedent(f"""\
+        apiVersion: fleet.gpufleet.dev/v1alpha1
+        kind: GPUMaintenance
+        metadata:
+          name: {name}
+        spec:
+          devices: {devices}
+          reason: HBM errors, RMA 4711
+        """) + textwrap.dedent(extra)
+
+
+def rules_of(kubectl: Kubectl, name: str) -> dict[str, dict[str, Any]]:
+    items = json.loads(kubectl("get", "devicetaintrules", "-o", "json").stdout)["items"]
+    return {r["metadata"]["name"]: r for r in maintenances.held(items, name)}
+
+
+def effect(kubectl: Kubectl, name: str) -> str:
+    [rule] = rules_of(kubectl, name).values()
+    return str(rule["spec"]["taint"]["effect"])
+
+
+def previewed(kubectl: Kubectl, name: str) -> bool:
+    [rule] = rules_of(kubectl, name).values()
+    conditions = (rule.get("status") or {}).get("conditions") or ()
+    return any(c.get("observedGeneration") == rule["metadata"]["generation"] for c in conditions)
+
+
+def rule_entry(document: dict[str, Any], name: str) -> dict[str, Any]:
+    [found] = [
+        e for e in document["entries"] if e["object"]["kind"] == "DeviceTaintRule" and name in e["object"]["name"]
+    ]
+    return found
+
+
+def test_a_maintenance_walks_none_no_schedule_no_execute_under_window_and_drain_then_goes(
+    team: Repo, sandbox: Sandbox, kubectl: Kubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, ns = team, team.ns("ml")
+    repo.kubernetes = "1.37"
+    repo.cluster_spec = {"maintenance": closed_window(), "disruption": {"policy": "drain", "maxUnavailable": 1}}
+    name = f"repair-{repo.id}"
+    assert cli.run(["apply", str(repo.write()), "--cluster", repo.cluster]) == 0
+    _, uuid = trainer(kubectl, ns, labels={"app": "trainer"})
+    try:
+        maintenance(repo, name, f"{{uuids: [{uuid}]}}")
+
+        # On merge: the rule at None, written in both; the API server then previews the eviction.
+        created = compare_cli(repo, capsys, what="merge")
+        assert rule_entry(created.apply, name)["decision"]["verdict"] == "write"
+        assert effect(kubectl, name) == "None"
+        waits.wait_for(lambda: previewed(kubectl, name), within=30, what="the eviction preview in the rule's status")
+
+        # The window is closed: the step to NoSchedule is held for it, and says what NoExecute would evict.
+        window = compare_cli(repo, capsys, what="closed window")
+        held = rule_entry(window.diff, name)
+        assert held["decision"]["verdict"] == "hold" and held["waiting"]["on"] == "window", held
+        reason = held["disruption"]["reason"]
+        assert "1 pod would be evicted in 1 namespace if the effect was NoExecute." in reason, reason
+        assert f"team ml: pod {ns}/trainer" in reason, reason
+        assert effect(kubectl, name) == "None"
+        assert cli.run(["diff", str(repo.write()), "--cluster", repo.cluster, "-o", "markdown"]) == 1
+        assert "1 pod would be evicted" in capsys.readouterr().out
+
+        # The window opens: NoSchedule. The running job stays.
+        repo.cluster_spec = {"disruption": {"policy": "drain", "maxUnavailable": 1}}
+        opened = compare_cli(repo, capsys, what="open window")
+        assert rule_entry(opened.apply, name)["decision"]["verdict"] == "write"
+        assert effect(kubectl, name) == "NoSchedule"
+        assert kubectl("get", "-n", ns, "pod/trainer", check=False).returncode == 0
+
+        # Drain: a budget refuses the eviction; NoExecute stays held, the node is not cordoned.
+        budget(kubectl, ns, "trainer")
+        refused = compare_cli(repo, capsys, what="drain under a budget")
+        step = rule_entry(refused.apply, name)
+        assert step["decision"]["verdict"] == "hold" and step["waiting"]["on"] == "claims", step
+        evictions = [e for e in refused.apply["entries"] if e["object"]["kind"] == "Pod"]
+        assert [e["decision"]["verb"] for e in evictions] == ["evict"], evictions
+        assert "not evicted" in evictions[0]["reason"], evictions[0]
+        assert not [e for e in refused.apply["entries"] if (e.get("decision") or {}).get("verb") == "cordon"]
+        assert effect(kubectl, name) == "NoSchedule"
+
+        # The budget goes: the pod is evicted, its claim freed; then NoExecute, and the gate finds no claim.
+        kubectl("delete", "pdb", "-n", ns, "trainer")
+        compare_cli(repo, capsys, what="drain")
+        gone(kubectl, ns, "trainer", "held")
+        emptied = compare_cli(repo, capsys, what="no execute")
+        assert rule_entry(emptied.apply, name)["decision"]["verdict"] == "write"
+        assert effect(kubectl, name) == "NoExecute"
+        done = compare_cli(repo, capsys, what="done")
+        assert rule_entry(done.diff, name)["action"] == "unchanged"
+
+        # The file goes: the rule goes, the devices return.
+        del repo.files[f"clusters/{repo.cluster}/maintenance/{name}.yaml"]
+        removed = compare_cli(repo, capsys, apply_flags=["--prune"], what="removal")
+        assert rule_entry(removed.apply, name)["action"] == "deleted"
+        assert rules_of(kubectl, name) == {}
+    finally:
+        for rule in rules_of(kubectl, name):
+            kubectl("delete", "devicetaintrule", rule, check=False)
