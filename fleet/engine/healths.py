@@ -19,7 +19,7 @@ gate, nothing is listed or watched at all.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +66,7 @@ def problems(
     plan: Plan,
     live: Mapping[tuple[str, str], Live],
     expected: Live | None = None,
+    excused: Set[tuple[str, str]] = frozenset(),
 ) -> list[str]:
     """The problems keeping ``stage`` from being healthy, judged on ``live`` ((apiVersion, kind) → objects).
 
@@ -73,7 +74,7 @@ def problems(
     those, never the declared state of an object the run held back or left alone."""
     found = exist_problems(written, live=live)
     if stage.gate == Gate.CLASSES_PUBLISHED and plan.pools:
-        found += slice_problems(plan, nodes=live.get(NODE, {}), slices=live.get(SLICE, {}))
+        found += slice_problems(plan, nodes=live.get(NODE, {}), slices=live.get(SLICE, {}), excused=excused)
     elif stage.gate == Gate.POOLS_APPLIED and plan.pools:
         found += pool_problems(plan, nodes=live.get(NODE, {}), expected=expected)
     elif stage.gate == Gate.DEVICES_EMPTIED and _evicting(expected):
@@ -123,7 +124,7 @@ def exist_problems(refs: list[Ref], *, live: Mapping[tuple[str, str], Live]) -> 
     return out
 
 
-def slice_problems(plan: Plan, *, nodes: Live, slices: Live) -> list[str]:
+def slice_problems(plan: Plan, *, nodes: Live, slices: Live, excused: Set[tuple[str, str]] = frozenset()) -> list[str]:
     """Every node of a pool publishes the GPUs the pool expects, healthy, of the expected model.
 
     A GPU is its whole-GPU device, or — when only its MIG devices are published (static MIG,
@@ -132,6 +133,11 @@ def slice_problems(plan: Plan, *, nodes: Live, slices: Live) -> list[str]:
     carries a NoSchedule/NoExecute taint (the driver's health checks: ``gpu.nvidia.com/xid``,
     ``gpu.nvidia.com/gpu-lost``) cannot take new claims, so it is not counted as healthy and the
     problem names the taint.
+
+    ``excused``: (pool, device) under a GPUMaintenance (device "": the whole pool, a node's GPUs): a
+    device taken out for repair is no problem of its pool, whatever it carries or whether its node
+    still publishes it; otherwise a broken GPU would stop every revision at this gate, the one that
+    takes it out included.
     """
     gpus: dict[str, dict[str, list[str]]] = {}  # node -> GPU -> blocking taints of its devices
     partitions: dict[str, dict[str, list[list[str]]]] = {}  # node -> parent -> taints per MIG device
@@ -145,7 +151,13 @@ def slice_problems(plan: Plan, *, nodes: Live, slices: Live) -> list[str]:
         for device in spec.get("devices") or ():
             attrs = device.get("attributes") or {}
             kind = (attrs.get("type") or {}).get("string", "gpu")
-            blocking = [_taint(t) for t in device.get("taints") or () if t.get("effect") in ("NoSchedule", "NoExecute")]
+            pool_name = str((spec.get("pool") or {}).get("name") or "")
+            if (pool_name, "") in excused or (pool_name, str(device.get("name"))) in excused:
+                blocking = []
+            else:
+                blocking = [
+                    _taint(t) for t in device.get("taints") or () if t.get("effect") in ("NoSchedule", "NoExecute")
+                ]
             if kind == "gpu":
                 uuid = (attrs.get("uuid") or {}).get("string") or str(device.get("name"))
                 gpus.setdefault(node, {})[uuid] = blocking
@@ -168,6 +180,8 @@ def slice_problems(plan: Plan, *, nodes: Live, slices: Live) -> list[str]:
     for pool in plan.pools:
         for node in sorted((n for n in nodes.values() if pool.matches(dict(n))), key=_name):
             name = _name(node)
+            if (name, "") in excused:
+                continue  # NVIDIA's driver names a node's pool after the node: all of it is under maintenance
             found = gpus.get(name, {})
             tainted = {uuid: taints for uuid, taints in found.items() if taints}
             healthy = len(found) - len(tainted)
@@ -254,6 +268,7 @@ async def wait(
     reader: Reader | None = None,
     interval: float = 0.1,
     expected: Live | None = None,
+    excused: Set[tuple[str, str]] = frozenset(),
 ) -> None:
     """Until ``stage`` is healthy, watch what its gate reads; ``HealthTimeout`` after ``timeout`` seconds.
 
@@ -281,7 +296,7 @@ async def wait(
     views = _Views(live={k: dict(v) for k, v in seeded.items()})
 
     def judge() -> list[str]:
-        return problems(stage=stage, written=written, plan=plan, live=views.live, expected=expected)
+        return problems(stage=stage, written=written, plan=plan, live=views.live, expected=expected, excused=excused)
 
     if not kinds:
         return  # the API server's answers to the writes prove the gate
@@ -291,7 +306,9 @@ async def wait(
             reader=reader,
             kinds=kinds,
             seeded=seeded,
-            judge=lambda live: problems(stage=stage, written=written, plan=plan, live=live, expected=expected),
+            judge=lambda live: problems(
+                stage=stage, written=written, plan=plan, live=live, expected=expected, excused=excused
+            ),
             timeout=timeout,
             interval=interval,
             stage=stage,

@@ -63,6 +63,18 @@ def rules_of(plan: plans.Plan, change: Change) -> plans.ChangeRules:
     return plan.rules_of(maintenances.owner(change.after or change.before))
 
 
+async def excused(sync: Run) -> frozenset[tuple[str, str]]:
+    """(pool, device) of every device the GPUMaintenances take ("" device: a whole pool): the classes
+    stage's gate does not count them against their pools (``healths.slice_problems``)."""
+    if not sync.plan.maintenances:
+        return frozenset()
+    out: set[tuple[str, str]] = set()
+    for d in await desired(sync):
+        selector = d.body["spec"]["deviceSelector"]
+        out.add((str(selector.get("pool", "")), str(selector.get("device", ""))))
+    return frozenset(out)
+
+
 def namespace_teams(plan: plans.Plan) -> dict[str, str]:
     return {ns: team for team, namespaces in plan.teams.items() for ns in namespaces}
 
@@ -96,4 +108,4 @@ async def classify(sync: Run, changes: list[Change]) -> list[Change]:
     return out
 
 
-__all__ = ["classify", "desired", "live_rules", "namespace_teams", "pool_nodes", "rules_of"]
+__all__ = ["classify", "desired", "excused", "live_rules", "namespace_teams", "pool_nodes", "rules_of"]

@@ -21,6 +21,7 @@ from fleet.engine import (
     holds,
     impersonations,
     ledgers,
+    maintenancesteps,
     plans,
     proposals,
     stages,
@@ -161,6 +162,9 @@ async def execute(sync: Run, stage: stages.Stage, decided: list[tuple[Change, pl
                 applied=applied,
                 reader=sync.reader,
                 expected=decisions.expected(c.decision for c, _ in todo),
+                excused=await maintenancesteps.excused(sync)
+                if stage.gate == stages.Gate.CLASSES_PUBLISHED
+                else frozenset(),
             )
     except healths.HealthTimeout:
         run.gate_seconds, run.healthy = time.monotonic() - started, False

@@ -48,3 +48,29 @@ def test_a_dynamic_mig_gpu_and_its_placements_count_once() -> None:
     }
     assert gate("mig-node-dynamic", node="h100-dynmig-01", gpus=len(whole)) == []
     assert gate("mig-node-dynamic", node="h100-dynmig-01", gpus=len(whole) + 1) != []
+
+
+def test_a_gpu_under_maintenance_is_no_problem_of_its_pool_whatever_its_health_taint() -> None:
+    from tests.engine.test_maintenances import XID, slice_of
+
+    pool = PoolRule(
+        name="p",
+        selector={"kubernetes.io/hostname": "node-1"},
+        labels={},
+        taints=(),
+        nodes=1,
+        gpu_product="NVIDIA H100 80GB HBM3",
+        gpus_per_node=8,
+        source="pools/p.yaml",
+    )
+    nodes: dict[str, Any] = {"node-1": {"metadata": {"name": "node-1", "labels": {"kubernetes.io/hostname": "node-1"}}}}
+    plan = Plan(cluster="c", revision="r", objects=(), pools=(pool,))
+    broken = {"s": slice_of("node-1", 8, taints={3: XID})}
+    [problem] = healths.slice_problems(plan, nodes=nodes, slices=broken)
+    assert (
+        "7 healthy GPUs (1 tainted NoSchedule, unavailable to new claims: gpu-3 gpu.nvidia.com/xid=79:NoSchedule)"
+        in problem
+    )
+    assert healths.slice_problems(plan, nodes=nodes, slices=broken, excused={("node-1", "gpu-3")}) == []
+    assert healths.slice_problems(plan, nodes=nodes, slices={}, excused={("node-1", "")}) == []
+    assert healths.slice_problems(plan, nodes=nodes, slices=broken, excused={("node-1", "gpu-4")}) == [problem]
