@@ -30,15 +30,18 @@ missed across a 410.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import anyio
 
 from fleet.engine import listings, stages
-from fleet.kube import Client, Kind, ListResult, Ref, RetryPolicy, watch
+from fleet.kube import Client, Kind, KubeError, ListResult, Ref, RetryPolicy, watch
 from fleet.kube.kinds import builtin
 from fleet.kube.shapes import Shapes, intern_metadata
+
+logger = logging.getLogger(__name__)
 
 OnEvent = Callable[[str, dict[str, Any], dict[str, Any] | None], Awaitable[None] | None]
 WATCH_BACKOFF = RetryPolicy(attempts=1_000_000, base=0.2, cap=10.0)
@@ -47,6 +50,9 @@ outage the first watch to get an answer wakes the controller (``on_resume``), so
 long a recovered API server goes unnoticed; 10 watches at 10 s are one request per second."""
 READ_ONLY = (("resource.k8s.io/v1", "ResourceSlice"),)
 """Kinds the engine reads but never writes (the classes gate counts the driver's devices)."""
+SERVED_FROM = (("resource.k8s.io/v1", "DeviceTaintRule"),)
+"""Kinds a cluster serves only from some minor on (DeviceTaintRule: 1.37): watched where discovery lists
+them, else kept empty and synced (a watch of a kind not served would never sync)."""
 
 
 def watched_kinds() -> list[Kind]:
@@ -98,9 +104,31 @@ class Cache:
 
     async def run(self, *, client: Client) -> None:
         """Watch every kind until cancelled (each stream resumes, relists and backs off by itself)."""
+        served = await self._served(client)
         async with anyio.create_task_group() as tg:
             for kind in self.kinds:
-                tg.start_soon(self._watch, client, kind)
+                if (kind.api_version, kind.kind) in served:
+                    tg.start_soon(self._watch, client, kind)
+                else:
+                    self._synced_kind((kind.api_version, kind.kind))
+
+    async def _served(self, client: Client) -> set[tuple[str, str]]:
+        """The kinds to watch: all, less the ``SERVED_FROM`` ones discovery does not list (a discovery
+        that fails leaves them in: their watches back off and retry as any watch does)."""
+        every = {(k.api_version, k.kind) for k in self.kinds}
+        if not every & set(SERVED_FROM):
+            return every
+        try:
+            found = {(k.api_version, k.kind) for k in await client.discover()}
+        except KubeError as err:
+            logger.warning("discovery failed, watching every kind: %s", err.what)
+            return every
+        return {key for key in every if key not in SERVED_FROM or key in found}
+
+    def _synced_kind(self, key: tuple[str, str]) -> None:
+        self.synced_kinds.add(key)
+        if len(self.synced_kinds) == len(self.kinds):
+            self._synced.set()
 
     async def _watch(self, client: Client, kind: Kind) -> None:
         key = (kind.api_version, kind.kind)
@@ -129,9 +157,7 @@ class Cache:
                 store.clear()
                 store.update(listing)
                 listing = {}
-                self.synced_kinds.add(key)
-                if len(self.synced_kinds) == len(self.kinds):
-                    self._synced.set()
+                self._synced_kind(key)
                 if extra:
                     self.events += 1
                     continue
@@ -203,4 +229,4 @@ def _version(obj: dict[str, Any] | None) -> str:
     return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
 
 
-__all__ = ["READ_ONLY", "WATCH_BACKOFF", "Cache", "OnEvent", "watched_kinds"]
+__all__ = ["READ_ONLY", "SERVED_FROM", "WATCH_BACKOFF", "Cache", "OnEvent", "watched_kinds"]

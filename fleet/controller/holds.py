@@ -29,7 +29,7 @@ from typing import Any
 from fleet import engine, hosts
 from fleet.controller import rollouts, statuses
 from fleet.controller.queues import WorkQueue
-from fleet.engine import waits
+from fleet.engine import maintenances, waits
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +47,9 @@ class Looks:
     wave_poll: float = 30.0
     """Seconds between looks at the earlier rollout waves' commit statuses while a change waits for them
     to report (a bake's end is looked at when it comes)."""
+    maintenance_step: float = 1.0
+    """Seconds after a run that moved a GPUMaintenance's rule one effect and has more to go: the next
+    step is looked at then (its own waits say whether it goes)."""
 
 
 def annotated_by(obj: dict[str, Any], annotation: str) -> str:
@@ -113,14 +116,15 @@ class Holds:
         self.report.rollout = rollouts.status(rules, gate=gate)
         return reported
 
-    async def held(
-        self, changes: engine.ChangeSet, *, key: str, rules: engine.ChangeRules, emergency: str, asked: str
-    ) -> None:
-        """Queue ``key`` again when a held change may go, and announce overdue changes and an emergency
-        that let changes skip the waves and the window."""
+    async def held(self, changes: engine.ChangeSet, *, key: str, plan: engine.Plan, emergency: str, asked: str) -> None:
+        """Queue ``key`` again when a held change may go, or a GPUMaintenance's next step is due, and
+        announce overdue changes and an emergency that let changes skip the waves and the window."""
+        rules = plan.rules
         held = [e.held for e in changes.waiting if e.held is not None]
         self.waits_for = tuple(sorted({w.on for w in held}))
         looks = [waits.next_look(held, now=datetime.datetime.now(datetime.UTC))]
+        if maintenances.walking(changes.entries, plan.maintenances):
+            looks.append(self.looks.maintenance_step)
         if {"window", "wave"} & set(self.waits_for):  # a person may annotate the FleetSync for an emergency
             looks.append(self.looks.emergency_poll)
         on_wave = [w for w in held if w.on == "wave"]

@@ -286,7 +286,7 @@ class Reconciler:
             logger.warning("the API server is unavailable, reconcile to be retried: %s", self.unavailable.what)
             return False
         await self.reporter.announce(changes)
-        await self.holds.held(changes, key=self.options.cluster, rules=plan.rules, emergency=emergency, asked=asked)
+        await self.holds.held(changes, key=self.options.cluster, plan=plan, emergency=emergency, asked=asked)
         trace.get_current_span().set_attribute("fleet.writes", len(changes.changed))
         return outcome.complete
 

@@ -141,6 +141,21 @@ def effect_of(rule: Obj | None) -> str | None:
     return str(((rule.get("spec") or {}).get("taint") or {}).get("effect") or "None")
 
 
+def walking(entries: Iterable[Any], maintenances: Sequence[MaintenanceRule]) -> bool:
+    """A rule was written this run below its maintenance's ``effect``: the next step is due as soon as
+    the API server answered (``entries``: a ChangeSet's, read for kind, action, error and what the
+    decision wrote)."""
+    final = {m.name: m.effect for m in maintenances}
+    for e in entries:
+        if e.ref.kind != "DeviceTaintRule" or e.action not in ("created", "configured") or e.error:
+            continue
+        written = e.decision.expected if e.decision is not None and e.decision.expected is not None else e.after
+        name = owner(written)
+        if name in final and effect_of(written) != final[name]:
+            return True
+    return False
+
+
 def staged(live: str | None, final: str, *, direct: bool) -> str:
     """The effect this run writes to a rule now at ``live`` (None: absent) for a maintenance going to
     ``final``: one step on, or ``final`` when that is lower (safe) or the maintenance is ``direct``."""
@@ -213,4 +228,5 @@ __all__ = [
     "staged",
     "target_of",
     "targets",
+    "walking",
 ]

@@ -87,7 +87,8 @@ def test_every_object_is_stamped_and_in_stage_order() -> None:
         assert ":" in meta["annotations"][ownership.SOURCE]
         assert len(meta["annotations"][ownership.APPLIED]) == 20
     assert {d.stage.name for d in plan.objects} == {"namespaces", "classes", "tenancy", "claims"}
-    assert [s.name for s in STAGES] == ["namespaces", "operator", "classes", "tenancy", "pools", "claims", "maintenance"]
+    names = ["namespaces", "operator", "classes", "tenancy", "pools", "claims", "maintenance"]
+    assert [s.name for s in STAGES] == names
 
 
 def test_fingerprint_ignores_the_revision_only() -> None:
