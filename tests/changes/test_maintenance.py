@@ -9,20 +9,23 @@ kube-controller-manager's device-taint-eviction controller writes into the rule'
 
 from __future__ import annotations
 
+import datetime
 import json
 import textwrap
 from typing import Any
 
 import pytest
 
-from fleet.engine import maintenances
+from fleet.engine import maintenances, waits
 from fleet.sandbox import Sandbox
 from fleetctl import cli
-from tests import waits
-from tests.apply.agreements import compare_cli
+from tests.apply.agreements import compare, compare_cli
+from tests.apply.conftest import Engine
 from tests.apply.repos import Repo
 from tests.changes.test_holds import budget, closed_window, gone, trainer
+from tests.changes.test_preview_is_action import in_two_waves
 from tests.conftest import Kubectl
+from tests.waits import wait_for as waits_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -78,7 +81,7 @@ def test_a_maintenance_walks_none_no_schedule_no_execute_under_window_and_drain_
         created = compare_cli(repo, capsys, what="merge")
         assert rule_entry(created.apply, name)["decision"]["verdict"] == "write"
         assert effect(kubectl, name) == "None"
-        waits.wait_for(lambda: previewed(kubectl, name), within=30, what="the eviction preview in the rule's status")
+        waits_for(lambda: previewed(kubectl, name), within=30, what="the eviction preview in the rule's status")
 
         # The window is closed: the step to NoSchedule is held for it, and says what NoExecute would evict.
         window = compare_cli(repo, capsys, what="closed window")
@@ -124,6 +127,54 @@ def test_a_maintenance_walks_none_no_schedule_no_execute_under_window_and_drain_
         removed = compare_cli(repo, capsys, apply_flags=["--prune"], what="removal")
         assert rule_entry(removed.apply, name)["action"] == "deleted"
         assert rules_of(kubectl, name) == {}
+    finally:
+        for rule in rules_of(kubectl, name):
+            kubectl("delete", "devicetaintrule", rule, check=False)
+
+
+def test_a_fleet_wide_maintenance_waits_for_the_earlier_wave_before_leaving_scheduling(
+    team: Repo, sandbox: Sandbox, kubectl: Kubectl
+) -> None:
+    """``maintenance/`` names two clusters in two waves: on the second, the rule is written at None at
+    once (safe), and its step to NoSchedule waits until the first wave's success has baked."""
+    repo, ns = team, team.ns("ml")
+    repo.kubernetes = "1.37"
+    name = f"fleetwide-{repo.id}"
+    in_two_waves(repo)
+    repo.files[f"clusters/{repo.cluster}-west.yaml"] = repo.files[f"clusters/{repo.cluster}-west.yaml"].replace(
+        '"1.36"', '"1.37"'
+    )
+    fleet = Engine(sandbox, repo)
+    assert cli.run(["apply", str(repo.write()), "--cluster", repo.cluster]) == 0
+    node, _ = trainer(kubectl, ns)
+    repo.files[f"maintenance/{name}.yaml"] = textwrap.dedent(f"""\
+        apiVersion: fleet.gpufleet.dev/v1alpha1
+        kind: GPUMaintenance
+        metadata:
+          name: {name}
+        spec:
+          clusters: {{names: [{repo.cluster}-west, {repo.cluster}]}}
+          devices: {{nodes: [{node}]}}
+          reason: firmware update across the fleet
+        """)
+    try:
+        revision = fleet.plan().revision
+        silent = waits.Reported(revision=revision)
+        first = compare(fleet, reported=silent, what="wave 2, wave 1 silent")
+        assert first.both(kind="DeviceTaintRule", name=f"{name}.{node}")["verdict"] == "write"
+        waits_for(lambda: previewed(kubectl, name), within=30, what="the eviction preview")
+        held = compare(fleet, reported=silent, what="wave 2 held")
+        assert held.both(kind="DeviceTaintRule", name=f"{name}.{node}")["verdict"] == "hold"
+        [entry] = [e for e in held.apply.entries if e.ref.kind == "DeviceTaintRule"]
+        assert entry.waiting is not None and entry.waiting.on == "wave"
+        assert effect(kubectl, name) == "None"
+        baked = waits.Report(
+            state="success", sha=revision, since=datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)
+        )
+        done = waits.Reported(revision=revision, clusters={f"{repo.cluster}-west": baked})
+        went = compare(fleet, reported=done, what="wave 1 baked")
+        assert went.both(kind="DeviceTaintRule", name=f"{name}.{node}")["verdict"] == "write"
+        assert effect(kubectl, name) == "NoSchedule"
     finally:
         for rule in rules_of(kubectl, name):
             kubectl("delete", "devicetaintrule", rule, check=False)
