@@ -173,19 +173,21 @@ TAINT_RULE_APIS: dict[int, tuple[str, ...]] = {
 None of them is served by default (``--runtime-config=resource.k8s.io/<version>=true``)."""
 
 
-MAINTENANCE_MINOR = 36
+MAINTENANCE_MINOR = 35
 """The first minor whose DeviceTaintRule has the ``None`` effect and the eviction preview in its status."""
+_MAINTENANCE_APIS = {35: "resource.k8s.io/v1alpha3", 36: "resource.k8s.io/v1beta2"}
 
 
 def maintenance_api(features: ClusterFeatures | None) -> str:
     """The DeviceTaintRule API a GPUMaintenance is carried out through on a cluster ("" where it has none):
-    ``resource.k8s.io/v1`` from 1.37 (GA, served by default); on 1.36 ``v1beta2`` when the cluster serves it
-    (``--runtime-config``) with DRADeviceTaintRules on; older minors' ``v1alpha3`` has no eviction preview."""
+    ``resource.k8s.io/v1`` from 1.37 (GA, served by default); on 1.36 ``v1beta2`` and on 1.35 ``v1alpha3``
+    when the cluster serves it (``--runtime-config``) with DRADeviceTaintRules on; 1.34's ``v1alpha3``
+    has no ``None`` effect and no status to preview an eviction in."""
     if features is None or features.minor < MAINTENANCE_MINOR:
         return ""
     if features.minor >= 37:
         return "resource.k8s.io/v1"
-    api = "resource.k8s.io/v1beta2"
+    api = _MAINTENANCE_APIS[features.minor]
     return api if api in features.apis and features.on(taint_rule_gate(features.minor)) else ""
 
 
