@@ -5,6 +5,7 @@ a number on a page is the number the CLI prints. Each module is named for what i
 
 - ``fleetsyncs``: one row per cluster from its ``FleetSync`` (state, revisions, wave, holds).
 - ``devices``: who holds which GPU, and what is left per model, node and pool.
+- ``slices``: a cluster's ResourceSlices with the DeviceTaintRules' taints, as the scheduler sees them.
 - ``teams``: quota used and limit per DeviceClass, templates and pending pods of a team.
 - ``revisions``: what a checkout changes on a cluster, as ``fleetctl diff -o markdown`` and the
   console's Revision page say it; ``comments`` lays out that pull-request comment (and

@@ -71,10 +71,12 @@ class Live:
 
 
 async def live_devices(client: kube.Client) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The cluster's ResourceSlices and (for what fits now) the ResourceClaims of every namespace."""
-    slices = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
+    """The cluster's ResourceSlices (with the DeviceTaintRules' taints: ``slices.live_slices``) and (for what
+    fits now) the ResourceClaims of every namespace."""
+    from fleet.views.slices import live_slices
+
     claims = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaim")
-    return list((await client.list(slices)).items), list((await client.list(claims)).items)
+    return await live_slices(client), list((await client.list(claims)).items)
 
 
 async def diff(repo: Path, *, cluster: str, settings: Settings, devices: bool) -> tuple[engine.ChangeSet, Live | None]:

@@ -22,6 +22,7 @@ from fleet import kube
 from fleet.errors import FleetError
 from fleet.inventory import pendings
 from fleet.views import teams
+from fleet.views.slices import live_slices
 
 OK = ("scheduled", "allocated", "schedulable")
 
@@ -75,7 +76,7 @@ async def gather(client: kube.Client, *, what: str, name: str, namespace: str) -
         templates = await _list(client, "resource.k8s.io/v1", "ResourceClaimTemplate", namespace=namespace)
         claims = list(teams.claims_of(pod, in_ns, {t["metadata"]["name"]: t for t in templates}))
     classes = {c["metadata"]["name"]: c for c in await _list(client, "resource.k8s.io/v1", "DeviceClass")}
-    slices = await _list(client, "resource.k8s.io/v1", "ResourceSlice")
+    slices = await live_slices(client)
     nodes = await _list(client, "v1", "Node")
     events: list[dict[str, Any]] = []
     if pod is not None:

@@ -24,6 +24,7 @@ from typing import Any
 from fleet import kube
 from fleet.inventory import Inventory, capacities, leftovers, snapshots
 from fleet.views import devices
+from fleet.views.slices import live_slices
 from fleetctl.commands.explain import namespace_teams
 from fleetctl.pipelines import interruptible
 
@@ -47,8 +48,7 @@ async def read_cluster(
     """(context name, ResourceSlices, ResourceClaims, namespace → team) of the cluster."""
     client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=30)
     try:
-        kind = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceSlice")
-        slices = [dict(item) for item in (await client.list(kind)).items]
+        slices = await live_slices(client)
         claims_kind = await client.kind(api_version="resource.k8s.io/v1", kind="ResourceClaim")
         claims = [dict(item) for item in (await client.list(claims_kind)).items]
         return client.context, slices, claims, await namespace_teams(client)

@@ -131,3 +131,30 @@ def test_the_scheduler_and_fleet_skip_the_tainted_gpu(
     text = capsys.readouterr().out
     assert [NODE, DEVICE, "gpu.nvidia.com/xid=79:NoSchedule"] in [line.split() for line in text.splitlines()]
     assert code == 0
+
+
+def test_a_device_taint_rule_is_seen_as_the_scheduler_sees_it(
+    sandbox: Sandbox, kubectl: Kubectl, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A DeviceTaintRule's taint counts as the slice's own: explain names it, inventory lists it."""
+    rule = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": f"{namespace}-repair"},
+        "spec": {
+            "deviceSelector": {"driver": "gpu.nvidia.com", "pool": NODE, "device": DEVICE},
+            "taint": {"key": "example.com/repair", "value": "rma-1", "effect": "NoSchedule"},
+        },
+    }
+    kubectl("apply", "-f", "-", stdin=json.dumps(rule))
+    try:
+        _create(kubectl, namespace, _template("t", count=8, expression=H200), _pod("p", "t"))
+        _wait_unschedulable(kubectl, namespace, "p")
+        code, out = _explain(sandbox, capsys, "pod", "p", "-n", namespace)
+        assert (code, out["cause"]) == (1, "device-tainted")
+        assert f"{NODE}/{DEVICE} (example.com/repair=rma-1:NoSchedule)" in "\n".join(out["evidence"])
+        code = cli.run(["inventory", "--kubeconfig", str(sandbox.kubeconfig), "--context", credentials.CLUSTER])
+        text = capsys.readouterr().out
+        assert [NODE, DEVICE, "example.com/repair=rma-1:NoSchedule"] in [line.split() for line in text.splitlines()]
+    finally:
+        kubectl("delete", "devicetaintrule", f"{namespace}-repair")
