@@ -178,3 +178,36 @@ def test_a_fleet_wide_maintenance_waits_for_the_earlier_wave_before_leaving_sche
     finally:
         for rule in rules_of(kubectl, name):
             kubectl("delete", "devicetaintrule", rule, check=False)
+
+
+def test_a_maintenance_takes_the_devices_the_driver_marked_unhealthy(
+    team: Repo, sandbox: Sandbox, kubectl: Kubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``sandbox taint-device`` publishes an XID as NVIDIA's driver does; ``healthTaints`` takes that GPU and
+    no other, and the pool's classes gate (8 healthy GPUs expected) does not stop the revision on it."""
+    repo = team
+    repo.kubernetes = "1.37"
+    name = f"xid-{repo.id}"
+    repo.pool(
+        "h200", selector={"sandbox.fleet.gpufleet.dev/pool": "h200x8"}, labels={"test": repo.id}, product="NVIDIA H200"
+    )
+    repo.files[f"clusters/{repo.cluster}/maintenance/{name}.yaml"] = textwrap.dedent(f"""\
+        apiVersion: fleet.gpufleet.dev/v1alpha1
+        kind: GPUMaintenance
+        metadata:
+          name: {name}
+        spec:
+          devices: {{pools: [h200], healthTaints: [gpu.nvidia.com/xid]}}
+          reason: XID 79, GPU fell off the bus
+        """)
+    xid = ["sandbox", "--dir", str(sandbox.directory), "taint-device", "h200x8-01", "gpu-3"]
+    assert cli.run([*xid, "gpu.nvidia.com/xid=79:NoSchedule"]) == 0
+    try:
+        printed = compare_cli(repo, capsys, apply_flags=["--health-timeout", "20"], what="an XID on h200x8-01/gpu-3")
+        assert printed.apply_code == 0, printed.apply.get("error")
+        assert list(rules_of(kubectl, name)) == [f"{name}.h200x8-01.gpu-3"]
+        assert effect(kubectl, name) == "None"
+    finally:
+        cli.run([*xid, "gpu.nvidia.com/xid-"])
+        for rule in rules_of(kubectl, name):
+            kubectl("delete", "devicetaintrule", rule, check=False)
