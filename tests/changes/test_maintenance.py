@@ -84,7 +84,11 @@ def test_a_maintenance_walks_none_no_schedule_no_execute_under_window_and_drain_
         waits_for(lambda: previewed(kubectl, name), within=30, what="the eviction preview in the rule's status")
 
         # The window is closed: the step to NoSchedule is held for it, and says what NoExecute would evict.
+        # The same commit's team template is safe: it goes at once, the held maintenance blocks nothing.
+        repo.claim_template("ml", "one-gpu", count=2)
         window = compare_cli(repo, capsys, what="closed window")
+        template = [e for e in window.apply["entries"] if e["object"]["kind"] == "ResourceClaimTemplate"]
+        assert [e["decision"]["verdict"] for e in template] == ["write"], template
         held = rule_entry(window.diff, name)
         assert held["decision"]["verdict"] == "hold" and held["waiting"]["on"] == "window", held
         reason = held["disruption"]["reason"]
