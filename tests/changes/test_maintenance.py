@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import textwrap
 from typing import Any
 
 import pytest
@@ -30,16 +29,18 @@ from tests.waits import wait_for as waits_for
 pytestmark = pytest.mark.sandbox
 
 
-def maintenance(repo: Repo, name: str, devices: str, *, extra: str = "") -> None:
-    repo.files[f"clusters/{repo.cluster}/maintenance/{name}.yaml"] = textwrap.dedent(f"""\
-        apiVersion: fleet.gpufleet.dev/v1alpha1
-        kind: GPUMaintenance
-        metadata:
-          name: {name}
-        spec:
-          devices: {devices}
-          reason: HBM errors, RMA 4711
-        """) + textwrap.dedent(extra)
+def maintenance(
+    repo: Repo, name: str, devices: str, *, reason: str = "HBM errors, RMA 4711", clusters: str = ""
+) -> str:
+    """Add GPUMaintenance ``name`` taking ``devices`` (flow YAML): in the cluster's folder, or with
+    ``clusters`` (flow YAML of ``spec.clusters``) in the fleet's ``maintenance/``. Its path."""
+    path = f"maintenance/{name}.yaml" if clusters else f"clusters/{repo.cluster}/maintenance/{name}.yaml"
+    selected = f"\n  clusters: {clusters}" if clusters else ""
+    repo.files[path] = (
+        f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: GPUMaintenance\nmetadata:\n  name: {name}\n"
+        f"spec:{selected}\n  devices: {devices}\n  reason: {reason}\n"
+    )
+    return path
 
 
 def rules_of(kubectl: Kubectl, name: str) -> dict[str, dict[str, Any]]:
@@ -75,7 +76,7 @@ def test_a_maintenance_walks_none_no_schedule_no_execute_under_window_and_drain_
     assert cli.run(["apply", str(repo.write()), "--cluster", repo.cluster]) == 0
     _, uuid = trainer(kubectl, ns, labels={"app": "trainer"})
     try:
-        maintenance(repo, name, f"{{uuids: [{uuid}]}}")
+        path = maintenance(repo, name, f"{{uuids: [{uuid}]}}")
 
         # On merge: the rule at None, written in both; the API server then previews the eviction.
         created = compare_cli(repo, capsys, what="merge")
@@ -127,7 +128,7 @@ def test_a_maintenance_walks_none_no_schedule_no_execute_under_window_and_drain_
         assert rule_entry(done.diff, name)["action"] == "unchanged"
 
         # The file goes: the rule goes, the devices return.
-        del repo.files[f"clusters/{repo.cluster}/maintenance/{name}.yaml"]
+        del repo.files[path]
         removed = compare_cli(repo, capsys, apply_flags=["--prune"], what="removal")
         assert rule_entry(removed.apply, name)["action"] == "deleted"
         assert rules_of(kubectl, name) == {}
@@ -151,16 +152,13 @@ def test_a_fleet_wide_maintenance_waits_for_the_earlier_wave_before_leaving_sche
     fleet = Engine(sandbox, repo)
     assert cli.run(["apply", str(repo.write()), "--cluster", repo.cluster]) == 0
     node, _ = trainer(kubectl, ns)
-    repo.files[f"maintenance/{name}.yaml"] = textwrap.dedent(f"""\
-        apiVersion: fleet.gpufleet.dev/v1alpha1
-        kind: GPUMaintenance
-        metadata:
-          name: {name}
-        spec:
-          clusters: {{names: [{repo.cluster}-west, {repo.cluster}]}}
-          devices: {{nodes: [{node}]}}
-          reason: firmware update across the fleet
-        """)
+    maintenance(
+        repo,
+        name,
+        f"{{nodes: [{node}]}}",
+        reason="firmware update across the fleet",
+        clusters=f"{{names: [{repo.cluster}-west, {repo.cluster}]}}",
+    )
     try:
         revision = fleet.plan().revision
         silent = waits.Reported(revision=revision)
@@ -180,6 +178,7 @@ def test_a_fleet_wide_maintenance_waits_for_the_earlier_wave_before_leaving_sche
         assert went.both(kind="DeviceTaintRule", name=f"{name}.{node}")["verdict"] == "write"
         assert effect(kubectl, name) == "NoSchedule"
     finally:
+        kubectl("delete", "-n", ns, "pod/trainer", "--ignore-not-found", "--wait=false")
         for rule in rules_of(kubectl, name):
             kubectl("delete", "devicetaintrule", rule, check=False)
 
@@ -195,15 +194,9 @@ def test_a_maintenance_takes_the_devices_the_driver_marked_unhealthy(
     repo.pool(
         "h200", selector={"sandbox.fleet.gpufleet.dev/pool": "h200x8"}, labels={"test": repo.id}, product="NVIDIA H200"
     )
-    repo.files[f"clusters/{repo.cluster}/maintenance/{name}.yaml"] = textwrap.dedent(f"""\
-        apiVersion: fleet.gpufleet.dev/v1alpha1
-        kind: GPUMaintenance
-        metadata:
-          name: {name}
-        spec:
-          devices: {{pools: [h200], healthTaints: [gpu.nvidia.com/xid]}}
-          reason: XID 79, GPU fell off the bus
-        """)
+    maintenance(
+        repo, name, "{pools: [h200], healthTaints: [gpu.nvidia.com/xid]}", reason="XID 79, GPU fell off the bus"
+    )
     xid = ["sandbox", "--dir", str(sandbox.directory), "taint-device", "h200x8-01", "gpu-3"]
     assert cli.run([*xid, "gpu.nvidia.com/xid=79:NoSchedule"]) == 0
     try:

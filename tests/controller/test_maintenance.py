@@ -9,7 +9,6 @@ when the job ends, the new one writes NoExecute. Removing the file gives the dev
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from fleet.sandbox import Sandbox
 from tests import waits
 from tests.apply.repos import Repo
 from tests.changes.test_holds import trainer
-from tests.changes.test_maintenance import effect, rules_of
+from tests.changes.test_maintenance import effect, maintenance, rules_of
 from tests.conftest import Kubectl
 from tests.controller.conftest import Remote, running
 from tests.controller.test_holds import applied_at
@@ -40,16 +39,8 @@ async def test_the_controller_walks_a_maintenance_and_a_restarted_one_carries_it
     try:
         async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache"):
             await waits.eventually(lambda: applied_at(admin_client, repo.cluster, first), what="the team applied")
-            node, _ = trainer(kubectl, ns)
-            repo.files[f"clusters/{repo.cluster}/maintenance/{name}.yaml"] = textwrap.dedent(f"""\
-                apiVersion: fleet.gpufleet.dev/v1alpha1
-                kind: GPUMaintenance
-                metadata:
-                  name: {name}
-                spec:
-                  devices: {{nodes: [{node}]}}
-                  reason: fans failing on {node}
-                """)
+            node, uuid = trainer(kubectl, ns)
+            path = maintenance(repo, name, f"{{uuids: [{uuid}]}}", reason=f"fans failing on {node}")
             remote.push(repo, message="take the node out")
             await waits.eventually(
                 lambda: seen(lambda: bool(rules_of(kubectl, name)) and effect(kubectl, name) == "NoSchedule"),
@@ -68,7 +59,7 @@ async def test_the_controller_walks_a_maintenance_and_a_restarted_one_carries_it
                 ),
             )
             [rule] = rules_of(kubectl, name).values()
-            assert rule["spec"]["deviceSelector"] == {"driver": "gpu.nvidia.com", "pool": node}
+            assert rule["spec"]["deviceSelector"]["pool"] == node
         # A new controller: no memory of the walk; the job still runs, so NoExecute still waits.
         async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache"):
             await waits.eventually(
@@ -80,12 +71,13 @@ async def test_the_controller_walks_a_maintenance_and_a_restarted_one_carries_it
             await waits.eventually(
                 lambda: seen(lambda: effect(kubectl, name) == "NoExecute"), what="NoExecute once the job ended"
             )
-            del repo.files[f"clusters/{repo.cluster}/maintenance/{name}.yaml"]
+            del repo.files[path]
             remote.push(repo, message="repaired")
             await waits.eventually(
                 lambda: seen(lambda: not rules_of(kubectl, name)), what="the rule removed with the file"
             )
     finally:
+        kubectl("delete", "-n", ns, "pod/trainer", "--ignore-not-found", "--wait=false")
         for left in rules_of(kubectl, name):
             kubectl("delete", "devicetaintrule", left, check=False)
 

@@ -15,7 +15,8 @@ from fleet.engine.plans import Plan, PoolRule
 from tests.inventory.conftest import fixture_slices
 
 
-def gate(fixture: str, *, node: str, gpus: int, product: str = "NVIDIA H100 80GB HBM3") -> list[str]:
+def pool_of(node: str, *, gpus: int, product: str = "NVIDIA H100 80GB HBM3") -> tuple[Plan, dict[str, Any]]:
+    """A plan with one pool of ``node`` expecting ``gpus`` GPUs of ``product``, and that node."""
     pool = PoolRule(
         name="p",
         selector={"kubernetes.io/hostname": node},
@@ -27,8 +28,12 @@ def gate(fixture: str, *, node: str, gpus: int, product: str = "NVIDIA H100 80GB
         source="pools/p.yaml",
     )
     nodes: dict[str, Any] = {node: {"metadata": {"name": node, "labels": {"kubernetes.io/hostname": node}}}}
+    return Plan(cluster="c", revision="r", objects=(), pools=(pool,)), nodes
+
+
+def gate(fixture: str, *, node: str, gpus: int, product: str = "NVIDIA H100 80GB HBM3") -> list[str]:
+    plan, nodes = pool_of(node, gpus=gpus, product=product)
     slices = {s["metadata"]["name"]: s for s in fixture_slices(fixture)}
-    plan = Plan(cluster="c", revision="r", objects=(), pools=(pool,))
     return healths.slice_problems(plan, nodes=nodes, slices=slices)
 
 
@@ -53,18 +58,7 @@ def test_a_dynamic_mig_gpu_and_its_placements_count_once() -> None:
 def test_a_gpu_under_maintenance_is_no_problem_of_its_pool_whatever_its_health_taint() -> None:
     from tests.engine.test_maintenances import XID, slice_of
 
-    pool = PoolRule(
-        name="p",
-        selector={"kubernetes.io/hostname": "node-1"},
-        labels={},
-        taints=(),
-        nodes=1,
-        gpu_product="NVIDIA H100 80GB HBM3",
-        gpus_per_node=8,
-        source="pools/p.yaml",
-    )
-    nodes: dict[str, Any] = {"node-1": {"metadata": {"name": "node-1", "labels": {"kubernetes.io/hostname": "node-1"}}}}
-    plan = Plan(cluster="c", revision="r", objects=(), pools=(pool,))
+    plan, nodes = pool_of("node-1", gpus=8)
     broken = {"s": slice_of("node-1", 8, taints={3: XID})}
     [problem] = healths.slice_problems(plan, nodes=nodes, slices=broken)
     assert (
