@@ -108,28 +108,7 @@ def unknown_attributes(inventory: Inventory, alternative: Alternative, match: Ma
     """Selectors reading a name that no device publishes in a domain that exists."""
     findings = []
     for selector in match.selectors:
-        for use in selector.selector.references.names:
-            published = inventory.published(use.kind)
-            if use.guarded or use.domain not in published or use.name in published[use.domain]:
-                continue
-            key = (use.domain, use.name)
-            if key in RENAMED:
-                domain, name = RENAMED[key]
-                hint = f"it is now {domain}/{name}: use {_cel_path(use.kind, domain, name)}"
-            elif key in REMOVED:
-                hint = f"the driver no longer publishes it; {REMOVED[key]}"
-            else:
-                others = sorted(published[use.domain])
-                close = difflib.get_close_matches(use.name, others, n=3)
-                elsewhere = [d for d, names in published.items() if use.name in names]
-                if elsewhere:
-                    hint = (
-                        f"it is published in domain {elsewhere[0]!r}: use {_cel_path(use.kind, elsewhere[0], use.name)}"
-                    )
-                elif close:
-                    hint = f"did you mean {', '.join(close)}? published names: {', '.join(others)}"
-                else:
-                    hint = f"published names in {use.domain}: {', '.join(others)}"
+        for use, hint in unknown_names(inventory, selector.selector):
             line, column = cel.position(selector.expression, use.offset)
             what = "attribute" if use.kind == "attributes" else "capacity"
             findings.append(
@@ -145,6 +124,34 @@ def unknown_attributes(inventory: Inventory, alternative: Alternative, match: Ma
                 )
             )
     return findings
+
+
+def unknown_names(inventory: Inventory, selector: cel.Selector) -> list[tuple[cel.NameUse, str]]:
+    """The names ``selector`` reads unguarded that no device publishes in a domain that exists, each with
+    a hint: the current name of a renamed attribute, the domain that has it, or the closest names."""
+    found = []
+    for use in selector.references.names:
+        published = inventory.published(use.kind)
+        if use.guarded or use.domain not in published or use.name in published[use.domain]:
+            continue
+        key = (use.domain, use.name)
+        if key in RENAMED:
+            domain, name = RENAMED[key]
+            hint = f"it is now {domain}/{name}: use {_cel_path(use.kind, domain, name)}"
+        elif key in REMOVED:
+            hint = f"the driver no longer publishes it; {REMOVED[key]}"
+        else:
+            others = sorted(published[use.domain])
+            close = difflib.get_close_matches(use.name, others, n=3)
+            elsewhere = [d for d, names in published.items() if use.name in names]
+            if elsewhere:
+                hint = f"it is published in domain {elsewhere[0]!r}: use {_cel_path(use.kind, elsewhere[0], use.name)}"
+            elif close:
+                hint = f"did you mean {', '.join(close)}? published names: {', '.join(others)}"
+            else:
+                hint = f"published names in {use.domain}: {', '.join(others)}"
+        found.append((use, hint))
+    return found
 
 
 def _passing(inventory: Inventory, selectors: Sequence[cel.Selector], within: set[int] | None) -> set[int]:
@@ -305,5 +312,6 @@ __all__ = [
     "explain_alternative",
     "located",
     "unknown_attributes",
+    "unknown_names",
     "unsatisfiable_together",
 ]

@@ -18,7 +18,15 @@ import re
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from fleet.manifests.bases import ClusterSelector, Model, ObjectMeta
@@ -35,6 +43,37 @@ _QUALIFIED = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-
 TaintKey = Annotated[str, StringConstraints(pattern=_QUALIFIED, max_length=316)]
 
 
+def _uuid(value: str) -> str:
+    if not UUID.match(value):
+        raise PydanticCustomError(
+            "fleet_value",
+            f"{value!r} is not a GPU or MIG uuid",
+            {"hint": "copy it from `nvidia-smi -L` or `fleetctl inventory -o json` (GPU-xxxxxxxx-xxxx-…)"},
+        )
+    return value
+
+
+Uuid = Annotated[str, AfterValidator(_uuid), WithJsonSchema({"type": "string", "pattern": UUID.pattern})]
+"""Checked item by item, so that a bad one is refused at its own line (editors check the pattern)."""
+
+
+def _time(value: object) -> object:
+    """An RFC 3339 string as the datetime it says: the strict models take no string for a datetime."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise PydanticCustomError(
+            "fleet_value",
+            f"{value!r} is not an RFC 3339 time",
+            {"hint": 'write it in RFC 3339 with a zone, quoted, e.g. "2026-12-12T06:00:00Z"'},
+        ) from None
+
+
+Time = Annotated[datetime, BeforeValidator(_time)]
+
+
 class DeviceTargets(Model):
     """Which devices: ``pools`` and ``nodes`` say where (none: every GPU node of the cluster), the
     other fields which devices there; a device is taken when it passes every field given."""
@@ -45,25 +84,13 @@ class DeviceTargets(Model):
     """Node names."""
     devices: list[str] = Field(default_factory=list)
     """Device names as the driver publishes them (``gpu-0``, ``gpu-3-mig-1g10gb-0``)."""
-    uuids: list[str] = Field(default_factory=list)
+    uuids: list[Uuid] = Field(default_factory=list)
     """The devices' ``uuid`` attribute (``GPU-…`` or ``MIG-…``, as ``nvidia-smi -L`` prints it)."""
     selector: str | None = None
     """A CEL expression over ``device``, as in a DeviceClass selector."""
     health_taints: list[TaintKey] = Field(default_factory=list)
     """Devices carrying a taint with one of these keys in their ResourceSlice (the driver's health
     taints, e.g. ``gpu.nvidia.com/xid``); ``["*"]``: any taint the driver put there."""
-
-    @field_validator("uuids")
-    @classmethod
-    def _uuids(cls, values: list[str]) -> list[str]:
-        for value in values:
-            if not UUID.match(value):
-                raise PydanticCustomError(
-                    "fleet_value",
-                    f"{value!r} is not a GPU or MIG uuid",
-                    {"hint": "copy it from `nvidia-smi -L` or `fleetctl inventory -o json` (GPU-xxxxxxxx-xxxx-…)"},
-                )
-        return values
 
     @model_validator(mode="after")
     def _names_something(self) -> DeviceTargets:
@@ -88,7 +115,7 @@ class GPUMaintenanceSpec(Model):
     devices: DeviceTargets
     reason: str = Field(min_length=1, max_length=1024)
     """Why the devices leave service: shown in the diff, the status, the Events and the console."""
-    deadline: datetime | None = None
+    deadline: Time | None = None
     """When waiting for the jobs on the devices ends (RFC 3339, e.g. 2026-12-12T06:00:00Z): then fleet
     goes to ``NoExecute``, which evicts what still runs. Without it, the disruption policy's deadline
     only marks the wait overdue."""

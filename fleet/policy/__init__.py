@@ -15,16 +15,20 @@ structure                 duplicate-object, dns-label, team-folder,
                           deviceclass-location, claim-location,
                           adopt-annotation, take-ownership-annotation,
                           drift-annotation, team-owners (a warning),
-                          unsupported-kind, fleet-root, cluster-reference
+                          unsupported-kind, fleet-root, cluster-reference,
+                          maintenance-location, maintenance-pool
 per cluster               team-namespace, reserved-namespace,
                           team-device-class, unknown-device-class,
                           team-quota, team-admin-access, operator-values,
                           pool-overlap, quantity, cluster-version,
                           cel-too-long, cel (compile, via ``compiler``),
                           cel-removed-attribute,
-                          overlay-target, overlay-patch
+                          overlay-target, overlay-patch,
+                          maintenance-api, maintenance-direct
 with an inventory         claim-unsatisfiable, cel-unknown-attribute,
-                          cel-runtime-error (from ``fleet.inventory``)
+                          cel-runtime-error (from ``fleet.inventory``),
+                          maintenance-devices, maintenance-full-pool,
+                          maintenance-overlap (``fleet.policy.maintenances``)
 loading (fleet.manifests) yaml-syntax, yaml-duplicate-key, yaml-encoding,
                           yaml-limit, yaml-ambiguous, file-too-large,
                           path-escape, unknown-kind, deprecated-api, schema

@@ -18,6 +18,7 @@ from fleet.policy import (
     declarations,
     extendedresources,
     featuregates,
+    maintenances,
     operators,
     pools,
     satisfiability,
@@ -71,11 +72,12 @@ def validate(
     inventories = inventories or {}
     sources = sources or {}
     satisfaction: list[satisfiability.Satisfaction] = []
-    found: list[Finding] = [*revision.findings, *structures.check(revision)]
+    found: list[Finding] = [*revision.findings, *structures.check(revision), *maintenances.references(revision)]
     names = list(clusters) or cluster_names(revision)
     per_cluster: list[tuple[str, list[Finding]]] = []
     base = [m for m in revision.manifests if m.model is not None]
     owners = tenancy.namespace_owners(base)
+    pools = {m.name for m in revision.of_kind("GPUNodePool")}
     if not names:
         found.extend(view_findings(base, owners=owners, compiler=compiler))
     broken = {f.location.file for f in revision.findings if f.severity == "error"}
@@ -89,19 +91,22 @@ def validate(
             *view_findings(view.manifests, owners=owners, compiler=compiler, features=gates),
         ]
         inventory, source = inventories.get(name), sources.get(name, "snapshot")
-        if inventory is None and declared:
+        held = (live or {}).get(name)
+        devices = None
+        if inventory is not None:
+            devices = maintenances.published_devices(view, inventory, source=source, live=held)
+        elif declared:
             pooled = declarations.declared(view)
             findings.extend(pooled.findings)
             inventory, source = pooled.inventory, declarations.SOURCE
+            devices = maintenances.declared_devices(view, pooled)
+        on_devices = maintenances.judge(view, devices=devices, pools=pools) if devices is not None else []
         if inventory is not None:
-            inventory_findings, satisfied = satisfiability.evaluate(
-                view, inventory=inventory, source=source, live=(live or {}).get(name)
-            )
-            removed = {f.location for f in findings if f.rule == "cel-removed-attribute"}
-            findings.extend(
-                f for f in inventory_findings if not (f.rule == "cel-unknown-attribute" and f.location in removed)
-            )
+            inventory_findings, satisfied = satisfiability.evaluate(view, inventory=inventory, source=source, live=held)
+            on_devices.extend(inventory_findings)
             satisfaction.extend(satisfied)
+        removed = {f.location for f in findings if f.rule == "cel-removed-attribute"}
+        findings.extend(f for f in on_devices if not (f.rule == "cel-unknown-attribute" and f.location in removed))
         per_cluster.append((name, findings))
     found.extend(_merge(per_cluster))
     return Result(findings=sorted(set(found)), satisfaction=satisfaction)
@@ -118,11 +123,12 @@ def view_findings(
     yield from tenancy.check(manifests, owners=owners)
     yield from pools.check(manifests)
     yield from featuregates.check(manifests, features=features)
+    yield from maintenances.check(manifests, features=features)
     yield from extendedresources.check(manifests)
     for manifest in manifests:
         if isinstance(manifest.model, kinds.GPUOperator):
             yield from operators.check(manifest)
-        if manifest.kind in ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim"):
+        if manifest.kind in ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "GPUMaintenance"):
             yield from selectors.check(manifest, compiler=compiler)
 
 

@@ -39,6 +39,11 @@ class Declared:
     pools: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
     """Each pool's ResourceSlices (one per node), by pool name: what a claim can use pool by pool."""
 
+    @property
+    def nodes(self) -> dict[str, list[str]]:
+        """Each pool's node names, by pool name."""
+        return {pool: sorted({s["spec"]["nodeName"] for s in slices}) for pool, slices in self.pools.items()}
+
 
 def declared(view: ClusterView) -> Declared:
     pools = sorted((m for m in view.pools if isinstance(m.model, kinds.GPUNodePool)), key=lambda m: m.name)

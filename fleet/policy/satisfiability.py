@@ -82,11 +82,13 @@ class Satisfaction:
 
 @dataclass(frozen=True)
 class Live:
-    """A live cluster's ResourceSlices as published and the devices its allocated claims hold."""
+    """A live cluster's ResourceSlices as published, the devices its allocated claims hold and its nodes."""
 
     slices: list[dict[str, Any]]
     claims: list[holdings.Holding]
     """The allocated claims and the devices each holds."""
+    nodes: Mapping[str, Mapping[str, str]] | None = None
+    """Each node's labels, by name: which GPUNodePool a node belongs to (None: the nodes were not read)."""
 
     @property
     def taken(self) -> frozenset[holdings.DeviceKey]:

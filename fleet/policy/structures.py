@@ -2,12 +2,13 @@
 
 These hold for the files as written, whatever the overlays: a team folder
 holds its Team and its claims only, DeviceClasses live in ``deviceclasses/``,
-no object is declared twice, names are DNS labels, and the Fleet names
-exactly the Clusters that exist. The adopt and take-ownership annotations, when
-present, say ``"true"``, and the drift annotation names a drift policy: any other
-value would silently do nothing (``adopt-annotation``, ``take-ownership-annotation``,
-``drift-annotation``). A Team with ``owners: []`` is a warning (``team-owners``): it grants nobody its
-claims.
+GPUMaintenances in ``maintenance/`` or in a Cluster's ``clusters/<cluster>/maintenance/``
+(for that cluster alone: ``maintenance-location``), no object is declared twice,
+names are DNS labels, and the Fleet names exactly the Clusters that exist. The
+adopt and take-ownership annotations, when present, say ``"true"``, and the drift
+annotation names a drift policy: any other value would silently do nothing
+(``adopt-annotation``, ``take-ownership-annotation``, ``drift-annotation``). A Team
+with ``owners: []`` is a warning (``team-owners``): it grants nobody its claims.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 from collections.abc import Iterator
 from pathlib import PurePosixPath
 
-from fleet.manifests import CLUSTER_SCOPED, Finding, Location, Manifest, Revision, kinds
+from fleet.manifests import CLUSTER_SCOPED, Finding, Location, Manifest, Revision, kinds, maintenances
 from fleet.policy import walks
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -186,7 +187,12 @@ def placement(manifest: Manifest, *, teams: set[str | None]) -> Iterator[Finding
                 where,
                 "team-kind",
                 f"{manifest.kind} is not allowed in a team folder",
-                hint="team folders hold ResourceClaimTemplates and ResourceClaims only",
+                hint="team folders hold ResourceClaimTemplates and ResourceClaims only"
+                + (
+                    f"; the platform team takes devices out: {_MAINTENANCE_FOLDERS}"
+                    if manifest.kind == "GPUMaintenance"
+                    else ""
+                ),
                 object=ref,
             )
         elif team not in teams:
@@ -222,6 +228,14 @@ def placement(manifest: Manifest, *, teams: set[str | None]) -> Iterator[Finding
             hint=f"move it to teams/{manifest.name}/team.yaml",
             object=ref,
         )
+    elif manifest.kind == "GPUMaintenance" and maintenance_folder(manifest.file) is None:
+        yield Finding(
+            where,
+            "maintenance-location",
+            f"GPUMaintenance {manifest.name!r} outside maintenance/ and clusters/<cluster>/maintenance/",
+            hint=_MAINTENANCE_FOLDERS,
+            object=ref,
+        )
     elif manifest.model is None:
         yield Finding(
             where,
@@ -231,6 +245,22 @@ def placement(manifest: Manifest, *, teams: set[str | None]) -> Iterator[Finding
             "deploy workloads with your usual tooling",
             object=ref,
         )
+
+
+_MAINTENANCE_FOLDERS = (
+    "move it to maintenance/ (spec.clusters says which clusters) or clusters/<cluster>/maintenance/ (that cluster)"
+)
+
+
+def maintenance_folder(file: str) -> str | None:
+    """Where a GPUMaintenance may be: ``maintenance/…`` → "" (the fleet's), ``clusters/<cluster>/maintenance/…``
+    → ``<cluster>``; None elsewhere."""
+    parts = PurePosixPath(file).parts
+    if len(parts) > 1 and parts[0] == "maintenance":
+        return ""
+    if len(parts) > 3 and parts[0] == "clusters" and parts[2] == "maintenance":
+        return parts[1]
+    return None
 
 
 def fleet_root(revision: Revision) -> Iterator[Finding]:
@@ -314,9 +344,22 @@ def _waves(fleet: Manifest, rollout: kinds.Rollout, *, listed: set[str]) -> Iter
 
 
 def _selectors(manifest: Manifest, *, clusters: dict[str, dict[str, str]], broken: set[str]) -> Iterator[Finding]:
-    """Selector names must exist; a selector that matches no cluster is a warning."""
+    """Selector names must exist; a selector that matches no cluster is a warning. A GPUMaintenance in
+    ``clusters/<cluster>/maintenance/`` is for that cluster alone: its folder names a Cluster, and its
+    ``spec.clusters``, if any, selects that cluster."""
     model = manifest.model
-    if not isinstance(model, kinds.Team | kinds.GPUNodePool | kinds.Overlay):
+    if not isinstance(model, kinds.Team | kinds.GPUNodePool | kinds.Overlay | maintenances.GPUMaintenance):
+        return
+    folder = maintenance_folder(manifest.file) if isinstance(model, maintenances.GPUMaintenance) else None
+    if folder and folder not in clusters:
+        if folder not in broken:
+            yield Finding(
+                manifest.location,
+                "maintenance-location",
+                f"clusters/{folder}/maintenance/ is the folder of cluster {folder!r}, but there is no such Cluster",
+                hint=f"{_known(set(clusters))}; {_MAINTENANCE_FOLDERS}",
+                object=manifest.ref,
+            )
         return
     selector = model.spec.clusters
     unknown = False
@@ -330,7 +373,23 @@ def _selectors(manifest: Manifest, *, clusters: dict[str, dict[str, str]], broke
                 hint=_known(set(clusters)),
                 object=manifest.ref,
             )
-    if not unknown and not broken and not any(selector.matches(name=n, labels=ls) for n, ls in clusters.items()):
+    if unknown:
+        return
+    if folder:
+        if not selector.matches(name=folder, labels=clusters[folder]):
+            other = [n for n in selector.names if n != folder]
+            yield Finding(
+                manifest.positions.at(
+                    ("spec", "clusters", "names", selector.names.index(other[0])) if other else ("spec", "clusters")
+                ),
+                "maintenance-location",
+                f"a file in clusters/{folder}/maintenance/ is for cluster {folder!r} alone, but its spec.clusters "
+                + (f"names {', '.join(repr(n) for n in other)}" if other else f"does not select {folder!r}"),
+                hint="remove spec.clusters, or move the file to maintenance/ to name the clusters there",
+                object=manifest.ref,
+            )
+        return
+    if not broken and not any(selector.matches(name=n, labels=ls) for n, ls in clusters.items()):
         yield Finding(
             manifest.positions.at(("spec", "clusters")),
             "cluster-reference",
@@ -345,4 +404,4 @@ def _known(clusters: dict[str, Manifest] | set[str]) -> str:
     return f"known clusters: {', '.join(sorted(clusters)) or 'none'}"
 
 
-__all__ = ["check", "duplicates", "fleet_root", "names", "placement"]
+__all__ = ["check", "duplicates", "fleet_root", "maintenance_folder", "names", "placement"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from fleet.manifests import Manifest, Path, resources
+from fleet.manifests import Manifest, Path, maintenances, resources
 
 
 class Request(NamedTuple):
@@ -67,11 +67,15 @@ def _requests(manifest: Manifest) -> Iterator[Request]:
 
 
 def selectors(manifest: Manifest) -> Iterator[Selector]:
-    """Every CEL expression of a DeviceClass or claim, with its path."""
+    """Every CEL expression of a DeviceClass, claim or GPUMaintenance, with its path."""
     model = manifest.model
     if isinstance(model, resources.DeviceClass):
         for index, selector in enumerate(model.spec.selectors):
             yield Selector(selector.cel.expression, ("spec", "selectors", index, "cel", "expression"))
+        return
+    if isinstance(model, maintenances.GPUMaintenance):
+        if model.spec.devices.selector is not None:
+            yield Selector(model.spec.devices.selector, ("spec", "devices", "selector"))
         return
     for request in requests(manifest):
         for index, selector in enumerate(request.body.selectors):

@@ -191,9 +191,10 @@ def _inventories(
         cluster = chosen or recorded or (known[0] if len(known) == 1 else "")
         source, label = f"inventory {path}", f"snapshot {path}"
     elif args.context is not None:
-        slices, claims = interruptible(lambda: _live_objects(args.context, args.kubeconfig))
+        nodes = bool(revision.of_kind("GPUMaintenance"))
+        slices, claims, labels = interruptible(lambda: _live_objects(args.context, args.kubeconfig, nodes=nodes))
         inventory = Inventory.from_slices(slices)
-        live = Live(slices=slices, claims=holdings.holdings(claims))
+        live = Live(slices=slices, claims=holdings.holdings(claims), nodes=labels)
         by_context = [m.name for m in revision.of_kind("Cluster") if _context_of(m) == args.context]
         cluster = (
             chosen or (by_context[0] if len(by_context) == 1 else "") or (args.context if args.context in known else "")
@@ -247,11 +248,23 @@ def _features(args: argparse.Namespace, *, revision: Revision, clusters: list[st
     return {clusters[0]: seen}
 
 
-async def _live_objects(context: str, kubeconfig: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The ResourceSlices and (for what fits now) the ResourceClaims of every namespace."""
+async def _live_objects(
+    context: str, kubeconfig: str | None, *, nodes: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, dict[str, str]] | None]:
+    """The ResourceSlices, (for what fits now) the ResourceClaims of every namespace and, with ``nodes`` (the
+    GPUMaintenances' pools), each node's labels: None where they are not read or the credential may not list them."""
     client = await kube.connect(kubeconfig=kubeconfig, context=context, timeout=30)
     try:
-        return await live_devices(client)
+        slices, claims = await live_devices(client)
+        labels = None
+        if nodes:
+            try:
+                listed = await client.list_if_served(api_version="v1", kind="Node")
+            except kube.Forbidden:
+                listed = None
+            if listed is not None:
+                labels = {n["metadata"]["name"]: dict(n["metadata"].get("labels") or {}) for n in listed}
+        return slices, claims, labels
     finally:
         await client.close()
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -115,3 +117,36 @@ def test_fits_now_subtracts_what_live_claims_hold(
     holders = sorted(c["metadata"]["name"] for c in guide.get_json(kubectl, "resourceclaims", "-n", namespace)["items"])
     assert all(f"{namespace}/{name}" in blocked["message"] for name in holders), blocked["message"]
     assert result.returncode == 0, result.stdout  # a warning: it fits once they are released
+
+
+def test_a_maintenance_is_judged_on_the_live_devices_and_the_nodes_labels(sandbox: Sandbox, tmp_path: Path) -> None:
+    """The example's h200 pool, by the sandbox nodes' instance-type label: taking it whole strands the
+    H200-only template (an error), a node that publishes nothing is one too; nothing is written."""
+    h200 = sandbox.pools.get("h200x8", 0)
+    assert h200, "the default sandbox profile has H200 nodes"
+    repo = tmp_path / "repo"
+    shutil.copytree(EXAMPLE, repo)
+    folder = repo / "clusters" / "gpu-east" / "maintenance"
+    folder.mkdir(parents=True)
+    head = "apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: GPUMaintenance\nmetadata: {name: NAME}\nspec:\n"
+    (folder / "h200.yaml").write_text(head.replace("NAME", "h200") + "  reason: r\n  devices: {pools: [h200]}\n")
+    (folder / "gone.yaml").write_text(head.replace("NAME", "gone") + "  reason: r\n  devices: {nodes: [gone-1]}\n")
+    result = fleetctl(
+        "validate",
+        str(repo),
+        "--kubeconfig",
+        str(sandbox.kubeconfig),
+        "--context",
+        credentials.CLUSTER,
+        "--cluster",
+        "gpu-east",
+        "-o",
+        "json",
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    found = {(f["file"].rsplit("/", 1)[-1], f["rule"]): f for f in json.loads(result.stdout)["findings"]}
+    pool = found[("h200.yaml", "maintenance-full-pool")]
+    assert "ResourceClaimTemplate/inference/hopper-large-memory" in pool["message"]
+    assert pool["message"].endswith(f"(devices: live context {credentials.CLUSTER})")
+    assert found[("gone.yaml", "maintenance-devices")]["severity"] == "error"
+    assert not any(rule == "maintenance-api" for _, rule in found)  # the sandbox runs 1.37, as its /version says
