@@ -19,6 +19,9 @@ UUID_ATTRIBUTE = ("gpu.nvidia.com", "uuid")
 """Where NVIDIA's driver publishes a device's uuid (``GPU-…``, ``MIG-…``)."""
 ANY_TAINT = "*"
 """In ``healthTaints``: any taint the driver put on the device."""
+FLEET_TAINTS = "fleet.gpufleet.dev/"
+"""The prefix of the taints fleet's own DeviceTaintRules add (a reader may merge them into the slices):
+never a health taint, so ``*`` does not take the devices a maintenance already holds."""
 
 
 class Filters(Protocol):
@@ -62,7 +65,8 @@ def select(filters: Filters, inventory: Inventory, *, pool_nodes: Mapping[str, I
 
 def tainted(device: InventoryDevice, keys: set[str]) -> bool:
     """The device carries a taint with one of ``keys`` (``*``: any)."""
-    return any(ANY_TAINT in keys or str(taint.get("key", "")) in keys for taint in device.taints)
+    found = [str(taint.get("key", "")) for taint in device.taints]
+    return any(key in keys or (ANY_TAINT in keys and not key.startswith(FLEET_TAINTS)) for key in found)
 
 
 def passing(inventory: Inventory, expression: str, *, within: set[int] | None = None) -> set[int]:
@@ -82,4 +86,4 @@ def passing(inventory: Inventory, expression: str, *, within: set[int] | None = 
     return found
 
 
-__all__ = ["ANY_TAINT", "UUID_ATTRIBUTE", "Filters", "passing", "select", "tainted"]
+__all__ = ["ANY_TAINT", "FLEET_TAINTS", "UUID_ATTRIBUTE", "Filters", "passing", "select", "tainted"]

@@ -197,3 +197,10 @@ def test_waits_hold_for_the_preview_and_a_deadline_ends_the_wait_for_jobs() -> N
     assert before is not None and before.on == "claims" and before.until == now + timedelta(hours=2)
     assert "until the deadline 2026-12-07 14:00 UTC" in before.reason
     assert waits.decide(jobs, rules=rules, now=now + timedelta(hours=3)) is None
+
+
+def test_any_health_taint_is_the_drivers_never_fleets_own() -> None:
+    ours = {"key": "fleet.gpufleet.dev/maintenance", "value": "repair", "effect": "NoSchedule"}
+    inventory = Inventory.from_slices([slice_of("node-1", 2, taints={0: ours, 1: XID})])
+    picked = select(rule(health_taints=["*"]).targets, inventory, pool_nodes={})
+    assert [inventory.devices[i].name for i in picked] == ["gpu-1"]
