@@ -9,7 +9,11 @@ DeviceTaintRules the cluster gets and says, for each rule, the one effect this r
    that clears does not give a GPU back half-repaired).
 2. **Which rules** (``rules``): one per device, or one per pool when the maintenance takes every
    device of it (NVIDIA's driver names a node's pool after the node: a whole node is one rule).
-   Since 1.35 a DeviceTaintRule selects by driver, pool and device name only.
+   Since 1.35 a DeviceTaintRule selects by driver, pool and device name only. A rule is named
+   ``<maintenance>.<pool>[.<device>]`` unless a live rule of the maintenance selects the same
+   devices: that one keeps its name (``kept_names``). A file annotated ``fleet.gpufleet.dev/adopt:
+   "true"`` (``fleetctl import`` writes it for a rule made by hand) takes over, under its own name,
+   a rule of no maintenance that selects what one of its rules would, instead of adding a twin.
 3. **Which effect now** (``staged``): a new rule starts at ``None``, whose status the API server's
    eviction controller fills with what ``NoExecute`` would evict; each run moves it one step
    toward the maintenance's ``effect``. A lower ``effect`` in git lowers it at once (devices
@@ -186,6 +190,27 @@ def body(rule: MaintenanceRule, target: Target, *, effect: str) -> dict[str, Any
     }
 
 
+def selection(target: Target) -> tuple[str, str, str]:
+    """What a rule's ``deviceSelector`` says: (driver, pool, device; "" for the whole pool)."""
+    return (target.driver, target.pool, target.device)
+
+
+def kept_names(rule: MaintenanceRule, live_rules: Mapping[str, Obj]) -> dict[tuple[str, str, str], str]:
+    """The live rule a found target is written as, by ``selection``: one the maintenance holds already,
+    whatever its name (a rule ``fleetctl import`` took over keeps the name a person gave it); where the
+    maintenance adopts (``MaintenanceRule.adopt``), also one no maintenance holds and fleet does not
+    manage. The first by name wins: two rules on the same devices stay two, never merged."""
+    out: dict[tuple[str, str, str], str] = {}
+    for name, live in sorted(live_rules.items()):
+        if owner(live) == rule.name:
+            out.setdefault(selection(target_of(live)), name)
+    if rule.adopt:
+        for name, live in sorted(live_rules.items()):
+            if not owner(live) and not ownership.managed(dict(live)):
+                out.setdefault(selection(target_of(live)), name)
+    return out
+
+
 def desired(
     rule: MaintenanceRule,
     found: Sequence[Target],
@@ -194,10 +219,12 @@ def desired(
     cluster: str,
     revision: str,
 ) -> list[Desired]:
-    """The rules of ``rule`` this run applies, each at its staged effect: one per target found, and
-    one per live rule of the maintenance no longer found (a device stays in maintenance until the
-    file goes). ``live_rules``: the live DeviceTaintRules by name."""
-    wanted = {rule_name(rule.name, t): t for t in found}
+    """The rules of ``rule`` this run applies, each at its staged effect: one per target found (under the
+    name of the live rule that selects it already, ``kept_names``), and one per live rule of the
+    maintenance no longer found (a device stays in maintenance until the file goes). ``live_rules``:
+    the live DeviceTaintRules by name."""
+    kept = kept_names(rule, live_rules)
+    wanted = {kept.get(selection(t)) or rule_name(rule.name, t): t for t in found}
     for live in held(live_rules.values(), rule.name):
         name = str((live.get("metadata") or {}).get("name"))
         wanted.setdefault(name, target_of(live))
@@ -222,9 +249,11 @@ __all__ = [
     "desired",
     "effect_of",
     "held",
+    "kept_names",
     "owner",
     "rule_name",
     "select",
+    "selection",
     "staged",
     "target_of",
     "targets",

@@ -248,6 +248,9 @@ class MaintenanceRule:
     rules: ChangeRules = field(default_factory=ChangeRules)
     """The Cluster's change rules with the maintenance's own ``disruption`` and ``deadline`` over them."""
     source: str = ""
+    adopt: bool = False
+    """``fleet.gpufleet.dev/adopt: "true"``: a live rule of no maintenance that selects what one of its
+    rules would is taken over under its own name (``maintenances.kept_names``), not given a twin."""
 
 
 @dataclass(frozen=True)

@@ -225,6 +225,7 @@ def _maintenance(
         api_version=api_version,
         rules=rules,
         source=source,
+        adopt=model.metadata.annotations.get(ownership.ADOPT) == ownership.ADOPT_VALUE,
     )
 
 
