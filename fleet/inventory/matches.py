@@ -100,7 +100,9 @@ class Match:
         )
 
 
-def _tolerates(tolerations: tuple[Mapping[str, Any], ...], taint: Mapping[str, Any]) -> bool:
+def tolerates(tolerations: tuple[Mapping[str, Any], ...], taint: Mapping[str, Any]) -> bool:
+    """Whether one of a request's ``tolerations`` tolerates the device ``taint`` (Kubernetes'
+    ``resourceclaim.ToleratesTaint``: an empty effect or key matches any, ``Exists`` any value)."""
     for toleration in tolerations:
         if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
             continue
@@ -113,7 +115,7 @@ def _tolerates(tolerations: tuple[Mapping[str, Any], ...], taint: Mapping[str, A
 
 
 def _allowed_taint(taint: Mapping[str, Any], tolerations: tuple[Mapping[str, Any], ...]) -> bool:
-    return taint.get("effect") not in ("NoSchedule", "NoExecute") or _tolerates(tolerations, taint)
+    return taint.get("effect") not in ("NoSchedule", "NoExecute") or tolerates(tolerations, taint)
 
 
 class Matcher:
@@ -221,4 +223,4 @@ class Matcher:
         return True
 
 
-__all__ = ["CompiledSelector", "Match", "Matcher", "SelectorFailure"]
+__all__ = ["CompiledSelector", "Match", "Matcher", "SelectorFailure", "tolerates"]

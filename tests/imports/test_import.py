@@ -17,6 +17,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -218,13 +219,134 @@ def test_a_cluster_set_up_by_hand_imports_to_a_repository_that_diffs_to_zero(
 
 def _release_all(root: Path, *, cluster: str, sandbox: Sandbox, settings: helm.Settings) -> None:
     """Give back what the import took over (the sandbox is shared): an apply --prune of the bare fleet."""
-    for folder in ("pools", "teams", "deviceclasses"):
+    for folder in ("pools", "teams", "deviceclasses", f"clusters/{cluster}/maintenance"):
         for f in sorted((root / folder).rglob("*.yaml"), reverse=True):
             f.unlink()
     assert (
         _cli("apply", str(root), "--cluster", cluster, "--prune", "--allow-empty", sandbox=sandbox, settings=settings)
         == 0
     )
+
+
+def _taint_rule(
+    name: str, *, pool: str, device: str, taint: dict[str, str], driver: str = "gpu.nvidia.com", **meta: Any
+) -> dict[str, Any]:
+    """A DeviceTaintRule as kubectl applies it (``meta``: labels, annotations)."""
+    meta["name"] = name
+    selector = {"driver": driver, "pool": pool, "device": device}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": meta,
+        "spec": {"deviceSelector": selector, "taint": taint},
+    }
+
+
+def _taint_rules(kubectl: Kubectl) -> dict[str, dict[str, Any]]:
+    items = json.loads(kubectl("get", "devicetaintrules", "-o", "json").stdout)["items"]
+    return {r["metadata"]["name"]: r for r in items}
+
+
+def test_device_taint_rules_made_by_hand_and_by_fleet_import_to_maintenances_that_diff_to_zero(
+    sandbox: Sandbox,
+    kubectl: Kubectl,
+    helm_settings: helm.Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rule made by hand (its own name and taint key) and one as fleet writes it (a maintenance's name,
+    label, reason and taint) become GPUMaintenances; another driver's rule is a row. After the take-over
+    the hand-made rule is fleet's under its own name (no twin), `validate` passes and `diff` shows
+    nothing; removing its file and pruning deletes it: the device returns."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    cluster = f"maint-{uuid.uuid4().hex[:6]}"
+    root = tmp_path / "fleet"
+    a, b = _pool_nodes(kubectl)[:2]
+    by_hand = _taint_rule(
+        "gpu3-psu-swap",
+        pool=a,
+        device="gpu-3",
+        taint={"key": "example.com/repair", "value": "psu", "effect": "NoSchedule"},
+    )
+    fleets = _taint_rule(
+        f"fan.{b}.gpu-1",
+        pool=b,
+        device="gpu-1",
+        taint={"key": "fleet.gpufleet.dev/maintenance", "value": "fan", "effect": "NoExecute"},
+        labels={"fleet.gpufleet.dev/maintenance": "fan"},
+        annotations={"fleet.gpufleet.dev/reason": "fan replaced, ticket 4711"},
+    )
+    nic = _taint_rule(
+        "nic-flap",
+        pool=a,
+        device="eth-0",
+        driver="mellanox.com",
+        taint={"key": "example.com/nic", "effect": "NoSchedule"},
+    )
+    items = [by_hand, fleets, nic]
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    try:
+        added = _taint_rules(kubectl)["gpu3-psu-swap"]["spec"]["taint"]["timeAdded"]
+        code = _cli("import", str(root), "--cluster", cluster, sandbox=sandbox, settings=helm_settings)
+        out = capsys.readouterr()
+        assert code == 0, out.out + out.err
+
+        folder = root / "clusters" / cluster / "maintenance"
+        assert sorted(p.name for p in folder.iterdir()) == ["fan.yaml", "gpu3-psu-swap.yaml"]
+        hand = yaml.safe_load((folder / "gpu3-psu-swap.yaml").read_text())
+        assert hand["metadata"] == {"name": "gpu3-psu-swap", "annotations": {"fleet.gpufleet.dev/adopt": "true"}}
+        assert hand["spec"] == {
+            "devices": {"nodes": [a], "devices": ["gpu-3"]},
+            "reason": "Imported by fleetctl import from DeviceTaintRule gpu3-psu-swap with taint "
+            "example.com/repair=psu.",
+            "effect": "NoSchedule",
+            "direct": True,
+        }
+        fan = yaml.safe_load((folder / "fan.yaml").read_text())
+        assert fan["spec"] == {
+            "devices": {"nodes": [b], "devices": ["gpu-1"]},
+            "reason": "fan replaced, ticket 4711",
+            "effect": "NoExecute",
+        }
+        [row] = [r for r in (root / "IMPORT.md").read_text().splitlines() if r.startswith("| DeviceTaintRule")]
+        assert row.startswith("| DeviceTaintRule nic-flap | it takes devices of driver mellanox.com"), row
+
+        live = _taint_rules(kubectl)
+        assert sorted(live) == sorted(r["metadata"]["name"] for r in items), "taken over, no twin written"
+        taken = live["gpu3-psu-swap"]
+        assert taken["metadata"]["labels"]["fleet.gpufleet.dev/maintenance"] == "gpu3-psu-swap"
+        assert taken["spec"]["taint"] == {
+            "key": "fleet.gpufleet.dev/maintenance",
+            "value": "gpu3-psu-swap",
+            "effect": "NoSchedule",
+            "timeAdded": added,  # the effect stays, so does the time it took effect
+        }
+        assert live[f"fan.{b}.gpu-1"]["spec"]["taint"]["effect"] == "NoExecute"
+        assert "fleet.gpufleet.dev/maintenance" not in live["nic-flap"]["metadata"].get("labels", {})
+
+        assert cli.run(["validate", str(root)]) == 0, capsys.readouterr().out
+        capsys.readouterr()
+        code = _cli("diff", str(root), "--cluster", cluster, sandbox=sandbox, settings=helm_settings)
+        out = capsys.readouterr()
+        assert (code, out.out.strip()) == (0, ""), out.out + out.err
+
+        (folder / "gpu3-psu-swap.yaml").unlink()
+        code = _cli(
+            "apply", str(root), "--cluster", cluster, "--prune", "-o", "json", sandbox=sandbox, settings=helm_settings
+        )
+        out = capsys.readouterr()
+        assert code == 0, out.out + out.err
+        changed = [e for e in json.loads(out.out)["entries"] if e["action"] != "unchanged"]
+        assert [(e["action"], e["object"]["kind"], e["object"]["name"]) for e in changed] == [
+            ("deleted", "DeviceTaintRule", "gpu3-psu-swap")
+        ]
+        assert "gpu3-psu-swap" not in _taint_rules(kubectl)
+
+        _release_all(root, cluster=cluster, sandbox=sandbox, settings=helm_settings)
+        assert sorted(_taint_rules(kubectl)) == ["nic-flap"], "the prune deleted fleet's rules: the devices return"
+    finally:
+        kubectl("delete", "devicetaintrules", "--all", "--wait=true", check=False)
 
 
 def _can_claim(kubectl: Kubectl, group: str) -> str:

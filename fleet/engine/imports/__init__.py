@@ -6,6 +6,9 @@
                     and the origin the ledger records for each object taken over
 - ``pools``         pure: GPU nodes grouped into GPUNodePools by their labels and taints
 - ``teams``         pure: namespaces holding claim templates as Teams, their owners and quotas
+- ``maintenances``  pure: DeviceTaintRules as GPUMaintenances, whole or as a row saying why not
+- ``selections``    pure: what a rule takes, named as the engine's own expansion reads it back
+- ``tolerations``   pure: whether a rule's taint may become fleet's (no claim tells the two apart)
 - ``repositories``  the files (ruamel.yaml, commented), validated in a staging copy before any is written
 - ``takeovers``     the import's one write to the cluster: an apply of the new repository that adopts
 """

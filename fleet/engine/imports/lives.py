@@ -67,7 +67,9 @@ class Live:
     workloads: list[dict[str, Any]] = field(default_factory=list)
     """Deployments and Pods: no fleet repository declares them; one IMPORT.md row counts them."""
     others: list[dict[str, Any]] = field(default_factory=list)
-    """Objects of DRA kinds fleet does not declare (DeviceTaintRules), listed in IMPORT.md."""
+    """Objects of DRA kinds a repository does not declare as such (DeviceTaintRules, under every version
+    served): those of the API fleet's maintenance uses become GPUMaintenances (``imports.maintenances``),
+    the rest are listed in IMPORT.md."""
     operator: HelmRelease | None = None
     helm_problem: str = ""
     """Why helm's record could not be read ("" when it was, or there was no helm to ask)."""
@@ -91,7 +93,7 @@ WORKLOADS = (("apps/v1", "Deployment"), ("v1", "Pod"))
 
 
 UNDECLARED = ("DeviceTaintRule",)
-"""DRA kinds a fleet repository does not declare: imported as IMPORT.md rows."""
+"""DRA kinds a fleet repository does not declare as such: read into ``Live.others``."""
 
 
 async def require_dra(client: kube.Client) -> set[tuple[str, str]]:

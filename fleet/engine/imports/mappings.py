@@ -3,16 +3,16 @@
 The promise is that the repository diffs to zero against the cluster it came
 from, so every object is written as fleet would render it, or left out and
 listed (``Unmapped``) with the reason: nothing is dropped silently, and nothing
-is written that fleet would apply differently. Pools (``pools``) and teams
-(``teams``) have modules of their own; this one writes ``fleet.yaml``, the Cluster
-(its minor, and the DRA gates and API versions that differ from that minor's
-defaults), the GPUOperator (chart, version and the user-supplied values from helm's
-record) and the DeviceClasses. Objects fleet already manages are listed, not
-imported again.
+is written that fleet would apply differently. Pools (``pools``), teams
+(``teams``) and maintenances (``maintenances``, from the DeviceTaintRules) have
+modules of their own; this one writes ``fleet.yaml``, the Cluster (its minor, and
+the DRA gates and API versions that differ from that minor's defaults), the
+GPUOperator (chart, version and the user-supplied values from helm's record) and
+the DeviceClasses. Objects fleet already manages are listed, not imported again.
 
 ``Imported.handover`` says, per object, what the import's first apply records in
-the ledger: the objects people made with kubectl (templates, claims) become fleet's
-(``created``: pruning deletes them); namespaces, classes, RBAC and quotas are
+the ledger: the objects people made with kubectl (templates, claims, DeviceTaintRules)
+become fleet's (``created``: pruning deletes them); namespaces, classes, RBAC and quotas are
 ``adopted`` (pruning releases them, never deletes them).
 """
 
@@ -26,6 +26,7 @@ from typing import Any
 from fleet.engine import ownership
 from fleet.engine.imports.documents import Document, Imported, Unmapped, annotate, clean, origin
 from fleet.engine.imports.lives import DRA_API, HelmRelease, Live
+from fleet.engine.imports.maintenances import maintenances, taint_rules
 from fleet.engine.imports.pools import pools
 from fleet.engine.imports.teams import teams
 from fleet.kube import Ref
@@ -33,6 +34,13 @@ from fleet.manifests import kinds
 from fleet.policy import featuregates, tenancy
 
 DEFAULT_CHART_REPOSITORY = str(kinds.Chart.model_fields["repository"].default)
+UNDECLARED_REASON = "a fleet repository declares no such object; it stays as it is"
+UNDECLARED_REASONS = {
+    "DeviceTaintRule": "this cluster has no DeviceTaintRule API a GPUMaintenance is carried out through "
+    "(Kubernetes 1.37; 1.35 and 1.36 with it served and DRADeviceTaintRules on); it stays as it is. Import again "
+    "once it has one",
+}
+"""Why an object of ``lives.UNDECLARED`` kinds is a row (a DeviceTaintRule fleet can carry is not: ``maintenances``)."""
 
 
 def imported(
@@ -49,12 +57,13 @@ def imported(
     elif live.helm_problem:
         out.unmapped.append(Unmapped("the GPU Operator release", live.helm_problem))
     classes = {str(c["metadata"]["name"]): c for c in _not_fleets(live.device_classes, out)}
-    seen: set[str] = set()
+    rules = taint_rules(live)
+    seen = {f"{o['kind']} {o['metadata']['name']}" for o in rules}  # GPUMaintenances (``maintenances``)
     for o in live.others:
         name = f"{o['kind']} {o['metadata']['name']}"
         if name not in seen:  # served under several versions: one row
             seen.add(name)
-            out.unmapped.append(Unmapped(name, f"a fleet repository declares no {o['kind']}; it stays as it is"))
+            out.unmapped.append(Unmapped(name, UNDECLARED_REASONS.get(o["kind"], UNDECLARED_REASON)))
     _workloads(live, operator_ns=str(operator_ns), out=out)
     templates = _not_fleets(live.templates, out)
     claims = _not_fleets(live.claims, out)
@@ -64,6 +73,7 @@ def imported(
         out.documents.append(Document(f"deviceclasses/{name}.yaml", body, origin("DeviceClass", name, obj, context)))
         out.handover[Ref.of(body).key] = "adopted"
     pools(live, cluster=cluster, out=out)
+    maintenances(live, rules=_not_fleets(rules, out), cluster=cluster, context=context, out=out)
     teams(
         live,
         templates=templates,

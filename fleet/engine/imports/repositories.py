@@ -313,8 +313,13 @@ def _without_refused(
 
 
 def _leavable(files: dict[str, str]) -> set[str]:
-    """The files the import wrote whose refusal it may leave to the user: the objects it read."""
-    return {rel for rel in files if rel != REPORT and rel != "fleet.yaml" and not rel.startswith("clusters/")}
+    """The files the import wrote whose refusal it may leave to the user: the objects it read (a
+    cluster's maintenances in ``clusters/<cluster>/`` among them), not ``fleet.yaml`` or the Cluster."""
+    return {
+        rel
+        for rel in files
+        if rel != REPORT and rel != "fleet.yaml" and not (rel.startswith("clusters/") and rel.count("/") == 1)
+    }
 
 
 def _lay(root: Path, files: dict[str, str]) -> None:
