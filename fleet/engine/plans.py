@@ -206,8 +206,7 @@ class ChangeRules:
     """What a disruptive change does about allocated claims on the nodes it touches: wait, drain, force."""
     deadline: float = 86400.0
     """Seconds ``wait`` or ``drain`` may take before the change is reported overdue."""
-    max_unavailable: int = 1
-    """``drain``: nodes cordoned at once."""
+    max_unavailable: int = 1  # ``drain``: nodes cordoned at once
     wave: int = 0
     """The cluster's rollout wave, counted from 1 (the Fleet's ``spec.rollout.waves``); 0: in no wave."""
     earlier: tuple[tuple[str, ...], ...] = ()
@@ -217,7 +216,7 @@ class ChangeRules:
     source: str = ""
     """Where the Cluster declares them (``file:line:col``)."""
     deadline_at: datetime | None = None
-    """A GPUMaintenance's ``deadline``: waiting for the jobs ends then, and the change goes."""
+    """A GPUMaintenance's ``deadline``: waiting for the jobs ends then."""
 
 
 @dataclass(frozen=True)
@@ -234,23 +233,21 @@ class Targets:
 
 @dataclass(frozen=True)
 class MaintenanceRule:
-    """A GPUMaintenance of this cluster: which devices, why, how far, under which change rules."""
+    """A GPUMaintenance of this cluster: which devices, why, how far (``effect``: None, NoSchedule or
+    NoExecute; ``direct``: at once, without the None preview), under which change rules."""
 
     name: str
     targets: Targets
     reason: str
     effect: str = "NoExecute"
-    """How far it goes: None, NoSchedule or NoExecute."""
     direct: bool = False
-    """Write ``effect`` at once, skipping the None preview."""
     api_version: str = ""
     """The cluster's DeviceTaintRule API (``resource.k8s.io/v1`` on 1.37); "" where it has none."""
     rules: ChangeRules = field(default_factory=ChangeRules)
     """The Cluster's change rules with the maintenance's own ``disruption`` and ``deadline`` over them."""
     source: str = ""
     adopt: bool = False
-    """``fleet.gpufleet.dev/adopt: "true"``: a live rule of no maintenance that selects what one of its
-    rules would is taken over under its own name (``maintenances.kept_names``), not given a twin."""
+    """``fleet.gpufleet.dev/adopt: "true"``: take over a rule of no maintenance (``maintenances.kept_names``)."""
 
 
 @dataclass(frozen=True)

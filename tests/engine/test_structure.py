@@ -20,8 +20,6 @@ LONG_MODULES = {
     "migrations, one format read and written in one place",
     "fleet/engine/pipelines.py": "checkout → validate → plan shared by the CLI and the controller, with the "
     "plan cache's keys",
-    "fleet/engine/plans.py": "the plan as data, one concern: Desired (slotted, memoised), PoolRule, "
-    "OperatorRelease, ChangeRules and MaintenanceRule, pickled together into the plan cache",
     "fleet/engine/renders.py": "the one mapping of the repository's kinds to applied objects (docs/engine.md's "
     "table), pure",
 }
