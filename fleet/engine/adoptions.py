@@ -96,9 +96,12 @@ def origin(
     handover: Mapping[str, ledgers.Origin] | None = None,
 ) -> ledgers.Origin:
     """The ledger's origin for ``key``: as recorded, else as ``fleetctl import`` handed it over, else
-    adopted if it existed before this run, else created."""
+    adopted if it existed before this run, else created. A GPUMaintenance's DeviceTaintRule is always
+    its own, whoever made it first: removing the file deletes it, so the devices return."""
     if key in ledger:
         return ledger[key].origin
+    if key.split("/", 2)[1:2] == ["DeviceTaintRule"]:
+        return "created"
     if handover and key in handover and key in live_before:
         return handover[key]
     return "adopted" if key in live_before else "created"

@@ -161,3 +161,9 @@ def test_immutability_is_read_from_the_status_causes() -> None:
         status=422, body={"reason": "Invalid", "message": "spec: field is immutable"}, where="x"
     )
     assert isinstance(text_only, errors.Invalid) and not text_only.immutable
+
+
+def test_a_maintenance_rule_is_its_own_whoever_made_it_first() -> None:
+    key = "resource.k8s.io/DeviceTaintRule//repair.node-1"
+    assert adoptions.origin(key, ledger={}, live_before={key: {}}) == "created"
+    assert adoptions.origin("/Namespace//ml", ledger={}, live_before={"/Namespace//ml": {}}) == "adopted"
