@@ -43,17 +43,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from fleet.sandbox import (
-    binaries,
-    credentials,
-    forges,
-    gpus,
-    identities,
-    processes,
-    profiles,
-    releases,
-    versions,
-)
+from fleet.sandbox import binaries, credentials, forges, gpus, identities, processes, profiles, releases, versions
 from fleet.sandbox.errors import SandboxError, StartError
 
 FIELD_MANAGER = "fleet-sandbox"

@@ -18,10 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fleet import kube
-from fleet.engine import probes
-from fleet.policy import featuregates, gateprobes
-from fleet.sandbox import Sandbox, clusters, credentials, versions
+from fleet.sandbox import Sandbox, clusters, versions
 from tests.conftest import gpu_pod, kubectl_of
 from tests.waits import wait_for
 
@@ -113,20 +110,3 @@ def test_a_no_execute_device_taint_rule_evicts_the_pod_holding_the_device(
         wait_for(evicted, what=f"trainer evicted from {held['pool']}/{held['device']} by a {api} rule", within=90)
     finally:
         kubectl("delete", "devicetaintrule", f"drain-{ns}", "--ignore-not-found", check=False)
-
-
-async def test_the_probes_see_every_gate_the_release_turns_on(release_sandbox: Sandbox, anyio_backend: str) -> None:
-    release = release_sandbox.release
-    declared = featuregates.ClusterFeatures(
-        cluster="gpu-east", file="clusters/gpu-east.yaml", minor=release.minor, enabled=frozenset()
-    )
-    client = await kube.connect(kubeconfig=str(release_sandbox.kubeconfig), context=credentials.CLUSTER)
-    try:
-        seen = await probes.observe(client, declared=declared)
-    finally:
-        await client.close()
-    assert seen.minor == release.minor
-    # the sandbox serves all the DRA its release has: every probed gate is on, on every release
-    assert {p.gate for p in gateprobes.PROBES} <= seen.enabled
-    assert set(release.feature_gates) & {p.gate for p in gateprobes.PROBES} <= seen.enabled
-    assert "resource.k8s.io/v1" in seen.apis and TAINT_RULE_API[release.minor] in seen.apis

@@ -134,7 +134,16 @@ def declared_features(repo: Path, cluster: str, *, minor: int) -> featuregates.C
 
 OFF = ("DRAConsumableCapacity", "DRADeviceBindingConditions")
 """Gates off on the API server of ``gates_off``: unlocked in 1.34 to 1.37 (alpha or beta; read from
-each release's ``kube_features.go``), and no gate depends on them there, so every release starts."""
+each release's ``kube_features.go``), and no gate on by default depends on them there."""
+
+
+def switched_off(release: releases.Release) -> list[str]:
+    """``OFF`` and every gate the sandbox turns on that depends on one of them: Kubernetes refuses to
+    start with a gate whose dependency is off."""
+    off = set(OFF)
+    while grown := {g for g in release.feature_gates if g not in off and set(featuregates.GATES[g].depends) & off}:
+        off |= grown
+    return sorted(off)
 
 
 @pytest.fixture(scope="module", params=releases_under_test(), ids=lambda release: release.name)
@@ -142,7 +151,7 @@ def gates_off(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     """A small sandbox of its own whose kube-apiserver runs with some DRA gates off."""
     release: releases.Release = request.param
     directory = tmp_path_factory.mktemp(f"gates-off-{release.name}")
-    flag = "--feature-gates=" + ",".join(f"{g}=false" for g in OFF)
+    flag = "--feature-gates=" + ",".join(f"{g}=false" for g in switched_off(release))
     with pytest.MonkeyPatch.context() as patch:
         # the binaries where fleetctl sandbox build puts them, not the session's plan-cache folder
         patch.delenv("FLEET_CACHE_DIR", raising=False)
