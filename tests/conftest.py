@@ -8,6 +8,10 @@ directory and is stopped at the end of the session; set
 ``FLEET_TEST_SANDBOX_DIR`` to keep one running between local runs (it is reused
 when healthy, never stopped by the tests).
 
+``release_sandbox`` runs the DRA version tests (what a Kubernetes minor serves and keeps) on the
+session's release and on each one ``FLEET_TEST_KUBERNETES_EXTRA`` names (``1.34``; ``./dev test``
+sets the oldest): a sandbox of its own per extra release, its binaries built beside the suite.
+
 The GPU Operator stage's fixtures live here too, for ``tests/operator`` and the controller
 tests that run that stage: the real ``helm`` binary (``helm_settings``), NVIDIA's gpu-operator
 chart on a loopback repository (``chart_repo``, with ``upstream`` the vendored tree it comes from
@@ -28,7 +32,7 @@ from typing import Any
 import pytest
 
 from fleet import helm, kube
-from fleet.sandbox import Sandbox, binaries, charts, clusters, credentials, jaegers
+from fleet.sandbox import Sandbox, binaries, charts, clusters, credentials, jaegers, releases
 from tests import paths
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
@@ -37,8 +41,21 @@ pytest_plugins = ("tests.browsers",)
 """The ``browser`` fixture (Debian's Chromium) for every test folder; see tests/browsers.py."""
 
 
-EXTRAS = ("gitea", "jaeger", "image")
-"""What ``./dev test`` builds in the background while the suite runs, in its order."""
+EXTRAS = ("gitea", "jaeger", "image", "kubernetes")
+"""What ``./dev test`` builds in the background while the suite runs, in its order (``kubernetes``:
+the control plane of the releases in ``FLEET_TEST_KUBERNETES_EXTRA``)."""
+EXTRA_RELEASES = "FLEET_TEST_KUBERNETES_EXTRA"
+
+
+def releases_under_test() -> list[releases.Release]:
+    """The session's release (``FLEET_KUBERNETES`` or the default), then those ``FLEET_TEST_KUBERNETES_EXTRA``
+    names (comma-separated), each once."""
+    found = [releases.select()]
+    for name in os.environ.get(EXTRA_RELEASES, "").split(","):
+        release = releases.select(name.strip(), where=EXTRA_RELEASES) if name.strip() else None
+        if release is not None and release not in found:
+            found.append(release)
+    return found
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -93,7 +110,8 @@ def plan_cache_dir(tmp_path_factory: pytest.TempPathFactory, binaries_cache: Pat
     # building it again in here.
     binaries_cache.mkdir(parents=True, exist_ok=True)
     (binaries_cache / ".build.lock").touch()
-    for name in (".build.lock", binaries.gitea_dir().name, jaegers.cache_dir().name):
+    kubes = [binaries.kube_dir(r).name for r in releases_under_test()]
+    for name in (".build.lock", binaries.gitea_dir().name, jaegers.cache_dir().name, *kubes):
         link = directory / name
         if not link.is_symlink():
             link.symlink_to(binaries_cache / name)
@@ -114,6 +132,27 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory, binaries_cache: Path) -> I
     finally:
         if not keep:
             clusters.down(directory=directory)
+
+
+@pytest.fixture(scope="session", params=releases_under_test(), ids=lambda release: release.name)
+def release_sandbox(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, binaries_cache: Path
+) -> Iterator[Sandbox]:
+    """A sandbox of each tested release: the session's ``sandbox`` for its own release, else one of its
+    own with the default profile (built first when the cache lacks it, waiting for ``./dev test``'s
+    background build on its lock). Tests that use it are marked ``extras("kubernetes")``."""
+    release: releases.Release = request.param
+    if release == releases.select():
+        yield request.getfixturevalue("sandbox")
+        return
+    directory = tmp_path_factory.mktemp(f"sandbox-{release.name}")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FLEET_CACHE_DIR", str(binaries_cache))
+        sb = clusters.up(directory=directory, release=release)
+    try:
+        yield sb
+    finally:
+        clusters.down(directory=directory)
 
 
 def kubectl_of(sandbox: Sandbox) -> Kubectl:

@@ -3,6 +3,7 @@
 Used by every cluster test, every benchmark and the demo. Modules:
 
 - ``versions``    the pinned versions (Kubernetes, KWOK, Helm)
+- ``releases``    the selectable Kubernetes releases and each one's DRA gates and APIs
 - ``binaries``    build once per version from Go modules (Gitea too), cache outside the tree
 - ``profiles``    which GPU node pools to simulate (YAML, checked before start)
 - ``gpus``        Nodes, ResourceSlices and DeviceClasses as the NVIDIA driver publishes them

@@ -13,8 +13,13 @@ module ``code.gitea.io/gitea`` inside a writable copy of that module: its
 stays in the cache beside the binary, as Gitea's ``STATIC_ROOT_PATH`` (a build
 without the ``bindata`` tag reads its templates and locales from there).
 
+The control plane is built for one selectable Kubernetes release at a time
+(``fleet.sandbox.releases``: the default, or ``FLEET_KUBERNETES``), with ``go build
+-modfile=`` the module file that pins that release's graph; every release has its own
+cache folder, so switching between them rebuilds nothing.
+
 Everything lands in ``$FLEET_CACHE_DIR`` (default ``~/.cache/fleet``) under a
-directory named after the versions and a hash of the Go module files, with a
+directory named after the versions and a hash of the Go module files used, with a
 ``.complete`` marker written last: a build interrupted half way is redone, an
 unchanged version is never rebuilt. ``FLEET_KUBE_BIN`` points at a directory of
 official release binaries to use instead of building them.
@@ -36,7 +41,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet.sandbox import versions
+from fleet.sandbox import releases, versions
 from fleet.sandbox.errors import BuildError
 
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl")
@@ -65,18 +70,17 @@ def cache_root() -> Path:
     return Path(os.environ.get("FLEET_CACHE_DIR") or Path.home() / ".cache" / "fleet")
 
 
-def _module_hash(*dirs: Path) -> str:
+def _module_hash(directory: Path, modfile: str = "go.mod") -> str:
     h = hashlib.sha256()
-    for d in dirs:
-        for name in ("go.mod", "go.sum"):
-            f = d / name
-            if f.exists():
-                h.update(f.read_bytes())
+    for f in (directory / modfile, (directory / modfile).with_suffix(".sum")):
+        if f.exists():
+            h.update(f.read_bytes())
     return h.hexdigest()[:10]
 
 
-def _kube_dir() -> Path:
-    return cache_root() / f"kube-{versions.KUBERNETES}-{_module_hash(_TOOLS / 'ktestenv')}"
+def kube_dir(release: releases.Release) -> Path:
+    """Where ``release``'s control plane is (or will be) built."""
+    return cache_root() / f"kube-{release.version}-{_module_hash(_TOOLS / 'ktestenv', release.modfile)}"
 
 
 def _tools_dir() -> Path:
@@ -111,10 +115,11 @@ def _official() -> dict[str, Path]:
     return {n: Path(root) / n for n in ALL if (Path(root) / n).is_file() and os.access(Path(root) / n, os.X_OK)}
 
 
-def locate() -> Binaries | None:
-    """The binaries if all are built (or provided by FLEET_KUBE_BIN), else None."""
+def locate(release: releases.Release | None = None) -> Binaries | None:
+    """The binaries of ``release`` (default: ``releases.select()``) if all are built (or provided by
+    FLEET_KUBE_BIN), else None."""
     official = _official()
-    kube, tools = _kube_dir(), _tools_dir()
+    kube, tools = kube_dir(release or releases.select()), _tools_dir()
     paths: dict[str, Path] = {}
     for name in ALL:
         if name in official:
@@ -177,20 +182,24 @@ def _go_env(gobin: Path | None = None) -> dict[str, str]:
     return env
 
 
-def build(*, progress: Progress = _stderr, force: bool = False) -> tuple[Binaries, dict[str, float]]:
-    """Build whatever every sandbox needs (the control plane, KWOK, Helm) and is missing for the
-    pinned versions; return the binaries and step timings. Gitea is ``build_gitea``.
+def build(
+    *, release: releases.Release | None = None, progress: Progress = _stderr, force: bool = False
+) -> tuple[Binaries, dict[str, float]]:
+    """Build whatever every sandbox needs (the control plane of ``release``, default
+    ``releases.select()``, KWOK, Helm) and is missing for the pinned versions; return the
+    binaries and step timings. Gitea is ``build_gitea``.
 
     Builders on one machine (two test runs, a test run and ``./dev demo``, ``./dev test``'s
     background build of Gitea and Jaeger and a test that needs them) take turns on an
     exclusive lock of the cache: each stages into the same ``.partial`` folders, and a
     second builder arriving while the first works waits for it, then finds its result.
     """
-    found = None if force else locate()
+    release = release or releases.select()
+    found = None if force else locate(release)
     if found is not None:
         return found, {}
     with _build_lock(progress):
-        return _build(progress=progress, force=force)
+        return _build(release=release, progress=progress, force=force)
 
 
 def build_gitea(*, progress: Progress = _stderr, force: bool = False) -> tuple[Gitea, dict[str, float]]:
@@ -259,15 +268,15 @@ def _build_lock(progress: Progress) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _build(*, progress: Progress, force: bool) -> tuple[Binaries, dict[str, float]]:
-    found = None if force else locate()
+def _build(*, release: releases.Release, progress: Progress, force: bool) -> tuple[Binaries, dict[str, float]]:
+    found = None if force else locate(release)
     if found is not None:
         return found, {}
     official = _official()
     timings: dict[str, float] = {}
-    kube = _kube_dir()
+    kube = kube_dir(release)
     if not set(CONTROL_PLANE) <= set(official) and (force or not (kube / ".complete").exists()):
-        ver = versions.KUBERNETES
+        ver = release.version
         major, minor = ver.removeprefix("v").split(".")[:2]
         ldflags = ["-s", "-w"]
         for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
@@ -282,7 +291,17 @@ def _build(*, progress: Progress, force: bool) -> tuple[Binaries, dict[str, floa
         (staging / "bin").mkdir(parents=True)
         timings["control-plane"] = _run(
             f"go build control plane {ver} (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl)",
-            ["go", "build", "-trimpath", "-ldflags", " ".join(ldflags), "-o", str(staging / "bin") + "/", "./cmd/..."],
+            [
+                "go",
+                "build",
+                f"-modfile={release.modfile}",
+                "-trimpath",
+                "-ldflags",
+                " ".join(ldflags),
+                "-o",
+                str(staging / "bin") + "/",
+                "./cmd/...",
+            ],
             cwd=_TOOLS / "ktestenv",
             env=_go_env(),
             progress=progress,
@@ -328,7 +347,7 @@ def _build(*, progress: Progress, force: bool) -> tuple[Binaries, dict[str, floa
         (staging / ".complete").write_text(versions.KWOK)
         shutil.rmtree(tools, ignore_errors=True)
         staging.rename(tools)
-    found = locate()
+    found = locate(release)
     if found is None:
         raise BuildError(
             "binaries missing after the build",
@@ -347,6 +366,7 @@ __all__ = [
     "build_gitea",
     "cache_root",
     "gitea_dir",
+    "kube_dir",
     "locate",
     "locate_gitea",
 ]

@@ -2,8 +2,10 @@
 
 ``up`` starts etcd, kube-apiserver (RBAC on, static tokens, self-signed serving
 certificate), kube-controller-manager (with the resourceclaim controller),
-kube-scheduler and KWOK, each in its own process group on free loopback ports,
-with the same DRA feature gates on all three Kubernetes components. It then
+kube-scheduler and KWOK, each in its own process group on free loopback ports, at
+one of the selectable Kubernetes releases (``fleet.sandbox.releases``: the default, or
+``FLEET_KUBERNETES``), with that release's DRA feature gates on all three Kubernetes
+components and the DRA APIs it serves only when asked (``--runtime-config``). It then
 installs the NVIDIA driver's DeviceClasses, creates a KWOK Node per simulated GPU
 node and publishes each node's ResourceSlice as the driver would
 (``fleet.sandbox.gpus``). The real scheduler allocates claims from those slices
@@ -11,7 +13,7 @@ and the real resourceclaim controller turns templates into claims, so what
 passes here passes on a real cluster.
 
 State lives in one directory (``$FLEET_SANDBOX_DIR``, default
-``~/.local/state/fleet/sandbox``): ``state.json`` (pids, ports), ``kubeconfig``,
+``~/.local/state/fleet/sandbox``): ``state.json`` (release, pids, ports), ``kubeconfig``,
 ``pki/``, ``etcd/`` and ``logs/``. ``up`` on a healthy sandbox is a no-op,
 ``up`` over a dead one cleans it first, ``down`` stops every process group it
 started and removes the directory.
@@ -41,13 +43,9 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from fleet.sandbox import binaries, credentials, forges, gpus, identities, processes, profiles, versions
+from fleet.sandbox import binaries, credentials, forges, gpus, identities, processes, profiles, releases, versions
 from fleet.sandbox.errors import SandboxError, StartError
 
-FEATURE_GATES = ",".join(
-    f"{gate}=true"
-    for gate in ("DRAConsumableCapacity", "DRADeviceTaints", "DRAPartitionableDevices", "DRAResourceClaimDeviceStatus")
-)
 FIELD_MANAGER = "fleet-sandbox"
 Progress = Callable[[str], None]
 
@@ -86,6 +84,12 @@ class Sandbox:
     """Extra kube-apiserver flags given to ``up`` (kept for ``start_component``)."""
     forge_port: int = 0
     """Gitea's HTTP port when the sandbox runs a forge, else 0."""
+    kubernetes: str = versions.KUBERNETES
+    """The Kubernetes release it runs (``v1.37.2``)."""
+
+    @property
+    def release(self) -> releases.Release:
+        return releases.Release(self.kubernetes)
 
     @property
     def forge(self) -> forges.Forge | None:
@@ -164,6 +168,7 @@ class Sandbox:
             attached=attached,
             apiserver_flags=list(data.get("apiserver_flags", [])),
             forge_port=int(data.get("forge_port", 0)),
+            kubernetes=str(data.get("kubernetes") or versions.KUBERNETES),
         )
 
     def healthy(self) -> bool:
@@ -241,7 +246,7 @@ def _start_apiserver(sb: Sandbox) -> processes.Running:
             # PodTemplates (which nothing in fleet uses) are watched straight from etcd, so a test
             # can compact etcd and get a real 410 Gone, which a young watch cache never gives.
             "--watch-cache-sizes=podtemplates#0",
-            f"--feature-gates={FEATURE_GATES}",
+            *sb.release.apiserver_flags(),
             f"--audit-policy-file={d / 'audit-policy.yaml'}",
             f"--audit-log-path={sb.audit_log}",
             "--audit-log-maxsize=200",
@@ -260,7 +265,7 @@ def _start_workers(sb: Sandbox, b: binaries.Binaries) -> list[tuple[processes.Ru
         f"--authorization-kubeconfig={kc}",
         "--bind-address=127.0.0.1",
         "--leader-elect=false",
-        f"--feature-gates={FEATURE_GATES}",
+        *sb.release.flags(),
     ]
     kcm = processes.start(
         "kube-controller-manager",
@@ -471,18 +476,28 @@ def up(
     attempts: int = 3,
     apiserver_flags: tuple[str, ...] = (),
     forge: bool = False,
+    release: releases.Release | None = None,
 ) -> Sandbox:
     """Start the sandbox (or confirm the running one) and return it.
 
+    ``release`` is the Kubernetes release to run (default ``releases.select()``: ``$FLEET_KUBERNETES``
+    or the default); a running sandbox of another release is refused, not replaced.
     ``apiserver_flags`` are added to kube-apiserver's command line (a later flag wins,
     list flags append), e.g. ``--watch-cache-sizes=...`` for a fault test's own sandbox.
     ``forge`` also starts Gitea (``start_forge``), on a running sandbox too.
     """
     directory = directory or default_dir()
     profile = profile or profiles.load(None)
+    release = release or releases.select()
     existing = Sandbox.load(directory)
     if existing is not None:
         if existing.healthy():
+            if existing.kubernetes != release.version:
+                raise SandboxError(
+                    f"a sandbox running Kubernetes {existing.kubernetes} is already up, not {release.version}",
+                    where=str(directory),
+                    hint="run `fleetctl sandbox down` first to change the release",
+                )
             if (existing.pools, existing.cpu_pools, existing.pool_options) != (
                 profile.pools,
                 profile.cpu_pools,
@@ -499,12 +514,14 @@ def up(
             return existing
         progress("found a stopped or broken sandbox; cleaning it up")
         down(directory=directory, progress=progress)
-    found = binaries.locate()
-    bins = found if found is not None else binaries.build(progress=progress)[0]
+    found = binaries.locate(release)
+    bins = found if found is not None else binaries.build(release=release, progress=progress)[0]
     for attempt in range(attempts):
         try:
             ports = _allocate_ports(apiserver_port)
-            sb = _up_once(directory, profile, bins, ports, progress, apiserver_flags=list(apiserver_flags))
+            sb = _up_once(
+                directory, profile, bins, ports, progress, apiserver_flags=list(apiserver_flags), release=release
+            )
             if forge:
                 start_forge(sb, progress=progress)
             return sb
@@ -524,6 +541,7 @@ def _up_once(
     progress: Progress,
     *,
     apiserver_flags: list[str],
+    release: releases.Release,
 ) -> Sandbox:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "pki").mkdir(exist_ok=True)
@@ -535,11 +553,12 @@ def _up_once(
         pool_options=dict(profile.options),
         cpu_pools=dict(profile.cpu_pools),
         apiserver_flags=apiserver_flags,
+        kubernetes=release.version,
     )
     total = time.monotonic()
     credentials.write_service_account_key(directory)
     tokens = credentials.write_tokens(directory)
-    progress(f"==> starting sandbox in {directory}")
+    progress(f"==> starting sandbox (Kubernetes {release.version}) in {directory}")
     t = time.monotonic()
     etcd = _start_etcd(sb)
     sb.components.append(etcd)
@@ -683,6 +702,9 @@ def status(*, directory: Path | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "directory": str(directory),
         "up": sb.healthy(),
+        "kubernetes": sb.kubernetes,
+        "feature_gates": list(sb.release.feature_gates),
+        "runtime_config": list(sb.release.runtime_config),
         "server": sb.server,
         "kubeconfig": str(sb.kubeconfig),
         "components": comps,
@@ -700,7 +722,6 @@ def status(*, directory: Path | None = None) -> dict[str, Any]:
 
 
 __all__ = [
-    "FEATURE_GATES",
     "FIELD_MANAGER",
     "RESTARTABLE",
     "Sandbox",

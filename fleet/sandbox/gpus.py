@@ -154,8 +154,9 @@ EXTENDED_RESOURCE = "nvidia.com/gpu"
 def device_classes() -> list[dict[str, Any]]:
     """The DeviceClasses the NVIDIA DRA driver installs: the GPU Operator's state-dra-driver set, with
     ``gpu.nvidia.com`` carrying ``extendedResourceName: nvidia.com/gpu`` as the driver's own chart
-    writes it on ``resource.k8s.io/v1`` (v25.12.0 on; DRAExtendedResource is on in 1.36). The
-    simulated Nodes do not advertise ``nvidia.com/gpu`` allocatable, as DRA's extended resources need."""
+    writes it on ``resource.k8s.io/v1`` (v25.12.0 on; DRAExtendedResource is on by default from 1.36,
+    and the sandbox turns it on in 1.34 and 1.35). The simulated Nodes do not advertise ``nvidia.com/gpu``
+    allocatable, as DRA's extended resources need."""
     out = []
     for name, kind in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig"), ("vfio.gpu.nvidia.com", "vfio")):
         expression = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == '{kind}'"

@@ -21,7 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import TaskID
 
-from fleet.sandbox import binaries, clusters, jaegers, profiles
+from fleet.sandbox import binaries, clusters, jaegers, profiles, releases
 from fleetctl import reports
 
 
@@ -39,9 +39,19 @@ def register(sub: Any) -> None:
         help="state directory (default $FLEET_SANDBOX_DIR or ~/.local/state/fleet/sandbox)",
     )
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    kubernetes = argparse.ArgumentParser(add_help=False)
+    kubernetes.add_argument(
+        "--kubernetes",
+        metavar="VERSION",
+        default=None,
+        help=f"the Kubernetes release: {', '.join(r.name for r in releases.ALL)} or its full version "
+        f"(default ${releases.ENV}, else {releases.DEFAULT.version})",
+    )
 
     build = verbs.add_parser(
-        "build", help="build the binaries for the pinned versions (cached): the control plane, Gitea, Jaeger"
+        "build",
+        parents=[kubernetes],
+        help="build the binaries for the pinned versions (cached): the control plane, Gitea, Jaeger",
     )
     build.add_argument("--force", action="store_true", help="rebuild even if cached")
     build.add_argument(
@@ -53,7 +63,7 @@ def register(sub: Any) -> None:
     )
     build.set_defaults(func=_build)
 
-    upp = verbs.add_parser("up", help="start the sandbox (a no-op when it already runs)")
+    upp = verbs.add_parser("up", parents=[kubernetes], help="start the sandbox (a no-op when it already runs)")
     upp.add_argument(
         "--profile",
         type=Path,
@@ -101,7 +111,8 @@ def _build(args: argparse.Namespace) -> int:
     timings: dict[str, float] = {}
     with building(err) as progress:
         if args.only in (None, "core"):
-            found, built = binaries.build(force=args.force, progress=progress)
+            release = releases.select(args.kubernetes)
+            found, built = binaries.build(release=release, force=args.force, progress=progress)
             paths |= found.paths
             timings |= built
         if args.only in (None, "extras"):
@@ -141,18 +152,26 @@ def building(out: Console) -> Iterator[Callable[[str], None]]:
 
 def _up(args: argparse.Namespace) -> int:
     profile = profiles.load(args.profile)
-    up(directory=args.dir, profile=profile, apiserver_port=args.apiserver_port, forge=args.forge)
+    release = releases.select(args.kubernetes)
+    up(directory=args.dir, profile=profile, apiserver_port=args.apiserver_port, forge=args.forge, release=release)
     return 0
 
 
 def up(
-    *, directory: Path | None, profile: profiles.Profile, apiserver_port: int | None = None, forge: bool = False
+    *,
+    directory: Path | None,
+    profile: profiles.Profile,
+    apiserver_port: int | None = None,
+    forge: bool = False,
+    release: releases.Release | None = None,
 ) -> clusters.Sandbox:
     """``clusters.up``, undone if interrupted (Ctrl-C): every process it started is stopped again."""
     existing = clusters.Sandbox.load(directory or clusters.default_dir())
     ran_before = existing is not None and existing.healthy()
     try:
-        return clusters.up(directory=directory, profile=profile, apiserver_port=apiserver_port, forge=forge)
+        return clusters.up(
+            directory=directory, profile=profile, apiserver_port=apiserver_port, forge=forge, release=release
+        )
     except KeyboardInterrupt:
         if not ran_before:  # never stop a sandbox that was already running before this command
             clusters.down(directory=directory, progress=lambda _m: None)
@@ -201,9 +220,15 @@ def _status(args: argparse.Namespace) -> int:
     if not st["up"] and "components" not in st:
         print(f"no sandbox at {st['directory']}")
         return 1
-    print(f"sandbox  {'up' if st['up'] else 'DOWN'}  {st.get('server', '')}  ({st['directory']})")
+    print(
+        f"sandbox  {'up' if st['up'] else 'DOWN'}  Kubernetes {st.get('kubernetes', '?')}  "
+        f"{st.get('server', '')}  ({st['directory']})"
+    )
     for c in st.get("components", []):
         print(f"  {c['name']:24} pid {c['pid']:<8} {'running' if c['running'] else 'STOPPED'}")
+    if "feature_gates" in st:
+        print(f"  feature gates            {', '.join(st['feature_gates']) or 'the defaults'}")
+        print(f"  runtime-config           {', '.join(st['runtime_config']) or 'the defaults'}")
     if st.get("forge"):
         print(f"  forge (Gitea)            {st['forge']}")
     if st["up"]:

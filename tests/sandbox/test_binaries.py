@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.sandbox import Sandbox, binaries, processes, versions
+from fleet.sandbox import Sandbox, binaries, processes, releases, versions
 from fleet.sandbox.errors import StartError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,9 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.sandbox
 def test_server_reports_the_pinned_version(sandbox: Sandbox) -> None:
+    assert sandbox.kubernetes == releases.select().version  # FLEET_KUBERNETES's, else versions.KUBERNETES
     out = json.loads(sandbox.kubectl("version", "-o", "json").stdout)
-    assert out["serverVersion"]["gitVersion"] == versions.KUBERNETES
-    assert out["clientVersion"]["gitVersion"] == versions.KUBERNETES
+    assert out["serverVersion"]["gitVersion"] == sandbox.kubernetes
+    assert out["clientVersion"]["gitVersion"] == sandbox.kubernetes
 
 
 @pytest.mark.sandbox

@@ -1,8 +1,10 @@
 """``fleetctl validate`` and per-cluster feature gates: declared (pure CLI) and seen on a live cluster.
 
 With ``--context`` the gates come from what the cluster keeps in a server-side dry run
-(``fleet.engine.probes``), not from what its Cluster declares: the sandbox runs
-Kubernetes 1.36.3 with default gates, so a Cluster declaring 1.35 is corrected by the probes.
+(``fleet.engine.probes``), not from what its Cluster declares: a Cluster declaring another minor
+than the sandbox runs is corrected by the probes. These are DRA version tests: they run on every
+release ``release_sandbox`` gives (the session's, and ``FLEET_TEST_KUBERNETES_EXTRA``'s), so the
+whole file runs last, with the extras.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from fleet import kube
 from fleet.engine import probes
 from fleet.manifests import read_revision
 from fleet.policy import featuregates, gateprobes
-from fleet.sandbox import Sandbox, clusters, credentials, profiles
+from fleet.sandbox import Sandbox, clusters, credentials, profiles, releases
+from tests.conftest import releases_under_test
 from tests.manifests.repos import EXAMPLE
 from tests.validate.test_cli import fleetctl
+
+pytestmark = pytest.mark.extras("kubernetes")
 
 TOLERATIONS = """apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
@@ -74,15 +79,16 @@ def test_validate_a_repo_with_a_1_34_cluster(repo: Path) -> None:
 
 
 @pytest.mark.sandbox
-def test_context_uses_the_gates_the_cluster_shows_not_the_declared_ones(sandbox: Sandbox, repo: Path) -> None:
-    set_version(repo, "gpu-east", "1.35")
+def test_context_uses_the_gates_the_cluster_shows_not_the_declared_ones(release_sandbox: Sandbox, repo: Path) -> None:
+    runs = release_sandbox.release.name
+    set_version(repo, "gpu-east", "1.35" if runs != "1.35" else "1.34")
     declared = fleetctl("validate", str(repo), "--cluster", "gpu-east", env={"NO_COLOR": "1"})
     assert declared.returncode == 1 and "feature-gate" in declared.stdout
     live = fleetctl(
         "validate",
         str(repo),
         "--kubeconfig",
-        str(sandbox.kubeconfig),
+        str(release_sandbox.kubeconfig),
         "--context",
         credentials.CLUSTER,
         "--cluster",
@@ -92,20 +98,28 @@ def test_context_uses_the_gates_the_cluster_shows_not_the_declared_ones(sandbox:
     )
     assert live.returncode == 0, live.stdout + live.stderr
     findings = json.loads(live.stdout)["findings"]
-    assert [f["rule"] for f in findings] == ["cluster-version"]
-    assert findings[0]["message"] == (
-        f"cluster gpu-east declares Kubernetes 1.35, but the live context {credentials.CLUSTER} runs 1.36"
+    assert {f["rule"] for f in findings} == {"cluster-version"}, findings  # no feature-gate finding
+    declares = "1.35" if runs != "1.35" else "1.34"
+    assert (
+        f"cluster gpu-east declares Kubernetes {declares}, but the live context {credentials.CLUSTER} runs {runs}"
+        in [f["message"] for f in findings]
     )
 
 
 @pytest.mark.sandbox
-async def test_the_probes_see_every_probed_gate_on_in_1_36(sandbox: Sandbox, admin_client: kube.Client) -> None:
-    declared = declared_features(EXAMPLE, "gpu-east", minor=35)
-    seen = await probes.observe(admin_client, declared=declared)
-    assert seen.minor == 36 and seen.declared_minor == 35
-    assert {p.gate for p in gateprobes.PROBES} <= seen.enabled
+async def test_the_probes_see_every_probed_gate_on(release_sandbox: Sandbox, anyio_backend: str) -> None:
+    minor = release_sandbox.release.minor
+    other = 35 if minor != 35 else 34
+    client = await kube.connect(kubeconfig=str(release_sandbox.kubeconfig), context=credentials.CLUSTER)
+    try:
+        seen = await probes.observe(client, declared=declared_features(EXAMPLE, "gpu-east", minor=other))
+    finally:
+        await client.close()
+    assert seen.minor == minor and seen.declared_minor == other
+    assert {p.gate for p in gateprobes.PROBES} <= seen.enabled  # the sandbox turns every DRA gate on
     assert "resource.k8s.io/v1" in seen.apis
-    assert "DRADeviceTaintRules" not in seen.enabled  # not probed: off by default in 1.36, not declared
+    # DRADeviceTaintRules is not probed: taken as the live minor's default, whatever the sandbox runs
+    assert ("DRADeviceTaintRules" in seen.enabled) == ("DRADeviceTaintRules" in featuregates.effective(minor, {}))
 
 
 def declared_features(repo: Path, cluster: str, *, minor: int) -> featuregates.ClusterFeatures:
@@ -118,42 +132,78 @@ def declared_features(repo: Path, cluster: str, *, minor: int) -> featuregates.C
     )
 
 
-OFF = ("DRAExtendedResource", "DRADeviceTaints", "DRAPrioritizedList")
+OFF = ("DRAConsumableCapacity", "DRADeviceBindingConditions")
+"""Gates off on the API server of ``gates_off``: unlocked in 1.34 to 1.37 (alpha or beta; read from
+each release's ``kube_features.go``), and no gate on by default depends on them there."""
 
 
-@pytest.fixture(scope="module")
-def gates_off(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+def switched_off(release: releases.Release) -> list[str]:
+    """``OFF`` and every gate the sandbox turns on that depends on one of them: Kubernetes refuses to
+    start with a gate whose dependency is off."""
+    off = set(OFF)
+    while grown := {g for g in release.feature_gates if g not in off and set(featuregates.GATES[g].depends) & off}:
+        off |= grown
+    return sorted(off)
+
+
+@pytest.fixture(scope="module", params=releases_under_test(), ids=lambda release: release.name)
+def gates_off(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     """A small sandbox of its own whose kube-apiserver runs with some DRA gates off."""
-    directory = tmp_path_factory.mktemp("gates-off")
-    flag = "--feature-gates=" + ",".join(f"{g}=false" for g in OFF)
+    release: releases.Release = request.param
+    directory = tmp_path_factory.mktemp(f"gates-off-{release.name}")
+    flag = "--feature-gates=" + ",".join(f"{g}=false" for g in switched_off(release))
     with pytest.MonkeyPatch.context() as patch:
         # the binaries where fleetctl sandbox build puts them, not the session's plan-cache folder
         patch.delenv("FLEET_CACHE_DIR", raising=False)
-        sb = clusters.up(directory=directory, profile=profiles.parse({"pools": {"l4x1": 1}}), apiserver_flags=(flag,))
+        sb = clusters.up(
+            directory=directory,
+            profile=profiles.parse({"pools": {"l4x1": 1}}),
+            apiserver_flags=(flag,),
+            release=release,
+        )
     try:
         yield sb
     finally:
         clusters.down(directory=directory)
 
 
+CAPACITY = """apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: shared
+  namespace: ml-research
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: gpu.nvidia.com
+          capacity:
+            requests:
+              memory: 10Gi
+"""
+
+
 @pytest.mark.sandbox
-async def test_the_probes_see_gates_the_api_server_runs_without(gates_off: Sandbox, anyio_backend: str) -> None:
+async def test_the_probes_see_gates_the_api_server_runs_without(
+    gates_off: Sandbox, repo: Path, anyio_backend: str
+) -> None:
+    minor = gates_off.release.minor
     client = await kube.connect(kubeconfig=str(gates_off.kubeconfig), context=credentials.CLUSTER)
     try:
-        declared = declared_features(EXAMPLE, "gpu-east", minor=36)
+        declared = declared_features(EXAMPLE, "gpu-east", minor=minor)
         seen = await probes.observe(client, declared=declared)
     finally:
         await client.close()
+    assert seen.minor == minor
     assert seen.enabled.isdisjoint(OFF)
-    assert {"DRAAdminAccess", "DRAConsumableCapacity", "DRAPartitionableDevices"} <= seen.enabled
-    messages = [
-        f.message
-        for f in featuregates.check(
-            [m for m in read_revision(EXAMPLE).manifests if m.kind == "DeviceClass"], features=seen
-        )
-    ]
+    assert {"DRAAdminAccess", "DRAExtendedResource", "DRAPartitionableDevices", "DRADeviceTaints"} <= seen.enabled
+    (repo / "teams" / "ml-research" / "shared.yaml").write_text(CAPACITY)
+    templates = [m for m in read_revision(repo).manifests if m.kind == "ResourceClaimTemplate"]
+    messages = [f.message for f in featuregates.check(templates, features=seen)]
     assert messages == [
-        "extendedResourceName needs feature gate DRAExtendedResource: cluster gpu-east (Kubernetes 1.36) drops it "
-        f"without an error, because DRAExtendedResource is off there, as seen on the live context "
+        f"request 'gpu' capacity needs feature gate DRAConsumableCapacity: cluster gpu-east (Kubernetes 1.{minor}) "
+        f"drops it without an error, because DRAConsumableCapacity is off there, as seen on the live context "
         f"{credentials.CLUSTER} (on by default from 1.36)"
     ]

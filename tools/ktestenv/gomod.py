@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write tools/ktestenv/go.mod for the Kubernetes version in fleet/sandbox/versions.py.
+"""Write tools/ktestenv's module files for every selectable Kubernetes release in fleet/sandbox/versions.py.
 
 k8s.io/kubernetes requires every staging module at the non-existent v0.0.0 and
 resolves them with ./staging replaces that do not apply to a consumer. The
@@ -7,12 +7,19 @@ replace list is therefore generated from the published go.mod of that exact
 version (``go mod download -json``), never kept by hand: a new staging module
 in a later minor is picked up automatically.
 
-Usage: gomod.py [--check]   (--check exits 1 when go.mod is stale)
+The default release (``KUBERNETES``) is pinned by ``go.mod``/``go.sum``; every other
+selectable one by ``go<minor>.mod``/``go<minor>.sum`` beside it (``go1.34.mod``), which
+``go build -modfile=go1.34.mod`` reads instead (Go derives the ``.sum`` from the ``.mod``
+name). The five ``cmd/`` packages are the same for every release.
+
+Usage: gomod.py [--check] [--force]   (--check exits 1 when a module file is stale or missing,
+or one is left over for a release that is no longer selectable)
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import runpy
 import subprocess
@@ -23,10 +30,20 @@ HERE = Path(__file__).resolve().parent
 VERSIONS = runpy.run_path(str(HERE.parent.parent / "fleet" / "sandbox" / "versions.py"))
 
 
+def modfile(minor: str) -> Path:
+    """The module file of a selectable minor: go.mod for the default release, go<minor>.mod otherwise."""
+    if VERSIONS["KUBERNETES_RELEASES"][minor] == VERSIONS["KUBERNETES"]:
+        return HERE / "go.mod"
+    return HERE / f"go{minor}.mod"
+
+
 def staging_modules(kube_version: str) -> list[str]:
     out = subprocess.run(
         ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{kube_version}"],
-        check=True, capture_output=True, text=True, cwd=HERE,
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=HERE,
     ).stdout
     gomod = Path(json.loads(out)["GoMod"]).read_text()
     return sorted(set(re.findall(r"^\s*(k8s\.io/[\w.-]+) v0\.0\.0\s*$", gomod, re.M)))
@@ -54,21 +71,52 @@ def render(kube_version: str) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    path = HERE / "go.mod"
-    current = path.read_text() if path.exists() else ""
-    head = render(VERSIONS["KUBERNETES"])
+def leftovers() -> list[Path]:
+    """Module files of releases that are no longer selectable, or of the default under its minor's name."""
+    wanted = {modfile(minor) for minor in VERSIONS["KUBERNETES_RELEASES"]}
+    found = [*HERE.glob("go1.*.mod"), *HERE.glob("go1.*.sum")]
+    return sorted(p for p in found if p.with_suffix(".mod") not in wanted)
+
+
+def up_to_date(path: Path, head: str, kube_version: str) -> bool:
     # go mod tidy adds the etcd requirement and indirect blocks; compare only our part.
-    if "--check" in sys.argv:
-        want = {line.strip() for line in head.splitlines() if "=>" in line}
-        have = {line.strip() for line in current.splitlines() if "=>" in line}
-        ok = want == have and f"k8s.io/kubernetes {VERSIONS['KUBERNETES']}" in current
-        print("go.mod up to date" if ok else "go.mod is stale: run tools/ktestenv/gomod.py")
-        return 0 if ok else 1
-    if current and "--force" not in sys.argv and all(l in current for l in head.splitlines() if l.strip()):
-        return 0
+    current = path.read_text() if path.exists() else ""
+    want = {line.strip() for line in head.splitlines() if "=>" in line}
+    have = {line.strip() for line in current.splitlines() if "=>" in line}
+    return want == have and f"k8s.io/kubernetes {kube_version}" in current and path.with_suffix(".sum").exists()
+
+
+def write(path: Path, head: str, *, force: bool) -> None:
+    current = path.read_text() if path.exists() else ""
+    fresh = current and all(line in current for line in head.splitlines() if line.strip())
+    if fresh and not force and path.with_suffix(".sum").exists():
+        return
     path.write_text(head)
-    subprocess.run(["go", "mod", "tidy"], check=True, cwd=HERE)
+    env = dict(os.environ)
+    if path.name != "go.mod":  # go mod tidy takes -modfile from GOFLAGS only
+        env["GOFLAGS"] = f"{env.get('GOFLAGS', '')} -modfile={path.name}".strip()
+    subprocess.run(["go", "mod", "tidy"], check=True, cwd=HERE, env=env)
+
+
+def main() -> int:
+    stale: list[str] = []
+    for minor, kube_version in VERSIONS["KUBERNETES_RELEASES"].items():
+        path = modfile(minor)
+        head = render(kube_version)
+        if "--check" in sys.argv:
+            if not up_to_date(path, head, kube_version):
+                stale.append(path.name)
+        else:
+            write(path, head, force="--force" in sys.argv)
+    if "--check" in sys.argv:
+        stale += [f"{p.name} (no such selectable release)" for p in leftovers()]
+        if stale:
+            print(f"stale: {', '.join(stale)}: run tools/ktestenv/gomod.py")
+            return 1
+        print("module files up to date")
+        return 0
+    for path in leftovers():
+        path.unlink()
     return 0
 
 

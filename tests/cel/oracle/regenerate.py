@@ -2,8 +2,9 @@
 
     python tests/cel/oracle/regenerate.py
 
-Builds main.go against the module versions pinned in tools/ktestenv (the
-sandbox's Kubernetes, v1.36.3) from the local Go module cache, offline.
+Builds main.go against the module versions tools/ktestenv pins for Kubernetes
+``KUBERNETES`` (v1.36.3, whose CEL fleet.cel follows; the sandbox runs 1.37 by
+default) from the local Go module cache, offline.
 """
 
 from __future__ import annotations
@@ -16,16 +17,21 @@ import sys
 import tempfile
 from pathlib import Path
 
+from fleet.sandbox import releases
+
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
 import cases  # noqa: E402
 
+KUBERNETES = "1.36"
+"""The release whose DRA CEL the golden answers come from (k8s.io/dynamic-resource-allocation v0.36.3)."""
+
 
 def build(workdir: Path) -> Path:
-    ktestenv = HERE.parents[2] / "tools" / "ktestenv"
-    for name in ("go.mod", "go.sum"):
-        shutil.copy(ktestenv / name, workdir / name)
+    modfile = HERE.parents[2] / "tools" / "ktestenv" / releases.select(KUBERNETES).modfile
+    shutil.copy(modfile, workdir / "go.mod")
+    shutil.copy(modfile.with_suffix(".sum"), workdir / "go.sum")
     shutil.copy(HERE / "main.go", workdir / "main.go")
     env = {**os.environ, "GOFLAGS": "-mod=mod", "GOPROXY": "off", "GOSUMDB": "off"}
     subprocess.run(["go", "build", "-o", "oracle", "."], cwd=workdir, env=env, check=True)
