@@ -4,7 +4,8 @@ fleet-controller keeps one cluster-scoped ``FleetSync`` per cluster (``fleet.con
 writes it). ``row_of`` turns one into a ``Row`` (pure), ``read_all`` reads every cluster's at once
 through its own kubeconfig context, a cluster that cannot be read being a row saying why.
 ``state`` folds the Ready condition into the four states people scan for: Ready, Progressing,
-Waiting (applied but for held changes) and Failed (Unknown when there is nothing to read).
+Waiting (applied but for held changes) and Failed (Unknown when there is nothing to read). A row
+carries the cluster's GPU maintenances as the FleetSync lists them (``fleet.views.maintenances``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import anyio
 from fleet import kube
 from fleet.errors import FleetError
 from fleet.kube import Ref
+from fleet.views import maintenances
 
 GROUP = "fleet.gpufleet.dev"
 API_VERSION = f"{GROUP}/v1alpha1"
@@ -89,6 +91,8 @@ class Row:
     trace_id: str = ""
     held: tuple[Held, ...] = field(default=())
     """The held changes the FleetSync lists (the first ``MAX_LISTED`` of ``waiting``)."""
+    maintenances: tuple[maintenances.Maintenance, ...] = field(default=())
+    """The GPU maintenances the FleetSync lists (``status.maintenances``)."""
 
     @property
     def state(self) -> State:
@@ -111,8 +115,9 @@ class Row:
             "applied_at": "appliedAt",
             "trace_id": "traceID",
         }
-        out = {camel.get(k, k): v for k, v in asdict(self).items() if k != "held"}
+        out = {camel.get(k, k): v for k, v in asdict(self).items() if k not in ("held", "maintenances")}
         out["held"] = [{camel.get(k, k): v for k, v in asdict(h).items()} for h in self.held]
+        out["maintenances"] = [m.document(listed=max(len(m.devices), len(m.pods))) for m in self.maintenances]
         out["state"] = self.state
         return out
 
@@ -164,6 +169,7 @@ def row_of(cluster: str, context: str, obj: dict[str, Any] | None) -> Row:
         applied_at=str(status.get("lastReconcileTime") or ""),
         trace_id=str(status.get("traceID") or ""),
         held=held,
+        maintenances=tuple(maintenances.from_status(status.get("maintenances") or ())),
     )
 
 

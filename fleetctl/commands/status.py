@@ -8,7 +8,8 @@ it put back, their values before and after and who had changed them), the frozen
 (``fleet.gpufleet.dev/drift``, with who froze them and when), the conflicts, the last error,
 whether git is reachable, the GPU Operator release with each GPU node's driver-upgrade
 state (a node stuck longer than ``driverStateTimeout`` marked with its minutes and
-Events), and the trace id to look up. ``-o json`` prints the objects
+Events), each GPUMaintenance's phase with its devices, the pods waited on and what it waits for
+(``fleet.views.maintenances``), and the trace id to look up. ``-o json`` prints the objects
 as the API server returns them. Exit 0 when every FleetSync shown is Ready, 1 when
 one is not (or none exists), 2 on a usage or connection error.
 
@@ -17,9 +18,9 @@ default ``.``), each read through its own kubeconfig context (``--context-for
 CLUSTER=CTX``, else the Cluster's ``spec.context``, else a context named as the cluster),
 all at once, into one table: rollout wave, applied revision, Ready and its reason, drift,
 conflicts, frozen objects, disruptive changes waiting, operator version, stuck nodes; below it,
-what each waiting change and each held wave waits for. A cluster that cannot be reached, or that
-has no FleetSync, is a row saying so, not an error: on-call wants the other clusters'
-state most when one is down. Exit 0 when every cluster is Ready, else 1.
+what each waiting change and each held wave waits for, and each GPU maintenance's phase. A
+cluster that cannot be reached, or that has no FleetSync, is a row saying so, not an error:
+on-call wants the other clusters' state most when one is down. Exit 0 when every cluster is Ready, else 1.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from fleet import kube
 from fleet.engine import pipelines
 from fleet.errors import FleetError
 from fleet.kube import timestamps
+from fleet.views import maintenances
 from fleet.views.fleetsyncs import API_VERSION, KIND, Row, condition, read_all, ref
 
 STAGE_COLUMNS = ("created", "configured", "unchanged", "deleted", "skipped", "failed")
@@ -108,6 +110,28 @@ def operator_lines(operator: dict[str, Any], *, now: datetime.datetime) -> list[
             events = n.get("events") or []
             text += f"; events: {' | '.join(events)}" if events else "; no recent events"
         lines.append(text)
+    return lines
+
+
+def maintenance_lines(status: dict[str, Any]) -> list[str]:
+    """``status.maintenances``: per GPUMaintenance its phase and devices, then the pods waited on, what
+    it waits for and the API server's preview (pure)."""
+    found = maintenances.from_status(status.get("maintenances") or ())
+    if not found:
+        return []
+    lines = ["", f"maintenances ({status.get('maintenanceCount', len(found))}), GPU devices out of service:"]
+    for m in found:
+        lines.append(f"  {m.name}  {m.phase} ({m.effect}): {m.where} ({m.reason})")
+        if m.pod_count:
+            pods = ", ".join(f"{p} (team {p.team})" if p.team else str(p) for p in m.pods)
+            more = f" and {m.pod_count - len(m.pods)} more" if m.pod_count > len(m.pods) else ""
+            lines.append(f"    pods waited on ({m.pod_count}): {pods}{more}")
+        if m.waiting is not None:
+            until = f", until {m.waiting.until}" if m.waiting.until else ""
+            late = ", overdue" if m.waiting.overdue else ""
+            lines.append(f"    waits for {m.waiting.on}: {m.waiting.reason}{until}{late}")
+        if m.preview:
+            lines.append(f"    the API server: {m.preview}")
     return lines
 
 
@@ -193,6 +217,7 @@ def render(obj: dict[str, Any], *, now: datetime.datetime | None = None) -> str:
             lines.append(f"  {_named(w)} ({w.get('action', '')}{late}): waits for {w.get('reason', '')}")
             if w.get("disruption"):
                 lines.append(f"    disruptive: {w['disruption']}")
+    lines += maintenance_lines(status)
     conflicts = status.get("conflicts") or []
     if conflicts:
         lines.append("")
@@ -261,6 +286,13 @@ def table(rows: list[Row]) -> str:
         f"{r.cluster}: wave {r.wave} waits for {r.wave_waits_for}"
         for r in rows
         if r.wave_waits_for and not r.waits_for.startswith(r.wave_waits_for)
+    ]
+    notes += [
+        f"{r.cluster}: GPUMaintenance {m.name} {m.phase}: {m.where}"
+        + (f", {m.pod_count} pod(s) waited on" if m.pod_count else "")
+        + (f", waits for {m.waiting.reason}" if m.waiting else "")
+        for r in rows
+        for m in r.maintenances
     ]
     return "\n".join(out + (["", *notes] if notes else [])) + "\n"
 

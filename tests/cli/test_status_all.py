@@ -165,3 +165,18 @@ def test_clusters_that_cannot_be_reached_are_rows_not_errors(tmp_path: Path) -> 
     assert usage.returncode == 2 and "--all reads every cluster through its own context" in usage.stderr
     missing = fleetctl("--all", str(tmp_path / "nowhere"), kubeconfig=kubeconfig)
     assert missing.returncode == 2 and "is not a directory" in missing.stderr
+
+
+def test_the_table_says_where_each_gpu_maintenance_stands() -> None:
+    repair = {
+        "name": "repair",
+        "phase": "Out of scheduling",
+        "where": "every device of node h100x8-02",
+        "podCount": 1,
+        "waiting": {"on": "claims", "reason": "1 allocated claim on node h100x8-02 (ml/held)"},
+    }
+    rows = [fleetsyncs.row_of("gpu-east", "gpu-east", fleetsync(maintenances=[repair]))]
+    assert status.table(rows).splitlines()[-1] == (
+        "gpu-east: GPUMaintenance repair Out of scheduling: every device of node h100x8-02, 1 pod(s) waited on, "
+        "waits for 1 allocated claim on node h100x8-02 (ml/held)"
+    )

@@ -50,3 +50,25 @@ def test_the_row_carries_what_the_fleet_page_shows() -> None:
     assert (row.wanted, row.trace_id, row.applied_at) == ("a" * 40, "ab" * 16, "2026-12-07T10:00:00Z")
     document = row.document()
     assert document["state"] == "Waiting" and document["held"][0]["until"] == "2026-12-08T02:00:00Z"
+
+
+def test_the_row_carries_the_gpu_maintenances_the_fleetsync_lists() -> None:
+    written = {
+        "name": "repair",
+        "phase": "Out of scheduling",
+        "effect": "NoSchedule",
+        "where": "every device of node h100x8-02",
+        "devices": ["h100x8-02/gpu-0"],
+        "deviceCount": 8,
+        "podsWaitedOn": [{"namespace": "ml", "name": "trainer", "team": "ml-research"}],
+        "podCount": 1,
+    }
+    row = fleetsyncs.row_of("c", "ctx", fleetsync("c", maintenances=[written], maintenanceCount=1))
+    (found,) = row.maintenances
+    assert (found.phase, found.where, found.device_count, [str(p) for p in found.pods]) == (
+        "Out of scheduling",
+        "every device of node h100x8-02",
+        8,
+        ["ml/trainer"],
+    )
+    assert row.document()["maintenances"][0]["podsWaitedOn"] == written["podsWaitedOn"]
