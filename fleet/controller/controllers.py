@@ -106,6 +106,7 @@ class Controller:
                 metrics=self.metrics,
                 poster=self.poster,
                 target_url=self.options.commit_status_target_url,
+                live=lambda key: self.cache.objects.get(key, {}).values(),
             ),
             holds=Holds(writer=writer, report=report, queue=self.queue, looks=self.options.looks, reader=self.reader),
             journey=journey,
@@ -148,7 +149,7 @@ class Controller:
         sizes["drift_announced"] = len(reconciler.reporter.drift_announced)
         sizes["stuck_announced"] = len(reconciler.reporter.stuck_announced)
         sizes["overdue_announced"] = len(reconciler.holds.overdue)
-        sizes["repairs"] = len(self.report.repairs)
+        sizes["repairs"] = len(self.report.drift.repairs)
         sizes["heaps"] = self.stats.gc_frozen
         if self.poster is not None:
             sizes["commit_statuses"] = self.poster.size()

@@ -17,14 +17,31 @@ passes. Otherwise the stuck node is shown in ``status.operator.driverUpgrade`` (
 true``, with its Events; ``sections.operator_of``), counted in ``status.operator.stuckCount`` (the
 ``Stuck`` printer column of ``kubectl get fsync -o wide``) and announced by one Warning Event
 ``DriverUpgradeStuck`` per node and state (``stuck_events``), not one per reconcile.
+
+A GPUMaintenance announces each step of its phase (``maintenance_events``): one Normal Event per
+maintenance and effect a run wrote to its DeviceTaintRules (``MaintenancePreview``,
+``MaintenanceNoSchedule``, ``MaintenanceNoExecute``) and ``MaintenanceEnded`` when its rules are
+deleted, saying which devices, why and whose pods. A rule's effect is written once per step, so a
+reconcile that finds the maintenance where it was announces nothing.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
-from fleet.controller.sections import drift_of, manager_of, repaired
+from fleet.controller.sections import drift_of, manager_of, repaired, written_body
+from fleet.engine import evictions, maintenances
 from fleet.engine.changesets import Action, Change, ChangeSet
+from fleet.engine.disruptions import listed
+from fleet.views import maintenances as views
+
+STEPS = {
+    "None": ("MaintenancePreview", "marked for maintenance, still in scheduling", "on them"),
+    "NoSchedule": ("MaintenanceNoSchedule", "out of scheduling", "waited on"),
+    "NoExecute": ("MaintenanceNoExecute", "out of service, what runs there evicted", "left"),
+}
+"""Per effect written: the Event's reason, what it does to the devices, and what the pods on them are then."""
 
 
 def stuck_events(
@@ -100,6 +117,39 @@ def events_for(
     return out
 
 
+def maintenance_events(changes: ChangeSet, found: Sequence[views.Maintenance]) -> list[tuple[str, str, bool]]:
+    """(reason, message, warning) Events for the GPUMaintenances whose rules the run moved: one per
+    maintenance and effect written, one per maintenance whose rules it deleted. ``found``: the
+    maintenances as the run left them (``sections.maintenances_of``)."""
+    written: dict[tuple[str, str], list[Change]] = {}
+    ended: dict[str, list[Change]] = {}
+    for e in changes.entries:
+        if e.ref.kind != views.KIND or e.failed:
+            continue
+        if e.action == Action.DELETED:
+            ended.setdefault(maintenances.owner(e.before) or e.ref.name.split(".")[0], []).append(e)
+        elif e.action in (Action.CREATED, Action.CONFIGURED) and (body := written_body(e)) is not None:
+            effect = maintenances.effect_of(body) or "None"
+            if e.before is None or maintenances.effect_of(e.before) != effect:
+                written.setdefault((maintenances.owner(body), effect), []).append(e)
+    by_name = {m.name: m for m in found}
+    out: list[tuple[str, str, bool]] = []
+    for (name, effect), steps in sorted(written.items()):
+        m = by_name.get(name)
+        if m is None or effect not in STEPS:
+            continue
+        reason, does, pods = STEPS[effect]
+        rules = {e.ref.name for e in steps}
+        whole = all(not maintenances.target_of(written_body(e) or {}).device for e in steps)
+        where = views.where([d for d in m.devices if d.rule in rules], whole=whole)
+        count = f"{m.pod_count} pod{'' if m.pod_count == 1 else 's'} {pods}"
+        out.append((reason, f"GPUMaintenance {name}: {where} {does} ({m.reason}); {count}", False))
+    for name, gone in sorted(ended.items()):
+        texts = [evictions.target_text(maintenances.target_of(e.before or {})) for e in gone]
+        out.append(("MaintenanceEnded", f"GPUMaintenance {name} ended: {listed(texts)} back in service", False))
+    return out
+
+
 def repair_message(entry: Change) -> str:
     """A ``DriftRepaired`` Event's message: the object, who had changed it, each field before and after."""
     if entry.action == Action.CREATED:
@@ -119,4 +169,4 @@ def _counts(counts: Counter[str], keys: tuple[str, ...]) -> str:
     return ", ".join(f"{counts[k]} {k}" for k in keys if counts.get(k))
 
 
-__all__ = ["events_for", "repair_message", "stuck_events"]
+__all__ = ["STEPS", "events_for", "maintenance_events", "repair_message", "stuck_events"]

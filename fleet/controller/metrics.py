@@ -33,6 +33,9 @@ many as they like. Names follow Prometheus conventions (``_seconds``, ``_total``
 | ``fleet_source_reachable`` | gauge (0/1) | ``cluster`` (the FleetSync's ``sourceReachable``) |
 | ``fleet_helm_remediations_total`` | counter | (GPU Operator installs/upgrades ``spec.remediation`` acted on) |
 | ``fleet_build_info`` | gauge (always 1) | ``version``, ``revision`` (``fleet.builds``) |
+| ``fleet_maintenance_devices`` | gauge | ``cluster``, ``maintenance``, ``effect`` (a GPUMaintenance's devices) |
+| ``fleet_maintenance_pods_waited`` | gauge | ``cluster``, ``maintenance`` (the pods on its devices) |
+| ``fleet_maintenance_overdue`` | gauge (0/1) | ``cluster``, ``maintenance`` (waiting past the disruption deadline) |
 
 ``record_changeset`` turns an engine ChangeSet into the object, drift and helm remediation
 counters, so metrics are a view of ChangeSets, not a second bookkeeping. ``record_report``
@@ -40,7 +43,9 @@ sets the three status gauges from the controller's ``statuses.Report`` with the 
 functions the FleetSync status uses (``is_ready``, ``is_stalled``), each time the status is
 written: they are what ``kubectl get fleetsync`` shows, as numbers an alert can wait on. Only
 a replica that has reconciled (the leader) has them; the alerts in ``overlays/monitoring``
-also ask ``fleet_leader`` so a deposed leader's last values do not count. The controller's ``lag`` task keeps
+also ask ``fleet_leader`` so a deposed leader's last values do not count. ``record_maintenances``
+sets the GPUMaintenances' gauges from the status's ``maintenances`` (``fleet.views.maintenances``)
+and removes a maintenance's series once it is gone. The controller's ``lag`` task keeps
 ``fleet_loop_lag_seconds`` current. The git
 source does not know about metrics (it is an adapter below the controller): the
 controller times ``source.sync()`` with ``fetch_duration`` and counts a
@@ -61,6 +66,8 @@ from prometheus_client.registry import Collector
 from fleet import builds
 from fleet.controller import sections, statuses
 from fleet.engine.changesets import Action, ChangeSet
+from fleet.engine.maintenances import EFFECTS
+from fleet.views.maintenances import Maintenance
 
 _WRITTEN = frozenset({Action.CREATED, Action.CONFIGURED, Action.DELETED})
 _DURATIONS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -211,6 +218,47 @@ class StatusMetrics:
         )
 
 
+class MaintenanceMetrics:
+    """Each GPUMaintenance of the cluster: its devices per effect, the pods on them, and whether its next step
+    has waited for them past the Cluster's ``spec.disruption.deadline`` (``record_maintenances``)."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
+        self.devices = Gauge(
+            "fleet_maintenance_devices",
+            "Devices a GPUMaintenance takes out of service, by the effect of their DeviceTaintRule.",
+            ["cluster", "maintenance", "effect"],
+            registry=r,
+        )
+        self.pods = Gauge(
+            "fleet_maintenance_pods_waited",
+            "Pods on a GPUMaintenance's devices (the claims allocated there are reserved for them).",
+            ["cluster", "maintenance"],
+            registry=r,
+        )
+        self.overdue = Gauge(
+            "fleet_maintenance_overdue",
+            "1 while a GPUMaintenance's next step has waited for the pods on its devices past the disruption deadline.",
+            ["cluster", "maintenance"],
+            registry=r,
+        )
+        self.shown: set[tuple[str, str]] = set()
+        """(cluster, maintenance) of the series set: those of a maintenance gone are removed."""
+
+    def record(self, cluster: str, found: tuple[Maintenance, ...]) -> None:
+        now = {(cluster, m.name) for m in found}
+        for gone in self.shown - now:
+            for effect in EFFECTS:
+                self.devices.remove(*gone, effect)
+            self.pods.remove(*gone)
+            self.overdue.remove(*gone)
+        for m in found:
+            for effect, count in m.counts().items():
+                self.devices.labels(cluster=cluster, maintenance=m.name, effect=effect).set(count)
+            self.pods.labels(cluster=cluster, maintenance=m.name).set(m.pod_count)
+            self.overdue.labels(cluster=cluster, maintenance=m.name).set(int(bool(m.waiting and m.waiting.overdue)))
+        self.shown = now
+
+
 class Metrics:
     """Every instrument of one controller, in its own registry, grouped by the concern that sets it."""
 
@@ -221,6 +269,7 @@ class Metrics:
         self.git = GitMetrics(r)
         self.loop = LoopMetrics(r)
         self.status = StatusMetrics(r)
+        self.maintenance = MaintenanceMetrics(r)
         build = builds.current()
         Info("fleet_build", "The version and git commit of this fleet-controller.", registry=r).info(
             {"version": build.version, "revision": build.revision}
@@ -254,6 +303,10 @@ class Metrics:
         self.status.stalled.labels(cluster=cluster).set(1 if statuses.is_stalled(report) else 0)
         self.status.source_reachable.labels(cluster=cluster).set(1 if report.source.reachable else 0)
 
+    def record_maintenances(self, report: statuses.Report) -> None:
+        """Set the ``fleet_maintenance_*`` gauges from what the status shows."""
+        self.maintenance.record(report.cluster, report.maintenances)
+
     def render(self, *, accept: str = "") -> tuple[bytes, str]:
         """The exposition for an ``Accept`` header (Prometheus text, or OpenMetrics if asked): body, content type."""
         encoder, content_type = choose_encoder(accept)
@@ -273,4 +326,12 @@ class _CacheSizes(Collector):
         yield family
 
 
-__all__ = ["GitMetrics", "LoopMetrics", "Metrics", "ReconcileMetrics", "Stats", "StatusMetrics"]
+__all__ = [
+    "GitMetrics",
+    "LoopMetrics",
+    "MaintenanceMetrics",
+    "Metrics",
+    "ReconcileMetrics",
+    "Stats",
+    "StatusMetrics",
+]

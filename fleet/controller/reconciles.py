@@ -42,7 +42,7 @@ import anyio
 from opentelemetry import trace
 
 from fleet import engine
-from fleet.controller import caches, heaps, leaders, settings, statuses
+from fleet.controller import caches, heaps, leaders, sections, settings, statuses
 from fleet.controller.holds import Holds
 from fleet.controller.intakes import Intake
 from fleet.controller.journeys import Journey
@@ -216,7 +216,7 @@ class Reconciler:
             report.reconciling = False
             if self.unavailable is not None:
                 return self._traced(span, ok=False)
-            held = statuses.waiting_summary(report.changes)
+            held = sections.waiting_summary(report.changes)
             if ok and held:
                 notify(plan.revision, "pending", held)
             elif ok:

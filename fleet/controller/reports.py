@@ -1,7 +1,8 @@
 """What a reconcile tells: FleetSync status, Events and the revision's commit status.
 
 The reconcile hands each run's outcome here; ``Reporter`` keeps the ``Report`` that status is a
-view of (``statuses``), records the run's Events once each (``events``), sets the metrics, and
+view of (``statuses``), the cluster's GPUMaintenances as the run left them (read from the watch
+cache, ``live``), records the run's Events once each (``events``), sets the metrics, and
 hands the revision's outcome to the git host as a commit status with context ``fleet/<cluster>``
 (``rollouts.CONTEXT``): ``pending`` when a new revision starts to be applied, ``success``
 (``applied N objects``) when it is applied completely, ``failure`` when it is refused (the first
@@ -44,6 +45,8 @@ class Reporter:
     reconcile, and one Event per object (until it changes or goes) is enough."""
     stuck_announced: set[tuple[str, str]] = field(default_factory=set)
     """(node, state) of GPU nodes whose stuck driver upgrade was announced by an Event."""
+    live: sections.Live = lambda _: ()
+    """The live objects of a kind (the watch cache): the GPUMaintenances' rules, claims and slices."""
 
     def notify(self, revision: str, state: hosts.State, description: str) -> None:
         """Hand ``revision``'s outcome to the commit status poster (no I/O: it posts in its own task)."""
@@ -75,12 +78,13 @@ class Reporter:
         self.report.changes = outcome.changes
         at = statuses.now()
         fresh = [d for d in sections.drift_of(outcome.changes, at=at) if d["action"] == "repaired"]
-        self.report.repairs = sections.keep_repairs(
-            fresh + self.report.repairs, now=datetime.datetime.now(datetime.UTC)
-        )
+        drift = self.report.drift
+        drift.repairs = sections.keep_repairs(fresh + drift.repairs, now=datetime.datetime.now(datetime.UTC))
         if outcome.started:
-            self.report.frozen = sections.frozen_of(outcome.frozen)
-            self.metrics.reconciles.frozen.set(len(self.report.frozen))
+            drift.frozen = sections.frozen_of(outcome.frozen)
+            self.metrics.reconciles.frozen.set(len(drift.frozen))
+        self.report.maintenances = sections.maintenances_of(outcome.changes, live=self.live)
+        self.metrics.record_maintenances(self.report)
         self.report.error = str(outcome.error) if outcome.error is not None else ""
         if outcome.unavailable is None and outcome.complete:
             self.report.applied = revision
@@ -106,14 +110,17 @@ class Reporter:
         return None
 
     async def announce(self, changes: engine.ChangeSet) -> None:
-        """The run's Events: what it did, drift and conflicts once each, its error, nodes newly stuck."""
+        """The run's Events: what it did, drift and conflicts once each, maintenances' steps, its error, nodes
+        newly stuck."""
         self.metrics.record_changeset(changes)
         announced = {(d["kind"], d["namespace"], d["name"], d["action"]) for d in sections.drift_of(changes)}
         announced |= {(c["kind"], c["namespace"], c["name"], "conflict") for c in sections.conflicts_of(changes)}
         # An Event the server did not take ends the reconcile's Events: with kube-apiserver down, each
         # further Event would spend the client's whole retry budget too.
         recorded = True
-        for reason, message, warning in events.events_for(changes, already=self.drift_announced):
+        found = events.events_for(changes, already=self.drift_announced)
+        found += events.maintenance_events(changes, self.report.maintenances)
+        for reason, message, warning in found:
             recorded = await self.writer.event(reason=reason, message=message, warning=warning)
             if not recorded:
                 break

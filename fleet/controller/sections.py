@@ -8,8 +8,14 @@ leaves alone (``fleet.engine.drifts``), with who froze them and since when.
 
 ``status.disruptive`` lists the last run's changes that disrupt GPU work (``fleet.engine.disruptions``):
 each object, why, the nodes it touches and the allocated claims it affects; ``status.waiting`` the
-disruptive changes held back and what each waits for; ``status.conflicts`` the fields another field
-manager owns.
+disruptive changes held back and what each waits for (``waiting_summary`` in one line, for Ready's
+message and the commit status); ``status.conflicts`` the fields another field manager owns.
+
+``status.maintenances`` is each GPUMaintenance as people follow it (``fleet.views.maintenances``):
+its phase, devices, reason, the pods waited on, what it waits for and the API server's preview. It
+is read from the live DeviceTaintRules, claims and slices of the watch cache, with the rules the run
+wrote or deleted taken from its ChangeSet (``maintenances_of``): a status written right after a step
+shows that step, whether or not the cache has seen the write yet.
 
 ``status.operator`` is the GPU Operator release as the last run of the operator stage saw it
 (``operator_of``): release, chart version deployed, what the run did (created, configured,
@@ -26,13 +32,20 @@ Every list is cut at ``MAX_LISTED`` items; the status carries the full count bes
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from fleet.engine.changesets import Action, Change, ChangeSet
+from fleet.engine.disruptions import CLAIM, SLICE
 from fleet.engine.drifts import Freeze
+from fleet.inventory.taintrules import RULE_VERSIONS
 from fleet.kube import Ref, timestamps
+from fleet.views import maintenances, teams
 
 MAX_LISTED = 50
+Live = Callable[[tuple[str, str]], Iterable[Mapping[str, Any]]]
+"""The live objects of an (apiVersion, kind): the controller's watch cache."""
+NAMESPACES = ("v1", "Namespace")
 
 
 def waiting_of(changes: ChangeSet | None) -> list[dict[str, Any]]:
@@ -55,6 +68,56 @@ def waiting_of(changes: ChangeSet | None) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def waiting_summary(changes: ChangeSet | None) -> str:
+    """``2 disruptive change(s) wait for the maintenance window (opens …)``; "" when none waits."""
+    held = changes.waiting if changes is not None else []
+    if not held:
+        return ""
+    first = held[0].held
+    assert first is not None
+    overdue = sum(1 for e in held if e.held is not None and e.held.overdue)
+    late = f"; {overdue} overdue" if overdue else ""
+    return f"{len(held)} disruptive change(s) wait: {held[0].ref} {first}{late}"
+
+
+def maintenances_of(changes: ChangeSet | None, *, live: Live) -> tuple[maintenances.Maintenance, ...]:
+    """``status.maintenances``: the GPUMaintenances the live DeviceTaintRules carry out, the rules the
+    run wrote or deleted taken from its entries (a written one keeps its live status: the API
+    server's preview)."""
+    kept: list[Mapping[str, Any]] = []
+    for version in RULE_VERSIONS:  # the version the cluster serves is the one kept
+        kept = list(live((version, maintenances.KIND)))
+        if kept:
+            break
+    rules = {str((r.get("metadata") or {}).get("name")): r for r in kept}
+    for entry in changes.entries if changes is not None else ():
+        if entry.ref.kind != maintenances.KIND or entry.failed:
+            continue
+        if entry.action == Action.DELETED:
+            rules.pop(entry.ref.name, None)
+        elif entry.action in (Action.CREATED, Action.CONFIGURED) and (body := written_body(entry)) is not None:
+            status = (rules.get(entry.ref.name) or {}).get("status")
+            rules[entry.ref.name] = {**body, **({"status": status} if status else {})}
+    if not rules:
+        return ()
+    found = maintenances.read(
+        rules=rules.values(),
+        claims=live(CLAIM),
+        slices=live(SLICE),
+        teams=teams.namespace_teams(list(live(NAMESPACES))),
+        waiting=waiting_of(changes),
+    )
+    return tuple(found)
+
+
+def written_body(entry: Change) -> Mapping[str, Any] | None:
+    """What a created or configured entry put in the cluster: its diff's ``after``, else (a creation the
+    diff did not keep) the object its ``write`` decision sent."""
+    if entry.after is not None:
+        return entry.after
+    return entry.decision.expected if entry.decision is not None else None
 
 
 def changes_of(changes: ChangeSet | None) -> list[dict[str, Any]]:
@@ -234,14 +297,19 @@ def disruptive_of(changes: ChangeSet | None) -> list[dict[str, Any]]:
 __all__ = [
     "MAX_LISTED",
     "MAX_REPAIRS",
+    "NAMESPACES",
+    "Live",
     "changes_of",
     "conflicts_of",
     "disruptive_of",
     "drift_of",
     "frozen_of",
     "keep_repairs",
+    "maintenances_of",
     "manager_of",
     "operator_of",
     "repaired",
     "waiting_of",
+    "waiting_summary",
+    "written_body",
 ]

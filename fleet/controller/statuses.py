@@ -4,8 +4,8 @@ One cluster-scoped ``FleetSync`` per cluster (``fleetsyncs.fleet.gpufleet.dev``,
 installed by ``overlays/base``), named after the cluster. Its status is a *view* of
 the controller's ``Report`` — the newest checkout, its validation findings, the last
 ChangeSet — built by the pure ``status`` function, so it is tested without a cluster.
-Its lists (drift, conflicts, waiting, disruptive, frozen, operator) are ``sections``; the
-Events a run records are ``events``.
+Its lists (drift, conflicts, waiting, disruptive, frozen, operator, maintenances) are ``sections``;
+the Events a run records are ``events``.
 
 Conditions follow kstatus, so ``kubectl wait --for=condition=Ready fleetsync/<c>``
 and Argo CD / Flux health checks work unchanged:
@@ -42,11 +42,13 @@ from fleet.controller.sections import (
     drift_of,
     operator_of,
     waiting_of,
+    waiting_summary,
 )
 from fleet.engine.changesets import Action, Change, ChangeSet
 from fleet.kube import Client, Conflict, KubeError, NotFound
 from fleet.manifests.findings import Finding
 from fleet.views.fleetsyncs import API_VERSION, KIND, ref
+from fleet.views.maintenances import Maintenance
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +77,16 @@ class SourceState:
 
 
 @dataclass
+class Drift:
+    """What status keeps of drift beyond the last run: its repairs of the last hour and the objects left alone."""
+
+    repairs: list[dict[str, Any]] = field(default_factory=list)
+    """``sections.drift_of`` rows with their time, newest first: ``sections.keep_repairs``."""
+    frozen: list[dict[str, str]] = field(default_factory=list)
+    """Objects fleet leaves alone (``sections.frozen_of``), as the last run found them."""
+
+
+@dataclass
 class Report:
     """Everything the controller knows that status shows; filled by the reconciler."""
 
@@ -94,24 +106,11 @@ class Report:
     last_reconcile: str = ""
     operator: Change | None = None
     """The operator release's entry from the last run that reached the operator stage (None: not declared)."""
-    repairs: list[dict[str, Any]] = field(default_factory=list)
-    """Recent repairs (``sections.drift_of`` rows with their time), newest first: ``sections.keep_repairs``."""
-    frozen: list[dict[str, str]] = field(default_factory=list)
-    """Objects fleet leaves alone (``sections.frozen_of``), as the last run found them."""
+    drift: Drift = field(default_factory=Drift)
     rollout: dict[str, Any] | None = None
     """``status.rollout`` (``rollouts.status``): the cluster's wave and what it waits for; None: in no wave."""
-
-
-def waiting_summary(changes: ChangeSet | None) -> str:
-    """``2 disruptive change(s) wait for the maintenance window (opens …)``; "" when none waits."""
-    held = changes.waiting if changes is not None else []
-    if not held:
-        return ""
-    first = held[0].held
-    assert first is not None
-    overdue = sum(1 for e in held if e.held is not None and e.held.overdue)
-    late = f"; {overdue} overdue" if overdue else ""
-    return f"{len(held)} disruptive change(s) wait: {held[0].ref} {first}{late}"
+    maintenances: tuple[Maintenance, ...] = ()
+    """The cluster's GPUMaintenances as the last run left them (``sections.maintenances_of``)."""
 
 
 def last_error(report: Report) -> str:
@@ -170,7 +169,7 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
                     row["healthy"] = bool(run.healthy)
             stages.append(row)
     failed = [e for e in (changes.entries if changes else ()) if e.failed]
-    drift = [d for d in drift_of(changes) if d["action"] != "repaired"] + report.repairs
+    drift = [d for d in drift_of(changes) if d["action"] != "repaired"] + report.drift.repairs
     conflicts = conflicts_of(changes)
     disruptive = disruptive_of(changes)
     changed = changes_of(changes)
@@ -200,8 +199,8 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
         ready_message = f"revision {report.applied[:12]} applied but for {waiting_summary(changes)}"
     elif ready:
         ready_reason, ready_message = "Applied", f"revision {report.applied[:12]} applied"
-        if report.frozen:
-            ready_message += f" ({len(report.frozen)} object(s) frozen, left alone: see status.frozen)"
+        if report.drift.frozen:
+            ready_message += f" ({len(report.drift.frozen)} object(s) frozen, left alone: see status.frozen)"
     else:
         ready_reason, ready_message = "Progressing", f"applying revision {report.attempted[:12]}"
     reconciling = report.reconciling or (not ready and not invalid and not report.error and not failed)
@@ -241,14 +240,16 @@ def status(report: Report, *, generation: int, previous: dict[str, Any] | None =
         "driftCount": len(drift),
         "conflicts": conflicts[:MAX_LISTED],
         "conflictCount": len(conflicts),
-        "frozen": report.frozen[:MAX_LISTED],
-        "frozenCount": len(report.frozen),
+        "frozen": report.drift.frozen[:MAX_LISTED],
+        "frozenCount": len(report.drift.frozen),
         "waiting": waiting_of(changes)[:MAX_LISTED],
         "waitingCount": len(changes.waiting) if changes is not None else 0,
         "disruptive": disruptive[:MAX_LISTED],
         "disruptiveCount": len(disruptive),
         "changes": changed[:MAX_LISTED],
         "changeCount": len(changed),
+        "maintenances": [m.document(listed=MAX_LISTED) for m in report.maintenances[:MAX_LISTED]],
+        "maintenanceCount": len(report.maintenances),
         "lastError": last_error(report),
         "traceID": report.trace_id,
         "lastReconcileTime": report.last_reconcile,
@@ -381,6 +382,7 @@ def _same(new: dict[str, Any], old: dict[str, Any]) -> bool:
 __all__ = [
     "API_VERSION",
     "KIND",
+    "Drift",
     "Report",
     "SourceState",
     "Spec",
@@ -391,5 +393,4 @@ __all__ = [
     "now",
     "ref",
     "status",
-    "waiting_summary",
 ]

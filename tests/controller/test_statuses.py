@@ -53,7 +53,9 @@ def test_drift_is_listed_with_what_was_done_and_an_event_each() -> None:
         ],
     )
     repairs = [d for d in sections.drift_of(changes, at="2026-12-05T12:00:00Z") if d["action"] == "repaired"]
-    report = statuses.Report(cluster="c", attempted="abc", applied="abc", changes=changes, repairs=repairs)
+    report = statuses.Report(
+        cluster="c", attempted="abc", applied="abc", changes=changes, drift=statuses.Drift(repairs)
+    )
     body = statuses.status(report, generation=1)
     assert [(d["kind"], d["action"]) for d in body["drift"]] == [
         ("RoleBinding", "reported"),

@@ -203,7 +203,9 @@ def test_status_keeps_repairs_with_their_facts_and_each_repair_is_an_event() -> 
     assert "frozen" not in document
     # The next reconcile (woken by the repair's own write) finds nothing: the repair stays listed.
     now = datetime.datetime(2026, 12, 5, 12, 30, tzinfo=datetime.UTC)
-    report = statuses.Report(cluster="c", attempted="abc", applied="abc", repairs=sections.keep_repairs(rows, now=now))
+    report = statuses.Report(
+        cluster="c", attempted="abc", applied="abc", drift=statuses.Drift(repairs=sections.keep_repairs(rows, now=now))
+    )
     report.changes = ChangeSet(cluster="c", revision="abc")
     body = statuses.status(report, generation=1)
     assert [(d["name"], d["action"], d["manager"]) for d in body["drift"]] == [
@@ -241,7 +243,7 @@ def test_frozen_objects_are_listed_with_who_and_when_and_rendered() -> None:
             (rb, drifts.Freeze(mode="ignore", by="git", source="teams/ml/team.yaml:1")),
         ]
     )
-    report = statuses.Report(cluster="c", attempted="a", applied="a", frozen=frozen)
+    report = statuses.Report(cluster="c", attempted="a", applied="a", drift=statuses.Drift(frozen=frozen))
     body = statuses.status(report, generation=1)
     assert body["frozenCount"] == 2 and body["frozen"][0]["by"] == "kubectl-annotate"
     ready = next(c for c in body["conditions"] if c["type"] == "Ready")
