@@ -4,8 +4,9 @@
 ``fleetctl console`` on loopback, and fleet-controller under ``/ui`` of its own server. Routes:
 
 - ``/``: the fleet, one row per cluster; ``/clusters/{c}``: the last run, its changes and their
-  decisions, held changes, drift, Events; ``/clusters/{c}/gpus``: pools → nodes → devices with
-  who holds each; ``/clusters/{c}/teams`` and ``/clusters/{c}/teams/{t}``: quota, templates,
+  decisions, held changes, GPU maintenances, drift, Events; ``/clusters/{c}/gpus``: pools → nodes →
+  devices with who holds each (a node's page marks its devices under maintenance);
+  ``/clusters/{c}/teams`` and ``/clusters/{c}/teams/{t}``: quota, templates,
   pending pods and why they wait.
 - ``/events?cluster=…``: server-sent events, one ``changed`` event each time a shown cluster's
   snapshot changes; a page's ``#live`` part fetches itself again on it (htmx). Pages read the same
@@ -254,11 +255,12 @@ class Console:
         )  # fmt: skip
 
     async def _gpus(self, snapshot: Snapshot, sight: Sight) -> pages.Gpus:
-        key = pages.picture_key(snapshot)
+        rules = pages.with_rules(snapshot, sight)
+        key = pages.picture_key(snapshot, rules=rules)
         seen = self.pictures.get(key)
         if seen is None:
             pages.may_list_gpus(snapshot, sight)  # before the work, not after
-            seen = await anyio.to_thread.run_sync(pages.picture, snapshot)
+            seen = await anyio.to_thread.run_sync(lambda: pages.picture(snapshot, rules=rules))
             self.pictures[key] = seen
             if self.after_picture is not None:
                 await anyio.to_thread.run_sync(self.after_picture)
@@ -463,7 +465,7 @@ def _wants_json(request: Request) -> bool:
 
 
 def _gpus_json(data: pages.Gpus) -> dict[str, Any]:
-    def device(d: devices.Device) -> dict[str, Any]:
+    def device(d: devices.Device, node: pages.Node) -> dict[str, Any]:
         return {
             "node": d.node,
             "pool": d.pool,
@@ -476,11 +478,12 @@ def _gpus_json(data: pages.Gpus) -> dict[str, Any]:
             "pods": list(d.pods),
             "team": d.team,
             "taints": list(d.taints),
+            "maintenance": [{"name": m.maintenance, "effect": m.effect} for m in node.marks.get(d.name, ())],
         }
 
     return {
         "models": [dict(vars(t)) for t in data.tallies],
-        "devices": [device(d) for p in data.pools for n in p.nodes for d in n.devices],
+        "devices": [device(d, n) for p in data.pools for n in p.nodes for d in n.devices],
         "hidden": data.hidden,
     }
 

@@ -3,7 +3,8 @@
 Every figure comes from ``fleet.views``, the functions ``fleetctl status``, ``inventory`` and
 ``explain`` print from: a page never counts by itself. What the viewer may not see is left out
 (objects) or named as hidden (a device held by a claim in a namespace the viewer cannot read shows
-as allocated, without the claim and pods).
+as allocated, without the claim and pods; a pod waited on by a GPU maintenance is counted, and named
+only to who may see its namespace's claims).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from fleet.console.sources import (
     NODES,
     PODS,
     QUOTAS,
+    RULES,
     SLICES,
     TEMPLATES,
     KindKey,
@@ -29,7 +31,7 @@ from fleet.console.sources import (
 from fleet.engine.ownership import POOL_LABEL
 from fleet.errors import FleetError
 from fleet.inventory import leftovers
-from fleet.views import devices, fleetsyncs, teams
+from fleet.views import devices, fleetsyncs, maintenances, slices, teams
 
 HIDDEN = "(a claim you may not see)"
 
@@ -68,6 +70,9 @@ class Cluster:
     findings: Sequence[Mapping[str, Any]]
     events: Sequence[Mapping[str, Any]]
     missing: Mapping[KindKey, str]
+    maintenances: Sequence[maintenances.Maintenance] = ()
+    maintenance_note: str = ""
+    """Why the maintenances are the controller's last view (``status.maintenances``), not the live rules."""
 
 
 def cluster(snapshot: Snapshot, sight: Sight) -> Cluster:
@@ -75,6 +80,7 @@ def cluster(snapshot: Snapshot, sight: Sight) -> Cluster:
         raise NotAllowed(f"you may not see cluster {snapshot.cluster}'s FleetSync", hint=VIEWER_HINT)
     status: Mapping[str, Any] = (snapshot.fleetsync or {}).get("status") or {} if sight.fleetsync else {}
     repaired = [d for d in status.get("drift") or () if d.get("action") == "repaired"]
+    shown, note = _maintenances(snapshot, sight, status)
     return Cluster(
         row=row(snapshot, sight),
         status=status,
@@ -87,7 +93,32 @@ def cluster(snapshot: Snapshot, sight: Sight) -> Cluster:
         findings=list(status.get("findings") or ()),
         events=[_event(e) for e in sight.seen(EVENTS, snapshot.of(EVENTS))][:50],
         missing=snapshot.missing,
+        maintenances=shown,
+        maintenance_note=note,
     )
+
+
+def _maintenances(
+    snapshot: Snapshot, sight: Sight, status: Mapping[str, Any]
+) -> tuple[list[maintenances.Maintenance], str]:
+    """The cluster's GPU maintenances (``fleet.views.maintenances``) from the live rules and claims, or, where the
+    viewer may not list the rules or the console could not read the claims, as the FleetSync last said; the
+    pods waited on named only in namespaces whose claims the viewer may see (all of them counted)."""
+    if sight.sees(RULES) and RULES in snapshot.objects and CLAIMS in snapshot.objects:
+        found = maintenances.read(
+            rules=snapshot.of(RULES),
+            claims=snapshot.of(CLAIMS),
+            slices=snapshot.of(SLICES) if sight.sees(SLICES) else (),
+            teams=teams.namespace_teams(snapshot.of(NAMESPACES)),
+            waiting=status.get("waiting") or (),
+        )
+        note = ""
+    else:
+        found = maintenances.from_status(status.get("maintenances") or ())
+        why = snapshot.missing.get(RULES) or snapshot.missing.get(CLAIMS) or "you may not list devicetaintrules"
+        note = f"as the controller last wrote them ({why})" if found else ""
+    shown = [replace(m, pods=tuple(p for p in m.pods if sight.sees(CLAIMS, p.namespace))) for m in found]
+    return shown, note
 
 
 def _event(event: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -110,6 +141,13 @@ class Node:
     """The Node's own taints (``spec.taints``), the DRA driver's health taints among them."""
     devices: tuple[devices.Device, ...]
     counts: Mapping[str, int]
+    marks: Mapping[str, tuple[maintenances.Mark, ...]] = field(default_factory=dict)
+    """Device name → the GPU maintenances whose DeviceTaintRule taints it (``fleet.views.maintenances.marks``)."""
+
+    @property
+    def maintenances(self) -> tuple[str, ...]:
+        """The GPU maintenances that take some of its devices, by name."""
+        return tuple(sorted({m.maintenance for found in self.marks.values() for m in found}))
 
 
 @dataclass(frozen=True)
@@ -147,12 +185,19 @@ def may_list_gpus(snapshot: Snapshot, sight: Sight) -> None:
         raise NotAllowed(f"you may not list the GPUs (resourceslices) of cluster {snapshot.cluster}", hint=VIEWER_HINT)
 
 
-def picture_key(snapshot: Snapshot) -> tuple[str, ...]:
-    """What a device picture depends on: the slices, the claims and the namespaces (teams), by version."""
-    kinds = (SLICES, CLAIMS, NAMESPACES)
+def with_rules(snapshot: Snapshot, sight: Sight) -> bool:
+    """Whether the viewer's device picture carries the DeviceTaintRules' taints, as the scheduler sees the
+    devices (``fleet.views.slices.scheduled``): where the viewer may list the rules and they were read."""
+    return sight.sees(RULES) and RULES in snapshot.objects
+
+
+def picture_key(snapshot: Snapshot, *, rules: bool = False) -> tuple[str, ...]:
+    """What a device picture depends on: the slices, the claims, the namespaces (teams) and, ``rules``,
+    the DeviceTaintRules, by version."""
+    kinds = (SLICES, CLAIMS, NAMESPACES, *((RULES,) if rules else ()))
     if all(k in snapshot.versions for k in kinds):
-        return (snapshot.cluster, *(snapshot.versions[k] for k in kinds))
-    return (snapshot.cluster, snapshot.version)
+        return (snapshot.cluster, str(rules), *(snapshot.versions[k] for k in kinds))
+    return (snapshot.cluster, str(rules), snapshot.version)
 
 
 @dataclass(frozen=True)
@@ -166,10 +211,13 @@ class Devices:
     notes: tuple[str, ...]
 
 
-def picture(snapshot: Snapshot) -> Devices:
-    """Every device of the snapshot with its holder and state (``fleet.views.devices.picture``)."""
+def picture(snapshot: Snapshot, *, rules: bool = False) -> Devices:
+    """Every device of the snapshot with its holder and state (``fleet.views.devices.picture``); with
+    ``rules``, each device carries the taints the DeviceTaintRules put on it, as ``fleetctl inventory``
+    reads them (a device under maintenance is ``tainted``, not free)."""
     team_of = teams.namespace_teams(snapshot.of(NAMESPACES))
-    seen = devices.picture(list(snapshot.of(SLICES)), list(snapshot.of(CLAIMS)), teams=team_of)
+    read = slices.scheduled(snapshot.of(SLICES), snapshot.of(RULES)) if rules else list(snapshot.of(SLICES))
+    seen = devices.picture(read, list(snapshot.of(CLAIMS)), teams=team_of)
     return Devices(seen.devices, seen.tallies, tuple(seen.inventory.notes))
 
 
@@ -189,7 +237,7 @@ def gpus(snapshot: Snapshot, sight: Sight, seen: Devices | None = None) -> Gpus:
     """Pools → nodes → devices with who holds each; allocation counts; free capacity per model.
     ``seen`` is the snapshot's ``picture`` when the caller keeps one."""
     may_list_gpus(snapshot, sight)
-    seen = seen if seen is not None else picture(snapshot)
+    seen = seen if seen is not None else picture(snapshot, rules=with_rules(snapshot, sight))
     unknown = CLAIMS in snapshot.missing  # states need every claim: counted without them, all would be free
     hidden = 0
     shown: list[devices.Device] = []
@@ -211,10 +259,18 @@ def gpus(snapshot: Snapshot, sight: Sight, seen: Devices | None = None) -> Gpus:
     by_pool: dict[str, dict[str, list[devices.Device]]] = {}
     for item in shown:
         by_pool.setdefault(pool_of(item, node_pool), {}).setdefault(item.node, []).append(item)
+    marks = maintenances.marks(snapshot.of(RULES), snapshot.of(SLICES)) if with_rules(snapshot, sight) else {}
     pools = []
     for pool_name in sorted(by_pool, key=lambda p: (p == NO_POOL, p)):
         nodes = tuple(
-            Node(name, pool_name, node_taints.get(name, ()), tuple(items), _counts(items))
+            Node(
+                name,
+                pool_name,
+                node_taints.get(name, ()),
+                tuple(items),
+                _counts(items),
+                {d.name: marks[d.id] for d in items if d.id in marks},
+            )
             for name, items in sorted(by_pool[pool_name].items())
         )
         pools.append(Pool(pool_name, nodes, _counts([d for n in nodes for d in n.devices])))
@@ -277,4 +333,5 @@ __all__ = [
     "picture_key",
     "row",
     "team_list",
+    "with_rules",
 ]

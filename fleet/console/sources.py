@@ -39,7 +39,8 @@ NAMESPACES: KindKey = ("v1", "Namespace")
 QUOTAS: KindKey = ("v1", "ResourceQuota")
 PODS: KindKey = ("v1", "Pod")
 EVENTS: KindKey = ("v1", "Event")
-KINDS: tuple[KindKey, ...] = (SLICES, CLAIMS, TEMPLATES, CLASSES, NODES, NAMESPACES, QUOTAS, PODS, EVENTS)
+RULES: KindKey = ("resource.k8s.io/v1", "DeviceTaintRule")
+KINDS: tuple[KindKey, ...] = (SLICES, CLAIMS, TEMPLATES, CLASSES, NODES, NAMESPACES, QUOTAS, PODS, EVENTS, RULES)
 """Every kind a page reads."""
 SELECTORS: Mapping[KindKey, str] = {PODS: "status.phase=Pending"}
 """Field selectors of kinds read in part: of pods, only those waiting (the holders of devices are
@@ -54,6 +55,7 @@ RESOURCES: Mapping[KindKey, tuple[str, str]] = {
     QUOTAS: ("", "resourcequotas"),
     PODS: ("", "pods"),
     EVENTS: ("", "events"),
+    RULES: ("resource.k8s.io", "devicetaintrules"),
 }
 """(API group, resource) of each kind: what an access review names."""
 NAMESPACED: frozenset[KindKey] = frozenset({CLAIMS, TEMPLATES, QUOTAS, PODS, EVENTS})
@@ -329,6 +331,7 @@ __all__ = [
     "PODS",
     "QUOTAS",
     "RESOURCES",
+    "RULES",
     "SLICES",
     "TEMPLATES",
     "ApiSource",

@@ -9,6 +9,7 @@ from fleet.console.access import EVERYTHING, Sight
 from fleet.engine.ownership import POOL_LABEL
 from fleet.views import devices
 from tests.console.snapshots import REAL_CLAIMS, REAL_SLICES, snapshot
+from tests.views.test_maintenances import rule as maintenance_rule
 
 INFERENCE_ONLY = Sight(
     everywhere=frozenset({sources.SLICES, sources.NODES, sources.NAMESPACES, sources.CLASSES}),
@@ -131,3 +132,68 @@ def test_nodes_are_grouped_by_the_fleet_pool_their_label_names() -> None:
         pages.node(gpus, "elsewhere")
     (unlabelled,) = pages.gpus(snapshot(), EVERYTHING).pools
     assert unlabelled.name == pages.NO_POOL
+
+
+def maintenance_snapshot(**status: object) -> sources.Snapshot:
+    """The H100 node taken whole by GPUMaintenance ``repair`` at NoSchedule, its NoExecute held for the pods."""
+    rule = maintenance_rule("dgx-h100-01", effect="NoSchedule")
+    held = {"kind": "DeviceTaintRule", "name": rule["metadata"]["name"], "waitsFor": "claims", "reason": "2 claims"}
+    return snapshot(objects={sources.RULES: [rule]}, status={"waiting": [held], **status})
+
+
+RULE_READER = Sight(
+    everywhere=INFERENCE_ONLY.everywhere | {sources.RULES},
+    namespaces=INFERENCE_ONLY.namespaces,
+    fleetsync=True,
+)
+
+
+def test_the_cluster_page_follows_the_live_rules_and_names_only_the_pods_a_viewer_may_see() -> None:
+    (everyone,) = pages.cluster(maintenance_snapshot(), EVERYTHING).maintenances
+    assert (everyone.name, everyone.phase, everyone.where) == (
+        "repair",
+        "Out of scheduling",
+        "every device of node dgx-h100-01",
+    )
+    assert [str(p) for p in everyone.pods] == ["inference/server", "ml-research/trainer"]
+    assert everyone.waiting is not None and everyone.waiting.on == "claims"
+    (seen,) = pages.cluster(maintenance_snapshot(), RULE_READER).maintenances
+    assert [str(p) for p in seen.pods] == ["inference/server"] and seen.pod_count == 2
+
+
+def test_a_viewer_who_may_not_list_the_rules_sees_what_the_fleetsync_says() -> None:
+    trainer = {"namespace": "ml-research", "name": "trainer", "team": "ml-research"}
+    written = {
+        "name": "repair",
+        "phase": "Out of scheduling",
+        "where": "every device of node x",
+        "podsWaitedOn": [trainer],
+    }
+    page = pages.cluster(maintenance_snapshot(maintenances=[written]), INFERENCE_ONLY)
+    (shown,) = page.maintenances
+    assert (shown.where, shown.pods, shown.pod_count) == ("every device of node x", (), 1)
+    assert page.maintenance_note == "as the controller last wrote them (you may not list devicetaintrules)"
+
+
+def test_a_device_out_of_scheduling_is_tainted_as_fleetctl_inventory_counts_it() -> None:
+    shown = by_name(pages.gpus(maintenance_snapshot(), RULE_READER))
+    assert (
+        shown["gpu-2"].state == "tainted"
+        and "fleet.gpufleet.dev/maintenance=repair:NoSchedule" in shown["gpu-2"].taints
+    )
+    assert by_name(pages.gpus(maintenance_snapshot(), INFERENCE_ONLY))["gpu-2"].state == "free", "no rules: the slices'"
+    assert pages.picture_key(maintenance_snapshot(), rules=True) != pages.picture_key(maintenance_snapshot())
+
+
+def test_the_node_page_marks_the_devices_a_maintenance_takes() -> None:
+    one = maintenance_rule("dgx-h100-01", "gpu-1", effect="None")
+    node = pages.node(pages.gpus(snapshot(objects={sources.RULES: [one]}), EVERYTHING), "dgx-h100-01")
+    (mark,) = node.marks["gpu-1"]
+    assert (mark.maintenance, mark.effect, mark.taint) == (
+        "repair",
+        "None",
+        "fleet.gpufleet.dev/maintenance=repair:None",
+    )
+    assert set(node.marks) == {"gpu-1"} and node.maintenances == ("repair",)
+    hidden = pages.node(pages.gpus(snapshot(objects={sources.RULES: [one]}), INFERENCE_ONLY), "dgx-h100-01")
+    assert hidden.marks == {}, "the viewer may not list devicetaintrules"
