@@ -17,7 +17,7 @@ many as they like. Names follow Prometheus conventions (``_seconds``, ``_total``
 | ``fleet_drift_detected_total`` | counter | ``stage`` |
 | ``fleet_drift_repaired_total`` | counter | ``stage``, ``manager`` (who had changed it; ``unknown``) |
 | ``fleet_objects_frozen`` | gauge | (``fleet.gpufleet.dev/drift`` on the live object or in git) |
-| ``fleet_changes_waiting`` | gauge | ``waits_for`` (``wave``, ``window``, ``claims``): disruptive changes held back |
+| ``fleet_changes_waiting`` | gauge | ``waits_for`` (``wave``, ``window``, ``preview``, ``claims``): disruptive changes held back |
 | ``fleet_last_successful_sync_timestamp_seconds`` | gauge | |
 | ``fleet_git_fetch_duration_seconds`` | histogram | |
 | ``fleet_git_fetch_errors_total`` | counter | ``reason`` (``SourceError.reason``) |
@@ -130,7 +130,7 @@ class ReconcileMetrics:
             ["waits_for"],
             registry=r,
         )
-        for on in ("wave", "window", "claims"):
+        for on in ("wave", "window", "preview", "claims"):
             self.waiting.labels(waits_for=on).set(0)
         self.last_success = Gauge(
             "fleet_last_successful_sync_timestamp_seconds",
@@ -293,7 +293,7 @@ class Metrics:
             if entry.operator is not None and entry.operator.remedied:
                 counts.helm_remediations.inc()
         held = collections.Counter(e.held.on for e in changeset.waiting if e.held is not None)
-        for on in ("wave", "window", "claims"):
+        for on in ("wave", "window", "preview", "claims"):
             counts.waiting.labels(waits_for=on).set(held[on])
 
     def record_report(self, report: statuses.Report) -> None:

@@ -44,7 +44,7 @@ def consumers_agree(changes: engine.ChangeSet, *, side: str) -> None:
     gauges = metrics.Metrics()
     gauges.record_changeset(changes)
     on = collections.Counter(e.waiting.on for e in changes.entries if e.ref.key in held and e.waiting is not None)
-    for waits_for in ("wave", "window", "claims"):
+    for waits_for in ("wave", "window", "preview", "claims"):
         value = gauges.registry.get_sample_value("fleet_changes_waiting", {"waits_for": waits_for})
         assert value == on[waits_for], f"{side}: fleet_changes_waiting{{waits_for={waits_for}}} is {value}"
 
