@@ -4,7 +4,9 @@ Kubernetes' allocator sees each request as an ordered list of alternatives:
 one for ``exactly``, one per ``firstAvailable`` entry (tried in order). Every
 alternative has a DeviceClass, its own selectors (ANDed with the class's),
 an allocation mode and a count. Constraints name requests ("req" or
-"req/sub"; none = all) and a fully qualified attribute.
+"req/sub"; none = all) and a fully qualified attribute; one on a derived attribute (a value
+the scheduler computes per device from the request's ``derivedAttributes``, alpha in 1.37) is
+not judged.
 """
 
 from __future__ import annotations
@@ -160,8 +162,16 @@ def read_claim(spec: Mapping[str, Any]) -> tuple[ClaimShape, list[Finding]]:
                 )
             )
     constraints = []
+    derived = {
+        str(d.get("name"))
+        for raw in devices.get("requests") or []
+        for alternative in [raw.get("exactly") or {}, *(raw.get("firstAvailable") or [])]
+        for d in (alternative or {}).get("derivedAttributes") or ()
+    }
     for index, raw in enumerate(devices.get("constraints") or []):
         attribute = raw.get("matchAttribute") or raw.get("distinctAttribute")
+        if attribute in derived:
+            continue  # a value the scheduler computes per device (DRADerivedAttributes): not judged
         if not attribute or "/" not in str(attribute):
             findings.append(
                 Finding(

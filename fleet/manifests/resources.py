@@ -1,7 +1,7 @@
 """``resource.k8s.io/v1`` kinds a fleet repository may hold, in their API shape.
 
 DeviceClass, ResourceClaimTemplate and ResourceClaim are modelled field by
-field after ``k8s.io/api/resource/v1/types.go`` (v0.36), so a template copied
+field after ``k8s.io/api/resource/v1/types.go`` (v0.37), so a template copied
 from the DRA guide validates here exactly when the API server would take it,
 and a typo is caught in CI rather than at ``kubectl apply``. Limits that the
 API enforces by count (≤32 requests, ≤32 selectors, ≤8 subrequests) are
@@ -43,6 +43,15 @@ class CapacityRequirements(Model):
     """Quantities per fully-qualified capacity name (DRAConsumableCapacity)."""
 
 
+class DeviceDerivedAttribute(Model):
+    """A virtual attribute a CEL expression computes per candidate device, for constraints only
+    (DRADerivedAttributes, alpha in 1.37)."""
+
+    name: str = Field(pattern=r"^[^/]+/[^/]+$")
+    """Fully qualified, as constraints name it (``derived/numaNode``)."""
+    expression: str = Field(min_length=1)
+
+
 class BaseDeviceRequest(Model):
     device_class_name: str = Field(min_length=1)
     selectors: list[DeviceSelector] = Field(default_factory=list, max_length=32)
@@ -50,6 +59,7 @@ class BaseDeviceRequest(Model):
     count: int | None = Field(default=None, ge=1)
     tolerations: list[DeviceToleration] = Field(default_factory=list, max_length=16)
     capacity: CapacityRequirements | None = None
+    derived_attributes: list[DeviceDerivedAttribute] = Field(default_factory=list, max_length=32)
 
     @model_validator(mode="after")
     def _count_only_with_exact_count(self) -> BaseDeviceRequest:
@@ -128,6 +138,15 @@ class DeviceClaim(Model):
                 unknown = [n for n in entry.requests if n not in known]
                 if unknown:
                     raise ValueError(f"{field} names unknown request {unknown[0]!r} (requests: {', '.join(names)})")
+        constrained = {c.match_attribute or c.distinct_attribute for c in self.constraints}
+        for request in self.requests:
+            for alternative in request.alternatives:
+                unused = [d.name for d in alternative.derived_attributes if d.name not in constrained]
+                if unused:
+                    raise ValueError(
+                        f"derived attribute {unused[0]!r} of request {request.name!r} is used by no constraint "
+                        "(matchAttribute or distinctAttribute)"
+                    )
         return self
 
 
@@ -189,6 +208,7 @@ __all__ = [
     "DeviceClaim",
     "DeviceClass",
     "DeviceConstraint",
+    "DeviceDerivedAttribute",
     "DeviceRequest",
     "DeviceSelector",
     "DeviceSubRequest",

@@ -12,13 +12,15 @@ per cluster, from ``Cluster.spec.kubernetesVersion`` and ``spec.featureGates``
 (rule ``feature-gate``), naming the gate, the cluster and the first minor where
 the gate is on by default.
 
-The tables are data, read from Kubernetes v1.36.3 (which keeps every gate's
+The tables are data, read from Kubernetes v1.37.2 (which keeps every gate's
 history): ``GATES`` from ``pkg/features/kube_features.go`` (versioned specs and
 ``defaultKubernetesFeatureGateDependencies``), ``FIELDS`` from the
-``+featureGate=`` markers of ``staging/src/k8s.io/api/resource/v1/types.go``,
+``+featureGate=`` markers of ``staging/src/k8s.io/api/resource/v1/types.go``
+(and ``core/v1``'s for the kubelet's device health in pod status),
 and DeviceTaintRule's API versions from ``pkg/registry/resource/rest`` and
 ``pkg/scheduler/scheduler.go`` (1.36 reads the rules through ``v1beta2``, an
-API the server does not serve by default). ``docs/repo-format.md`` prints them.
+API the server does not serve by default; 1.37 through ``v1``, which it does).
+``docs/repo-format.md`` prints them.
 
 Pure: plain data in, findings out.
 """
@@ -29,10 +31,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-from fleet.manifests import Finding, Manifest, Path, kinds, resources
+from fleet.manifests import Finding, Location, Manifest, Path, kinds, resources
 from fleet.policy import walks
 
-MINORS = (34, 35, 36)
+MINORS = (34, 35, 36, 37)
 """The Kubernetes minors the table knows (``resource.k8s.io/v1`` is GA from 1.34)."""
 RULE = "feature-gate"
 
@@ -69,6 +71,7 @@ def _gate(name: str, *stages: tuple[int, Stage, bool, bool], depends: tuple[str,
     return Gate(name=name, specs=specs, depends=("DynamicResourceAllocation",) if depends is None else depends)
 
 
+_DRA = ("DynamicResourceAllocation",)
 GATES: dict[str, Gate] = {
     g.name: g
     for g in (
@@ -77,15 +80,35 @@ GATES: dict[str, Gate] = {
             (34, "GA", True, False),
             (35, "GA", True, True),
             (36, "GA", True, True),
+            (37, "GA", True, True),
             depends=(),
         ),
-        _gate("DRAPrioritizedList", (34, "beta", True, False), (35, "beta", True, False), (36, "GA", True, False)),
-        _gate("DRAAdminAccess", (34, "beta", True, False), (35, "beta", True, False), (36, "GA", True, True)),
-        _gate("DRADeviceTaints", (34, "alpha", False, False), (35, "alpha", False, False), (36, "beta", True, False)),
+        _gate(
+            "DRAPrioritizedList",
+            (34, "beta", True, False),
+            (35, "beta", True, False),
+            (36, "GA", True, False),
+            (37, "GA", True, True),
+        ),
+        _gate(
+            "DRAAdminAccess",
+            (34, "beta", True, False),
+            (35, "beta", True, False),
+            (36, "GA", True, True),
+            (37, "GA", True, True),
+        ),
+        _gate(
+            "DRADeviceTaints",
+            (34, "alpha", False, False),
+            (35, "alpha", False, False),
+            (36, "beta", True, False),
+            (37, "GA", True, False),
+        ),
         _gate(
             "DRADeviceTaintRules",
             (35, "alpha", False, False),
             (36, "beta", False, False),
+            (37, "GA", True, False),
             depends=("DRADeviceTaints",),
         ),
         _gate(
@@ -93,15 +116,21 @@ GATES: dict[str, Gate] = {
             (34, "alpha", False, False),
             (35, "alpha", False, False),
             (36, "beta", True, False),
+            (37, "beta", True, False),
         ),
         _gate(
-            "DRAConsumableCapacity", (34, "alpha", False, False), (35, "alpha", False, False), (36, "beta", True, False)
+            "DRAConsumableCapacity",
+            (34, "alpha", False, False),
+            (35, "alpha", False, False),
+            (36, "beta", True, False),
+            (37, "beta", True, False),
         ),
         _gate(
             "DRAResourceClaimDeviceStatus",
             (34, "beta", True, False),
             (35, "beta", True, False),
             (36, "beta", True, False),
+            (37, "GA", True, True),
             depends=(),
         ),
         _gate(
@@ -109,20 +138,89 @@ GATES: dict[str, Gate] = {
             (34, "alpha", False, False),
             (35, "alpha", False, False),
             (36, "beta", True, False),
-            depends=("DynamicResourceAllocation", "DRAResourceClaimDeviceStatus"),
+            (37, "beta", True, False),
+            depends=(*_DRA, "DRAResourceClaimDeviceStatus"),
         ),
         _gate(
-            "DRAExtendedResource", (34, "alpha", False, False), (35, "alpha", False, False), (36, "beta", True, False)
+            "DRAExtendedResource",
+            (34, "alpha", False, False),
+            (35, "alpha", False, False),
+            (36, "beta", True, False),
+            (37, "GA", True, True),
         ),
         _gate(
-            "DRASchedulerFilterTimeout", (34, "beta", True, False), (35, "beta", True, False), (36, "beta", True, False)
+            "DRASchedulerFilterTimeout",
+            (34, "beta", True, False),
+            (35, "beta", True, False),
+            (36, "beta", True, False),
+            (37, "beta", True, False),
         ),
-        _gate("DRAListTypeAttributes", (36, "alpha", False, False)),
-        _gate("DRANodeAllocatableResources", (36, "alpha", False, False)),
-        _gate("DRAResourcePoolStatus", (36, "alpha", False, False)),
+        _gate(
+            "DRAResourceClaimGranularStatusAuthorization",
+            (36, "beta", True, False),
+            (37, "beta", True, False),
+            depends=(*_DRA, "DRAResourceClaimDeviceStatus"),
+        ),
+        _gate("DRAListTypeAttributes", (36, "alpha", False, False), (37, "alpha", False, False)),
+        _gate("DRANodeAllocatableResources", (36, "alpha", False, False), (37, "alpha", False, False)),
+        _gate("DRAResourcePoolStatus", (36, "alpha", False, False), (37, "alpha", False, False)),
+        _gate(
+            "DRAWorkloadResourceClaims",
+            (36, "alpha", False, False),
+            (37, "beta", False, False),
+            depends=(*_DRA, "GenericWorkload"),
+        ),
+        _gate("DRADerivedAttributes", (37, "alpha", False, False)),
+        _gate(
+            "DRADeviceCompatibilityGroups",
+            (37, "alpha", False, False),
+            depends=(*_DRA, "DRAPartitionableDevices"),
+        ),
+        # On by default only with --min-compatibility-version=1.37 (a 1.37 control plane defaults to 1.36).
+        _gate("DRAFractionalCapacityRange", (37, "beta", False, False), depends=("DRAConsumableCapacity",)),
+        _gate(
+            "DRAOptionalNodeOperations",
+            (37, "alpha", False, False),
+            depends=(*_DRA, "NodeDeclaredFeatures"),
+        ),
+        _gate(
+            "DRAPartitionableDevicesType",
+            (37, "alpha", False, False),
+            depends=(*_DRA, "DRAPartitionableDevices", "DRAResourcePoolStatus"),
+        ),
+        _gate(
+            "ResourceHealthStatus",
+            (34, "alpha", False, False),
+            (35, "alpha", False, False),
+            (36, "beta", True, False),
+            (37, "beta", True, False),
+        ),
+        _gate(
+            "ResourceHealthStatusMessage",
+            (36, "beta", True, False),
+            (37, "beta", True, False),
+            depends=("ResourceHealthStatus",),
+        ),
+        # Not DRA gates: what DRA gates depend on.
+        _gate(
+            "GenericWorkload",
+            (35, "alpha", False, False),
+            (36, "alpha", False, False),
+            (37, "beta", False, False),
+            depends=(),
+        ),
+        _gate(
+            "NodeDeclaredFeatures",
+            (35, "alpha", False, False),
+            (36, "beta", True, False),
+            (37, "GA", True, True),
+            depends=(),
+        ),
     )
 }
-"""The DRA gates of ``pkg/features/kube_features.go`` (Kubernetes v1.36.3), minors 1.34 to 1.36."""
+"""The DRA gates of ``pkg/features/kube_features.go`` (Kubernetes v1.37.2), minors 1.34 to 1.37, with
+KEP-4680's ResourceHealthStatus (device health in pod status) and the two other gates DRA gates
+depend on."""
 
 
 class GuardedField(NamedTuple):
@@ -142,6 +240,9 @@ FIELDS: tuple[GuardedField, ...] = (
     GuardedField(_CLAIMS, "requests[].exactly.tolerations, firstAvailable[].tolerations", "DRADeviceTaints"),
     GuardedField(_CLAIMS, "requests[].exactly.capacity, firstAvailable[].capacity", "DRAConsumableCapacity"),
     GuardedField(_CLAIMS, "constraints[].distinctAttribute", "DRAConsumableCapacity"),
+    GuardedField(
+        _CLAIMS, "requests[].exactly.derivedAttributes, firstAvailable[].derivedAttributes", "DRADerivedAttributes"
+    ),
     GuardedField(("DeviceClass",), "spec.extendedResourceName", "DRAExtendedResource"),
     GuardedField(("DeviceTaintRule",), "the kind (1.34: DRADeviceTaints)", "DRADeviceTaintRules"),
     GuardedField(("ResourceSlice",), "spec.sharedCounters, devices[].consumesCounters", "DRAPartitionableDevices"),
@@ -156,21 +257,48 @@ FIELDS: tuple[GuardedField, ...] = (
     ),
     GuardedField(
         ("ResourceSlice",),
+        "capacity.*.requestPolicy.validRange in milli-units (fractional min, max, step)",
+        "DRAFractionalCapacityRange",
+    ),
+    GuardedField(
+        ("ResourceSlice",),
         "devices[].bindsToNode, bindingConditions, bindingFailureConditions",
         "DRADeviceBindingConditions",
     ),
     GuardedField(("ResourceSlice",), "attributes.*.ints/bools/strings/versions", "DRAListTypeAttributes"),
-    GuardedField(("ResourceSlice",), "devices[].nodeAllocatableResourceMappings", "DRANodeAllocatableResources"),
+    GuardedField(
+        ("ResourceSlice",),
+        "devices[].nodeAllocatableResources (1.36: nodeAllocatableResourceMappings)",
+        "DRANodeAllocatableResources",
+    ),
+    GuardedField(
+        ("ResourceSlice",), "devices[].consumesCounters[].compatibilityGroups", "DRADeviceCompatibilityGroups"
+    ),
+    GuardedField(("ResourceSlice",), "spec.partitionTypeAttribute", "DRAPartitionableDevicesType"),
+    GuardedField(("ResourceSlice",), "spec.skipNodeOperations", "DRAOptionalNodeOperations"),
+    GuardedField(
+        ("ResourceClaim",), "status.devices (a driver's conditions, data, networkData)", "DRAResourceClaimDeviceStatus"
+    ),
+    GuardedField(
+        ("Pod",), "status.containerStatuses[].allocatedResourcesStatus (device health)", "ResourceHealthStatus"
+    ),
 )
-"""Fields behind a gate (``+featureGate=`` in ``k8s.io/api/resource/v1/types.go``, v0.36.3)."""
+"""Fields behind a gate (``+featureGate=`` in ``k8s.io/api/resource/v1/types.go`` and, for the pod's
+device health, ``core/v1/types.go``; v0.37.2). DRAFractionalCapacityRange has no marker: the
+scheduler rounds a fractional ``validRange`` in whole units without it."""
 
 TAINT_RULE_APIS: dict[int, tuple[str, ...]] = {
     34: ("resource.k8s.io/v1alpha3",),
     35: ("resource.k8s.io/v1alpha3",),
     36: ("resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3"),
+    37: ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3"),
 }
 """The API versions that have DeviceTaintRule, per minor; the first is the one the scheduler reads.
-None of them is served by default (``--runtime-config=resource.k8s.io/<version>=true``)."""
+Only ``resource.k8s.io/v1`` is served by default (1.37); the others need
+``--runtime-config=resource.k8s.io/<version>=true``."""
+
+DEFAULT_APIS = frozenset({"resource.k8s.io/v1"})
+"""The resource.k8s.io API version every minor of the table serves without ``--runtime-config``."""
 
 
 MAINTENANCE_MINOR = 35
@@ -328,6 +456,8 @@ def _uses(manifest: Manifest) -> Iterator[tuple[str, Path, str]]:
             yield "DRADeviceTaints", (*alt.path, "tolerations"), f"request {alt.name!r} tolerations"
         if body.capacity is not None:
             yield "DRAConsumableCapacity", (*alt.path, "capacity"), f"request {alt.name!r} capacity"
+        if body.derived_attributes:
+            yield "DRADerivedAttributes", (*alt.path, "derivedAttributes"), f"request {alt.name!r} derivedAttributes"
     for index, constraint in enumerate(claim.devices.constraints):
         if constraint.distinct_attribute is not None:
             path = (*base, "constraints", index, "distinctAttribute")
@@ -342,7 +472,11 @@ def _why_off(gate: str, *, features: ClusterFeatures) -> str:
     """Why ``gate`` is off on the cluster, and when it is on by default."""
     spec = GATES[gate].spec(features.minor)
     first = GATES[gate].first_default_on()
-    since = f"on by default from 1.{first}" if first is not None else "off by default through 1.36"
+    since = (
+        f"on by default from 1.{first}"
+        if first is not None
+        else f"not on by default in any minor through 1.{MINORS[-1]}"
+    )
     if spec is None:
         return f"{gate} does not exist in {features.version} ({since})"
     missing = [d for d in GATES[gate].depends if not features.on(d)]
@@ -398,13 +532,19 @@ def _taint_rule(manifest: Manifest, *, features: ClusterFeatures) -> Iterator[Fi
             hint=f"write apiVersion: {apis[0]}",
             object=manifest.ref,
         )
-    elif apis[0] not in features.apis:
-        seen = "discovery does not list it" if features.source != "declared" else "spec.apiVersions does not list it"
+        return
+    served = features.apis | DEFAULT_APIS
+    seen = "discovery does not list it" if features.source != "declared" else "spec.apiVersions does not list it"
+    for api in dict.fromkeys((manifest.api_version, apis[0])):
+        if api in served:
+            continue
+        reader = "" if api == manifest.api_version else "its scheduler reads the rules through it; "
+        other = f"write apiVersion: {apis[0]} (served by default), or " if apis[0] in DEFAULT_APIS else ""
         yield Finding(
             manifest.positions.at(("apiVersion",)),
             RULE,
-            f"DeviceTaintRule on {_where(features)} needs {apis[0]} served ({seen}; it is off by default)",
-            hint=f"run kube-apiserver with --runtime-config={apis[0]}=true and add {apis[0]} to spec.apiVersions "
+            f"DeviceTaintRule on {_where(features)} needs {api} served ({reader}{seen}; it is off by default)",
+            hint=f"{other}run kube-apiserver with --runtime-config={api}=true and add {api} to spec.apiVersions "
             f"of {features.file}",
             object=manifest.ref,
         )
@@ -473,9 +613,29 @@ def _configuration(cluster: Manifest, *, features: ClusterFeatures) -> Iterator[
                         hint=f"set {dep}: true as well, or remove {name}",
                         object=cluster.ref,
                     )
+        else:
+            yield from _dependents_on(cluster, name, where=where, features=features)
+
+
+def _dependents_on(cluster: Manifest, name: str, *, where: Location, features: ClusterFeatures) -> Iterator[Finding]:
+    """Gates on by default that depend on ``name``, which the Cluster turns off: the components check every
+    enabled gate's dependencies (``featuregate.SetFromMap``), defaults included, and refuse to start."""
+    for dependent, gate in sorted(GATES.items()):
+        spec = gate.spec(features.minor)
+        if name not in gate.depends or spec is None or not spec.default or dependent in features.explicit:
+            continue
+        yield Finding(
+            where,
+            RULE,
+            f"{dependent} is on by default in {features.version} and depends on {name}: the components "
+            f"refuse to start with {name} off and {dependent} on",
+            hint=f"set {dependent}: false as well, or remove {name}",
+            object=cluster.ref,
+        )
 
 
 __all__ = [
+    "DEFAULT_APIS",
     "FIELDS",
     "GATES",
     "MAINTENANCE_MINOR",

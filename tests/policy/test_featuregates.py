@@ -1,39 +1,72 @@
 """Per-cluster Kubernetes versions and feature gates: which DRA fields a cluster keeps.
 
-The expected defaults are transcribed by hand from Kubernetes v1.36.3
+The expected defaults are transcribed by hand from Kubernetes v1.37.2
 ``pkg/features/kube_features.go`` (independently of ``fleet.policy.featuregates``): a
-change to the table that does not match Kubernetes fails here.
+change to the table that does not match Kubernetes fails here, and so does a row of
+docs/repo-format.md's table that does not say what the table says.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 
 from fleet.manifests import Finding, load_revision
 from fleet.policy import check, featuregates, gateprobes
-from tests.manifests.repos import example_files, only, template, yaml
+from tests.manifests.repos import ROOT, example_files, only, template, yaml
 
 ON, OFF, ABSENT = True, False, None
 KUBERNETES = {
-    # gate: (1.34, 1.35, 1.36)
-    "DynamicResourceAllocation": (ON, ON, ON),
-    "DRAPrioritizedList": (ON, ON, ON),
-    "DRAAdminAccess": (ON, ON, ON),
-    "DRADeviceTaints": (OFF, OFF, ON),
-    "DRADeviceTaintRules": (ABSENT, OFF, OFF),
-    "DRAPartitionableDevices": (OFF, OFF, ON),
-    "DRAConsumableCapacity": (OFF, OFF, ON),
-    "DRAResourceClaimDeviceStatus": (ON, ON, ON),
-    "DRADeviceBindingConditions": (OFF, OFF, ON),
-    "DRAExtendedResource": (OFF, OFF, ON),
-    "DRASchedulerFilterTimeout": (ON, ON, ON),
-    "DRAListTypeAttributes": (ABSENT, ABSENT, OFF),
-    "DRANodeAllocatableResources": (ABSENT, ABSENT, OFF),
-    "DRAResourcePoolStatus": (ABSENT, ABSENT, OFF),
+    # gate: (1.34, 1.35, 1.36, 1.37)
+    "DynamicResourceAllocation": (ON, ON, ON, ON),
+    "DRAPrioritizedList": (ON, ON, ON, ON),
+    "DRAAdminAccess": (ON, ON, ON, ON),
+    "DRADeviceTaints": (OFF, OFF, ON, ON),
+    "DRADeviceTaintRules": (ABSENT, OFF, OFF, ON),
+    "DRAPartitionableDevices": (OFF, OFF, ON, ON),
+    "DRAConsumableCapacity": (OFF, OFF, ON, ON),
+    "DRAResourceClaimDeviceStatus": (ON, ON, ON, ON),
+    "DRADeviceBindingConditions": (OFF, OFF, ON, ON),
+    "DRAExtendedResource": (OFF, OFF, ON, ON),
+    "DRASchedulerFilterTimeout": (ON, ON, ON, ON),
+    "DRAResourceClaimGranularStatusAuthorization": (ABSENT, ABSENT, ON, ON),
+    "DRAListTypeAttributes": (ABSENT, ABSENT, OFF, OFF),
+    "DRANodeAllocatableResources": (ABSENT, ABSENT, OFF, OFF),
+    "DRAResourcePoolStatus": (ABSENT, ABSENT, OFF, OFF),
+    "DRAWorkloadResourceClaims": (ABSENT, ABSENT, OFF, OFF),
+    "DRADerivedAttributes": (ABSENT, ABSENT, ABSENT, OFF),
+    "DRADeviceCompatibilityGroups": (ABSENT, ABSENT, ABSENT, OFF),
+    "DRAFractionalCapacityRange": (ABSENT, ABSENT, ABSENT, OFF),
+    "DRAOptionalNodeOperations": (ABSENT, ABSENT, ABSENT, OFF),
+    "DRAPartitionableDevicesType": (ABSENT, ABSENT, ABSENT, OFF),
+    "ResourceHealthStatus": (OFF, OFF, ON, ON),
+    "ResourceHealthStatusMessage": (ABSENT, ABSENT, ON, ON),
+    "GenericWorkload": (ABSENT, OFF, OFF, OFF),
+    "NodeDeclaredFeatures": (ABSENT, OFF, ON, ON),
 }
-LOCKED = {("DynamicResourceAllocation", 35), ("DynamicResourceAllocation", 36), ("DRAAdminAccess", 36)}
+LOCKED = {
+    ("DynamicResourceAllocation", 35),
+    ("DynamicResourceAllocation", 36),
+    ("DynamicResourceAllocation", 37),
+    ("DRAAdminAccess", 36),
+    ("DRAAdminAccess", 37),
+    ("DRAPrioritizedList", 37),
+    ("DRAExtendedResource", 37),
+    ("DRAResourceClaimDeviceStatus", 37),
+    ("NodeDeclaredFeatures", 37),
+}
+GA = {  # (gate, first GA minor)
+    "DynamicResourceAllocation": 34,
+    "DRAPrioritizedList": 36,
+    "DRAAdminAccess": 36,
+    "DRADeviceTaints": 37,
+    "DRADeviceTaintRules": 37,
+    "DRAExtendedResource": 37,
+    "DRAResourceClaimDeviceStatus": 37,
+    "NodeDeclaredFeatures": 37,
+}
 
 
 @pytest.mark.parametrize("gate", sorted(KUBERNETES))
@@ -43,6 +76,7 @@ def test_table_matches_kubernetes_defaults(gate: str, minor: int) -> None:
     spec = featuregates.GATES[gate].spec(minor)
     assert (spec.default if spec else None) == expected
     assert (spec is not None and spec.locked) == ((gate, minor) in LOCKED)
+    assert (spec is not None and spec.stage == "GA") == (gate in GA and minor >= GA[gate])
     assert (gate in featuregates.effective(minor, {})) == bool(expected)
 
 
@@ -51,8 +85,67 @@ def test_table_covers_the_dra_gates_and_names_the_first_default_on_minor() -> No
     firsts = {g: featuregates.GATES[g].first_default_on() for g in KUBERNETES}
     assert firsts["DRAExtendedResource"] == firsts["DRADeviceTaints"] == firsts["DRAPartitionableDevices"] == 36
     assert firsts["DRAPrioritizedList"] == 34
-    assert firsts["DRADeviceTaintRules"] is None
+    assert firsts["DRADeviceTaintRules"] == 37
+    assert firsts["DRADerivedAttributes"] is None
     assert {f.gate for f in featuregates.FIELDS} <= set(featuregates.GATES)
+    assert featuregates.MINORS == (34, 35, 36, 37)
+
+
+def test_dependencies_are_kubernetes_own() -> None:
+    """``defaultKubernetesFeatureGateDependencies`` of v1.37.2, for the gates whose dependencies are not just
+    DynamicResourceAllocation."""
+    depends = {name: set(gate.depends) for name, gate in featuregates.GATES.items()}
+    assert depends["DRADeviceTaintRules"] == {"DRADeviceTaints"}
+    assert depends["DRAFractionalCapacityRange"] == {"DRAConsumableCapacity"}
+    assert depends["DRADeviceCompatibilityGroups"] == {"DynamicResourceAllocation", "DRAPartitionableDevices"}
+    assert depends["DRAPartitionableDevicesType"] == {
+        "DynamicResourceAllocation",
+        "DRAPartitionableDevices",
+        "DRAResourcePoolStatus",
+    }
+    assert depends["DRAOptionalNodeOperations"] == {"DynamicResourceAllocation", "NodeDeclaredFeatures"}
+    assert depends["DRAWorkloadResourceClaims"] == {"DynamicResourceAllocation", "GenericWorkload"}
+    assert depends["ResourceHealthStatusMessage"] == {"ResourceHealthStatus"}
+    assert depends["DRAResourceClaimDeviceStatus"] == depends["GenericWorkload"] == set()
+    # a new alpha gate can be turned on where its dependencies are (NodeDeclaredFeatures is GA in 1.37)
+    assert "DRAOptionalNodeOperations" in featuregates.effective(37, {"DRAOptionalNodeOperations": True})
+    assert "DRAWorkloadResourceClaims" not in featuregates.effective(37, {"DRAWorkloadResourceClaims": True})
+    both = {"DRAWorkloadResourceClaims": True, "GenericWorkload": True}
+    assert "DRAWorkloadResourceClaims" in featuregates.effective(37, both)
+
+
+SYMBOL = {"alpha": "\u03b1", "beta": "\u03b2", "GA": "GA"}
+ON_SIGN, OFF_SIGN = "\u2713", "\u2013"  # the table's check mark and en dash
+
+
+def docs_table() -> list[list[str]]:
+    text = (ROOT / "docs" / "repo-format.md").read_text()
+    section = text[text.index("### DRA fields per Kubernetes version and feature gate") :].splitlines()
+    first = next(i for i, line in enumerate(section) if line.startswith("|"))
+    lines = list(itertools.takewhile(lambda line: line.startswith("|"), section[first:]))
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    assert header == ["field", "gate", *(f"1.{m}" for m in featuregates.MINORS)]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
+
+
+def test_the_documented_table_says_what_the_code_does() -> None:
+    rows = docs_table()
+    documented = set()
+    for field, gates, *cells in rows:
+        gate = gates.split()[0]
+        documented.add(gate)
+        for minor, cell in zip(featuregates.MINORS, cells, strict=True):
+            if gate == "DRADeviceTaintRules" and minor == 34:
+                assert cell == f"{SYMBOL['alpha']} {OFF_SIGN}", field  # 1.34's rules come with DRADeviceTaints
+                continue
+            spec = featuregates.GATES[gate].spec(minor)
+            if spec is None:
+                assert cell == "·", (field, minor)
+                continue
+            expected = f"{SYMBOL[spec.stage]} {ON_SIGN if spec.default else OFF_SIGN}"
+            assert cell in (expected, f"{expected} (locked)"), (field, minor, cell)
+            assert cell.endswith("(locked)") == (spec.locked and spec.stage == "GA" and minor > 34), (field, minor)
+    assert {f.gate for f in featuregates.FIELDS} == documented
 
 
 def test_a_gate_is_off_when_its_dependency_is_off() -> None:
@@ -106,6 +199,13 @@ FIRST_AVAILABLE = yaml("""
             - {name: mig, deviceClassName: mig.nvidia.com}
 """)
 DISTINCT = template(request="count: 2") + b"      constraints:\n      - distinctAttribute: gpu.nvidia.com/uuid\n"
+DERIVED = (
+    template(
+        request="count: 2\nderivedAttributes:\n"
+        "- {name: derived/numa, expression: \"device.attributes['resource.kubernetes.io'].numaNode\"}"
+    )
+    + b"      constraints:\n      - matchAttribute: derived/numa\n"
+)
 
 # (gate, file, content, the field's line)
 USES = {
@@ -129,6 +229,7 @@ USES = {
         17,
     ),
     "firstAvailable": ("DRAPrioritizedList", "teams/ml-research/t.yaml", FIRST_AVAILABLE, 10),
+    "derivedAttributes": ("DRADerivedAttributes", "teams/ml-research/t.yaml", DERIVED, 14),
 }
 
 
@@ -140,12 +241,15 @@ def test_a_field_is_refused_exactly_where_its_gate_is_off_by_default(field: str,
     if KUBERNETES[gate][featuregates.MINORS.index(minor)]:
         assert found == []
         return
-    finding = only(found, featuregates.RULE)
+    finding = only([f for f in found if f.cluster in ("", "gpu-west")], featuregates.RULE)
     assert (finding.location.file, finding.location.line) == (file, line)
     first = featuregates.GATES[gate].first_default_on()
     assert gate in finding.message and f"cluster gpu-west (Kubernetes 1.{minor})" in finding.message
-    assert f"on by default from 1.{first}" in finding.message
-    assert f"upgrade gpu-west to 1.{first}" in finding.hint
+    if first is None:
+        assert "not on by default in any minor through 1.37" in finding.message and "upgrade" not in finding.hint
+    else:
+        assert f"on by default from 1.{first}" in finding.message
+        assert f"upgrade gpu-west to 1.{first}" in finding.hint
     assert f"declare {gate}: true in spec.featureGates of clusters/gpu-west.yaml" in finding.hint
 
 
@@ -220,10 +324,30 @@ def test_gate_settings_the_components_refuse() -> None:
     assert unknown.severity == "warning"
 
 
+def test_turning_off_what_a_default_on_gate_depends_on_stops_the_components() -> None:
+    """component-base's ``SetFromMap`` checks the dependencies of every enabled gate, defaults included."""
+    [taints] = gate_findings({"clusters/gpu-west.yaml": cluster("1.37", "{DRADeviceTaints: false}")})
+    assert taints.message == (
+        "DRADeviceTaintRules is on by default in 1.37 and depends on DRADeviceTaints: the components refuse to "
+        "start with DRADeviceTaints off and DRADeviceTaintRules on"
+    )
+    assert taints.hint == "set DRADeviceTaintRules: false as well, or remove DRADeviceTaints"
+    assert (taints.location.file, taints.location.line) == ("clusters/gpu-west.yaml", 12)
+    both = "{DRADeviceTaints: false, DRADeviceTaintRules: false}"
+    assert gate_findings({"clusters/gpu-west.yaml": cluster("1.37", both)}) == []
+    assert gate_findings({"clusters/gpu-west.yaml": cluster("1.36", "{DRADeviceTaints: false}")}) == []
+    status = gate_findings({"clusters/gpu-west.yaml": cluster("1.36", "{DRAResourceClaimDeviceStatus: false}")})
+    assert [f.message.split(" is on by default")[0] for f in status] == [
+        "DRADeviceBindingConditions",
+        "DRAResourceClaimGranularStatusAuthorization",
+    ]
+
+
 def test_a_newer_minor_is_checked_with_the_newest_gates_and_warned_about() -> None:
-    found = findings_with({"clusters/gpu-west.yaml": cluster("1.37")})
+    assert [f for f in findings_with({"clusters/gpu-west.yaml": cluster("1.37")}) if f.rule == "cluster-version"] == []
+    found = findings_with({"clusters/gpu-west.yaml": cluster("1.38")})
     finding = only(found, "cluster-version")
-    assert finding.severity == "warning" and "1.37 is checked with the gates of 1.36" in finding.message
+    assert finding.severity == "warning" and "1.38 is checked with the gates of 1.37" in finding.message
 
 
 def taint_rule_findings(version: str, api_version: str, gates: str = "", apis: str = "") -> list[str]:
@@ -247,7 +371,7 @@ def taint_rule_findings(version: str, api_version: str, gates: str = "", apis: s
 def test_device_taint_rules_need_the_gate_and_the_api_version_the_scheduler_reads() -> None:
     [gate] = taint_rule_findings("1.36", "v1beta2", apis="[resource.k8s.io/v1beta2]")
     assert gate.startswith("DeviceTaintRule needs feature gate DRADeviceTaintRules")
-    assert "off by default through 1.36" in gate
+    assert "beta and off by default in 1.36 (on by default from 1.37)" in gate
     [api] = taint_rule_findings("1.36", "v1beta2", "{DRADeviceTaintRules: true}")
     assert api.startswith("DeviceTaintRule on cluster gpu-west (Kubernetes 1.36) needs resource.k8s.io/v1beta2 served")
     assert taint_rule_findings("1.36", "v1beta2", "{DRADeviceTaintRules: true}", "[resource.k8s.io/v1beta2]") == []
@@ -259,6 +383,23 @@ def test_device_taint_rules_need_the_gate_and_the_api_version_the_scheduler_read
     assert old == "cluster gpu-west (Kubernetes 1.35) has no DeviceTaintRule in resource.k8s.io/v1beta2"
     [v134] = taint_rule_findings("1.34", "v1alpha3", apis="[resource.k8s.io/v1alpha3]")
     assert v134.startswith("DeviceTaintRule needs feature gate DRADeviceTaints")
+    [reader] = taint_rule_findings("1.36", "v1alpha3", "{DRADeviceTaintRules: true}", "[resource.k8s.io/v1alpha3]")
+    assert "needs resource.k8s.io/v1beta2 served (its scheduler reads the rules through it;" in reader
+
+
+def test_device_taint_rules_in_1_37_are_ga_and_served_in_v1() -> None:
+    assert taint_rule_findings("1.37", "v1") == []
+    [older] = taint_rule_findings("1.37", "v1beta2")
+    assert older.startswith(
+        "DeviceTaintRule on cluster gpu-west (Kubernetes 1.37) needs resource.k8s.io/v1beta2 served"
+    )
+    assert taint_rule_findings("1.37", "v1beta2", apis="[resource.k8s.io/v1beta2]") == []
+    [off] = taint_rule_findings("1.37", "v1", "{DRADeviceTaintRules: false}")
+    assert "DRADeviceTaintRules is off there (spec.featureGates; on by default from 1.37)" in off
+    [needs] = taint_rule_findings("1.37", "v1", "{DRADeviceTaints: false}")
+    assert "because DRADeviceTaintRules needs DRADeviceTaints, which is off there" in needs
+    [none] = taint_rule_findings("1.37", "v1beta1")
+    assert none == "cluster gpu-west (Kubernetes 1.37) has no DeviceTaintRule in resource.k8s.io/v1beta1"
 
 
 def test_a_probe_reads_a_kept_field_as_on_and_a_dropped_one_as_off() -> None:

@@ -12,11 +12,14 @@ fleet therefore always renders with capabilities:
 - **from the table below** without one (``fleetctl render``): what the Cluster's
   ``kubernetesVersion`` serves with its default feature gates, said in the output.
 
-The table is the resource.k8s.io part of each minor's defaults
-(``/work/shared/docs/reference/dra-kubernetes-1.34-1.36.md``): ``resource.k8s.io/v1`` with
-its four kinds is GA and on in 1.34, 1.35 and 1.36; ``v1beta1`` and ``v1beta2`` are beta APIs
-that are off by default, and DeviceTaintRule (``v1alpha3`` in 1.34-1.35, ``v1beta2`` in 1.36)
-and ResourcePoolStatusRequest are off by default. Core groups are helm's own defaults.
+The table is the resource.k8s.io part of each minor's defaults, read from
+``pkg/registry/resource/rest`` and ``pkg/features/kube_features.go`` of each
+version (``fleet.policy.featuregates`` keeps the gates): ``resource.k8s.io/v1``
+with its four kinds is GA and on from 1.34, and serves DeviceTaintRule from 1.37
+(DRADeviceTaintRules GA and on); ``v1beta1``, ``v1beta2`` and ``v1alpha3`` are
+off by default, and with them DeviceTaintRule before 1.37 (``v1alpha3`` in
+1.34-1.35, ``v1beta2`` in 1.36) and ResourcePoolStatusRequest. Core groups are
+helm's own defaults.
 
 ``Capabilities.key`` is part of whatever decides that a render can be reused: the same chart
 digest and values rendered against other capabilities may render other objects (or refuse).
@@ -35,6 +38,7 @@ SERVED_BY_DEFAULT: dict[str, dict[str, tuple[str, ...]]] = {
     "1.34": {"resource.k8s.io/v1": DRA_KINDS},
     "1.35": {"resource.k8s.io/v1": DRA_KINDS},
     "1.36": {"resource.k8s.io/v1": DRA_KINDS},
+    "1.37": {"resource.k8s.io/v1": (*DRA_KINDS, "DeviceTaintRule")},
 }
 """Per Kubernetes minor: the resource.k8s.io versions and kinds it serves with default feature gates."""
 
@@ -68,7 +72,7 @@ def for_minor(minor: str) -> Capabilities:
     """The capabilities of Kubernetes ``minor`` (``1.36``) with its default feature gates."""
     served = SERVED_BY_DEFAULT.get(minor)
     if served is None:
-        known = sorted(SERVED_BY_DEFAULT, key=lambda v: int(v.split(".")[1]))
+        known = sorted(SERVED_BY_DEFAULT, key=_minor)
         served = SERVED_BY_DEFAULT[known[-1]] if _minor(minor) > _minor(known[-1]) else {}
     versions: list[str] = []
     for group_version, kinds in served.items():
