@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         SelectorRuntimeError,
         compile_selector,
         position,
+        standard_misuses,
     )
     from fleet.cel.semvers import Semver, SemverError, normalize_and_parse, parse_semver
 
@@ -38,7 +39,7 @@ __getattr__ = exports.lazy(
         "quantities": "Quantity QuantityError parse_quantity",
         "references": "Clause NameUse References find_references split_clauses",
         "selectors": "MAX_EXPRESSION_LENGTH Issue Selector SelectorCompileError SelectorRuntimeError "
-        "compile_selector position",
+        "compile_selector position standard_misuses",
         "semvers": "Semver SemverError normalize_and_parse parse_semver",
     },
 )
@@ -67,4 +68,5 @@ __all__ = [
     "position",
     "projection",
     "split_clauses",
+    "standard_misuses",
 ]

@@ -9,8 +9,9 @@ measurements).
 What Kubernetes declares and how it is mirrored here:
 
 * ``device``: ``kubernetes.DRADevice`` in Go (k8s.io/dynamic-resource-allocation
-  v0.36.3 ``cel/compile.go``): ``driver`` string, ``allowMultipleAllocations``
-  bool, ``attributes`` ``map(string, map(string, dyn))`` and ``capacity``
+  v0.37.2 ``cel/compile.go``, as the API server checks a new selector): ``driver``
+  string, ``allowMultipleAllocations`` bool, ``attributes``
+  ``map(string, map(string, dyn))`` and ``capacity``
   ``map(string, map(string, Quantity))``. cel-cpp types objects only through
   protobuf messages, and a protobuf map cannot hold maps, so there are two
   environments over the same functions:
@@ -41,7 +42,7 @@ What Kubernetes declares and how it is mirrored here:
   "message"), so an overloaded member such as ``isGreaterThan`` gets one
   implementation that dispatches on the message type; the other overloads are
   declarations for the checker only.
-* Library functions follow k8s.io/apiserver v0.36.3 exactly, including that
+* Library functions follow k8s.io/apiserver v0.37.2 exactly, including that
   ``sign`` is declared as a global function (``sign(q)``), not a member.
 * Relations across numeric types (``1.0 < 2``, ``q.asApproximateFloat() > 40``):
   cel-go's standard library declares them when Kubernetes turns on
@@ -525,9 +526,18 @@ class Environment:
         self.types = Types()
         T = cel.Type
         self.env = self._env({"device": T.Map(T.STRING, T.DYN)})
-        self.checker = self._env(
-            {"device": T(DEVICE_TYPE), "device.capacity": T.Map(T.STRING, T.Map(T.STRING, T(QUANTITY_TYPE)))}
-        )
+        self.checker = self._env(self._checked())
+
+    @staticmethod
+    def _checked() -> dict[str, Any]:
+        T = cel.Type
+        return {"device": T(DEVICE_TYPE), "device.capacity": T.Map(T.STRING, T.Map(T.STRING, T(QUANTITY_TYPE)))}
+
+    @functools.cache  # noqa: B019 - one Environment per process (dra_environment), two keys
+    def checker_with(self, variables: tuple[tuple[str, str], ...]) -> Any:
+        """The checker with more typed variables, ``(name, "int" | "string")``: fleet.cel.standards."""
+        kinds = {"int": cel.Type.INT, "string": cel.Type.STRING}
+        return self._env(self._checked() | {name: kinds[kind] for name, kind in variables})
 
     def _env(self, variables: dict[str, Any]) -> Any:
         return cel.NewEnv(

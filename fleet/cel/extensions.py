@@ -1,6 +1,6 @@
 """Kubernetes CEL libraries that cel-expr-python does not ship: regex ``find``/``findAll`` and ``sets``.
 
-Kubernetes' base environment (k8s.io/apiserver v0.36.3 ``pkg/cel/library/regex.go``
+Kubernetes' base environment (k8s.io/apiserver v0.37.2 ``pkg/cel/library/regex.go``
 and cel-go ``ext.Sets``) offers ``s.find(re)``, ``s.findAll(re[, n])`` and
 ``sets.contains/equivalent/intersects``; selectors copied from Kubernetes docs
 use them, so they are here with Go's semantics: ``find`` returns ``''`` when

@@ -1,7 +1,7 @@
 """Homogeneous aggregate literals, checked as Kubernetes' cel-go checks them.
 
 Kubernetes builds its CEL environments with ``cel.HomogeneousAggregateLiterals``
-(k8s.io/apiserver v0.36.3 ``pkg/cel/environment/base.go``), which in cel-go
+(k8s.io/apiserver v0.37.2 ``pkg/cel/environment/base.go``), which in cel-go
 v0.26.0 is an AST validator that runs after a successful type check
 (``homogeneousAggregateLiteralValidator``, ``cel/validator.go``): in every
 list literal, the first element whose type is not *equivalent* to the first

@@ -3,7 +3,7 @@
 Selectors compare GPU memory with ``quantity('40Gi')``; a validator that rounds
 through floats would call ``81559Mi`` vs ``79.6Gi`` wrongly. This module is a
 line-by-line port of ``ParseQuantity``/``parseQuantityString`` from
-k8s.io/apimachinery v0.36.3 (``pkg/api/resource/quantity.go``) onto
+k8s.io/apimachinery v0.37.2 (``pkg/api/resource/quantity.go``) onto
 :class:`decimal.Decimal`, which compares exactly at any exponent:
 
 * suffixes: binary ``Ki Mi Gi Ti Pi Ei``, decimal ``n u m "" k M G T P E``,
@@ -20,7 +20,7 @@ scale of at least nano, binary suffixes only with a small mantissa), else an
 10^scale fits int64 is an integer. So ``quantity('1000m')``, ``'10.0'``,
 ``'1Pi'`` and ``'9223372036854775807'`` are not integers there although their
 values are. :attr:`Quantity.amount` carries that representation (ported from
-k8s.io/apimachinery v0.36.3 ``ParseQuantity``, ``int64Amount.Add``/``Sub``,
+k8s.io/apimachinery v0.37.2 ``ParseQuantity``, ``int64Amount.Add``/``Sub``,
 ``AsInt64``); quantities built from a value alone have it unknown and answer
 from the value. ``as_float`` is correctly rounded where Go may differ in the
 last bit.

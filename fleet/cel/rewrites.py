@@ -135,8 +135,13 @@ def _alias_uses(tokens: list[Token]) -> set[int]:
     return uses
 
 
-def for_checker(expression: str, tokens: list[Token] | None = None) -> Edited:
-    """The text the typed checker sees (see the module docstring); ``tokens`` of ``expression`` if at hand."""
+def for_checker(
+    expression: str, tokens: list[Token] | None = None, *, extra: Sequence[tuple[int, int, str]] = ()
+) -> Edited:
+    """The text the typed checker sees (see the module docstring); ``tokens`` of ``expression`` if at hand.
+
+    ``extra``: more (start, end, new text) replacements, spans no other replacement touches
+    (:mod:`fleet.cel.standards` types the standard attributes' reads this way)."""
     tokens = tokens if tokens is not None else tokenize(expression)
     uses = _alias_uses(tokens)
     texts = ["device" if index in uses else token.text for index, token in enumerate(tokens)]
@@ -145,6 +150,7 @@ def for_checker(expression: str, tokens: list[Token] | None = None) -> Edited:
         if texts[index : index + 6] == ["has", "(", "device", ".", "capacity", ")"]:
             start = tokens[index + 4].offset
             replacements.append((start, start + 8, "driver  "))
+    replacements += extra
     return _edit(expression, replacements) if replacements else Edited(expression)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from fleet.cel import asts, literals, rewrites
+from fleet.cel import asts, literals, rewrites, standards
 from fleet.cel.devices import Device, Projection, activation, projection
 from fleet.cel.environments import Environment, dra_environment
 from fleet.cel.issues import Issue, as_kubernetes, position
@@ -251,6 +251,30 @@ def _compile(expression: str, environment: Environment) -> Selector:
 
 
 @functools.lru_cache(maxsize=8192)
+def standard_misuses(expression: str, *, lists: bool = False) -> tuple[tuple[Issue, ...], frozenset[str]]:
+    """Where ``expression`` uses a standard attribute as a value of another type (:mod:`fleet.cel.standards`),
+    and the names it reads so; nothing for a selector that does not compile (its errors come first).
+    ``lists``: DRAListTypeAttributes is on, so numaNode may be a list and keeps ``dyn``."""
+    tokens = tokenize(expression)
+    found = standards.reads(tokens, lists=lists)
+    if not found:
+        return (), frozenset()
+    try:
+        compile_selector(expression)
+    except SelectorCompileError:
+        return (), frozenset()
+    environment = dra_environment()
+    names = frozenset(read.name for read in found)
+    checker = environment.checker_with(tuple((standards.variable(n), standards.TYPES[n]) for n in sorted(names)))
+    edited = rewrites.for_checker(expression, tokens, extra=[(r.start, r.end, r.variable) for r in found])
+    try:
+        checker.compile(edited.text)
+    except RuntimeError as err:
+        return tuple(_issues_from(expression, str(err), edited)), names
+    return (), names
+
+
+@functools.lru_cache(maxsize=8192)
 def compile_selector(expression: str) -> Selector:
     """Compile ``expression`` in the DRA environment (cached by expression text).
 
@@ -269,4 +293,5 @@ __all__ = [
     "offset_of",
     "position",
     "runtime_message",
+    "standard_misuses",
 ]

@@ -5,7 +5,7 @@ dropped (``580.95.05`` → ``580.95.5``), and a selector written as
 ``semver('580.95.05')`` is an *error* in Kubernetes, not a comparison. This is a
 port of ``github.com/blang/semver/v4`` ``Parse``/``Compare`` (strict: exactly
 three numeric parts, no leading zeros, prerelease identifiers validated) and of
-``normalizeAndParse`` from k8s.io/apiserver v0.36.3
+``normalizeAndParse`` from k8s.io/apiserver v0.37.2
 ``pkg/cel/library/semverlib.go`` (``semver(s, true)``: strip ``v``, pad
 missing minor/patch, drop leading zeros).
 

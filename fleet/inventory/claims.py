@@ -291,8 +291,7 @@ class Checker:
                     constraint=constraint.index,
                     message=f"constraint #{constraint.index} ({kind}: {constraint.attribute}) cannot hold on any "
                     "node for the devices the requests match",
-                    hint=f"without it the claim fits on {nodes} nodes; check that the devices publish "
-                    f"{constraint.attribute} and that enough of them share (or differ in) its value on one node",
+                    hint=explanations.constraint_hint(self.inventory, constraint.attribute, nodes=nodes),
                 )
         return explanations.unsatisfiable_together(requests=[a[0].request for a in shape.requests])
 

@@ -154,6 +154,26 @@ def unknown_names(inventory: Inventory, selector: cel.Selector) -> list[tuple[ce
     return found
 
 
+def constraint_hint(inventory: Inventory, attribute: str, *, nodes: int) -> str:
+    """Why a ``matchAttribute``/``distinctAttribute`` on ``attribute`` fails where the claim fits without it."""
+    domain, _, name = attribute.partition("/")
+    published = inventory.published("attributes")
+    if name not in published.get(domain, set()):
+        elsewhere = sorted(d for d, names in published.items() if name in names)
+        if elsewhere:
+            return (
+                f"no device publishes {attribute}; it is published as {elsewhere[0]}/{name}: "
+                f"write {elsewhere[0]}/{name} (without the constraint the claim fits on {nodes} nodes)"
+            )
+        close = difflib.get_close_matches(name, sorted(published.get(domain, set())), n=3)
+        if close:
+            return f"no device publishes {attribute}; did you mean {', '.join(f'{domain}/{c}' for c in close)}?"
+    return (
+        f"without it the claim fits on {nodes} nodes; check that the devices publish "
+        f"{attribute} and that enough of them share (or differ in) its value on one node"
+    )
+
+
 def _passing(inventory: Inventory, selectors: Sequence[cel.Selector], within: set[int] | None) -> set[int]:
     references = cel.References()
     for selector in selectors:
@@ -308,6 +328,7 @@ __all__ = [
     "RENAMED",
     "capacity_refusals",
     "closest_values",
+    "constraint_hint",
     "display",
     "explain_alternative",
     "located",

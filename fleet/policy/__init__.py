@@ -22,7 +22,7 @@ per cluster               team-namespace, reserved-namespace,
                           team-quota, team-admin-access, operator-values,
                           pool-overlap, quantity, cluster-version,
                           cel-too-long, cel (compile, via ``compiler``),
-                          cel-removed-attribute,
+                          cel-removed-attribute, cel-attribute-type,
                           overlay-target, overlay-patch,
                           maintenance-api, maintenance-direct
 with an inventory         claim-unsatisfiable, cel-unknown-attribute,

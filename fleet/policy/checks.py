@@ -129,7 +129,8 @@ def view_findings(
         if isinstance(manifest.model, kinds.GPUOperator):
             yield from operators.check(manifest)
         if manifest.kind in ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "GPUMaintenance"):
-            yield from selectors.check(manifest, compiler=compiler)
+            lists = features is not None and features.on("DRAListTypeAttributes")
+            yield from selectors.check(manifest, compiler=compiler, lists=lists)
 
 
 def _merge(per_cluster: Iterable[tuple[str, list[Finding]]]) -> list[Finding]:

@@ -12,6 +12,12 @@ Attributes the NVIDIA driver no longer publishes (``index``, ``minor``,
 ``pcieBusID``) compile fine but fail at scheduling time with "no such key",
 leaving pods Pending — the top upgrade issue of the driver — so they are an
 error here (``cel-removed-attribute``) with the current name in the hint.
+
+Kubernetes' standard attributes (``resource.kubernetes.io/numaNode``, ``pciBusID``,
+``pcieRoot``) have fixed types, though the API server types every attribute ``dyn``: a
+selector that compares ``numaNode`` with a string compiles there and never matches a device.
+Such a use is an error here (``cel-attribute-type``, :mod:`fleet.cel.standards`), except
+numaNode's on a cluster with DRAListTypeAttributes, where it may be a list.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from fleet import cel
+from fleet.cel import standards
 from fleet.manifests import Finding, Location, Manifest
 from fleet.policy import walks
 
@@ -53,7 +60,8 @@ Compiler = Callable[[str], Sequence[Problem]]
 """Compiles one expression in the DRA environment and returns its problems."""
 
 
-def check(manifest: Manifest, *, compiler: Compiler | None) -> Iterator[Finding]:
+def check(manifest: Manifest, *, compiler: Compiler | None, lists: bool = False) -> Iterator[Finding]:
+    """The rules above for every selector of ``manifest`` (``lists``: the cluster has DRAListTypeAttributes)."""
     for selector in walks.selectors(manifest):
         size = len(selector.expression.encode())
         if size > MAX_EXPRESSION_BYTES:
@@ -67,7 +75,10 @@ def check(manifest: Manifest, *, compiler: Compiler | None) -> Iterator[Finding]
             continue
         if compiler is None:
             continue
-        for problem in compiler(selector.expression):
+        problems = compiler(selector.expression)
+        if not any(p.rule == "cel" for p in problems):
+            problems = [*problems, *standard_types(selector.expression, lists=lists)]
+        for problem in problems:
             yield Finding(
                 locate(manifest, selector.path, line=problem.line, col=problem.col),
                 problem.rule,
@@ -75,6 +86,23 @@ def check(manifest: Manifest, *, compiler: Compiler | None) -> Iterator[Finding]
                 hint=problem.hint,
                 object=manifest.ref,
             )
+
+
+def standard_types(expression: str, *, lists: bool = False) -> list[Problem]:
+    """``cel-attribute-type``: a standard attribute used as a value of another type."""
+    issues, names = cel.standard_misuses(expression, lists=lists)
+    return [
+        Problem(
+            issue.line,
+            issue.column,
+            f"{standards.describe(set(names))}, but the selector uses it as another type ({issue.message}): "
+            "the API server accepts it (attributes are dyn there), and on every device that publishes it the "
+            "scheduler gets false or an error, so pods stay Pending",
+            hint=f"use the standard attribute's type, e.g. {standards.example(set(names))}",
+            rule="cel-attribute-type",
+        )
+        for issue in issues
+    ]
 
 
 def dra_compiler(expression: str) -> list[Problem]:
@@ -112,4 +140,4 @@ def locate(manifest: Manifest, path: tuple[str | int, ...], *, line: int, col: i
     return scalar.locate(line=line, col=col)
 
 
-__all__ = ["MAX_EXPRESSION_BYTES", "Compiler", "Problem", "check", "dra_compiler", "locate"]
+__all__ = ["MAX_EXPRESSION_BYTES", "Compiler", "Problem", "check", "dra_compiler", "locate", "standard_types"]

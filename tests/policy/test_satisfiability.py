@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from fleet.inventory.findings import Finding as InventoryFinding
 from fleet.manifests import Manifest, load_revision
+from fleet.policy import validate
 from fleet.policy.satisfiability import located
-from tests.manifests.repos import example_files, position_of, yaml
+from tests.manifests.repos import example_files, position_of, template, yaml
 
 CLAIM = yaml("""
     apiVersion: resource.k8s.io/v1
@@ -100,3 +101,35 @@ def test_duplicates_of_static_rules_are_dropped() -> None:
     claim, classes = manifests()
     assert located(InventoryFinding("cel-compile", "x"), claim=claim, classes=classes, cluster="c") is None
     assert located(InventoryFinding("deviceclass-unknown", "x"), claim=claim, classes=classes, cluster="c") is None
+
+
+def numa_template(count: int, attribute: str) -> bytes:
+    return template(request=f"count: {count}") + f"      constraints:\n      - matchAttribute: {attribute}\n".encode()
+
+
+def test_match_attribute_on_the_standard_numa_node_keeps_a_claims_gpus_on_one_numa_node() -> None:
+    """The model table puts half of a node's GPUs on each of two NUMA nodes (resource.kubernetes.io/numaNode)."""
+    files = example_files() | {"teams/ml-research/t.yaml": numa_template(4, "resource.kubernetes.io/numaNode")}
+    result = validate(load_revision(files), clusters=["gpu-west"])
+    assert [f for f in result.findings if f.location.file == "teams/ml-research/t.yaml"] == []
+    [fits] = [s for s in result.satisfaction if s.object == "ResourceClaimTemplate/ml-research/t"]
+    assert fits.capacity == 2 * fits.nodes  # two NUMA nodes of four GPUs on every eight-GPU node
+
+    files = example_files() | {"teams/ml-research/t.yaml": numa_template(5, "resource.kubernetes.io/numaNode")}
+    [finding] = [
+        f for f in validate(load_revision(files), clusters=["gpu-west"]).findings if f.rule == "claim-unsatisfiable"
+    ]
+    assert "matchAttribute: resource.kubernetes.io/numaNode" in finding.message
+    assert "enough of them share (or differ in) its value on one node" in finding.hint
+
+
+def test_match_attribute_on_numa_node_in_the_drivers_domain_names_the_standard_one() -> None:
+    text = numa_template(2, "gpu.nvidia.com/numaNode")
+    files = example_files() | {"teams/ml-research/t.yaml": text}
+    [finding] = [
+        f for f in validate(load_revision(files), clusters=["gpu-west"]).findings if f.rule == "claim-unsatisfiable"
+    ]
+    assert (finding.location.line, finding.location.col) == position_of(text, "matchAttribute")
+    assert finding.hint.startswith(
+        "no device publishes gpu.nvidia.com/numaNode; it is published as resource.kubernetes.io/numaNode"
+    )

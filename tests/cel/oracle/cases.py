@@ -1,8 +1,8 @@
 """The corpus checked against Kubernetes' own DRA CEL code (the Go oracle in this folder).
 
 Each case is (expression, driver, device). ``golden.jsonl`` holds what
-k8s.io/dynamic-resource-allocation v0.36.3 ``CompileCELExpression`` +
-``DeviceMatches`` answered for it: ``result`` (bool), ``error`` (runtime) or
+k8s.io/dynamic-resource-allocation v0.37.2 ``CompileCELExpression`` (as the API
+server checks a new selector) + ``DeviceMatches`` answered for it: ``result`` (bool), ``error`` (runtime) or
 ``compile_error``. Regenerate with ``python tests/cel/oracle/regenerate.py``
 (needs Go and the module cache of tools/ktestenv).
 """
@@ -161,6 +161,15 @@ def selector_cases() -> list[str]:
         f"{GPU}.pcieBusID.startsWith('0000')",
         "device.attributes['resource.kubernetes.io'].pciBusID.startsWith('0000:')",
         "device.attributes['resource.kubernetes.io'].numaNode == 0",
+        # the standard numaNode attribute (an int) used right and as another type (1.37)
+        "device.attributes['resource.kubernetes.io'].numaNode in [0, 1]",
+        "device.attributes['resource.kubernetes.io'].numaNode >= 0.5",
+        "device.attributes['resource.kubernetes.io'].numaNode == '0'",
+        "device.attributes['resource.kubernetes.io'].numaNode in ['0', '1']",
+        "device.attributes['resource.kubernetes.io'].numaNode.startsWith('0')",
+        "device.attributes['resource.kubernetes.io'].?numaNode.orValue(-1) == 0",
+        "device.attributes['resource.kubernetes.io'].numaNode.includes(0)",
+        "device.attributes['resource.kubernetes.io'].pciBusID == 0",
         f"{GPU}.index == 0 || true",
         f"true || {GPU}.index == 0",
         f"{GPU}.index == 0 && false",

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apiserver/pkg/cel/environment"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
 )
 
@@ -17,8 +18,12 @@ type input struct {
 	Device resourceapi.Device `json:"device"`
 }
 
+// The API server's check of a new selector (validateCELExpression in pkg/apis/resource/validation):
+// NewExpressions with 1.37's default gates (DRAConsumableCapacity on, DRAListTypeAttributes off).
+// The scheduler compiles as StoredExpressions, the newest environment, which accepts more.
 func main() {
 	c := dracel.GetCompiler(dracel.Features{EnableConsumableCapacity: true})
+	envType := environment.NewExpressions
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
@@ -26,7 +31,7 @@ func main() {
 		if err := json.Unmarshal(sc.Bytes(), &in); err != nil {
 			panic(err)
 		}
-		r := c.CompileCELExpression(in.Expr, dracel.Options{})
+		r := c.CompileCELExpression(in.Expr, dracel.Options{EnvType: &envType})
 		out := map[string]any{"expr": in.Expr}
 		if r.Error != nil {
 			out["compile_error"] = r.Error.Error()

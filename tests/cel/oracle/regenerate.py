@@ -3,8 +3,8 @@
     python tests/cel/oracle/regenerate.py
 
 Builds main.go against the module versions tools/ktestenv pins for Kubernetes
-``KUBERNETES`` (v1.36.3, whose CEL fleet.cel follows; the sandbox runs 1.37 by
-default) from the local Go module cache, offline.
+``KUBERNETES`` (v1.37.2, whose CEL fleet.cel follows, as the API server checks a
+new selector) from the local Go module cache, offline.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ sys.path.insert(0, str(HERE))
 
 import cases  # noqa: E402
 
-KUBERNETES = "1.36"
-"""The release whose DRA CEL the golden answers come from (k8s.io/dynamic-resource-allocation v0.36.3)."""
+KUBERNETES = "1.37"
+"""The release whose DRA CEL the golden answers come from (k8s.io/dynamic-resource-allocation v0.37.2)."""
 
 
 def build(workdir: Path) -> Path:
