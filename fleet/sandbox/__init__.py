@@ -7,6 +7,7 @@ Used by every cluster test, every benchmark and the demo. Modules:
 - ``binaries``    build once per version from Go modules (Gitea too), cache outside the tree
 - ``profiles``    which GPU node pools to simulate (YAML, checked before start)
 - ``gpus``        Nodes, ResourceSlices and DeviceClasses as the NVIDIA driver publishes them
+- ``healthevents`` a GPU's XID error or loss played as the driver's device taints
 - ``credentials`` service-account key, static tokens (admin, alice, bob), kubeconfig
 - ``processes``   start/probe/stop component process groups
 - ``forges``      the git forge (a real Gitea on loopback) and the calls made to its API

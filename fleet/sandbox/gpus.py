@@ -2,7 +2,10 @@
 
 The sandbox has no GPUs and no kubelet, so nobody would publish devices. fleet
 does what the NVIDIA DRA kubelet plugin (``gpu.nvidia.com``) does on a real
-node: one pool per node named after it, all devices in one slice. The devices
+node: one pool per node named after it, all devices in one slice; and, for a
+health event its NVML monitor reports (an XID error, a lost GPU), the device
+taints it republishes (``health_taint``, ``republished``; kubernetes-sigs/
+dra-driver-nvidia-gpu ``cmd/gpu-kubelet-plugin/device_health.go``). The devices
 themselves come from the pure GPU model table, ``fleet.inventory.models``, which
 ``fleetctl validate`` also uses to build a cluster's devices from its
 GPUNodePools — one table, so the sandbox and validate agree. The names are
@@ -13,6 +16,7 @@ Everything here is pure: it builds dicts; ``fleet.sandbox.clusters`` applies the
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from typing import Any
 
@@ -147,6 +151,99 @@ def slice_manifest(node: NodeSpec, *, node_uid: str) -> dict[str, Any]:
     return only
 
 
+TAINT_XID = f"{DRIVER}/xid"
+TAINT_GPU_LOST = f"{DRIVER}/gpu-lost"
+TAINT_UNMONITORED = f"{DRIVER}/unmonitored"
+HEALTH_EVENTS = {"xid": TAINT_XID, "gpu-lost": TAINT_GPU_LOST, "unmonitored": TAINT_UNMONITORED}
+"""The driver's health events (NVMLDeviceHealthCheck) and the taint key each one publishes."""
+APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
+"""XIDs the driver counts as application errors (``xidsToSkip``): their taint has effect None."""
+
+
+def health_taint(event: str, *, xid: int | None = None) -> dict[str, str]:
+    """The device taint the NVIDIA DRA driver publishes for a health event (``healthEventToTaint``).
+
+    ``xid``: ``gpu.nvidia.com/xid`` with the XID as value, NoSchedule for a fatal XID and None
+    for an application error (a scheduler preview, nothing kept away); ``gpu-lost``: NoSchedule,
+    on every device of the node; ``unmonitored`` (NVML cannot watch the GPU): None, on every
+    device of the GPU. The driver never sets NoExecute: evicting is an administrator's
+    DeviceTaintRule.
+    """
+    if event == "xid":
+        if xid is None or xid < 0:
+            raise ValueError("an xid event needs the XID, a number")
+        effect = "None" if xid in APPLICATION_XIDS else "NoSchedule"
+        return {"key": TAINT_XID, "value": str(xid), "effect": effect}
+    if event == "gpu-lost":
+        return {"key": TAINT_GPU_LOST, "effect": "NoSchedule"}
+    if event == "unmonitored":
+        return {"key": TAINT_UNMONITORED, "effect": "None"}
+    raise ValueError(f"unknown health event {event!r}: one of {', '.join(HEALTH_EVENTS)}")
+
+
+def health_devices(names: list[str], *, event: str, device: str | None) -> set[str]:
+    """The devices one event taints: the device (xid), the GPU's devices (unmonitored), the node's (gpu-lost).
+
+    A GPU's devices are ``gpu-<minor>`` and its MIG devices and placements, ``gpu-<minor>-mig-...``.
+    """
+    if event == "gpu-lost" or device is None:
+        return set(names)
+    if event == "unmonitored":
+        gpu = "-".join(device.split("-")[:2])
+        return {n for n in names if n == gpu or n.startswith(f"{gpu}-")}
+    return {device} & set(names)
+
+
+def republished(
+    slices: list[dict[str, Any]], *, devices: set[str], taint: dict[str, str] | None, key: str
+) -> list[dict[str, Any]]:
+    """The node's slices the driver updates for a health event: ``taint`` on ``devices`` (or ``key``
+    removed from them when ``taint`` is None), as server-side apply bodies.
+
+    The driver keeps one taint per key (a newer XID replaces the older one's value) and
+    republishes its whole pool through the kubelet plugin's ResourceSlice controller
+    (k8s.io/dynamic-resource-allocation ``resourceslice``), which updates only the slices that
+    changed and keeps the pool's generation when that is at most one slice, and otherwise
+    bumps it on every slice of the pool. The API server bumps each updated slice's
+    ``metadata.generation``. A slice's ``timeAdded`` is the server's.
+    """
+    changed: list[int] = []
+    bodies: list[dict[str, Any]] = []
+    for index, item in enumerate(slices):
+        spec = copy.deepcopy(item.get("spec") or {})
+        touched = False
+        for published in spec.get("devices") or ():
+            if published.get("name") not in devices:
+                continue
+            before = [t for t in published.get("taints") or ()]
+            taints = [t for t in before if t.get("key") != key]
+            if taint is not None:
+                taints.append(dict(taint))
+            kept = [{k: v for k, v in t.items() if k != "timeAdded"} for t in taints]
+            if kept != [{k: v for k, v in t.items() if k != "timeAdded"} for t in before]:
+                touched = True
+            if kept:
+                published["taints"] = kept
+            else:
+                published.pop("taints", None)
+        meta = item.get("metadata") or {}
+        bodies.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {k: meta[k] for k in ("name", "ownerReferences") if k in meta},
+                "spec": spec,
+            }
+        )
+        if touched:
+            changed.append(index)
+    if len(changed) > 1:
+        for body in bodies:
+            body["spec"]["pool"] = {**body["spec"]["pool"], "generation": body["spec"]["pool"]["generation"] + 1}
+        return bodies
+    return [bodies[i] for i in changed]
+
+
 EXTENDED_RESOURCE = "nvidia.com/gpu"
 """The ``extendedResourceName`` of ``gpu.nvidia.com``: pods asking ``nvidia.com/gpu`` get its devices."""
 
@@ -175,14 +272,19 @@ def device_classes() -> list[dict[str, Any]]:
 
 
 __all__ = [
+    "APPLICATION_XIDS",
     "CONSUMABLE_SHARES",
     "DRIVER",
     "EXTENDED_RESOURCE",
     "GPU_TAINT",
+    "HEALTH_EVENTS",
     "MIG_LAYOUT",
     "MIG_STRATEGIES",
     "MODELS",
     "SYSTEM_INSTANCE_TYPE",
+    "TAINT_GPU_LOST",
+    "TAINT_UNMONITORED",
+    "TAINT_XID",
     "GpuModel",
     "MigProfile",
     "NodeSpec",
@@ -190,8 +292,11 @@ __all__ = [
     "device_classes",
     "devices",
     "gfd_product",
+    "health_devices",
+    "health_taint",
     "model_from_nvml",
     "node_manifest",
+    "republished",
     "slice_manifest",
     "slice_manifests",
 ]

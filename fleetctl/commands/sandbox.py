@@ -1,4 +1,4 @@
-"""``fleetctl sandbox build|up|down|env|status``: the local control plane with simulated GPU nodes.
+"""``fleetctl sandbox build|up|down|env|taint-device|gpu-health|status``: the sandbox and its GPUs.
 
 ``build`` can take half an hour on a cold cache: on a terminal it shows which step
 runs and for how long (a rich progress display on stderr), elsewhere one line per
@@ -21,7 +21,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import TaskID
 
-from fleet.sandbox import binaries, clusters, jaegers, profiles, releases
+from fleet.inventory import leftovers
+from fleet.sandbox import binaries, clusters, healthevents, jaegers, profiles, releases
 from fleetctl import reports
 
 
@@ -99,6 +100,23 @@ def register(sub: Any) -> None:
     taint.add_argument("device")
     taint.add_argument("taint", metavar="KEY[=VALUE]:EFFECT")
     taint.set_defaults(func=_taint_device)
+
+    health = verbs.add_parser(
+        "gpu-health",
+        help="play a GPU health event as the NVIDIA driver publishes it: device taints on NODE's slices",
+        description="Republish NODE's ResourceSlices as the NVIDIA DRA driver does for an NVML health event: "
+        "--xid N taints DEVICE gpu.nvidia.com/xid=N (NoSchedule; None for an application XID such as 13, 31, "
+        "43), --gpu-lost taints every device of the node gpu.nvidia.com/gpu-lost:NoSchedule, --unmonitored "
+        "taints DEVICE's GPU gpu.nvidia.com/unmonitored:None. --clear withdraws the event's taint.",
+    )
+    health.add_argument("node")
+    health.add_argument("device", nargs="?", help="gpu-<minor> or a MIG device (not for --gpu-lost)")
+    event = health.add_mutually_exclusive_group(required=True)
+    event.add_argument("--xid", type=int, metavar="N", help="an XID error (79: the GPU fell off the bus)")
+    event.add_argument("--gpu-lost", action="store_true", help="NVML lost the GPU: every device of the node")
+    event.add_argument("--unmonitored", action="store_true", help="NVML cannot watch DEVICE's GPU")
+    health.add_argument("--clear", action="store_true", help="withdraw the event's taint (the GPU was reset)")
+    health.set_defaults(func=_gpu_health)
 
     st = verbs.add_parser("status", help="components, ports, nodes and devices")
     st.add_argument("-o", "--output", choices=("text", "json"), default="text")
@@ -209,6 +227,19 @@ def _taint_device(args: argparse.Namespace) -> int:
         f"{t['key']}{'=' + t['value'] if t.get('value') else ''}:{t['effect']}" for t in device.get("taints") or ()
     )
     print(f"{args.node}/{args.device}: {taints or 'no taints'}")
+    return 0
+
+
+def _gpu_health(args: argparse.Namespace) -> int:
+    sb = clusters.Sandbox.load(args.dir or clusters.default_dir())
+    if sb is None:
+        print("no sandbox is running; start one with `fleetctl sandbox up`", file=sys.stderr)
+        return 1
+    event = "xid" if args.xid is not None else "gpu-lost" if args.gpu_lost else "unmonitored"
+    devices = healthevents.report(sb, node=args.node, device=args.device, event=event, xid=args.xid, clear=args.clear)
+    for device in devices:
+        taints = ", ".join(leftovers.taint_text(t) for t in device.get("taints") or ())
+        print(f"{args.node}/{device.get('name')}: {taints or 'no taints'}")
     return 0
 
 

@@ -158,3 +158,35 @@ def test_a_device_taint_rule_is_seen_as_the_scheduler_sees_it(
         assert [NODE, DEVICE, "example.com/repair=rma-1:NoSchedule"] in [line.split() for line in text.splitlines()]
     finally:
         kubectl("delete", "devicetaintrule", f"{namespace}-repair")
+
+
+def health(sandbox: Sandbox, *args: str) -> int:
+    return cli.run(["sandbox", "--dir", str(sandbox.directory), "gpu-health", *args])
+
+
+def test_gpu_health_publishes_the_drivers_health_taints(
+    sandbox: Sandbox, kubectl: Kubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fleetctl sandbox gpu-health``: the NVIDIA driver's taint for each NVML health event, and its clearing."""
+    devices = sorted(d for n, d in guide.published_devices(kubectl) if n == NODE)
+    try:
+        assert health(sandbox, NODE, DEVICE, "--xid", "13") == 0  # an application error: informs only
+        assert [(t["key"], t["value"], t["effect"]) for t in published(kubectl)["taints"]] == [
+            ("gpu.nvidia.com/xid", "13", "None")
+        ]
+        assert gate(kubectl) == []
+        assert health(sandbox, NODE, "--gpu-lost") == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert f"{NODE}/{DEVICE}: gpu.nvidia.com/xid=13:None, gpu.nvidia.com/gpu-lost:NoSchedule" in lines
+        assert len([line for line in lines if "gpu-lost:NoSchedule" in line]) == len(devices)
+        [problem] = gate(kubectl)
+        assert "driver gpu.nvidia.com publishes 0 healthy GPUs (8 tainted NoSchedule" in problem
+        assert health(sandbox, NODE, "--gpu-lost", "--clear") == 0
+        assert health(sandbox, NODE, "gpu-1", "--unmonitored") == 0
+        assert [t["effect"] for t in guide.published_devices(kubectl)[(NODE, "gpu-1")]["taints"]] == ["None"]
+    finally:
+        for event in (["--xid", "0"], ["--unmonitored"]):
+            health(sandbox, NODE, "gpu-1" if event == ["--unmonitored"] else DEVICE, *event, "--clear")
+    assert not any(guide.published_devices(kubectl)[(NODE, d)].get("taints") for d in devices)
+    assert health(sandbox, NODE, "--xid", "79") == 2  # which device?
+    assert health(sandbox, NODE, "gpu-99", "--xid", "79") == 2

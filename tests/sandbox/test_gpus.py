@@ -198,3 +198,42 @@ def test_default_profile_has_one_untainted_system_node() -> None:
     assert not any(k.startswith(("nvidia.com/", "feature.node.kubernetes.io/")) for k in labels)
     assert labels["sandbox.fleet.gpufleet.dev/pool"] == "system"
     assert m["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
+
+
+def test_health_taints_are_the_drivers() -> None:
+    """``healthEventToTaint`` of the NVIDIA DRA driver: one key per event, NoSchedule or None, never NoExecute."""
+    assert gpus.health_taint("xid", xid=79) == {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}
+    assert gpus.health_taint("xid", xid=31)["effect"] == "None"  # an application error informs only
+    assert gpus.health_taint("gpu-lost") == {"key": "gpu.nvidia.com/gpu-lost", "effect": "NoSchedule"}
+    assert gpus.health_taint("unmonitored") == {"key": "gpu.nvidia.com/unmonitored", "effect": "None"}
+    with pytest.raises(ValueError, match="needs the XID"):
+        gpus.health_taint("xid")
+    names = ["gpu-0", "gpu-0-mig-1g10gb-19-0", "gpu-1", "gpu-10"]
+    assert gpus.health_devices(names, event="xid", device="gpu-0") == {"gpu-0"}
+    assert gpus.health_devices(names, event="unmonitored", device="gpu-0-mig-1g10gb-19-0") == {
+        "gpu-0",
+        "gpu-0-mig-1g10gb-19-0",
+    }
+    assert gpus.health_devices(names, event="gpu-lost", device=None) == set(names)
+
+
+def test_a_health_event_republishes_only_what_changed_and_bumps_the_generation_across_slices() -> None:
+    """The kubelet plugin's ResourceSlice controller keeps the pool's generation for one changed slice."""
+    one = gpus.slice_manifests(node("h200x8"), node_uid="uid")
+    xid = gpus.health_taint("xid", xid=79)
+    [body] = gpus.republished(one, devices={"gpu-3"}, taint=xid, key=xid["key"])
+    assert body["spec"]["pool"]["generation"] == 1
+    [tainted] = [d for d in body["spec"]["devices"] if d.get("taints")]
+    assert (tainted["name"], tainted["taints"]) == ("gpu-3", [xid])
+    assert gpus.republished([body], devices={"gpu-3"}, taint=xid, key=xid["key"]) == []  # nothing new
+    [cleared] = gpus.republished([body], devices={"gpu-3"}, taint=None, key=xid["key"])
+    assert not any(d.get("taints") for d in cleared["spec"]["devices"])
+
+    dynamic = gpus.NodeSpec(name="n", ordinal=1, pool="p", model=gpus.MODELS["h100"], gpus=2, mig_strategy="dynamic")
+    slices = gpus.slice_manifests(dynamic, node_uid="uid")
+    names = [d["name"] for s in slices for d in s["spec"].get("devices") or ()]
+    lost = gpus.health_taint("gpu-lost")
+    bodies = gpus.republished(slices, devices=set(names), taint=lost, key=lost["key"])
+    assert len(bodies) == len(slices) > 2
+    assert {b["spec"]["pool"]["generation"] for b in bodies} == {2}
+    assert all(d["taints"] == [lost] for b in bodies for d in b["spec"].get("devices") or ())
