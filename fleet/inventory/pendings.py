@@ -6,6 +6,9 @@ the scheduler's events. ``explain`` does the same over plain data (pods, claims,
 classes, slices, nodes, events as the API returns them) and names the first cause that
 applies, with its evidence:
 
+0. ``device-unhealthy`` (a pod past scheduling): the kubelet reports a device it holds
+   ``Unhealthy``, the driver taints it, or the claim's ``status.devices`` has a condition
+   that is not ``True`` (:mod:`fleet.inventory.statuses`); else ``scheduled``;
 1. ``deviceclass-missing``: a request names a DeviceClass that does not exist;
 2. ``no-matching-device``: no published device passes the class and request selectors
    (per selector clause, how many devices pass, and the closest values published);
@@ -29,7 +32,7 @@ import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from fleet.inventory import holdings
+from fleet.inventory import holdings, statuses
 from fleet.inventory.claims import Checker
 from fleet.inventory.inventories import Inventory
 from fleet.inventory.matches import Matcher
@@ -197,6 +200,44 @@ def node_excluded(pod: Obj, node: Obj) -> str:
     return ""
 
 
+def scheduled(pod: Obj, *, claims: Sequence[Obj], slices: Sequence[Obj], teams: Mapping[str, str]) -> Cause:
+    """A pod past scheduling: ``scheduled``, or ``device-unhealthy`` when a device it holds is reported sick:
+    ``Unhealthy`` in the pod's ``allocatedResourcesStatus`` (the kubelet), a NoSchedule/NoExecute taint
+    on it (the driver's health checks: ``gpu.nvidia.com/xid``, ``gpu-lost``), or a condition of its
+    claim's ``status.devices`` that is not ``True`` (the driver)."""
+    held = held_devices(claims, slices, teams=teams)
+    reports = statuses.device_statuses(claims)
+    health = statuses.pod_health(pod, claims)
+    taints = {t.device: t.taints for t in statuses.published_taints(slices)}
+    unhealthy = [h.device or h.resource for h in health if h.health == "Unhealthy"]
+    said = [f"{h.device} carries taint {', '.join(taints[h.device])}" for h in held if taints.get(h.device)]
+    sick = [h.device for h in held if taints.get(h.device)]
+    for h in held:
+        report = reports.get(h.device)
+        if report is not None and report.troubled:
+            said.append(f"{h.device} ({report.claim}) reports {', '.join(report.texts())}")
+            sick.append(h.device)
+    lines = [h.text() for h in health if h.health != statuses.HEALTHY]
+    if unhealthy or sick:
+        whom = "the kubelet reports" if unhealthy else "its driver reports"
+        sick = unhealthy + sick
+        return Cause(
+            "device-unhealthy",
+            f"pod runs on {pod['spec']['nodeName']}, but {whom} a device it holds unhealthy: {sick[0]}",
+            (*lines, *said, *(h.text() for h in held)),
+            "the GPU failed after it was allocated (an XID error, a lost GPU) and the pod keeps it until it ends: "
+            "delete the pod to get another device, and take the GPU out of service (fix or replace it); "
+            "kubectl get resourceslice -o yaml shows the driver's taints",
+        )
+    conditions = [f"{r.device} ({r.claim}) reports {', '.join(r.texts())}" for r in reports.values() if r.texts()]
+    return Cause(
+        "scheduled",
+        f"pod is scheduled on {pod['spec']['nodeName']}; it is not waiting for a device",
+        (*(h.text() for h in held), *lines, *conditions),
+        hint="if the container sees no GPU, read the kubelet plugin's logs and the CDI configuration",
+    )
+
+
 def explain(
     *,
     pod: Obj | None,
@@ -212,12 +253,7 @@ def explain(
 
     ``teams`` (namespace → team) names the team holding an allocated device."""
     if pod is not None and (pod.get("spec") or {}).get("nodeName"):
-        return Cause(
-            "scheduled",
-            f"pod is scheduled on {pod['spec']['nodeName']}; it is not waiting for a device",
-            tuple(h.text() for h in held_devices(claims, slices, teams=teams or {})),
-            hint="if the container sees no GPU, read the kubelet plugin's logs and the CDI configuration",
-        )
+        return scheduled(pod, claims=claims, slices=slices, teams=teams or {})
     pending = [c for c in claims if not ((c.get("status") or {}).get("allocation"))]
     if not pending and claims and pod is None:
         return Cause(
@@ -362,4 +398,13 @@ def explain(
     )
 
 
-__all__ = ["Cause", "Held", "allocated_devices", "explain", "held_devices", "holders", "node_excluded"]
+__all__ = [
+    "Cause",
+    "Held",
+    "allocated_devices",
+    "explain",
+    "held_devices",
+    "holders",
+    "node_excluded",
+    "scheduled",
+]

@@ -1,8 +1,10 @@
 """Who holds which GPU, and what is left: the figures of ``fleetctl inventory`` and the console's GPUs page.
 
 ``picture(slices, claims)`` reads the published ResourceSlices and the ResourceClaims once and
-gives every device with its model, memory, MIG profile, uuid, taints, state and holder (claim,
-pods, namespace), plus the per-model tally (total, allocated, shared, blocked, tainted, free).
+gives every device with its model, memory, MIG profile, uuid, taints, state, holder (claim,
+pods, namespace) and what its driver reports in the claim's ``status.devices`` (conditions,
+network data: ``fleet.inventory.statuses``), plus the per-model tally (total, allocated, shared,
+blocked, tainted, free).
 A device's state is ``fleet.inventory.leftovers.state``: the same rule ``fleetctl validate``'s
 fit checks count free devices by. Pure: no API call, no clock.
 """
@@ -13,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.inventory import Inventory, capacities, holdings, leftovers, pendings
+from fleet.inventory import Inventory, capacities, holdings, leftovers, pendings, statuses
 from fleet.inventory.allocations import Usage
 
 Obj = Mapping[str, Any]
@@ -39,6 +41,8 @@ class Device:
     pods: tuple[str, ...] = ()
     team: str = ""
     taints: tuple[str, ...] = ()
+    conditions: tuple[str, ...] = ()
+    """What the driver reports for it in its claim's ``status.devices``: ``Ready=False (reason: message)``."""
 
     @property
     def namespace(self) -> str:
@@ -103,6 +107,7 @@ def picture(slices: Sequence[Obj], claims: Sequence[Obj], *, teams: Mapping[str,
     pods = pendings.holders(claims)
     inventory = Inventory.from_slices(slices)
     usage = holdings.usage(inventory, holdings.holdings(claims))
+    reports = statuses.device_statuses(claims)
     devices: list[Device] = []
     totals: dict[str, dict[str, int]] = {}
     for index, item in enumerate(inventory.devices):
@@ -123,6 +128,7 @@ def picture(slices: Sequence[Obj], claims: Sequence[Obj], *, teams: Mapping[str,
                 pods=tuple(pods.get(claim, ())),
                 team=teams.get(claim.partition("/")[0], "") if claim else "",
                 taints=tuple(leftovers.taint_text(t) for t in item.taints),
+                conditions=tuple(reports[item.id].texts()) if item.id in reports else (),
             )
         )
         entry = totals.setdefault(model, dict.fromkeys(("total", *leftovers.STATES), 0))

@@ -5,7 +5,8 @@ Reads the cluster's ResourceSlices (kubectl-style ``--kubeconfig`` /
 device counts (``-o text``, for on-call) with who holds what — per allocated device
 its claim and pods, per model the devices allocated, blocked, tainted and free,
 the counters of partitioned GPUs (dynamic MIG) and the capacity left on shared
-GPUs, and every tainted device with its taint — or an inventory snapshot
+GPUs, the conditions drivers report for allocated devices (``status.devices``), and every
+tainted device with its taint — or an inventory snapshot
 (``-o yaml``/``json``) that ``fleetctl validate --inventory FILE`` checks pull
 requests against without cluster access. The snapshot is read back through
 the same ``Inventory.from_slices`` as live slices, so both answer alike.
@@ -96,6 +97,11 @@ def allocations(
                     (item.node, item.name, name, capacities.show(used.get(name, 0)), capacities.show(capacity.value))
                 )
         lines += ["", "shared GPUs: capacity consumed by allocated claims", _columns(rows)]
+    reported = [d for d in seen.devices if d.conditions]
+    if reported:
+        status: list[tuple[str, ...]] = [("NODE", "DEVICE", "CLAIM", "CONDITIONS")]
+        status += [(d.node, d.name, d.claim or "-", "; ".join(d.conditions)) for d in reported]
+        lines += ["", "device status (what drivers report in their claims' status.devices)", _columns(status)]
     tainted = [d for d in inventory.devices if d.taints]
     if tainted:
         rows = [("NODE", "DEVICE", "TAINT", "", "")]
