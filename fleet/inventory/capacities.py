@@ -1,6 +1,6 @@
 """Consumable capacity: how much of a device one allocation takes, by the scheduler's rules.
 
-With DRAConsumableCapacity (beta and on in Kubernetes 1.36) a device that sets
+With DRAConsumableCapacity (beta and on in Kubernetes 1.36 and 1.37) a device that sets
 ``allowMultipleAllocations`` is shared: several claims get it at once until its
 capacities are used up. A request asks for amounts (``capacity.requests``);
 each capacity of the device may carry a ``requestPolicy`` that rounds a request
@@ -9,13 +9,16 @@ capacity the request does not name, and refuses a request above ``max`` or off
 the step. A capacity with no policy and no request takes the whole value, so
 an unshared device is taken whole.
 
-This is a port of k8s.io/dynamic-resource-allocation v0.36
+This is a port of k8s.io/dynamic-resource-allocation v0.37.2
 ``structured/internal/incubating/consumable_capacity.go``
 (``CmpRequestOverCapacity``, ``calculateConsumedCapacity``, ``roundUpRange``,
-``roundUpValidValues``, ``violatesPolicy``). Amounts are integers in
-nano-units (a Kubernetes quantity is exact to 1e-9), so the search adds and
-compares plain ints; Go's ``Quantity.Value()`` (rounded up to a whole number)
-is kept where the rounding rules use it.
+``roundUpValidValues``, ``violatesPolicy``) with DRAFractionalCapacityRange off,
+as 1.37 runs by default. Amounts are integers in nano-units (a Kubernetes quantity
+is exact to 1e-9), so the search adds and compares plain ints; Go's
+``Quantity.Value()`` (rounded up to a whole number) is kept where the rounding
+rules use it. Not ported: with DRAFractionalCapacityRange a fractional
+``validRange`` rounds in milli-units, and 1.37 aborts the allocation for a request
+beyond int64 (``errCapacityRequestNotRepresentable``) where fleet finds no device.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ counter set") or never allocates the device. Each problem is reported with the
 path of the field inside the snapshot, so ``fleetctl validate --inventory`` can
 point at the file and line.
 
-The limits are those of ``resource.k8s.io/v1`` in Kubernetes 1.36
-(k8s.io/api v0.36 ``resource/v1/types.go``): ``ResourceSliceMaxCounterSets`` = 8
+The limits are those of ``resource.k8s.io/v1`` in Kubernetes 1.36 and 1.37
+(k8s.io/api v0.37.2 ``resource/v1/types.go``): ``ResourceSliceMaxCounterSets`` = 8
 counter sets per slice, ``ResourceSliceMaxCountersPerCounterSet`` = 32,
 ``ResourceSliceMaxDeviceCounterConsumptionsPerDevice`` = 2 consumesCounters
 entries per device, ``ResourceSliceMaxCountersPerDeviceCounterConsumption`` = 32,
