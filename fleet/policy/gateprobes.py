@@ -123,8 +123,11 @@ PROBES: tuple[Probe, ...] = (
     ),
 )
 """One dry-run object per gate a server shows by keeping or dropping a field (``fleet.engine.probes``).
-DRADeviceTaintRules guards no field: discovery shows whether DeviceTaintRule is served, and its
-gate is taken as declared."""
+DRADeviceTaintRules guards no field, and the API server serves DeviceTaintRule whatever the gate
+(``pkg/registry/resource``, v1.37.2: in ``resource.k8s.io/v1`` by default); the scheduler and the
+eviction controller are the ones that read it. Discovery shows which versions serve the kind, and
+the gate is taken as declared. The gates new in 1.37 are alpha (or, DRAFractionalCapacityRange, beta
+and off) and are taken as declared too."""
 
 
 def kept(response: object, path: tuple[str | int, ...]) -> bool:

@@ -24,17 +24,19 @@ from tests.paths import CHARTS
 
 
 def test_each_minor_serves_resource_v1_by_default_and_the_key_follows_the_capabilities() -> None:
-    for minor in ("1.34", "1.35", "1.36"):
+    for minor in ("1.34", "1.35", "1.36", "1.37"):
         caps = capabilities.for_minor(minor)
         assert "resource.k8s.io/v1/DeviceClass" in caps.api_versions
         assert "resource.k8s.io/v1" in caps.api_versions
         assert not any("v1beta" in v or "v1alpha" in v for v in caps.api_versions)  # beta/alpha: off by default
+        # DeviceTaintRule is GA and served in resource.k8s.io/v1 from 1.37
+        assert ("resource.k8s.io/v1/DeviceTaintRule" in caps.api_versions) == (minor == "1.37")
         assert caps.kube_version == f"v{minor}.0"
         assert "serves with its default feature gates" in caps.describe()
     assert capabilities.for_minor("1.33").api_versions == ()
-    assert capabilities.for_minor("1.37").api_versions == capabilities.for_minor("1.36").api_versions
-    keys = {capabilities.for_minor(m).key for m in ("1.34", "1.35", "1.36")}
-    assert len(keys) == 3  # the Kubernetes version is part of a render's key
+    assert capabilities.for_minor("1.38").api_versions == capabilities.for_minor("1.37").api_versions
+    keys = {capabilities.for_minor(m).key for m in ("1.34", "1.35", "1.36", "1.37")}
+    assert len(keys) == 4  # the Kubernetes version is part of a render's key
     cluster = capabilities.Capabilities(api_versions=("v1", "v1/Pod"), kube_version="v1.36.0", source="cluster")
     assert cluster.key != capabilities.for_minor("1.36").key
 
