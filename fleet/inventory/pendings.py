@@ -203,15 +203,18 @@ def node_excluded(pod: Obj, node: Obj) -> str:
 def scheduled(pod: Obj, *, claims: Sequence[Obj], slices: Sequence[Obj], teams: Mapping[str, str]) -> Cause:
     """A pod past scheduling: ``scheduled``, or ``device-unhealthy`` when a device it holds is reported sick:
     ``Unhealthy`` in the pod's ``allocatedResourcesStatus`` (the kubelet), a NoSchedule/NoExecute taint
-    on it (the driver's health checks: ``gpu.nvidia.com/xid``, ``gpu-lost``), or a condition of its
-    claim's ``status.devices`` that is not ``True`` (the driver)."""
+    in its driver's domain on it (the driver's health checks: ``gpu.nvidia.com/xid``, ``gpu-lost``), or
+    a condition of its claim's ``status.devices`` that is not ``True`` (the driver). Other taints (a
+    DeviceTaintRule's, a maintenance's) are evidence of ``scheduled``, not a sickness."""
     held = held_devices(claims, slices, teams=teams)
     reports = statuses.device_statuses(claims)
     health = statuses.pod_health(pod, claims)
-    taints = {t.device: t.taints for t in statuses.published_taints(slices)}
+    taints = {t.device: t for t in statuses.published_taints(slices)}
     unhealthy = [h.device or h.resource for h in health if h.health == "Unhealthy"]
-    said = [f"{h.device} carries taint {', '.join(taints[h.device])}" for h in held if taints.get(h.device)]
-    sick = [h.device for h in held if taints.get(h.device)]
+    tainted = [(h.device, taints[h.device]) for h in held if h.device in taints]
+    said = [f"{device} carries taint {', '.join(t.driver)}" for device, t in tainted if t.driver]
+    sick = [device for device, t in tainted if t.driver]
+    others = [f"{device} carries taint {', '.join(t.others)}" for device, t in tainted if t.others]
     for h in held:
         report = reports.get(h.device)
         if report is not None and report.troubled:
@@ -224,7 +227,7 @@ def scheduled(pod: Obj, *, claims: Sequence[Obj], slices: Sequence[Obj], teams: 
         return Cause(
             "device-unhealthy",
             f"pod runs on {pod['spec']['nodeName']}, but {whom} a device it holds unhealthy: {sick[0]}",
-            (*lines, *said, *(h.text() for h in held)),
+            (*lines, *said, *(h.text() for h in held), *others),
             "the GPU failed after it was allocated (an XID error, a lost GPU) and the pod keeps it until it ends: "
             "delete the pod to get another device, and take the GPU out of service (fix or replace it); "
             "kubectl get resourceslice -o yaml shows the driver's taints",
@@ -233,7 +236,7 @@ def scheduled(pod: Obj, *, claims: Sequence[Obj], slices: Sequence[Obj], teams: 
     return Cause(
         "scheduled",
         f"pod is scheduled on {pod['spec']['nodeName']}; it is not waiting for a device",
-        (*(h.text() for h in held), *lines, *conditions),
+        (*(h.text() for h in held), *lines, *conditions, *others),
         hint="if the container sees no GPU, read the kubelet plugin's logs and the CDI configuration",
     )
 

@@ -116,10 +116,13 @@ def device_statuses(claims: Sequence[Obj]) -> dict[str, DeviceStatus]:
 
 @dataclasses.dataclass(frozen=True)
 class Tainted:
-    """A device its driver taints NoSchedule or NoExecute (``key=value:effect`` each)."""
+    """A device tainted NoSchedule or NoExecute (``key=value:effect`` each): by its driver, in the
+    driver's own domain (its health checks: ``gpu.nvidia.com/xid``), and by others (a DeviceTaintRule's
+    taint merged into the slice, a maintenance's)."""
 
     device: str
-    taints: tuple[str, ...]
+    driver: tuple[str, ...]
+    others: tuple[str, ...] = ()
 
 
 def published_taints(slices: Sequence[Obj]) -> list[Tainted]:
@@ -127,12 +130,15 @@ def published_taints(slices: Sequence[Obj]) -> list[Tainted]:
     out = []
     for item in slices:
         spec = item.get("spec") or {}
-        pool = (spec.get("pool") or {}).get("name")
+        pool, driver = (spec.get("pool") or {}).get("name"), str(spec.get("driver"))
         for device in spec.get("devices") or ():
             taints = [t for t in device.get("taints") or () if t.get("effect") in ("NoSchedule", "NoExecute")]
             if taints:
-                texts = tuple(leftovers.taint_text(t) for t in taints)
-                out.append(Tainted(f"{spec.get('driver')}/{pool}/{device.get('name')}", texts))
+                own = tuple(leftovers.taint_text(t) for t in taints if str(t.get("key")).startswith(f"{driver}/"))
+                others = tuple(
+                    leftovers.taint_text(t) for t in taints if not str(t.get("key")).startswith(f"{driver}/")
+                )
+                out.append(Tainted(f"{driver}/{pool}/{device.get('name')}", own, others))
     return out
 
 

@@ -303,7 +303,6 @@ DEFAULT_APIS = frozenset({"resource.k8s.io/v1"})
 
 MAINTENANCE_MINOR = 35
 """The first minor whose DeviceTaintRule has the ``None`` effect and the eviction preview in its status."""
-_MAINTENANCE_APIS = {35: "resource.k8s.io/v1alpha3", 36: "resource.k8s.io/v1beta2"}
 
 
 def maintenance_api(features: ClusterFeatures | None) -> str:
@@ -313,9 +312,9 @@ def maintenance_api(features: ClusterFeatures | None) -> str:
     has no ``None`` effect and no status to preview an eviction in."""
     if features is None or features.minor < MAINTENANCE_MINOR:
         return ""
-    if features.minor >= 37:
-        return "resource.k8s.io/v1"
-    api = _MAINTENANCE_APIS[features.minor]
+    api = TAINT_RULE_APIS[min(features.minor, MINORS[-1])][0]  # the version the scheduler reads
+    if api in DEFAULT_APIS:
+        return api
     return api if api in features.apis and features.on(taint_rule_gate(features.minor)) else ""
 
 

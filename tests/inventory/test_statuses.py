@@ -104,3 +104,25 @@ def test_explain_names_the_unhealthy_device_and_whom_it_heard_it_from() -> None:
     lost = pendings.scheduled(healthy, claims=claims, slices=slices, teams={})
     assert lost.summary.endswith("its driver reports a device it holds unhealthy: gpu.nvidia.com/n1/gpu-13")
     assert "gpu.nvidia.com/n1/gpu-13 carries taint gpu.nvidia.com/gpu-lost:NoSchedule" in lost.evidence
+
+
+def test_a_taint_that_is_not_the_drivers_is_no_sickness() -> None:
+    """A DeviceTaintRule's taint (a maintenance's, merged into the slice) is evidence of ``scheduled``."""
+    slices = [
+        {
+            "spec": {
+                "driver": "gpu.nvidia.com",
+                "nodeName": "n1",
+                "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {
+                        "name": "gpu-3",
+                        "taints": [{"key": "fleet.gpufleet.dev/maintenance", "value": "rma", "effect": "NoExecute"}],
+                    }
+                ],
+            }
+        }
+    ]
+    cause = pendings.scheduled(pod(), claims=[claim("p-gpus-x7k2p", ("gpus", "gpu-3"))], slices=slices, teams={})
+    assert cause.rule == "scheduled"
+    assert "gpu.nvidia.com/n1/gpu-3 carries taint fleet.gpufleet.dev/maintenance=rma:NoExecute" in cause.evidence
