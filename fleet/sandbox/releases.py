@@ -65,7 +65,10 @@ class Release:
         wanted = {
             name: True
             for name, gate in featuregates.GATES.items()
-            if (spec := gate.spec(self.minor)) is not None and not spec.default and not spec.locked
+            if name.startswith("DRA")  # the table also knows ResourceHealthStatus and what DRA gates need
+            and (spec := gate.spec(self.minor)) is not None
+            and not spec.default
+            and not spec.locked
         }
         on = featuregates.effective(self.minor, wanted)
         return tuple(sorted(name for name in wanted if name in on))

@@ -82,6 +82,7 @@ def test_each_release_turns_on_its_dra_gates_and_serves_device_taint_rules(relea
         assert spec is not None and not spec.locked and not spec.default, name  # never unknown, locked or a no-op
         assert name in on, f"{name} depends on a gate that is off in {release.name}"
     assert {"DynamicResourceAllocation", "DRAAdminAccess"}.isdisjoint(gates)  # on by default in every release
+    assert all(name.startswith("DRA") for name in gates)  # not GenericWorkload, which a DRA gate needs
     if release.minor == 34:  # all alpha in 1.34, so all turned on
         assert {"DRAConsumableCapacity", "DRAPartitionableDevices", "DRAExtendedResource"} <= gates
     assert release.flags() == ([f"--feature-gates={','.join(f'{g}=true' for g in sorted(gates))}"] if gates else [])
