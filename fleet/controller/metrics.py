@@ -17,7 +17,7 @@ many as they like. Names follow Prometheus conventions (``_seconds``, ``_total``
 | ``fleet_drift_detected_total`` | counter | ``stage`` |
 | ``fleet_drift_repaired_total`` | counter | ``stage``, ``manager`` (who had changed it; ``unknown``) |
 | ``fleet_objects_frozen`` | gauge | (``fleet.gpufleet.dev/drift`` on the live object or in git) |
-| ``fleet_changes_waiting`` | gauge | ``waits_for`` (``wave``, ``window``, ``preview``, ``claims``): disruptive changes held back |
+| ``fleet_changes_waiting`` | gauge | ``waits_for`` (``wave``, ``window``, ``preview``, ``claims``): changes held back |
 | ``fleet_last_successful_sync_timestamp_seconds`` | gauge | |
 | ``fleet_git_fetch_duration_seconds`` | histogram | |
 | ``fleet_git_fetch_errors_total`` | counter | ``reason`` (``SourceError.reason``) |
