@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.engine import ownership, stages
 from fleet.engine.plans import Desired, MaintenanceRule
+from fleet.lrus import LRU
 
 if TYPE_CHECKING:  # CEL and the inventory load only where a maintenance is expanded, not with a stored plan
     from fleet.inventory.inventories import Inventory, InventoryDevice
@@ -76,6 +77,54 @@ def select(rule: MaintenanceRule, inventory: Inventory, *, pool_nodes: Mapping[s
     from fleet.inventory import targets as chosen  # loads CEL: only where a maintenance is expanded
 
     return chosen.select(rule.targets, inventory, pool_nodes=pool_nodes)
+
+
+def candidates(
+    rule: MaintenanceRule, slices: Sequence[Obj], *, pool_nodes: Mapping[str, Iterable[str]]
+) -> Sequence[Obj]:
+    """The slices of the pools where ``rule`` may take a device (``fleet.inventory.targets.candidates``):
+    ``select`` over their inventory takes what it takes over every slice's."""
+    from fleet.inventory import targets as chosen
+
+    return chosen.candidates(rule.targets, slices, pool_nodes=pool_nodes)
+
+
+class Inventories:
+    """The inventories maintenances were expanded over, kept between runs by a process that reconciles
+    again and again (``memories.Memory``): converting 8,000 devices for CEL takes longer than the rest
+    of a maintenance's run. Keyed by the slices' names and resourceVersions: a slice the driver
+    publishes again (a health taint added) is a new key. At most ``LIMIT`` (one per distinct set of
+    pools the maintenances reach); a whole fleet's 8,000 GPUs hold about 8 MiB."""
+
+    LIMIT = 4
+
+    def __init__(self) -> None:
+        self.kept: LRU[tuple[tuple[str, str], ...], Inventory] = LRU(self.LIMIT)
+
+    def of(self, slices: Sequence[Obj]) -> Inventory:
+        """The inventory of ``slices``: the one kept for them, else read (and kept, where every slice
+        has a resourceVersion to tell its next version apart)."""
+        from fleet.inventory.inventories import Inventory
+
+        key = slices_key(slices)
+        found = self.kept.get(key) if key is not None else None
+        if found is None:
+            found = Inventory.from_slices(slices)
+            if key is not None:
+                self.kept[key] = found
+        return found
+
+
+def slices_key(slices: Iterable[Obj]) -> tuple[tuple[str, str], ...] | None:
+    """(name, resourceVersion) of each slice, sorted; None where one has no resourceVersion."""
+    out = []
+    for item in slices:
+        meta = item.get("metadata") or {}
+        version = meta.get("resourceVersion")
+        if not version:
+            return None
+        out.append((str(meta.get("name", "")), str(version)))
+    return tuple(sorted(out))
 
 
 # -- which rules --------------------------------------------------------------------------------
@@ -217,14 +266,17 @@ __all__ = [
     "LABEL",
     "REASON",
     "TAINT_KEY",
+    "Inventories",
     "Target",
     "body",
+    "candidates",
     "desired",
     "effect_of",
     "held",
     "owner",
     "rule_name",
     "select",
+    "slices_key",
     "staged",
     "target_of",
     "targets",
