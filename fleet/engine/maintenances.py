@@ -89,30 +89,49 @@ def candidates(
     return chosen.candidates(rule.targets, slices, pool_nodes=pool_nodes)
 
 
+@dataclass
+class Kept:
+    """One inventory and the devices each maintenance took in it, by its targets and their pools' nodes."""
+
+    inventory: Inventory
+    taken: LRU[tuple[object, ...], tuple[int, ...]]
+
+
 class Inventories:
-    """The inventories maintenances were expanded over, kept between runs by a process that reconciles
-    again and again (``memories.Memory``): converting 8,000 devices for CEL takes longer than the rest
-    of a maintenance's run. Keyed by the slices' names and resourceVersions: a slice the driver
-    publishes again (a health taint added) is a new key. At most ``LIMIT`` (one per distinct set of
-    pools the maintenances reach); a whole fleet's 8,000 GPUs hold about 8 MiB."""
+    """The inventories maintenances were expanded over, and what each took there, kept between runs by
+    a process that reconciles again and again (``memories.Memory``): converting 8,000 devices for
+    CEL, or a selector's CEL over each, takes longer than the rest of a maintenance's run. Keyed by
+    the slices' names and resourceVersions (a slice the driver publishes again, a health taint
+    added, is a new key) and, within, by the maintenance's ``targets`` and the nodes of the pools they
+    name. At most ``LIMIT`` inventories (one per distinct set of pools the maintenances reach; a
+    whole fleet's 8,000 GPUs hold about 8 MiB), ``TAKEN`` selections in each."""
 
     LIMIT = 4
+    TAKEN = 16
 
     def __init__(self) -> None:
-        self.kept: LRU[tuple[tuple[str, str], ...], Inventory] = LRU(self.LIMIT)
+        self.kept: LRU[tuple[tuple[str, str], ...], Kept] = LRU(self.LIMIT)
 
-    def of(self, slices: Sequence[Obj]) -> Inventory:
-        """The inventory of ``slices``: the one kept for them, else read (and kept, where every slice
-        has a resourceVersion to tell its next version apart)."""
+    def select(
+        self, rule: MaintenanceRule, slices: Sequence[Obj], *, pool_nodes: Mapping[str, Iterable[str]]
+    ) -> tuple[Inventory, tuple[int, ...]]:
+        """The inventory of ``slices`` and the indices of its devices ``rule`` takes (``select``): kept
+        ones, else read (and kept, where every slice has a resourceVersion to tell its next version
+        apart)."""
         from fleet.inventory.inventories import Inventory
 
         key = slices_key(slices)
-        found = self.kept.get(key) if key is not None else None
-        if found is None:
-            found = Inventory.from_slices(slices)
+        kept = self.kept.get(key) if key is not None else None
+        if kept is None:
+            kept = Kept(Inventory.from_slices(slices), LRU(self.TAKEN))
             if key is not None:
-                self.kept[key] = found
-        return found
+                self.kept[key] = kept
+        scope = tuple((p, tuple(sorted(pool_nodes.get(p, ())))) for p in sorted(set(rule.targets.pools)))
+        which = (rule.targets, scope)
+        taken = kept.taken.get(which)
+        if taken is None:
+            taken = kept.taken[which] = tuple(select(rule, kept.inventory, pool_nodes=pool_nodes))
+        return kept.inventory, taken
 
 
 def slices_key(slices: Iterable[Obj]) -> tuple[tuple[str, str], ...] | None:
@@ -267,6 +286,7 @@ __all__ = [
     "REASON",
     "TAINT_KEY",
     "Inventories",
+    "Kept",
     "Target",
     "body",
     "candidates",

@@ -42,7 +42,8 @@ async def desired(sync: Run) -> list[plans.Desired]:
     Each maintenance is expanded over an inventory of the pools where it may take a device
     (``maintenances.candidates``; every pool only for one that names no pool, node, device, uuid or
     health taint): converting devices for CEL is the costly part. A process that reconciles again
-    and again keeps those inventories while their slices are unchanged (``Memory.inventories``)."""
+    and again keeps those inventories, and what each maintenance took there, while their slices are
+    unchanged (``Memory.inventories``)."""
     managed = sync.managed
     if managed.maintenance is not None:
         return list(managed.maintenance)
@@ -57,8 +58,8 @@ async def desired(sync: Run) -> list[plans.Desired]:
         rules = live_rules(sync)
         kept = sync.memory.inventories if sync.memory is not None else maintenances.Inventories()
         for rule in wanted:
-            inventory = kept.of(maintenances.candidates(rule, slices, pool_nodes=owned))
-            chosen = maintenances.select(rule, inventory, pool_nodes=owned)
+            some = maintenances.candidates(rule, slices, pool_nodes=owned)
+            inventory, chosen = kept.select(rule, some, pool_nodes=owned)
             found = maintenances.targets(inventory, chosen)
             out += maintenances.desired(rule, found, live_rules=rules, cluster=plan.cluster, revision=plan.revision)
     managed.maintenance = tuple(out)

@@ -126,15 +126,21 @@ def test_the_inventory_of_the_candidate_pools_takes_what_the_whole_inventory_tak
         assert len(part.devices) < len(whole.devices)
 
 
-def test_a_kept_inventory_serves_until_a_slice_changes() -> None:
+def test_a_kept_inventory_and_what_a_maintenance_took_there_serve_until_a_slice_changes() -> None:
     kept = maintenances.Inventories()
     slices = [versioned(slice_of("node-1", 8), "1"), versioned(slice_of("node-2", 8), "2")]
-    first = kept.of(slices)
-    assert kept.of(list(reversed(slices))) is first
+    xid = rule(health_taints=["gpu.nvidia.com/xid"])
+    first, none = kept.select(xid, slices, pool_nodes=POOLS)
+    assert none == ()
+    assert kept.select(xid, list(reversed(slices)), pool_nodes=POOLS)[0] is first
+    pool = rule(pools=["h100"], devices=["gpu-1"])
+    assert kept.select(pool, slices, pool_nodes=POOLS)[1] == (1, 9)
+    assert kept.select(pool, slices, pool_nodes={"h100": ["node-2"]})[1] == (9,)  # the pool's nodes changed
     tainted = [versioned(slice_of("node-1", 8, taints={3: XID}), "3"), slices[1]]
-    again = kept.of(tainted)
-    assert again is not first and again.devices[3].taints == (XID,)
-    assert kept.of([slice_of("node-1", 8)]) is not kept.of([slice_of("node-1", 8)])  # no resourceVersion: read
+    again, taken = kept.select(xid, tainted, pool_nodes=POOLS)
+    assert again is not first and [again.devices[i].name for i in taken] == ["gpu-3"]
+    unversioned = [slice_of("node-1", 8)]
+    assert kept.select(xid, unversioned, pool_nodes=POOLS)[0] is not kept.select(xid, unversioned, pool_nodes=POOLS)[0]
     assert len(kept.kept) == 2
 
 
