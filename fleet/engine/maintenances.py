@@ -103,14 +103,21 @@ class Inventories:
     CEL, or a selector's CEL over each, takes longer than the rest of a maintenance's run. Keyed by
     the slices' names and resourceVersions (a slice the driver publishes again, a health taint
     added, is a new key) and, within, by the maintenance's ``targets`` and the nodes of the pools they
-    name. At most ``LIMIT`` inventories (one per distinct set of pools the maintenances reach; a
-    whole fleet's 8,000 GPUs hold about 8 MiB), ``TAKEN`` selections in each."""
+    name. ``sweep`` after each run keeps only the inventories that run read (a whole fleet's 8,000
+    GPUs hold about 8 MiB); ``LIMIT`` inventories at most, ``TAKEN`` selections in each."""
 
     LIMIT = 4
     TAKEN = 16
 
     def __init__(self) -> None:
         self.kept: LRU[tuple[tuple[str, str], ...], Kept] = LRU(self.LIMIT)
+        self.read: set[tuple[tuple[str, str], ...]] = set()
+
+    def sweep(self) -> None:
+        """Drop the inventories no maintenance read since the last sweep (their slices changed, or the
+        maintenance went)."""
+        self.kept.retain(self.read.__contains__)
+        self.read = set()
 
     def select(
         self, rule: MaintenanceRule, slices: Sequence[Obj], *, pool_nodes: Mapping[str, Iterable[str]]
@@ -126,6 +133,8 @@ class Inventories:
             kept = Kept(Inventory.from_slices(slices), LRU(self.TAKEN))
             if key is not None:
                 self.kept[key] = kept
+        if key is not None:
+            self.read.add(key)
         scope = tuple((p, tuple(sorted(pool_nodes.get(p, ())))) for p in sorted(set(rule.targets.pools)))
         which = (rule.targets, scope)
         taken = kept.taken.get(which)

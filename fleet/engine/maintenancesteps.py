@@ -62,6 +62,8 @@ async def desired(sync: Run) -> list[plans.Desired]:
             inventory, chosen = kept.select(rule, some, pool_nodes=owned)
             found = maintenances.targets(inventory, chosen)
             out += maintenances.desired(rule, found, live_rules=rules, cluster=plan.cluster, revision=plan.revision)
+    if sync.memory is not None:
+        sync.memory.inventories.sweep()  # what this run did not read goes: an old slice's, a gone maintenance's
     managed.maintenance = tuple(out)
     return out
 

@@ -142,6 +142,12 @@ def test_a_kept_inventory_and_what_a_maintenance_took_there_serve_until_a_slice_
     unversioned = [slice_of("node-1", 8)]
     assert kept.select(xid, unversioned, pool_nodes=POOLS)[0] is not kept.select(xid, unversioned, pool_nodes=POOLS)[0]
     assert len(kept.kept) == 2
+    kept.sweep()  # after a run: only what it read stays
+    kept.select(xid, tainted, pool_nodes=POOLS)
+    kept.sweep()
+    assert list(kept.kept) == [maintenances.slices_key(tainted)]
+    kept.sweep()  # a run that read none (the maintenance went)
+    assert not kept.kept
 
 
 @pytest.mark.parametrize(
