@@ -13,7 +13,7 @@ the status speaks for the rule's current spec, the step to ``NoSchedule`` waits 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,27 +60,30 @@ def preview(rule: Obj | None) -> Preview | None:
     )
 
 
-def device_claims(claims: Iterable[Obj]) -> dict[tuple[str, str, str], list[Obj]]:
-    """Allocated claims by the (driver, pool, device) they hold."""
-    out: dict[tuple[str, str, str], list[Obj]] = {}
+DeviceClaims = Mapping[tuple[str, str], Mapping[str, list[Obj]]]
+"""Allocated claims by the (driver, pool) then the device they hold."""
+
+
+def device_claims(
+    claims: Iterable[Obj], *, pools: Collection[tuple[str, str]] | None = None
+) -> dict[tuple[str, str], dict[str, list[Obj]]]:
+    """Allocated claims by the (driver, pool), then the device, they hold (``pools``: in those only)."""
+    out: dict[tuple[str, str], dict[str, list[Obj]]] = {}
     for claim in claims:
-        for result in (allocation(claim).get("devices") or {}).get("results") or ():
-            key = (str(result.get("driver")), str(result.get("pool")), str(result.get("device")))
-            out.setdefault(key, []).append(claim)
+        allocated = allocation(claim)
+        if not allocated:
+            continue
+        for result in (allocated.get("devices") or {}).get("results") or ():
+            key = (str(result.get("driver")), str(result.get("pool")))
+            if pools is None or key in pools:
+                out.setdefault(key, {}).setdefault(str(result.get("device")), []).append(claim)
     return out
 
 
-def claims_on(target: Target, by_device: Mapping[tuple[str, str, str], list[Obj]]) -> list[Obj]:
+def claims_on(target: Target, by_device: DeviceClaims) -> list[Obj]:
     """The allocated claims on ``target``'s devices (a pool rule: on any device of the pool)."""
-    if target.device:
-        found = by_device.get((target.driver, target.pool, target.device), [])
-    else:
-        found = [
-            c
-            for (driver, pool, _), cs in by_device.items()
-            if (driver, pool) == (target.driver, target.pool)
-            for c in cs
-        ]
+    devices = by_device.get((target.driver, target.pool)) or {}
+    found = devices.get(target.device, []) if target.device else [c for cs in devices.values() for c in cs]
     unique = {claim_name(c): c for c in found}
     return [unique[k] for k in sorted(unique)]
 
@@ -104,7 +107,7 @@ def disruption(
     *,
     before: Obj | None,
     after: Obj,
-    claims: Mapping[tuple[str, str, str], list[Obj]],
+    claims: DeviceClaims,
     teams: Mapping[str, str],
     direct: bool = False,
 ) -> Disruption | None:
@@ -168,6 +171,7 @@ def emptied_problems(expected: Iterable[Obj], *, claims: Iterable[Obj]) -> list[
 
 __all__ = [
     "EVICTION",
+    "DeviceClaims",
     "Preview",
     "claims_on",
     "device_claims",

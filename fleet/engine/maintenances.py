@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.engine import ownership, stages
 from fleet.engine.plans import Desired, MaintenanceRule
+from fleet.lrus import LRU
 
 if TYPE_CHECKING:  # CEL and the inventory load only where a maintenance is expanded, not with a stored plan
     from fleet.inventory.inventories import Inventory, InventoryDevice
@@ -80,6 +81,82 @@ def select(rule: MaintenanceRule, inventory: Inventory, *, pool_nodes: Mapping[s
     from fleet.inventory import targets as chosen  # loads CEL: only where a maintenance is expanded
 
     return chosen.select(rule.targets, inventory, pool_nodes=pool_nodes)
+
+
+def candidates(
+    rule: MaintenanceRule, slices: Sequence[Obj], *, pool_nodes: Mapping[str, Iterable[str]]
+) -> Sequence[Obj]:
+    """The slices of the pools where ``rule`` may take a device (``fleet.inventory.targets.candidates``):
+    ``select`` over their inventory takes what it takes over every slice's."""
+    from fleet.inventory import targets as chosen
+
+    return chosen.candidates(rule.targets, slices, pool_nodes=pool_nodes)
+
+
+@dataclass
+class Kept:
+    """One inventory and the devices each maintenance took in it, by its targets and their pools' nodes."""
+
+    inventory: Inventory
+    taken: LRU[tuple[object, ...], tuple[int, ...]]
+
+
+class Inventories:
+    """The inventories maintenances were expanded over, and what each took there, kept between runs by
+    a process that reconciles again and again (``memories.Memory``): converting 8,000 devices for
+    CEL, or a selector's CEL over each, takes longer than the rest of a maintenance's run. Keyed by
+    the slices' names and resourceVersions (a slice the driver publishes again, a health taint
+    added, is a new key) and, within, by the maintenance's ``targets`` and the nodes of the pools they
+    name. ``sweep`` after each run keeps only the inventories that run read (a whole fleet's 8,000
+    GPUs hold about 8 MiB); ``LIMIT`` inventories at most, ``TAKEN`` selections in each."""
+
+    LIMIT = 4
+    TAKEN = 16
+
+    def __init__(self) -> None:
+        self.kept: LRU[tuple[tuple[str, str], ...], Kept] = LRU(self.LIMIT)
+        self.read: set[tuple[tuple[str, str], ...]] = set()
+
+    def sweep(self) -> None:
+        """Drop the inventories no maintenance read since the last sweep (their slices changed, or the
+        maintenance went)."""
+        self.kept.retain(self.read.__contains__)
+        self.read = set()
+
+    def select(
+        self, rule: MaintenanceRule, slices: Sequence[Obj], *, pool_nodes: Mapping[str, Iterable[str]]
+    ) -> tuple[Inventory, tuple[int, ...]]:
+        """The inventory of ``slices`` and the indices of its devices ``rule`` takes (``select``): kept
+        ones, else read (and kept, where every slice has a resourceVersion to tell its next version
+        apart)."""
+        from fleet.inventory.inventories import Inventory
+
+        key = slices_key(slices)
+        kept = self.kept.get(key) if key is not None else None
+        if kept is None:
+            kept = Kept(Inventory.from_slices(slices), LRU(self.TAKEN))
+            if key is not None:
+                self.kept[key] = kept
+        if key is not None:
+            self.read.add(key)
+        scope = tuple((p, tuple(sorted(pool_nodes.get(p, ())))) for p in sorted(set(rule.targets.pools)))
+        which = (rule.targets, scope)
+        taken = kept.taken.get(which)
+        if taken is None:
+            taken = kept.taken[which] = tuple(select(rule, kept.inventory, pool_nodes=pool_nodes))
+        return kept.inventory, taken
+
+
+def slices_key(slices: Iterable[Obj]) -> tuple[tuple[str, str], ...] | None:
+    """(name, resourceVersion) of each slice, sorted; None where one has no resourceVersion."""
+    out = []
+    for item in slices:
+        meta = item.get("metadata") or {}
+        version = meta.get("resourceVersion")
+        if not version:
+            return None
+        out.append((str(meta.get("name", "")), str(version)))
+    return tuple(sorted(out))
 
 
 # -- which rules --------------------------------------------------------------------------------
@@ -244,8 +321,11 @@ __all__ = [
     "LABEL",
     "REASON",
     "TAINT_KEY",
+    "Inventories",
+    "Kept",
     "Target",
     "body",
+    "candidates",
     "desired",
     "effect_of",
     "held",
@@ -254,6 +334,7 @@ __all__ = [
     "rule_name",
     "select",
     "selection",
+    "slices_key",
     "staged",
     "target_of",
     "targets",

@@ -12,7 +12,7 @@ status (the API server's eviction preview).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from fleet.engine import disruptions, evictions, maintenances, plans
@@ -24,16 +24,26 @@ KIND = "DeviceTaintRule"
 
 def live_rules(sync: Run) -> dict[str, dict[str, Any]]:
     """The live DeviceTaintRules the run listed, by name."""
-    return {o["metadata"]["name"]: o for k, o in sync.found.live.items() if k.split("/", 2)[1:2] == [KIND]}
+    infix = f"/{KIND}/"  # a key is group/Kind/namespace/name: no name or namespace holds a "/"
+    return {o["metadata"]["name"]: o for k, o in sync.found.live.items() if infix in k and k.split("/", 2)[1] == KIND}
 
 
-def pool_nodes(plan: plans.Plan, nodes: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
-    """GPUNodePool name → the live nodes its selector matches."""
-    return {p.name: [n["metadata"]["name"] for n in nodes if p.matches(n)] for p in plan.pools}
+def pool_nodes(
+    plan: plans.Plan, nodes: Sequence[dict[str, Any]], *, named: Collection[str] | None = None
+) -> dict[str, list[str]]:
+    """GPUNodePool name → the live nodes its selector matches (``named``: of those pools only)."""
+    pools = [p for p in plan.pools if named is None or p.name in named]
+    return {p.name: [n["metadata"]["name"] for n in nodes if p.matches(n)] for p in pools}
 
 
 async def desired(sync: Run) -> list[plans.Desired]:
-    """Every DeviceTaintRule the revision's GPUMaintenances want now, each at its staged effect."""
+    """Every DeviceTaintRule the revision's GPUMaintenances want now, each at its staged effect.
+
+    Each maintenance is expanded over an inventory of the pools where it may take a device
+    (``maintenances.candidates``; every pool only for one that names no pool, node, device, uuid or
+    health taint): converting devices for CEL is the costly part. A process that reconciles again
+    and again keeps those inventories, and what each maintenance took there, while their slices are
+    unchanged (``Memory.inventories``)."""
     managed = sync.managed
     if managed.maintenance is not None:
         return list(managed.maintenance)
@@ -41,17 +51,19 @@ async def desired(sync: Run) -> list[plans.Desired]:
     out: list[plans.Desired] = []
     wanted = [m for m in plan.maintenances if m.api_version]
     if wanted:
-        from fleet.inventory.inventories import Inventory  # loads CEL: only where a maintenance is expanded
-
         slices = await sync.classing_reads().objects(disruptions.SLICE)
-        inventory = Inventory.from_slices(slices)
-        nodes = [o for k, o in sync.found.live.items() if k.startswith("/Node/")]
-        owned = pool_nodes(plan, nodes)
+        named = {p for m in wanted for p in m.targets.pools}
+        nodes = [o for k, o in sync.found.live.items() if k.startswith("/Node/")] if named else []
+        owned = pool_nodes(plan, nodes, named=named)
         rules = live_rules(sync)
+        kept = sync.memory.inventories if sync.memory is not None else maintenances.Inventories()
         for rule in wanted:
-            chosen = maintenances.select(rule, inventory, pool_nodes=owned)
+            some = maintenances.candidates(rule, slices, pool_nodes=owned)
+            inventory, chosen = kept.select(rule, some, pool_nodes=owned)
             found = maintenances.targets(inventory, chosen)
             out += maintenances.desired(rule, found, live_rules=rules, cluster=plan.cluster, revision=plan.revision)
+    if sync.memory is not None:
+        sync.memory.inventories.sweep()  # what this run did not read goes: an old slice's, a gone maintenance's
     managed.maintenance = tuple(out)
     return out
 
@@ -89,7 +101,8 @@ async def classify(sync: Run, changes: list[Change]) -> list[Change]:
     if not rules:
         return changes
     claims = await sync.classing_reads().objects(disruptions.CLAIM)
-    by_device = evictions.device_claims(claims)
+    pools = {(t.driver, t.pool) for t in (maintenances.target_of(changes[i].after or {}) for i in rules)}
+    by_device = evictions.device_claims(claims, pools=pools)
     teams = namespace_teams(sync.plan)
     direct = {m.name: m.direct for m in sync.plan.maintenances}
     out = list(changes)

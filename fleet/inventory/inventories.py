@@ -63,7 +63,8 @@ class InventoryDevice:
         return f"{self.driver}/{self.pool}/{self.name}"
 
 
-def _node_of(spec: Mapping[str, Any]) -> str:
+def node_of(spec: Mapping[str, Any]) -> str:
+    """The node a slice's devices are on (``ALL_NODES``, or ``<selector:POOL>`` for a node selector)."""
     if spec.get("nodeName"):
         return str(spec["nodeName"])
     if spec.get("allNodes"):
@@ -225,7 +226,7 @@ class Inventory:
                 counters[(driver, pool_name, str(counter_set.get("name")))] = dict(
                     amounts.counters(counter_set.get("counters") or {}, where)
                 )
-            node = _node_of(spec)
+            node = node_of(spec)
             for raw in spec.get("devices") or []:
                 try:
                     device = cel.Device.from_slice(driver=driver, device=raw, cache=amounts.devices)
@@ -427,4 +428,4 @@ def _invalid_pools(
     return out
 
 
-__all__ = ["ALL_NODES", "Inventory", "InventoryDevice", "InventoryError"]
+__all__ = ["ALL_NODES", "Inventory", "InventoryDevice", "InventoryError", "node_of"]

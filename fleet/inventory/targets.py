@@ -10,10 +10,10 @@ it passes every field given.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from fleet import cel
-from fleet.inventory.inventories import Inventory, InventoryDevice
+from fleet.inventory.inventories import Inventory, InventoryDevice, node_of
 
 UUID_ATTRIBUTE = ("gpu.nvidia.com", "uuid")
 """Where NVIDIA's driver publishes a device's uuid (``GPU-…``, ``MIG-…``)."""
@@ -44,11 +44,7 @@ class Filters(Protocol):
 def select(filters: Filters, inventory: Inventory, *, pool_nodes: Mapping[str, Iterable[str]]) -> list[int]:
     """Indices of ``inventory.devices`` that ``filters`` take; ``pool_nodes``: GPUNodePool → its nodes.
     Raises ``cel.SelectorCompileError`` for a selector that does not compile."""
-    scope: set[str] | None = None
-    if filters.pools or filters.nodes:
-        scope = set(filters.nodes)
-        for pool in filters.pools:
-            scope.update(pool_nodes.get(pool, ()))
+    scope = _scope(filters, pool_nodes)
     names, uuids, keys = set(filters.devices), set(filters.uuids), set(filters.health_taints)
     chosen = [
         i
@@ -63,9 +59,69 @@ def select(filters: Filters, inventory: Inventory, *, pool_nodes: Mapping[str, I
     return chosen
 
 
+def candidates(
+    filters: Filters, slices: Sequence[Mapping[str, Any]], *, pool_nodes: Mapping[str, Iterable[str]]
+) -> Sequence[Mapping[str, Any]]:
+    """The slices of every pool in which a device may pass ``filters`` (all of them where only a CEL
+    selector or nothing narrows): ``select`` over an inventory of these takes the devices it takes
+    over an inventory of all ``slices``, without converting every device of the fleet for CEL.
+
+    Read from the slices as published, a superset of what ``select`` keeps: any generation, and a
+    uuid anywhere among a device's attribute values. A pool is kept whole, every slice of it, for
+    the inventory reads its newest generation and ``targets`` whether a maintenance takes it whole
+    over all its slices."""
+    scope = _scope(filters, pool_nodes)
+    names, uuids, keys = set(filters.devices), set(filters.uuids), set(filters.health_taints)
+    if scope is None and not names and not uuids and not keys:
+        return slices
+    pools: set[tuple[str, str]] = set()
+    for item in slices:
+        spec = item.get("spec") or {}
+        pool = _pool_of(spec)
+        if pool in pools or (scope is not None and node_of(spec) not in scope):
+            continue
+        for raw in spec.get("devices") or ():
+            if (
+                (not names or str(raw.get("name")) in names)
+                and (not uuids or _mentions(raw, uuids))
+                and (not keys or (raw.get("taints") and _tainted(raw["taints"], keys)))
+            ):
+                pools.add(pool)
+                break
+    return [item for item in slices if _pool_of(item.get("spec") or {}) in pools]
+
+
+def _scope(filters: Filters, pool_nodes: Mapping[str, Iterable[str]]) -> set[str] | None:
+    """The nodes ``pools`` and ``nodes`` name (None: every node)."""
+    if not (filters.pools or filters.nodes):
+        return None
+    scope = set(filters.nodes)
+    for pool in filters.pools:
+        scope.update(pool_nodes.get(pool, ()))
+    return scope
+
+
+def _pool_of(spec: Mapping[str, Any]) -> tuple[str, str]:
+    return str(spec.get("driver", "")), str((spec.get("pool") or {}).get("name", ""))
+
+
+def _mentions(device: Mapping[str, Any], uuids: set[str]) -> bool:
+    """Some attribute of the slice's ``device`` has one of ``uuids`` as a value (whatever its name)."""
+    return any(
+        str(value) in uuids
+        for attribute in (device.get("attributes") or {}).values()
+        if isinstance(attribute, Mapping)
+        for value in attribute.values()
+    )
+
+
 def tainted(device: InventoryDevice, keys: set[str]) -> bool:
     """The device carries a taint with one of ``keys`` (``*``: any)."""
-    found = [str(taint.get("key", "")) for taint in device.taints]
+    return _tainted(device.taints, keys)
+
+
+def _tainted(taints: Iterable[Mapping[str, Any]], keys: set[str]) -> bool:
+    found = [str(taint.get("key", "")) for taint in taints]
     return any(key in keys or (ANY_TAINT in keys and not key.startswith(FLEET_TAINTS)) for key in found)
 
 
@@ -86,4 +142,4 @@ def passing(inventory: Inventory, expression: str, *, within: set[int] | None = 
     return found
 
 
-__all__ = ["ANY_TAINT", "FLEET_TAINTS", "UUID_ATTRIBUTE", "Filters", "passing", "select", "tainted"]
+__all__ = ["ANY_TAINT", "FLEET_TAINTS", "UUID_ATTRIBUTE", "Filters", "candidates", "passing", "select", "tainted"]

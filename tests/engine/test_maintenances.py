@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -83,6 +84,70 @@ def test_a_pool_taken_whole_is_one_rule_else_one_rule_per_device() -> None:
     assert [maintenances.rule_name("repair", t) for t in some] == ["repair.node-1.gpu-1", "repair.node-1.gpu-2"]
     long = maintenances.rule_name("m" * 200, dataclasses.replace(some[0], pool="p" * 100))
     assert len(long) <= 253
+
+
+def versioned(item: dict[str, Any], version: str, *, generation: int = 1) -> dict[str, Any]:
+    out = copy.deepcopy(item)
+    out["metadata"]["resourceVersion"] = version
+    out["metadata"]["name"] += f"-g{generation}"
+    out["spec"]["pool"]["generation"] = generation
+    return out
+
+
+@pytest.mark.parametrize(
+    "targets",
+    [
+        {"nodes": ["node-2"]},
+        {"pools": ["h100"], "devices": ["gpu-0"]},
+        {"uuids": ["GPU-00000002-0000-0000-0000-222222222222"]},
+        {"health_taints": ["gpu.nvidia.com/xid"]},
+        {"health_taints": ["*"]},
+        {"selector": "device.attributes['gpu.nvidia.com'].index >= 6", "nodes": ["node-1"]},
+        {"selector": "device.attributes['gpu.nvidia.com'].index == 2"},
+        {"devices": ["gpu-7"]},
+        {"pools": ["unknown"]},
+    ],
+)
+def test_the_inventory_of_the_candidate_pools_takes_what_the_whole_inventory_takes(targets: dict[str, Any]) -> None:
+    """Only the pools where a maintenance may take a device are converted for CEL; a pool's older
+    generation (node-2's, whose device 5 had a taint) is read as the scheduler reads it."""
+    old = versioned(slice_of("node-2", 8, taints={5: XID}), "7")
+    slices = [slice_of("node-1", 8, taints={3: XID}), old, versioned(slice_of("node-2", 8), "8", generation=2)]
+    slices.append(slice_of("node-3", 4))
+    whole = Inventory.from_slices(slices)
+    some = maintenances.candidates(rule(**targets), slices, pool_nodes=POOLS)
+    part = Inventory.from_slices(some)
+
+    def taken(inventory: Inventory) -> list[maintenances.Target]:
+        return maintenances.targets(inventory, select(rule(**targets).targets, inventory, pool_nodes=POOLS))
+
+    assert taken(part) == taken(whole)
+    if "selector" not in targets or "nodes" in targets:
+        assert len(part.devices) < len(whole.devices)
+
+
+def test_a_kept_inventory_and_what_a_maintenance_took_there_serve_until_a_slice_changes() -> None:
+    kept = maintenances.Inventories()
+    slices = [versioned(slice_of("node-1", 8), "1"), versioned(slice_of("node-2", 8), "2")]
+    xid = rule(health_taints=["gpu.nvidia.com/xid"])
+    first, none = kept.select(xid, slices, pool_nodes=POOLS)
+    assert none == ()
+    assert kept.select(xid, list(reversed(slices)), pool_nodes=POOLS)[0] is first
+    pool = rule(pools=["h100"], devices=["gpu-1"])
+    assert kept.select(pool, slices, pool_nodes=POOLS)[1] == (1, 9)
+    assert kept.select(pool, slices, pool_nodes={"h100": ["node-2"]})[1] == (9,)  # the pool's nodes changed
+    tainted = [versioned(slice_of("node-1", 8, taints={3: XID}), "3"), slices[1]]
+    again, taken = kept.select(xid, tainted, pool_nodes=POOLS)
+    assert again is not first and [again.devices[i].name for i in taken] == ["gpu-3"]
+    unversioned = [slice_of("node-1", 8)]
+    assert kept.select(xid, unversioned, pool_nodes=POOLS)[0] is not kept.select(xid, unversioned, pool_nodes=POOLS)[0]
+    assert len(kept.kept) == 2
+    kept.sweep()  # after a run: only what it read stays
+    kept.select(xid, tainted, pool_nodes=POOLS)
+    kept.sweep()
+    assert list(kept.kept) == [maintenances.slices_key(tainted)]
+    kept.sweep()  # a run that read none (the maintenance went)
+    assert not kept.kept
 
 
 @pytest.mark.parametrize(
