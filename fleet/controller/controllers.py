@@ -227,6 +227,10 @@ class Controller:
         if not self.cache.synced:
             return
         plan, waits = self.reconciler.plans.good, self.reconciler.holds.waits_for
+        if self.reconciler.report.reconciling:
+            # What a run in progress will wait for is not known until it ends: a claim released or a
+            # preview written meanwhile must still queue the next run, or nothing would.
+            waits = (*waits, "claims", "preview")
         reason = wakes(etype, new, old, plan=plan, cluster=self.options.cluster, waits=waits)
         if reason:
             self.queue.add(self.key, reason=reason)

@@ -155,6 +155,8 @@ def wakes(
             return f"ResourceClaim {meta.get('namespace')}/{meta.get('name')} released: a held change may go"
         return ""
     labels = meta.get("labels") or {}
+    if new.get("kind") == "DeviceTaintRule" and "preview" in waits and _conditions(new) != _conditions(old):
+        return f"DeviceTaintRule {meta.get('name')}: the API server's eviction preview"
     if labels.get(ownership.MANAGED_BY) != ownership.MANAGER:
         if old is None or ((old.get("metadata") or {}).get("labels") or {}).get(ownership.MANAGED_BY) is None:
             return ""
@@ -166,6 +168,10 @@ def wakes(
         return ""  # status only (a quota's usage): nothing fleet declares can have changed
     where = f"{meta.get('namespace')}/" if meta.get("namespace") else ""
     return f"{new.get('kind')} {where}{meta.get('name')} {etype.lower()}"
+
+
+def _conditions(obj: dict[str, Any] | None) -> list[Any]:
+    return list(((obj or {}).get("status") or {}).get("conditions") or ())
 
 
 _SERVER_SET = frozenset({"resourceVersion", "managedFields", "generation", "uid", "creationTimestamp"})
