@@ -28,13 +28,18 @@ from tests.controller.test_holds import applied_at
 pytestmark = [pytest.mark.sandbox, pytest.mark.anyio, pytest.mark.usefixtures("fleetsync_crd")]
 
 
-async def test_the_controller_walks_a_maintenance_and_a_restarted_one_carries_it_on(
-    sandbox: Sandbox, remote: Remote, admin_client: kube.Client, kubectl: Kubectl, tmp_path: Path
-) -> None:
+def team_on_137(tmp_path: Path) -> tuple[Repo, str, str]:
+    """A 1.37 cluster's team ``ml`` with claim ``held``: (the repository, its namespace, a maintenance name)."""
     repo = Repo(root=tmp_path / "unused", kubernetes="1.37")
     repo.team("ml", namespaces=["ml"], group="ml-research")
     repo.claim("ml", "held")
-    ns, name = repo.ns("ml"), f"repair-{repo.id}"
+    return repo, repo.ns("ml"), f"repair-{repo.id}"
+
+
+async def test_the_controller_walks_a_maintenance_and_a_restarted_one_carries_it_on(
+    sandbox: Sandbox, remote: Remote, admin_client: kube.Client, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    repo, ns, name = team_on_137(tmp_path)
     first = remote.push(repo, message="a team")
     try:
         async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache"):

@@ -19,13 +19,13 @@ from fleet import kube
 from fleet.controller import controllers
 from fleet.sandbox import Sandbox
 from tests import waits
-from tests.apply.repos import Repo
 from tests.changes.test_holds import trainer
 from tests.changes.test_maintenance import maintenance, rules_of
 from tests.conftest import Kubectl
 from tests.controller.conftest import Remote, fleetsync_events, running
 from tests.controller.test_holds import applied_at
 from tests.controller.test_loop import fleetsync
+from tests.controller.test_maintenance import team_on_137
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.anyio, pytest.mark.usefixtures("fleetsync_crd")]
 
@@ -56,10 +56,7 @@ def gauges(ctl: controllers.Controller, name: str) -> dict[str, float]:
 async def test_status_events_and_gauges_follow_a_maintenance_from_merge_to_removal(
     sandbox: Sandbox, remote: Remote, admin_client: kube.Client, kubectl: Kubectl, tmp_path: Path
 ) -> None:
-    repo = Repo(root=tmp_path / "unused", kubernetes="1.37")
-    repo.team("ml", namespaces=["ml"], group="ml-research")
-    repo.claim("ml", "held")
-    ns, name = repo.ns("ml"), f"repair-{repo.id}"
+    repo, ns, name = team_on_137(tmp_path)
     first = remote.push(repo, message="a team")
     try:
         async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", resync=2.0) as ctl:
