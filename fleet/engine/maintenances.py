@@ -107,8 +107,8 @@ class Inventories:
     CEL, or a selector's CEL over each, takes longer than the rest of a maintenance's run. Keyed by
     the slices' names and resourceVersions (a slice the driver publishes again, a health taint
     added, is a new key) and, within, by the maintenance's ``targets`` and the nodes of the pools they
-    name. ``sweep`` after each run keeps only the inventories that run read (a whole fleet's 8,000
-    GPUs hold about 8 MiB); ``LIMIT`` inventories at most, ``TAKEN`` selections in each."""
+    name. ``sweep`` after each run keeps only the inventories that run read (their size:
+    docs/benchmarks.md); ``LIMIT`` inventories at most, ``TAKEN`` selections in each."""
 
     LIMIT = 4
     TAKEN = 16

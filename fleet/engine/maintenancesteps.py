@@ -15,6 +15,8 @@ import dataclasses
 from collections.abc import Collection, Sequence
 from typing import Any
 
+import anyio
+
 from fleet.engine import disruptions, evictions, maintenances, plans
 from fleet.engine.changesets import Change
 from fleet.engine.syncstate import Run
@@ -57,11 +59,18 @@ async def desired(sync: Run) -> list[plans.Desired]:
         owned = pool_nodes(plan, nodes, named=named)
         rules = live_rules(sync)
         kept = sync.memory.inventories if sync.memory is not None else maintenances.Inventories()
-        for rule in wanted:
-            some = maintenances.candidates(rule, slices, pool_nodes=owned)
-            inventory, chosen = kept.select(rule, some, pool_nodes=owned)
-            found = maintenances.targets(inventory, chosen)
-            out += maintenances.desired(rule, found, live_rules=rules, cluster=plan.cluster, revision=plan.revision)
+
+        def expand() -> None:
+            for rule in wanted:
+                some = maintenances.candidates(rule, slices, pool_nodes=owned)
+                inventory, chosen = kept.select(rule, some, pool_nodes=owned)
+                found = maintenances.targets(inventory, chosen)
+                out.extend(
+                    maintenances.desired(rule, found, live_rules=rules, cluster=plan.cluster, revision=plan.revision)
+                )
+
+        # CPU work (devices converted for CEL, selectors evaluated): off the loop that renews the Lease.
+        await anyio.to_thread.run_sync(expand)
     if sync.memory is not None:
         sync.memory.inventories.sweep()  # what this run did not read goes: an old slice's, a gone maintenance's
     managed.maintenance = tuple(out)
@@ -92,7 +101,7 @@ def namespace_teams(plan: plans.Plan) -> dict[str, str]:
 
 
 async def classify(sync: Run, changes: list[Change]) -> list[Change]:
-    """``changes``, each written DeviceTaintRule with what its step disrupts (``maintenances.disruption``)."""
+    """``changes``, each written DeviceTaintRule with what its step disrupts (``evictions.disruption``)."""
     rules = [
         i
         for i, c in enumerate(changes)

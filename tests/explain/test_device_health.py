@@ -17,6 +17,7 @@ import pytest
 
 from fleet.sandbox import Sandbox, credentials
 from fleetctl import cli
+from tests import waits
 from tests.conftest import Kubectl
 from tests.explain.test_causes import _create, _explain, _pod, _template
 from tests.sandbox import guide
@@ -28,13 +29,12 @@ H200 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'"
 
 def _running(kubectl: Kubectl, namespace: str, name: str) -> dict[str, Any]:
     """The pod once KWOK reports its container (the status the kubelet would write)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def reported() -> dict[str, Any] | None:
         pod: dict[str, Any] = guide.get_json(kubectl, "pod", "-n", namespace, name)
-        if (pod.get("status") or {}).get("containerStatuses"):
-            return pod
-        time.sleep(0.5)
-    pytest.fail(f"pod {name} never got a container status")
+        return pod if (pod.get("status") or {}).get("containerStatuses") else None
+
+    return waits.wait_for(reported, what=f"pod {name} has a container status")
 
 
 def _held(kubectl: Kubectl, namespace: str) -> tuple[str, dict[str, Any]]:
