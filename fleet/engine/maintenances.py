@@ -312,7 +312,7 @@ def desired(
         obj = body(rule, target, effect=effect)
         obj["metadata"]["name"] = name
         stamped = ownership.stamp(obj, cluster=cluster, revision=revision, source=rule.source)
-        out.append(Desired(body=stamped, stage=stage, source=rule.source, drift="enforce"))
+        out.append(Desired(body=stamped, stage=stage, source=rule.source, drift=rule.drift))
     return out
 
 

@@ -246,8 +246,8 @@ class MaintenanceRule:
     rules: ChangeRules = field(default_factory=ChangeRules)
     """The Cluster's change rules with the maintenance's own ``disruption`` and ``deadline`` over them."""
     source: str = ""
-    adopt: bool = False
-    """``fleet.gpufleet.dev/adopt: "true"``: take over a rule of no maintenance (``maintenances.kept_names``)."""
+    drift: str = "enforce"  # the Fleet's drift policy for DeviceTaintRules (``driftPolicyByKind``)
+    adopt: bool = False  # ``fleet.gpufleet.dev/adopt``: take over a rule of no maintenance (``kept_names``)
 
 
 @dataclass(frozen=True)

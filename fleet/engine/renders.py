@@ -185,15 +185,25 @@ def plan(view: ClusterView, *, revision: str) -> Plan:
         allow_empty=fleet.spec.allow_empty if isinstance(fleet, kinds.Fleet) else False,
         rules=rules,
         maintenances=tuple(
-            _maintenance(m.model, str(m.location), rules=rules, api_version=api)
+            _maintenance(
+                m.model,
+                str(m.location),
+                rules=rules,
+                api_version=api,
+                drift=drift_policy(KIND, team=None, defaults=defaults),
+            )
             for m in view.maintenances
             if isinstance(m.model, maintenances.GPUMaintenance)
         ),
     )
 
 
+KIND = "DeviceTaintRule"
+"""What a GPUMaintenance is carried out through."""
+
+
 def _maintenance(
-    model: maintenances.GPUMaintenance, source: str, *, rules: ChangeRules, api_version: str
+    model: maintenances.GPUMaintenance, source: str, *, rules: ChangeRules, api_version: str, drift: str
 ) -> MaintenanceRule:
     """A GPUMaintenance as the engine's ``MaintenanceRule``: its own disruption policy and deadline over the
     Cluster's rules (windows and waves stay the Cluster's)."""
@@ -225,6 +235,7 @@ def _maintenance(
         api_version=api_version,
         rules=rules,
         source=source,
+        drift=drift,
         adopt=model.metadata.annotations.get(ownership.ADOPT) == ownership.ADOPT_VALUE,
     )
 

@@ -406,3 +406,23 @@ def test_the_documented_maintenance_is_valid() -> None:
     assert "kind: GPUMaintenance" in example
     path = "clusters/gpu-east/maintenance/hbm-repair.yaml"
     assert validate(load_revision(files_with({path: example.encode()}))).findings == []
+
+
+def test_a_maintenance_rule_follows_the_fleets_drift_policy_for_device_taint_rules() -> None:
+    from fleet.engine import maintenances as engine_maintenances
+    from fleet.engine import renders
+    from fleet.engine.maintenances import Target
+    from fleet.manifests import resolve
+
+    files = files_with({"maintenance/m.yaml": maintenance("m", "devices: {nodes: [h100-01]}")})
+    fleet = files["fleet.yaml"].decode()
+    files["fleet.yaml"] = fleet.replace(
+        "  defaults:\n", "  defaults:\n    driftPolicyByKind: {DeviceTaintRule: report}\n", 1
+    ).encode()
+    assert "DeviceTaintRule: report" in files["fleet.yaml"].decode(), "the example's fleet.yaml has defaults"
+    plan = renders.plan(resolve(load_revision(files), cluster="gpu-east"), revision="r")
+    [rule] = plan.maintenances
+    assert rule.drift == "report"
+    target = Target("gpu.nvidia.com", "h100-01", "", "h100-01", ())
+    [desired] = engine_maintenances.desired(rule, [target], live_rules={}, cluster="gpu-east", revision="r")
+    assert desired.drift == "report"
