@@ -33,6 +33,8 @@ from fleet.kube import clients, errors, kinds, retries
 logger = logging.getLogger(__name__)
 EXPIRED = "watch %s: resourceVersion %s expired, relisting"
 """Logged once per relist after a 410 Gone (the kind's ``group_kind`` and the expired version)."""
+RESUMING = "watch %s: from resourceVersion %s"
+"""Logged (DEBUG) as each watch request opens: the version it resumes from, a bookmark's included."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,7 @@ async def watch(
             params["labelSelector"] = label_selector
         if field_selector:
             params["fieldSelector"] = field_selector
+        logger.debug(RESUMING, kind.group_kind, version)
         try:
             async with client.stream(
                 "GET",
@@ -157,4 +160,4 @@ async def _pause(*, backoff: retries.RetryPolicy, failures: int, why: Exception)
     await anyio.sleep(delay)
 
 
-__all__ = ["EXPIRED", "Event", "watch"]
+__all__ = ["EXPIRED", "RESUMING", "Event", "watch"]
