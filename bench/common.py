@@ -6,11 +6,14 @@ import contextlib
 import resource
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import anyio
 
 from fleet.sandbox import Sandbox, clusters, gpus, profiles
 
@@ -25,6 +28,18 @@ def sandbox(pools: dict[str, Any] | None = None) -> Iterator[Sandbox]:
             yield sb
         finally:
             clusters.down(directory=Path(tmp) / "sandbox", progress=lambda _m: None)
+
+
+async def until(check: Callable[[], Awaitable[object]], *, within: float = 600.0, every: float = 0.02) -> float:
+    """Poll ``check`` every ``every`` seconds until it is true (a remote state: no event to wait on);
+    the seconds that took. ``TimeoutError`` past ``within``."""
+    started = time.monotonic()
+    with anyio.fail_after(within):
+        while True:
+            if await check():
+                break
+            await anyio.sleep(every)
+    return time.monotonic() - started
 
 
 def peak_rss_mb() -> float:

@@ -40,7 +40,7 @@ from types import FunctionType, ModuleType
 
 import anyio
 import anyio.to_thread
-from common import peak_rss_mb, result, rss_mb, sandbox
+from common import peak_rss_mb, result, rss_mb, sandbox, until
 from diff import CLUSTER, write_repo
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -84,16 +84,6 @@ async def exists(client: kube.Client, name: str) -> bool:
 
 async def _found(spans: Spans, since: int) -> bool:
     return spans.fetch_after(since) is not None
-
-
-async def until(check: object, *, within: float = 600.0) -> float:
-    started = time.monotonic()
-    with anyio.fail_after(within):
-        while True:
-            if await check():  # type: ignore[operator]
-                break
-            await anyio.sleep(0.02)
-    return time.monotonic() - started
 
 
 class Lag:

@@ -59,9 +59,10 @@ import anyio.to_thread
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import gpu_slices, result, sandbox
+from bench.common import gpu_slices, result, sandbox, until
 from bench.disruptions import claims, device_class
 from fleet import kube
+from fleet.controller import controllers, leaders
 from fleet.engine import (
     disruptions,
     evictions,
@@ -70,12 +71,15 @@ from fleet.engine import (
     maintenancesteps,
     memories,
     pipelines,
+    plancaches,
     plans,
     syncstate,
 )
 from fleet.engine.changesets import Action, Change
 from fleet.kube import Ref
 from fleet.sandbox import Sandbox, binaries
+from fleet.source import GitSource
+from fleet.views import fleetsyncs
 
 CLASS = "gpu.nvidia.com"
 ROOT = Path(__file__).resolve().parents[1]
@@ -415,6 +419,7 @@ CLUSTER = "bench"
 TEAM_NAMESPACES = 10
 FLEETCTL = "import sys; from fleetctl import cli; sys.exit(cli.run(sys.argv[1:]))"
 EVICTED = "would be evicted"
+CLOSED_WINDOW = '  maintenance:\n    windows:\n    - {schedule: "0 0 1 1 *", duration: 1h}\n'
 DIFF_IMPORTS = (
     "import fleetctl.cli, fleetctl.commands.diff, fleet.engine.pipelines, fleet.engine.renders, "
     "fleet.manifests.revisions, fleet.policy, fleet.inventory.inventories"
@@ -427,15 +432,16 @@ def sandbox_pools(nodes: int) -> dict[str, int]:
     return {k: v for k, v in {"h100x8": h100, "a100x8": a100, "h200x8": nodes - h100 - a100}.items() if v}
 
 
-def fleet_files(maintenance_of: tuple[str, str] | None) -> dict[str, str]:
-    """One team (``TEAM_NAMESPACES`` namespaces), its DeviceClass, a 1.37 Cluster; and a GPUMaintenance
+def fleet_files(maintenance_of: tuple[str, str] | None, *, closed_window: bool = False) -> dict[str, str]:
+    """One team (``TEAM_NAMESPACES`` namespaces), its DeviceClass, a 1.37 Cluster (``closed_window``: with
+    a maintenance window that opens only on New Year's night, ``CLOSED_WINDOW``); and a GPUMaintenance
     ``(name, node)`` of one node."""
     namespaces = ", ".join(f"ml-{i}" for i in range(TEAM_NAMESPACES))
     files = {
         "fleet.yaml": f"apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Fleet\nmetadata:\n  name: bench\n"
         f"spec:\n  clusters: [{CLUSTER}]\n",
         f"clusters/{CLUSTER}.yaml": "apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Cluster\nmetadata:\n"
-        f'  name: {CLUSTER}\nspec:\n  kubernetesVersion: "1.37"\n',
+        f'  name: {CLUSTER}\nspec:\n  kubernetesVersion: "1.37"\n' + (CLOSED_WINDOW if closed_window else ""),
         f"deviceclasses/{BENCH_CLASS}.yaml": f"apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata:\n"
         f"  name: {BENCH_CLASS}\nspec:\n  selectors:\n  - cel:\n      expression: \"device.driver == '{CLASS}'\"\n",
         "teams/ml/team.yaml": "apiVersion: fleet.gpufleet.dev/v1alpha1\nkind: Team\nmetadata:\n  name: ml\nspec:\n"
@@ -450,8 +456,8 @@ def fleet_files(maintenance_of: tuple[str, str] | None) -> dict[str, str]:
     return files
 
 
-def commit(repo: Path, files: dict[str, str], message: str) -> None:
-    """The work tree holds exactly ``files``, committed (fleet reads revisions from git)."""
+def commit(repo: Path, files: dict[str, str], message: str) -> str:
+    """The work tree holds exactly ``files``, committed (fleet reads revisions from git); its SHA."""
     if not (repo / ".git").exists():
         repo.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
@@ -464,6 +470,8 @@ def commit(repo: Path, files: dict[str, str], message: str) -> None:
     env |= {"GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}
     subprocess.run(["git", "add", "-A"], cwd=repo, env=env, check=True)
     subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", message], cwd=repo, env=env, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True)
+    return head.stdout.strip()
 
 
 def fleetctl(sb: Sandbox, cache: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
@@ -648,6 +656,93 @@ async def one_round(sb: Sandbox, repo: Path, cache: Path, name: str, node: str, 
     }
 
 
+async def fleetsync_preview(probe: kube.Client, name: str) -> str:
+    """The preview ``status.maintenances`` of the bench cluster's FleetSync shows for maintenance ``name``."""
+    try:
+        found = await probe.get(fleetsyncs.ref(CLUSTER))
+    except kube.NotFound:
+        return ""
+    for item in (found.get("status") or {}).get("maintenances") or ():
+        if item.get("name") == name:
+            return str(item.get("preview") or "")
+    return ""
+
+
+async def controller_rounds(
+    sb: Sandbox, repo: Path, root: Path, nodes: list[str], *, limit: float
+) -> list[dict[str, Any]]:
+    """The controller's path: fleet-controller's loop runs in this process over ``repo`` (leading alone),
+    the Cluster's maintenance window closed (so the rule stays at ``None`` and its preview in the status:
+    with the window open the controller takes the devices out of scheduling on it at once). For each of
+    ``nodes``: a commit without a maintenance (the last one's rules pruned), the controller idle at it,
+    then a GPUMaintenance of the node committed and the controller poked (as its webhook does). Timed
+    from the rule's write (the watch's ``ADDED``): the eviction controller's condition in the rule's
+    status, and the preview in the FleetSync's ``status.maintenances`` (what ``kubectl``, the console
+    and the metrics read), polled every 20 ms."""
+    sb.kubectl("apply", "-f", str(ROOT / "overlays" / "base" / "fleetsync-crd.yaml"))
+    sb.kubectl("wait", "--for=condition=Established", "crd/fleetsyncs.fleet.gpufleet.dev", "--timeout=60s")
+    client = await kube.connect(kubeconfig=str(sb.kubeconfig), timeout=60)
+    probe = await kube.connect(kubeconfig=str(sb.kubeconfig), timeout=60)
+    source = GitSource(url=f"file://{repo}", ref="main", path="", cache_dir=root / "controller-cache")
+    options = controllers.Options(cluster=CLUSTER, interval=3600, health_timeout=600)
+    store = plancaches.PlanCache(root / "state" / "plans")
+    ctl = controllers.Controller(client=client, source=source, options=options, store=store)
+    rounds: list[dict[str, Any]] = []
+
+    async def idle_at(head: str) -> None:
+        async def idle() -> bool:
+            return ctl.report.applied == head and not ctl.report.reconciling and not len(ctl.queue)
+
+        await until(idle)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ctl.run)
+            tg.start_soon(
+                lambda: leaders.elect(client=client, cluster=CLUSTER, identity="bench", enabled=True, leader=ctl.leader)
+            )
+            for i, node in enumerate(nodes):
+                name = f"repair-controller-{i}"
+                head = await anyio.to_thread.run_sync(lambda: commit(repo, fleet_files(None, closed_window=True), "no maintenance"))
+                ctl.poke(reason="bench")
+                await idle_at(head)
+                seen, ready = Seen(), anyio.Event()
+                out: dict[str, Any] = {"node": node}
+                async with anyio.create_task_group() as watching:
+                    watching.start_soon(watch_rule, probe, name, seen, ready)
+                    await ready.wait()
+                    await anyio.to_thread.run_sync(
+                        lambda: commit(repo, fleet_files((name, node), closed_window=True), f"maintenance {name}")  # noqa: B023
+                    )
+                    committed = time.monotonic()
+                    ctl.poke(reason="bench webhook")
+                    with anyio.fail_after(limit):
+                        await seen.written_event.wait()
+
+                        async def shown() -> bool:
+                            out["preview"] = await fleetsync_preview(probe, name)  # noqa: B023
+                            return EVICTED in out["preview"]  # noqa: B023
+
+                        await until(shown)
+                        shown_at = time.monotonic()
+                        await seen.previewed_event.wait()
+                assert seen.written is not None and seen.previewed is not None
+                rounds.append(
+                    out
+                    | {
+                        "committed_to_write_s": seen.written - committed,
+                        "server_s": seen.previewed - seen.written,
+                        "status_s": shown_at - seen.written,
+                        "after_server_s": shown_at - seen.previewed,
+                    }
+                )
+            tg.cancel_scope.cancel()
+    finally:
+        await client.close()
+        await probe.close()
+    return rounds
+
+
 def diff_parts(sb: Sandbox, runs: int = 3) -> dict[str, Any]:
     """Where one ``fleetctl diff`` of the maintenance goes, in parts timed alone: a fresh interpreter
     importing what the diff imports, and the two lists its maintenance stage reads (medians)."""
@@ -722,6 +817,17 @@ def against_sandbox(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             f"which the maintenance stage reads; load {os.getloadavg()[0]:.1f}",
             flush=True,
         )
+        picked = [nodes[(r * 7 + 3) % len(nodes)] for r in range(args.rounds)]
+        held = anyio.run(lambda: controller_rounds(sb, repo, root, picked, limit=args.round_timeout))
+        for r, found in enumerate(held):
+            print(
+                f"  controller round {r + 1}: {found['node']}: commit poked → rule written "
+                f"{found['committed_to_write_s']:.2f} s; written → preview in the rule's status "
+                f"{found['server_s']:.2f} s, → in the FleetSync's status.maintenances {found['status_s']:.2f} s "
+                f"({found['after_server_s']:+.2f} s after the rule's); load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+        print(f"  FleetSync status.maintenances[].preview: {held[-1]['preview']}")
     server = statistics.median(r["server_s"] for r in rounds)
     shown = statistics.median(r["diff_s"] for r in rounds)
     return {
@@ -737,6 +843,9 @@ def against_sandbox(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "preview_diff_max_s": round(max(r["diff_s"] for r in rounds), 2),
         "diff_wall_s": round(statistics.median(r["diff_wall_s"] for r in rounds), 2),
         "fleet_share_s": round(shown - server, 2),
+        "controller_server_s": round(statistics.median(r["server_s"] for r in held), 2),
+        "controller_status_s": round(statistics.median(r["status_s"] for r in held), 2),
+        "controller_status_max_s": round(max(r["status_s"] for r in held), 2),
         "target_preview_s": TARGET_PREVIEW_S,
     }
 

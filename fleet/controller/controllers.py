@@ -226,7 +226,7 @@ class Controller:
     async def _on_event(self, etype: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         if not self.cache.synced:
             return
-        plan, waits = self.reconciler.plans.good, self.reconciler.holds.waits_for
+        plan, waits = self.reconciler.plans.good, self.reconciler.holds.wakes_on
         if self.reconciler.report.reconciling:
             # What a run in progress will wait for is not known until it ends: a claim released or a
             # preview written meanwhile must still queue the next run, or nothing would.

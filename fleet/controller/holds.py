@@ -14,9 +14,9 @@ module gives it what the controller alone knows, and acts on its answer:
 - **The next look.** A held change is looked at again when it may go: a bake ends, the window
   opens, a deadline passes, every ``Looks.emergency_poll`` while a window or wave holds changes (a
   person may annotate the FleetSync), every ``Looks.wave_poll`` while an earlier wave has not
-  reported. A released ResourceClaim wakes a reconcile by itself (``intakes.wakes`` reads
-  ``Holds.waits_for``). A held change past ``spec.disruption.deadline`` is one Warning Event
-  ``DisruptionOverdue``.
+  reported. A released ResourceClaim, or the API server's eviction preview in a DeviceTaintRule's
+  status, wakes a reconcile by itself (``intakes.wakes`` reads ``Holds.wakes_on``). A held change
+  past ``spec.disruption.deadline`` is one Warning Event ``DisruptionOverdue``.
 """
 
 from __future__ import annotations
@@ -77,6 +77,10 @@ class Holds:
     waits_for: tuple[str, ...] = ()
     """What the last run's held-back disruptive changes wait for (``window``, ``claims``): a released
     claim then wakes a reconcile, and status is read afresh for an emergency annotation."""
+    wakes_on: tuple[str, ...] = ()
+    """The watch events that may let the next run do more (``intakes.wakes``): ``waits_for``, and while
+    a GPUMaintenance walks, its rules' preview and released claims: a rule the run wrote at ``None``
+    holds nothing back yet, and its next step needs the API server's preview."""
     announced: tuple[str, str] = ("", "")
     """(revision, why) of the emergency last announced by an Event."""
     overdue: set[str] = field(default_factory=set)
@@ -122,8 +126,10 @@ class Holds:
         rules = plan.rules
         held = [e.held for e in changes.waiting if e.held is not None]
         self.waits_for = tuple(sorted({w.on for w in held}))
+        self.wakes_on = self.waits_for
         looks = [waits.next_look(held, now=datetime.datetime.now(datetime.UTC))]
         if maintenances.walking(changes.entries, plan.maintenances):
+            self.wakes_on = tuple(sorted({*self.waits_for, "claims", "preview"}))
             looks.append(self.looks.maintenance_step)
         if {"window", "wave"} & set(self.waits_for):  # a person may annotate the FleetSync for an emergency
             looks.append(self.looks.emergency_poll)

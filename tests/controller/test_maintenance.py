@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 from fleet import kube
+from fleet.controller import holds
 from fleet.sandbox import Sandbox
 from tests import waits
 from tests.apply.repos import Repo
@@ -26,6 +27,7 @@ from tests.controller.conftest import Remote, running
 from tests.controller.test_holds import applied_at
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.anyio, pytest.mark.usefixtures("fleetsync_crd")]
+LOOKS = holds.Looks(maintenance_step=3600.0)
 
 
 def team_on_137(tmp_path: Path) -> tuple[Repo, str, str]:
@@ -42,7 +44,9 @@ async def test_the_controller_walks_a_maintenance_and_a_restarted_one_carries_it
     repo, ns, name = team_on_137(tmp_path)
     first = remote.push(repo, message="a team")
     try:
-        async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache"):
+        # No look after a step (``maintenance_step``): what carries the walk on is the watch, the rule's
+        # preview and the job's end waking the controller, even when they come after the run that wrote it.
+        async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", looks=LOOKS):
             await waits.eventually(lambda: applied_at(admin_client, repo.cluster, first), what="the team applied")
             node, uuid = trainer(kubectl, ns)
             path = maintenance(repo, name, f"{{uuids: [{uuid}]}}", reason=f"fans failing on {node}")
@@ -66,7 +70,7 @@ async def test_the_controller_walks_a_maintenance_and_a_restarted_one_carries_it
             [rule] = rules_of(kubectl, name).values()
             assert rule["spec"]["deviceSelector"]["pool"] == node
         # A new controller: no memory of the walk; the job still runs, so NoExecute still waits.
-        async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache"):
+        async with running(sandbox, remote, cluster=repo.cluster, cache_dir=tmp_path / "cache", looks=LOOKS):
             await waits.eventually(
                 lambda: seen(lambda: "claims" in json.dumps(fleetsync_waiting(kubectl, repo.cluster))),
                 what="the restarted controller holds NoExecute for the job",
