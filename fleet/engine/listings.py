@@ -65,14 +65,20 @@ def staged_kinds() -> set[tuple[str, str]]:
     return {(k.api_version, k.kind) for (_, kind), k in kinds_table().items() if kind in _STAGED}
 
 
-async def prefetch(*, client: Client) -> Prefetched:
-    """List every kind the stage table applies before the plan is known.
+MAINTENANCE_READS = frozenset({("resource.k8s.io/v1", "ResourceClaim"), ("resource.k8s.io/v1", "ResourceSlice")})
+"""What the maintenance stage reads beside the kinds it applies: the slices it expands each
+GPUMaintenance over, the claims allocated on their devices (``disruptions.Reads`` takes them from
+the listing when it holds them)."""
+
+
+async def prefetch(*, client: Client, also: Iterable[tuple[str, str]] = ()) -> Prefetched:
+    """List every kind the stage table applies, and ``also`` these (``MAINTENANCE_READS``).
 
     The CLI runs this while it parses and validates the repository, so the API
     server's listing overlaps fleet's CPU work instead of following it.
     """
-    kinds = staged_kinds()
+    kinds = staged_kinds() | set(also)
     return Prefetched(kinds=kinds, live=await live_index(client=client, kinds=kinds))
 
 
-__all__ = ["LiveIndex", "Prefetched", "Reader", "live_index", "prefetch", "staged_kinds"]
+__all__ = ["MAINTENANCE_READS", "LiveIndex", "Prefetched", "Reader", "live_index", "prefetch", "staged_kinds"]

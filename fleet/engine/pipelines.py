@@ -425,9 +425,11 @@ async def plan_and_list(
         with collector_paused() if pause_collector else nullcontext():
             return load_plan(repo, cluster=cluster, store=store)
 
+    also = listings.MAINTENANCE_READS if maintained(repo, cluster=cluster) else frozenset()
+
     async def fetch() -> None:
         try:
-            listing.append(await listings.prefetch(client=client))
+            listing.append(await listings.prefetch(client=client, also=also))
         except Exception as exc:  # raised below, not as a task group's ExceptionGroup
             failures.append(exc)
 
@@ -470,6 +472,14 @@ async def plan_and_connect(
             await client.close()
         raise
     return plan, client, prefetched
+
+
+def maintained(repo: Path, *, cluster: str) -> bool:
+    """The revision at ``repo`` may hold a GPUMaintenance for ``cluster``: a folder the kind must be in
+    (``maintenance-location``) exists. Known before the plan, so the listing that overlaps planning
+    lists what the maintenance stage reads too (a folder whose maintenances are for other clusters
+    costs one listing more, not a wrong answer)."""
+    return (repo / "maintenance").is_dir() or (repo / "clusters" / cluster / "maintenance").is_dir()
 
 
 def _yaml_files(repo: Path) -> Iterator[str]:
@@ -544,6 +554,7 @@ __all__ = [
     "connect",
     "fleet_clusters",
     "load_plan",
+    "maintained",
     "plan_and_connect",
     "plan_and_list",
     "require_checkout",

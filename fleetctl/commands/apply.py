@@ -135,7 +135,8 @@ async def _run(args: argparse.Namespace) -> int:
             # is not one another writer was changing.
             plan = await anyio.to_thread.run_sync(lambda: load_plan(args))
             async with _writing(args, client):
-                prefetched = await listings.prefetch(client=client)
+                reads = listings.MAINTENANCE_READS if any(m.api_version for m in plan.maintenances) else ()
+                prefetched = await listings.prefetch(client=client, also=reads)
                 span.set_attribute(tracing.REVISION, plan.revision)
                 options = run_options(args, client=client)
                 with reports.progress_bar(err_console) as bar:

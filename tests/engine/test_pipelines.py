@@ -151,7 +151,7 @@ def test_plan_and_list_pauses_the_collector_for_planning_only(monkeypatch: pytes
         seen["planning"] = gc.isenabled()
         return real_load_plan(*args, **kwargs)
 
-    async def prefetch(*, client: Any) -> str:
+    async def prefetch(*, client: Any, also: Any = ()) -> str:
         seen["listing"] = gc.isenabled()
         return "listed"
 
@@ -167,3 +167,36 @@ def test_plan_and_list_pauses_the_collector_for_planning_only(monkeypatch: pytes
     assert listed == "listed" and plan.objects
     assert seen == {"planning": False, "listing": True}
     assert gc.isenabled()
+
+
+class Lister:
+    """A client that lists nothing and remembers which kinds it was asked for."""
+
+    def __init__(self) -> None:
+        self.kinds: set[tuple[str, str]] = set()
+
+    async def list_if_served(self, *, api_version: str, kind: str, each: Any = None) -> list[dict[str, Any]]:
+        self.kinds.add((api_version, kind))
+        return []
+
+
+@pytest.mark.parametrize("folder", ["maintenance", "clusters/gpu-east/maintenance", ""])
+def test_a_revision_with_a_maintenance_folder_lists_the_claims_and_slices_while_it_is_planned(
+    tmp_path: Path, folder: str
+) -> None:
+    """The maintenance stage expands over the ResourceSlices and classes over the ResourceClaims:
+    listed with the rest, overlapping the planning, instead of after it (4 pages of claims at 4,000)."""
+    import anyio
+
+    from fleet.engine import listings
+
+    repo = tmp_path / "repo"
+    shutil.copytree(EXAMPLE, repo)
+    if folder:
+        (repo / folder).mkdir(parents=True)
+    client = Lister()
+    _, listed = anyio.run(lambda: pipelines.plan_and_list(repo, cluster="gpu-east", client=client))  # type: ignore[arg-type]
+    assert listings.staged_kinds() <= client.kinds == listed.kinds
+    assert (listed.kinds >= listings.MAINTENANCE_READS) == bool(folder)
+    # Another cluster's folder says nothing of this one's maintenances.
+    assert pipelines.maintained(repo, cluster="gpu-west") == (folder == "maintenance")
