@@ -24,17 +24,22 @@ every case alternating so load falls on all alike, the collector tuned as ``flee
 Part 2, a real sandbox (Kubernetes 1.37, KWOK): ``--sandbox-nodes`` GPU nodes x 8 GPUs; a fleet
 repository with one team (``TEAM_NAMESPACES`` namespaces) is applied, then ``--pods`` pods, each
 holding its own one-GPU ResourceClaim, are server-side applied 16 at a time and the real scheduler
-allocates them (set-up, reported apart). Each of ``--rounds`` rounds commits a GPUMaintenance of one
-node that holds claims and runs ``fleetctl apply --prune`` (the rule written at ``None``; the
-previous round's rule pruned with its file). A watch on the maintenance's DeviceTaintRules times
-the write (the rule stored: ``ADDED``) and the eviction controller's "would be evicted" condition
-in its status (the API server's share); from the write, ``fleetctl diff -o json`` runs back to
-back until the rule's disruption reason quotes it (what a person sees). Each ``fleetctl`` is a
-fresh process sharing one plan cache, as a person's runs do. Then the parts of one diff, each
-timed alone: a fresh interpreter's imports, and the two lists the maintenance stage reads.
+allocates them (set-up, reported apart). The rounds start once the set-up's load has fallen
+(``settle``). Each of ``--rounds`` rounds commits a GPUMaintenance of one node that holds claims and
+runs ``fleetctl apply --prune`` (the rule written at ``None``; the previous round's rule pruned with
+its file). A watch on the maintenance's DeviceTaintRules times the write (the rule stored:
+``ADDED``) and the eviction controller's "would be evicted" condition in its status (the API
+server's share); from the write, ``fleetctl diff -o json`` runs back to back until the rule's
+disruption reason quotes it (what a person sees). Each ``fleetctl`` is a fresh process sharing one
+plan cache, as a person's runs do. The peer: a fresh ``kubectl get`` of the rule, once the preview is
+there. Then the parts of one diff, each timed alone: a fresh interpreter's imports, and the two
+lists the maintenance stage reads. Last, the controller's path (``controller_rounds``): the
+controller loop in this process, a maintenance committed and the controller poked as its webhook
+does, timed from the rule's write to the preview in the FleetSync's ``status.maintenances``.
 
     .venv/bin/python bench/maintenance.py [--nodes 1000] [--claims 4000] [--runs 5] [--no-sandbox]
-        [--sandbox-only] [--sandbox-nodes 1000] [--pods 4000] [--rounds 3] [--profile FILE]
+        [--sandbox-only] [--sandbox-nodes 1000] [--pods 4000] [--rounds 3] [--settle-timeout 300]
+        [--profile FILE]
 """
 
 from __future__ import annotations
