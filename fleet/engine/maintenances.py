@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from fleet.engine import ownership, stages
@@ -183,6 +183,26 @@ def targets(inventory: Inventory, chosen: Iterable[int]) -> list[Target]:
     return out
 
 
+def as_held(found: Iterable[Target], holds: Iterable[Obj]) -> list[Target]:
+    """``found`` in the shape of the rules the maintenance holds (``holds``), so no rule of it covers
+    another's devices: a pool it holds device by device stays so when it takes the whole pool (the
+    rest get device rules), and a pool it holds whole needs no device rule when it takes fewer devices
+    (its pool rule stays until the file goes)."""
+    held_targets = [target_of(r) for r in holds]
+    by_device = {(t.driver, t.pool) for t in held_targets if t.device}
+    whole = {(t.driver, t.pool) for t in held_targets if not t.device}
+    out: list[Target] = []
+    for t in found:
+        pool = (t.driver, t.pool)
+        if t.device and pool in whole:
+            continue
+        if not t.device and pool in by_device and pool not in whole:
+            out += [replace(t, device=n, devices=(n,)) for n in t.devices]
+        else:
+            out.append(t)
+    return out
+
+
 def rule_name(maintenance: str, target: Target) -> str:
     """``<maintenance>.<pool>[.<device>]``; hashed where that exceeds a name's 253 characters."""
     name = ".".join(p for p in (maintenance, target.pool, target.device) if p).lower()
@@ -301,8 +321,9 @@ def desired(
     maintenance no longer found (a device stays in maintenance until the file goes). ``live_rules``:
     the live DeviceTaintRules by name."""
     kept = kept_names(rule, live_rules)
-    wanted = {kept.get(selection(t)) or rule_name(rule.name, t): t for t in found}
-    for live in held(live_rules.values(), rule.name):
+    holds = held(live_rules.values(), rule.name)
+    wanted = {kept.get(selection(t)) or rule_name(rule.name, t): t for t in as_held(found, holds)}
+    for live in holds:
         name = str((live.get("metadata") or {}).get("name"))
         wanted.setdefault(name, target_of(live))
     stage = stages.by_name("maintenance")
@@ -324,6 +345,7 @@ __all__ = [
     "Inventories",
     "Kept",
     "Target",
+    "as_held",
     "body",
     "candidates",
     "desired",

@@ -197,14 +197,25 @@ def test_a_maintenance_takes_the_devices_the_driver_marked_unhealthy(
     maintenance(
         repo, name, "{pools: [h200], healthTaints: [gpu.nvidia.com/xid]}", reason="XID 79, GPU fell off the bus"
     )
-    xid = ["sandbox", "--dir", str(sandbox.directory), "taint-device", "h200x8-01", "gpu-3"]
-    assert cli.run([*xid, "gpu.nvidia.com/xid=79:NoSchedule"]) == 0
+
+    def xid(device: str) -> list[str]:
+        return ["sandbox", "--dir", str(sandbox.directory), "taint-device", "h200x8-01", device]
+
+    assert cli.run([*xid("gpu-3"), "gpu.nvidia.com/xid=79:NoSchedule"]) == 0
+    rest = [f"gpu-{i}" for i in range(8) if i != 3]
     try:
         printed = compare_cli(repo, capsys, apply_flags=["--health-timeout", "20"], what="an XID on h200x8-01/gpu-3")
         assert printed.apply_code == 0, printed.apply.get("error")
         assert list(rules_of(kubectl, name)) == [f"{name}.h200x8-01.gpu-3"]
         assert effect(kubectl, name) == "None"
+        # Then every GPU of the node fails: the pool is held device by device, no pool rule over gpu-3's.
+        for device in rest:
+            assert cli.run([*xid(device), "gpu.nvidia.com/xid=79:NoSchedule"]) == 0
+        printed = compare_cli(repo, capsys, apply_flags=["--health-timeout", "20"], what="XIDs on every GPU")
+        assert printed.apply_code == 0, printed.apply.get("error")
+        assert sorted(rules_of(kubectl, name)) == sorted(f"{name}.h200x8-01.gpu-{i}" for i in range(8))
     finally:
-        cli.run([*xid, "gpu.nvidia.com/xid-"])
+        for device in ["gpu-3", *rest]:
+            cli.run([*xid(device), "gpu.nvidia.com/xid-"])
         for rule in rules_of(kubectl, name):
             kubectl("delete", "devicetaintrule", rule, check=False)

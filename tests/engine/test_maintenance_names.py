@@ -57,3 +57,29 @@ def test_another_maintenances_rule_and_fleets_own_are_never_adopted() -> None:
     other = _rule("gpu3-fan", labels={maintenances.LABEL: "fan"})
     fleets = _rule("gpu3-kept", labels={ownership.MANAGED_BY: ownership.MANAGER})
     assert _names([other, fleets], adopt=True) == {"psu.node-a.gpu-3": "None"}
+
+
+WHOLE = maintenances.Target(
+    driver="gpu.nvidia.com", pool="node-a", device="", node="node-a", devices=("gpu-2", "gpu-3")
+)
+
+
+def _taken(found: list[maintenances.Target], live: list[dict[str, Any]]) -> dict[str, str]:
+    """The rules ``desired`` writes for maintenance ``psu`` taking ``found``: name → what it selects."""
+    rule = MaintenanceRule(name="psu", targets=Targets(nodes=("node-a",)), reason="PSU", api_version=API)
+    by_name = {r["metadata"]["name"]: r for r in live}
+    out = maintenances.desired(rule, found, live_rules=by_name, cluster="east", revision="r")
+    return {d.ref.name: d.body["spec"]["deviceSelector"].get("device", "(pool)") for d in out}
+
+
+def test_a_maintenance_never_writes_a_rule_over_the_devices_of_another_of_its_rules() -> None:
+    """A health-taint maintenance takes gpu-3, then the whole pool once gpu-2 fails too: the pool stays
+    held device by device. One that took the pool whole and then fewer devices keeps its pool rule alone."""
+    by_device = _rule("psu.node-a.gpu-3", labels={maintenances.LABEL: "psu"})
+    assert _taken([WHOLE], [by_device]) == {"psu.node-a.gpu-2": "gpu-2", "psu.node-a.gpu-3": "gpu-3"}
+    assert _taken([WHOLE], []) == {"psu.node-a": "(pool)"}
+
+    pool = _rule("psu.node-a", labels={maintenances.LABEL: "psu"})
+    del pool["spec"]["deviceSelector"]["device"]
+    assert _taken([TARGET], [pool]) == {"psu.node-a": "(pool)"}
+    assert _taken([TARGET], []) == {"psu.node-a.gpu-3": "gpu-3"}
