@@ -394,31 +394,26 @@ def _missing(manifest: Manifest, *, devices: Devices, cluster: str) -> Iterator[
     filters = manifest.model.spec.devices
     inventory = devices.inventory
     nodes = {d.node for d in inventory.devices}
-    for index, node in enumerate(filters.nodes):
-        if node not in nodes:
-            yield _finding(
-                manifest,
-                (*DEVICES, "nodes", index),
-                "maintenance-devices",
-                f"node {node} publishes no device, so the maintenance takes none there",
-                hint=f"nodes with devices: {_listed(sorted(nodes))}",
-                devices=devices,
-                cluster=cluster,
-                severity="warning",
-            )
     uuids = {str(d.device.get("attributes", *targets.UUID_ATTRIBUTE)) for d in inventory.devices}
-    for index, uuid in enumerate(filters.uuids):
-        if uuid not in uuids:
-            yield _finding(
-                manifest,
-                (*DEVICES, "uuids", index),
-                "maintenance-devices",
-                f"no device has uuid {uuid}, so the maintenance does not take it",
-                hint="fleetctl inventory -o json lists each device's uuid",
-                devices=devices,
-                cluster=cluster,
-                severity="warning",
-            )
+    named = (
+        ("nodes", nodes, "node {} publishes no device, so the maintenance takes none there",
+         f"nodes with devices: {_listed(sorted(nodes))}"),
+        ("uuids", uuids, "no device has uuid {}, so the maintenance does not take it",
+         "fleetctl inventory -o json lists each device's uuid"),
+    )  # fmt: skip
+    for field, known, message, hint in named:
+        for index, value in enumerate(getattr(filters, field)):
+            if value not in known:
+                yield _finding(
+                    manifest,
+                    (*DEVICES, field, index),
+                    "maintenance-devices",
+                    message.format(value),
+                    hint=hint,
+                    devices=devices,
+                    cluster=cluster,
+                    severity="warning",
+                )
 
 
 class _Claims:

@@ -10,19 +10,8 @@ import pytest
 
 from fleet.engine import pipelines
 from tests.manifests.repos import EXAMPLE
+from tests.policy.test_maintenances import EAST
 from tests.validate.test_cli import fleetctl
-
-EAST = """apiVersion: fleet.gpufleet.dev/v1alpha1
-kind: Cluster
-metadata:
-  name: gpu-east
-  labels: {env: prod, region: us-east-1}
-spec:
-  kubernetesVersion: "1.36"
-  context: gpu-east
-  apiVersions: [resource.k8s.io/v1beta2]
-  featureGates: {DRADeviceTaintRules: true}
-"""
 
 BAD = {
     "maintenance/b200.yaml": "clusters: {names: [gpu-east]}\ndevices:\n  selector: "
@@ -70,7 +59,7 @@ EXPECTED = [
 def repo(tmp_path: Path) -> Path:
     target = tmp_path / "repo"
     shutil.copytree(EXAMPLE, target)
-    (target / "clusters" / "gpu-east.yaml").write_text(EAST)
+    (target / "clusters" / "gpu-east.yaml").write_bytes(EAST)
     for path, spec in BAD.items():
         name = path.removesuffix(".yaml").replace("/", "-")  # one name each: names are the fleet's
         body = "".join(f"  {line}\n" for line in spec.splitlines())
