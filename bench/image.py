@@ -34,9 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fleet.sandbox import Sandbox, binaries, charts, clusters, profiles
 from fleet.sandbox.operators import StandInOperator
+from fleet.sandbox.processes import free_port
 from fleetctl.commands.demo import sandbox_overlay
 from tests.install import pods
-from tests.source.gitservers import Upstream, daemon, free_port
+from tests.source.gitservers import Upstream, daemon
 
 ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM = charts.Upstream(ROOT / "tests" / "data" / "gpu-operator")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import ssl
@@ -37,7 +38,32 @@ class Running:
     log: Path
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_ports = random.SystemRandom()
+
+
+def ephemeral_ports(path: Path = EPHEMERAL_RANGE) -> range:
+    """The ports the kernel hands out as the local end of outgoing connections (Linux's default if unknown)."""
+    with contextlib.suppress(OSError, ValueError):
+        low, high = (int(n) for n in path.read_text().split())
+        return range(low, high + 1)
+    return range(32768, 61000)
+
+
 def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on, outside the kernel's ephemeral range.
+
+    A server restarted on its port (kube-apiserver in the fault tests, Gitea) leaves the port
+    free for a moment. A port from the ephemeral range can then become the local end of any
+    outgoing connection, or of a client's own retry that connects to itself, and the server
+    fails to listen again ("address already in use"). Ports outside that range are never
+    handed out that way.
+    """
+    ephemeral = ephemeral_ports()
+    for _ in range(200):
+        port = _ports.randrange(10000, 65536)
+        if port not in ephemeral and not port_in_use(port):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -176,6 +202,7 @@ def wait_ready(
 __all__ = [
     "Running",
     "alive",
+    "ephemeral_ports",
     "free_port",
     "group_members",
     "log_tail",

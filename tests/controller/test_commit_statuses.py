@@ -18,12 +18,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleet.sandbox import Sandbox
+from fleet.sandbox.processes import free_port
 from tests import waits
 from tests.apply.repos import Repo
 from tests.controller.conftest import Remote
 from tests.controller.replicas import Replicas
 from tests.hosts.apis import Received, StatusAPI
-from tests.install.test_in_cluster import free_port
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("fleetsync_crd")]
 

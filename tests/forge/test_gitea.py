@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 
 from fleet.sandbox import Sandbox, clusters, credentials, forges, processes, versions
+from fleet.sandbox.processes import free_port
 from tests.apply.repos import Repo
 from tests.controller.replicas import Replicas, ready_at
 from tests.controller.test_commit_statuses import metrics
 from tests.forge.conftest import ForgeRemote, Server
-from tests.install.test_in_cluster import free_port
 from tests.validate.test_ci_recipes import recipes
 from tests.waits import wait_for
 

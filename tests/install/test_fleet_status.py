@@ -30,10 +30,10 @@ import yaml
 
 from fleet.sandbox import Sandbox, binaries, charts, clusters, credentials, profiles
 from fleet.sandbox.operators import StandInOperator
+from fleet.sandbox.processes import free_port
 from fleetctl.commands.demo import sandbox_overlay
 from tests import processes, waits
 from tests.controller.conftest import Remote, git
-from tests.install.test_in_cluster import free_port
 from tests.operator.conftest import UPSTREAM
 from tests.waits import established
 

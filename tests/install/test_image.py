@@ -30,11 +30,12 @@ import pytest
 
 from fleet.sandbox import Sandbox, credentials
 from fleet.sandbox.operators import StandInOperator
+from fleet.sandbox.processes import free_port
 from fleetctl.commands.demo import sandbox_overlay
 from tests import waits
 from tests.install import pods
 from tests.operator.conftest import UPSTREAM
-from tests.source.gitservers import Upstream, daemon, free_port
+from tests.source.gitservers import Upstream, daemon
 from tests.waits import established
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.extras("image")]

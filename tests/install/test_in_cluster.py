@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -26,18 +25,13 @@ import pytest
 import yaml
 
 from fleet.sandbox import Sandbox
+from fleet.sandbox.processes import free_port
 from tests import processes, waits
 from tests.controller.conftest import Remote, git
 from tests.waits import established
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_the_installed_controller_reconciles_the_example_as_its_service_account(

@@ -31,10 +31,10 @@ import pytest
 from fleet import helm
 from fleet.sandbox import Sandbox, credentials
 from fleet.sandbox.operators import StandInOperator
+from fleet.sandbox.processes import free_port
 from tests import processes
 from tests.conftest import NAMESPACE, RELEASE, Kubectl
 from tests.controller.conftest import Remote
-from tests.install.test_in_cluster import free_port
 from tests.operator.conftest import UPSTREAM
 from tests.operator.repos import OperatorRepo
 from tests.waits import established

@@ -50,10 +50,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fleet.sandbox import Sandbox, binaries, charts, credentials
 from fleet.sandbox.operators import StandInOperator
+from fleet.sandbox.processes import free_port
 from fleetctl.commands.demo import sandbox_overlay
 from tests import processes, waits
 from tests.hosts.apis import StatusAPI
-from tests.install.test_in_cluster import free_port
 from tests.operator.conftest import UPSTREAM
 from tests.source.gitservers import SmartHttp, Sshd, Upstream, git, tls_context
 from tests.waits import established

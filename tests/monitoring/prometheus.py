@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 import yaml
 
+from fleet.sandbox.processes import free_port
 from tests import processes, waits
-from tests.install.test_in_cluster import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "overlays" / "monitoring"

@@ -34,11 +34,11 @@ import pytest
 import yaml
 
 from fleet.sandbox import Sandbox
+from fleet.sandbox.processes import free_port
 from tests.apply.repos import Repo
 from tests.controller.conftest import CRD, Remote
 from tests.controller.replicas import Replicas, ready_at
 from tests.hosts.apis import StatusAPI
-from tests.install.test_in_cluster import free_port
 from tests.monitoring import prometheus
 from tests.monitoring.prometheus import DASHBOARD, RULES, api, check_metrics, query
 from tests.waits import established, wait_for

@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fleet.sandbox.processes import free_port
+
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "fleet tests",
     "GIT_AUTHOR_EMAIL": "tests@fleet.invalid",
@@ -41,13 +43,6 @@ GIT_ENV = {
 def git(*args: str, cwd: Path, check: bool = True) -> str:
     env = {**os.environ, **GIT_ENV}
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=check, capture_output=True, text=True).stdout.strip()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def wait_listening(port: int, *, timeout: float = 10.0) -> None:
