@@ -17,8 +17,9 @@ a whole pool leaves a team's pods Pending, two maintenances on one device each h
   its GPUNodePools declare (``fleet.policy.declarations``). A maintenance that takes no device is an
   error on published devices and a warning on declared ones (``maintenance-devices``); its selector reads
   no attribute that no device publishes (``cel-unknown-attribute``); it takes not every device of the
-  pools a team's claim can be allocated from, unless ``allowFullPool`` (``maintenance-full-pool``); no two
-  maintenances take one device (``maintenance-overlap``).
+  pools a team's claim can be allocated from, alone or with the cluster's other maintenances that take
+  devices out of scheduling, unless ``allowFullPool`` (``maintenance-full-pool``); no two maintenances
+  take one device (``maintenance-overlap``).
 
 Declared devices have made-up node names and uuids and no health taints, so a maintenance that names
 nodes, uuids or health taints is judged on published devices only; one that names pools is judged where
@@ -239,10 +240,21 @@ def judge(view: ClusterView, *, devices: Devices, pools: Collection[str]) -> lis
             continue
         findings += _missing(manifest, devices=devices, cluster=view.name)
         taking.append((manifest, taken))
-        if spec.effect != "None" and not spec.allow_full_pool and devices.pool_nodes is not None:
-            findings += _full_pools(manifest, taken, devices=devices, claims=claims, cluster=view.name)
+    if devices.pool_nodes is not None:
+        out = [(m, taken) for m, taken in taking if _out_of_service(m)]
+        for manifest, taken in out:
+            assert isinstance(manifest.model, models.GPUMaintenance)
+            if not manifest.model.spec.allow_full_pool:
+                others = [(m, theirs) for m, theirs in out if m is not manifest]
+                findings += _full_pools(manifest, taken, others, devices=devices, claims=claims, cluster=view.name)
     findings += _overlaps(taking, devices=devices, cluster=view.name)
     return findings
+
+
+def _out_of_service(manifest: Manifest) -> bool:
+    """The maintenance takes its devices out of scheduling (any effect but ``None``)."""
+    assert isinstance(manifest.model, models.GPUMaintenance)
+    return manifest.model.spec.effect != "None"
 
 
 def _judged(manifest: Manifest, devices: Devices) -> bool:
@@ -446,18 +458,27 @@ class _Claims:
 
 
 def _full_pools(
-    manifest: Manifest, taken: set[int], *, devices: Devices, claims: _Claims, cluster: str
+    manifest: Manifest,
+    taken: set[int],
+    others: Sequence[tuple[Manifest, set[int]]],
+    *,
+    devices: Devices,
+    claims: _Claims,
+    cluster: str,
 ) -> Iterator[Finding]:
-    """Every device of the pools some request of a claim can be allocated from: its pods stay Pending."""
+    """Every device of the pools some request of a claim can be allocated from: its pods stay Pending.
+    ``others``: the cluster's other maintenances out of service, with what they take; a pool the
+    maintenance empties together with them counts, and the message names them."""
     assert isinstance(manifest.model, models.GPUMaintenance) and devices.pool_nodes is not None
     inventory = devices.inventory
     by_node: dict[str, list[int]] = {}
     for index, device in enumerate(inventory.devices):
         by_node.setdefault(device.node, []).append(index)
+    out = taken.union(*(theirs for _, theirs in others))
     whole = {
         pool: members
         for pool, nodes in devices.pool_nodes.items()
-        if (members := frozenset(i for n in nodes for i in by_node.get(n, ()))) and members <= taken
+        if (members := frozenset(i for n in nodes for i in by_node.get(n, ()))) and members & taken and members <= out
     }
     if not whole:
         return
@@ -471,11 +492,14 @@ def _full_pools(
         return
     pools = sorted({p for _, names in stranded for p in names})
     teams = sorted({c.team for c, _ in stranded if c.team})
+    emptied = frozenset().union(*(whole[p] for p in pools))
+    partners = [] if emptied <= taken else [f"GPUMaintenance {m.name!r} ({m.file})" for m, t in others if t & emptied]
+    together = f" together with {', '.join(partners)}" if partners else ""
     yield _finding(
         manifest,
         (*DEVICES, "pools") if manifest.model.spec.devices.pools else DEVICES,
         "maintenance-full-pool",
-        f"the maintenance takes every device of pool {', '.join(pools)}, the only devices "
+        f"the maintenance takes every device of pool {', '.join(pools)}{together}, the only devices "
         f"{_listed([c.ref for c, _ in stranded])} can be allocated from: their pods stay Pending until it ends",
         hint=f"leave some devices of {', '.join(pools)} in service (name nodes, devices or uuids), or set "
         f"allowFullPool: true if team {', '.join(teams) or '(none)'} can wait for the repair",

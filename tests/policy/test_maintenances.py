@@ -211,6 +211,45 @@ def test_the_nodes_of_a_whole_pool_count_as_the_pool() -> None:
     assert finding.location.line == position_of(text, "devices:")[0]
 
 
+def test_two_maintenances_that_empty_a_pool_together_are_each_refused_naming_the_other() -> None:
+    # each takes one of the two H100 nodes: neither alone empties the pool, together they do
+    first = maintenance("a", "devices:\n  nodes: [dgx-h100-01]")
+    second = maintenance("b", "devices:\n  nodes: [dgx-h100-02]")
+    found = findings({"maintenance/a.yaml": first, "maintenance/b.yaml": second}, **live_east())
+    refused = sorted((f for f in found if f.rule == "maintenance-full-pool"), key=lambda f: f.location.file)
+    assert [(f.location.file, f.location.line) for f in refused] == [
+        ("maintenance/a.yaml", position_of(first, "devices:")[0]),
+        ("maintenance/b.yaml", position_of(second, "devices:")[0]),
+    ]
+    assert refused[0].message.startswith(
+        "the maintenance takes every device of pool h100 together with GPUMaintenance 'b' (maintenance/b.yaml), "
+        "the only devices ResourceClaimTemplate/ml-research/h100-gpu"
+    )
+    assert "together with GPUMaintenance 'a' (maintenance/a.yaml)" in refused[1].message
+    assert "maintenance-overlap" not in rules(found)
+
+
+def test_a_pool_emptied_together_is_refused_only_where_allow_full_pool_is_missing() -> None:
+    first = maintenance("a", "devices:\n  nodes: [dgx-h100-01]\nallowFullPool: true")
+    second = maintenance("b", "devices:\n  nodes: [dgx-h100-02]")
+    found = findings({"maintenance/a.yaml": first, "maintenance/b.yaml": second}, **live_east())
+    assert only(found, "maintenance-full-pool").location.file == "maintenance/b.yaml"
+
+
+def test_a_maintenance_at_effect_none_keeps_its_devices_in_scheduling_for_the_others() -> None:
+    first = maintenance("a", "devices:\n  nodes: [dgx-h100-01]\neffect: None")
+    second = maintenance("b", "devices:\n  nodes: [dgx-h100-02]")
+    found = findings({"maintenance/a.yaml": first, "maintenance/b.yaml": second}, **live_east())
+    assert "maintenance-full-pool" not in rules(found)
+
+
+def test_a_pool_one_maintenance_empties_alone_names_no_other() -> None:
+    first = maintenance("a", "devices:\n  pools: [h200]")
+    second = maintenance("b", "devices:\n  nodes: [dgx-h100-02]")
+    found = findings({"maintenance/a.yaml": first, "maintenance/b.yaml": second}, **live_east())
+    assert "together with" not in only(found, "maintenance-full-pool").message
+
+
 def test_pools_are_not_judged_where_the_nodes_labels_are_unknown() -> None:
     text = maintenance("h200", "devices:\n  pools: [h200]")
     assert of(findings({"maintenance/h200.yaml": text}, **live_east(labels=False))) == []
