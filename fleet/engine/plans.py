@@ -9,10 +9,9 @@ plan never imports them (the manifests' pydantic models and the policy checks ar
 part of a command's start).
 
 - ``Desired``: one object to apply, its stage, source, field manager and drift policy.
-- ``PoolRule``: which Nodes (selector), what labels and taints to keep on them, how
-  many nodes and GPUs to expect. Nodes are live objects, so the rule is expanded into
-  per-Node metadata applies by ``pool_objects`` once the engine has listed them;
-  ``release`` builds the apply that gives a pool Node back.
+- ``PoolRule``: which Nodes (selector), what labels and taints to keep on them, how many nodes and
+  GPUs to expect. Nodes are live objects, so the rule is expanded into per-Node metadata applies by
+  ``pool_objects`` once the engine has listed them; ``release`` builds the apply that gives a pool Node back.
 - ``OperatorRelease``: the GPU Operator Helm release the operator stage installs.
 - ``MaintenanceRule``: a GPUMaintenance, which devices it takes out, why and how far; expanded into
   DeviceTaintRules from the live ResourceSlices by ``fleet.engine.maintenances``.
@@ -229,6 +228,7 @@ class Targets:
     uuids: tuple[str, ...] = ()
     selector: str = ""
     health_taints: tuple[str, ...] = ()
+    drivers: tuple[str, ...] = ("gpu.nvidia.com",)  # whose devices (a GPUMaintenance's default); (): any driver's
 
 
 @dataclass(frozen=True)

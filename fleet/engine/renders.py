@@ -228,6 +228,7 @@ def _maintenance(
             uuids=tuple(t.uuids),
             selector=t.selector or "",
             health_taints=tuple(t.health_taints),
+            drivers=tuple(t.drivers),
         ),
         reason=spec.reason,
         effect=spec.effect,

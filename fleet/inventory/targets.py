@@ -3,8 +3,8 @@
 ``select`` is the one reading of a maintenance's ``spec.devices``, shared by the engine (over the live
 ResourceSlices, to write DeviceTaintRules) and by ``validate`` (over the live or the declared devices,
 to refuse a maintenance that matches nothing, takes a whole pool or overlaps another). ``pools`` and
-``nodes`` say where (none: every node), the other fields which devices there: a device is taken when
-it passes every field given.
+``nodes`` say where (none: every node), ``drivers`` whose devices (none: any driver's), the other fields
+which devices there: a device is taken when it passes every field given.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ class Filters(Protocol):
     def selector(self) -> str | None: ...
     @property
     def health_taints(self) -> Sequence[str]: ...
+    @property
+    def drivers(self) -> Sequence[str]: ...
 
 
 def select(filters: Filters, inventory: Inventory, *, pool_nodes: Mapping[str, Iterable[str]]) -> list[int]:
@@ -46,10 +48,12 @@ def select(filters: Filters, inventory: Inventory, *, pool_nodes: Mapping[str, I
     Raises ``cel.SelectorCompileError`` for a selector that does not compile."""
     scope = _scope(filters, pool_nodes)
     names, uuids, keys = set(filters.devices), set(filters.uuids), set(filters.health_taints)
+    drivers = set(filters.drivers)
     chosen = [
         i
         for i, d in enumerate(inventory.devices)
         if (scope is None or d.node in scope)
+        and (not drivers or d.driver in drivers)
         and (not names or d.name in names)
         and (not uuids or str(d.device.get("attributes", *UUID_ATTRIBUTE)) in uuids)
         and (not keys or tainted(d, keys))
@@ -72,13 +76,14 @@ def candidates(
     over all its slices."""
     scope = _scope(filters, pool_nodes)
     names, uuids, keys = set(filters.devices), set(filters.uuids), set(filters.health_taints)
+    drivers = set(filters.drivers)
     if scope is None and not names and not uuids and not keys:
-        return slices
+        return [item for item in slices if not drivers or _pool_of(item.get("spec") or {})[0] in drivers]
     pools: set[tuple[str, str]] = set()
     for item in slices:
         spec = item.get("spec") or {}
         pool = _pool_of(spec)
-        if pool in pools or (scope is not None and node_of(spec) not in scope):
+        if pool in pools or (scope is not None and node_of(spec) not in scope) or (drivers and pool[0] not in drivers):
             continue
         for raw in spec.get("devices") or ():
             if (

@@ -41,6 +41,12 @@ UUID = re.compile(r"^(GPU|MIG)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[
 
 _QUALIFIED = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 TaintKey = Annotated[str, StringConstraints(pattern=_QUALIFIED, max_length=316)]
+Driver = Annotated[
+    str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", max_length=63)
+]
+"""A DRA driver's name, as a ResourceSlice's ``spec.driver`` (a DNS subdomain)."""
+GPU_DRIVER = "gpu.nvidia.com"
+"""NVIDIA's GPU driver: the devices a maintenance takes unless ``devices.drivers`` names others."""
 
 
 def _uuid(value: str) -> str:
@@ -91,6 +97,9 @@ class DeviceTargets(Model):
     health_taints: list[TaintKey] = Field(default_factory=list)
     """Devices carrying a taint with one of these keys in their ResourceSlice (the driver's health
     taints, e.g. ``gpu.nvidia.com/xid``); ``["*"]``: any taint the driver put there."""
+    drivers: list[Driver] = Field(default_factory=lambda: [GPU_DRIVER], min_length=1)
+    """The DRA drivers whose devices it takes (default NVIDIA's GPU driver): the devices other drivers
+    publish on the same nodes (NICs, NVIDIA's compute-domain channels) stay in service unless named."""
 
     @model_validator(mode="after")
     def _names_something(self) -> DeviceTargets:
@@ -157,4 +166,14 @@ def folder_cluster(path: str) -> str | None:
     return parts[1] if len(parts) > 2 and parts[0] == "clusters" else None
 
 
-__all__ = ["EFFECTS", "UUID", "DeviceTargets", "Effect", "GPUMaintenance", "GPUMaintenanceSpec", "folder_cluster"]
+__all__ = [
+    "EFFECTS",
+    "GPU_DRIVER",
+    "UUID",
+    "DeviceTargets",
+    "Driver",
+    "Effect",
+    "GPUMaintenance",
+    "GPUMaintenanceSpec",
+    "folder_cluster",
+]

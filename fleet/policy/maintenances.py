@@ -205,6 +205,7 @@ class _Filters:
     uuids: Sequence[str] = ()
     selector: str | None = None
     health_taints: Sequence[str] = ()
+    drivers: Sequence[str] = ()  # any driver's
 
 
 def judge(view: ClusterView, *, devices: Devices, pools: Collection[str]) -> list[Finding]:
@@ -353,7 +354,16 @@ def _nothing(manifest: Manifest, *, devices: Devices, cluster: str) -> Finding:
         return nothing(
             (*DEVICES, "pools" if filters.pools else "nodes"), f"no device is published {place}{why}", "; ".join(known)
         )
-    there = [inventory.devices[i] for i in within]
+    scope = dataclasses.replace(scope, drivers=filters.drivers)
+    ours = targets.select(scope, inventory, pool_nodes=pool_nodes)
+    if not ours:
+        published = sorted({inventory.devices[i].driver for i in within})
+        return nothing(
+            (*DEVICES, "drivers"),
+            f"no device {place} is published by driver {', '.join(filters.drivers)}",
+            f"drivers there: {', '.join(published)}" if published else "no driver publishes devices there",
+        )
+    there = [inventory.devices[i] for i in ours]
     if filters.devices and not targets.select(
         dataclasses.replace(scope, devices=filters.devices), inventory, pool_nodes=pool_nodes
     ):
@@ -404,12 +414,12 @@ def _missing(manifest: Manifest, *, devices: Devices, cluster: str) -> Iterator[
 
     assert isinstance(manifest.model, models.GPUMaintenance)
     filters = manifest.model.spec.devices
-    inventory = devices.inventory
-    nodes = {d.node for d in inventory.devices}
-    uuids = {str(d.device.get("attributes", *targets.UUID_ATTRIBUTE)) for d in inventory.devices}
+    ours = [d for d in devices.inventory.devices if d.driver in filters.drivers]
+    nodes = {d.node for d in ours}
+    uuids = {str(d.device.get("attributes", *targets.UUID_ATTRIBUTE)) for d in ours}
     named = (
-        ("nodes", nodes, "node {} publishes no device, so the maintenance takes none there",
-         f"nodes with devices: {_listed(sorted(nodes))}"),
+        ("nodes", nodes, f"node {{}} publishes no device of driver {', '.join(filters.drivers)}, so the "
+         "maintenance takes none there", f"nodes with devices: {_listed(sorted(nodes))}"),
         ("uuids", uuids, "no device has uuid {}, so the maintenance does not take it",
          "fleetctl inventory -o json lists each device's uuid"),
     )  # fmt: skip
@@ -470,10 +480,11 @@ def _full_pools(
     ``others``: the cluster's other maintenances out of service, with what they take; a pool the
     maintenance empties together with them counts, and the message names them."""
     assert isinstance(manifest.model, models.GPUMaintenance) and devices.pool_nodes is not None
-    inventory = devices.inventory
+    inventory, drivers = devices.inventory, set(manifest.model.spec.devices.drivers)
     by_node: dict[str, list[int]] = {}
     for index, device in enumerate(inventory.devices):
-        by_node.setdefault(device.node, []).append(index)
+        if device.driver in drivers:  # the pool's devices the maintenance may take: its drivers'
+            by_node.setdefault(device.node, []).append(index)
     out = taken.union(*(theirs for _, theirs in others))
     whole = {
         pool: members

@@ -86,6 +86,40 @@ def test_a_pool_taken_whole_is_one_rule_else_one_rule_per_device() -> None:
     assert len(long) <= 253
 
 
+def nic_slice(node: str, nics: int) -> dict[str, Any]:
+    """A NIC driver's pool on ``node``, named after the node as NVIDIA's GPU pool is."""
+    devices = [{"name": f"eth-{i}", "attributes": {"ifName": {"string": f"eth{i}"}}} for i in range(nics)]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-nic"},
+        "spec": {
+            "driver": "dra.net",
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+def test_a_maintenance_takes_the_devices_of_its_drivers_alone() -> None:
+    """A node's NICs (another driver's pool of the same name) stay in service unless ``drivers`` names them."""
+    inventory = Inventory.from_slices([slice_of("node-1", 8), nic_slice("node-1", 2), slice_of("node-2", 8)])
+
+    def rules_of(**targets: Any) -> list[tuple[str, str, str]]:
+        found = maintenances.targets(inventory, select(rule(**targets).targets, inventory, pool_nodes=POOLS))
+        return [(t.driver, t.pool, t.device) for t in found]
+
+    assert rules_of(nodes=["node-1"]) == [("gpu.nvidia.com", "node-1", "")]
+    assert rules_of(selector="true", nodes=["node-1"]) == [("gpu.nvidia.com", "node-1", "")]
+    assert rules_of(nodes=["node-1"], drivers=["gpu.nvidia.com", "dra.net"]) == [
+        ("dra.net", "node-1", ""),
+        ("gpu.nvidia.com", "node-1", ""),
+    ]
+    assert rules_of(nodes=["node-1"], devices=["eth-1"], drivers=["dra.net"]) == [("dra.net", "node-1", "eth-1")]
+    assert rules_of(nodes=["node-1"], devices=["eth-1"]) == []
+
+
 def versioned(item: dict[str, Any], version: str, *, generation: int = 1) -> dict[str, Any]:
     out = copy.deepcopy(item)
     out["metadata"]["resourceVersion"] = version
@@ -106,6 +140,8 @@ def versioned(item: dict[str, Any], version: str, *, generation: int = 1) -> dic
         {"selector": "device.attributes['gpu.nvidia.com'].index == 2"},
         {"devices": ["gpu-7"]},
         {"pools": ["unknown"]},
+        {"nodes": ["node-1"], "drivers": ["dra.net"]},
+        {"selector": "true", "drivers": ["dra.net", "gpu.nvidia.com"]},
     ],
 )
 def test_the_inventory_of_the_candidate_pools_takes_what_the_whole_inventory_takes(targets: dict[str, Any]) -> None:
@@ -113,7 +149,7 @@ def test_the_inventory_of_the_candidate_pools_takes_what_the_whole_inventory_tak
     generation (node-2's, whose device 5 had a taint) is read as the scheduler reads it."""
     old = versioned(slice_of("node-2", 8, taints={5: XID}), "7")
     slices = [slice_of("node-1", 8, taints={3: XID}), old, versioned(slice_of("node-2", 8), "8", generation=2)]
-    slices.append(slice_of("node-3", 4))
+    slices += [slice_of("node-3", 4), nic_slice("node-1", 2)]
     whole = Inventory.from_slices(slices)
     some = maintenances.candidates(rule(**targets), slices, pool_nodes=POOLS)
     part = Inventory.from_slices(some)

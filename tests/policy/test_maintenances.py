@@ -319,6 +319,58 @@ def test_a_direct_no_execute_with_nothing_to_hold_it_back_is_refused() -> None:
         assert "maintenance-direct" not in rules(findings(changes))
 
 
+# -- drivers -------------------------------------------------------------------------------------------
+
+
+def with_nics(live: dict[str, Any], *nodes: str) -> dict[str, Any]:
+    """``live`` with a NIC driver's pool (named after the node, as NVIDIA's) on each of ``nodes``."""
+    from tests.engine.test_maintenances import nic_slice
+
+    slices = [*live["live"]["gpu-east"].slices, *(nic_slice(n, 2) for n in nodes)]
+    return {
+        **live,
+        "inventories": {"gpu-east": Inventory.from_slices(slices)},
+        "live": {"gpu-east": Live(slices=slices, claims=[], nodes=live["live"]["gpu-east"].nodes)},
+    }
+
+
+def test_a_driver_that_publishes_nothing_where_the_maintenance_looks_is_refused_at_drivers() -> None:
+    text = maintenance("nic", "devices:\n  nodes: [dgx-h100-01]\n  drivers: [dra.net]")
+    finding = only(findings({"maintenance/nic.yaml": text}, **live_east()), "maintenance-devices")
+    assert finding.location.line == position_of(text, "drivers:")[0]
+    assert finding.message == (
+        "the maintenance takes no device: no device on node dgx-h100-01 is published by driver dra.net "
+        "(devices: live context gpu-east)"
+    )
+    assert finding.hint == "drivers there: gpu.nvidia.com"
+    assert "maintenance-devices" not in rules(
+        findings({"maintenance/nic.yaml": text}, **with_nics(live_east(), "dgx-h100-01"))
+    )
+
+
+def test_a_node_of_only_another_drivers_devices_is_named_for_the_maintenances_driver() -> None:
+    text = maintenance("nic", "devices:\n  nodes: [dgx-h100-01, nic-only-01]")
+    found = findings({"maintenance/nic.yaml": text}, **with_nics(live_east(), "nic-only-01"))
+    finding = only(found, "maintenance-devices")
+    assert finding.message.startswith(
+        "node nic-only-01 publishes no device of driver gpu.nvidia.com, so the maintenance takes none there"
+    )
+
+
+def test_another_drivers_devices_on_a_pools_nodes_do_not_keep_a_gpu_maintenance_from_emptying_it() -> None:
+    text = maintenance("h200", "devices:\n  pools: [h200]")
+    found = findings({"maintenance/h200.yaml": text}, **with_nics(live_east(), "hgx-h200-01"))
+    assert "hopper-large-memory" in only(found, "maintenance-full-pool").message
+
+
+def test_drivers_are_driver_names_and_at_least_one() -> None:
+    for bad, said in (("[]", "at least 1 item"), ("[Gpu.Nvidia.Com]", "should match pattern")):
+        text = maintenance("nic", f"devices:\n  nodes: [dgx-h100-01]\n  drivers: {bad}")
+        schema = only(findings({"maintenance/nic.yaml": text}), "schema")
+        assert schema.location.line == position_of(text, "drivers:")[0]
+        assert said in schema.message, schema.message
+
+
 # -- two maintenances ------------------------------------------------------------------------------
 
 
