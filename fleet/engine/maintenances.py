@@ -10,10 +10,11 @@ DeviceTaintRules the cluster gets and says, for each rule, the one effect this r
 2. **Which rules** (``rules``): one per device, or one per pool when the maintenance takes every
    device of it (NVIDIA's driver names a node's pool after the node: a whole node is one rule).
    Since 1.35 a DeviceTaintRule selects by driver, pool and device name only. A rule is named
-   ``<maintenance>.<pool>[.<device>]`` unless a live rule of the maintenance selects the same
-   devices: that one keeps its name (``kept_names``). A file annotated ``fleet.gpufleet.dev/adopt:
-   "true"`` (``fleetctl import`` writes it for a rule made by hand) takes over, under its own name,
-   a rule of no maintenance that selects what one of its rules would, instead of adding a twin.
+   ``<maintenance>.<pool>[.<device>]`` (another driver's: ``<maintenance>.<driver>.<pool>…``) unless a
+   live rule of the maintenance selects the same devices: that one keeps its name (``kept_names``).
+   A file annotated ``fleet.gpufleet.dev/adopt: "true"`` (``fleetctl import`` writes it for a rule
+   made by hand) takes over, under its own name, a rule of no maintenance that selects what one of
+   its rules would, instead of adding a twin.
 3. **Which effect now** (``staged``): a new rule starts at ``None``, whose status the API server's
    eviction controller fills with what ``NoExecute`` would evict; each run moves it one step
    toward the maintenance's ``effect``. A lower ``effect`` in git lowers it at once (devices
@@ -52,6 +53,8 @@ TAINT_KEY = "fleet.gpufleet.dev/maintenance"
 REASON = "fleet.gpufleet.dev/reason"
 """The maintenance's ``reason``, as an annotation of the rule."""
 EFFECTS = ("None", "NoSchedule", "NoExecute")
+GPU_DRIVER = "gpu.nvidia.com"
+"""NVIDIA's GPU driver: its rules are named by pool alone."""
 
 Obj = Mapping[str, Any]
 
@@ -204,8 +207,11 @@ def as_held(found: Iterable[Target], holds: Iterable[Obj]) -> list[Target]:
 
 
 def rule_name(maintenance: str, target: Target) -> str:
-    """``<maintenance>.<pool>[.<device>]``; hashed where that exceeds a name's 253 characters."""
-    name = ".".join(p for p in (maintenance, target.pool, target.device) if p).lower()
+    """``<maintenance>.<pool>[.<device>]`` for NVIDIA's GPUs, ``<maintenance>.<driver>.<pool>[.<device>]`` for
+    another driver's devices (whose pool may bear the node's name too); hashed where that exceeds a
+    name's 253 characters."""
+    driver = target.driver if target.driver != GPU_DRIVER else ""
+    name = ".".join(p for p in (maintenance, driver, target.pool, target.device) if p).lower()
     if len(name) <= 253:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:10]

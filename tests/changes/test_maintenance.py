@@ -219,3 +219,50 @@ def test_a_maintenance_takes_the_devices_the_driver_marked_unhealthy(
             cli.run([*xid(device), "gpu.nvidia.com/xid-"])
         for rule in rules_of(kubectl, name):
             kubectl("delete", "devicetaintrule", rule, check=False)
+
+
+def test_a_node_maintenance_takes_another_drivers_devices_only_where_it_names_the_driver(
+    team: Repo, sandbox: Sandbox, kubectl: Kubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A NIC driver publishes a pool named after the node, as NVIDIA's driver does. A maintenance of the
+    node takes its GPUs alone; with ``drivers`` naming both, a rule of each, under names that differ."""
+    repo, node = team, "h200x8-01"
+    repo.kubernetes = "1.37"
+    name = f"nic-{repo.id}"
+    nic = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-nic-{repo.id}"},
+        "spec": {
+            "driver": "dra.net",
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": f"eth-{i}", "attributes": {"ifName": {"string": f"eth{i}"}}} for i in range(2)],
+        },
+    }
+    kubectl("apply", "-f", "-", stdin=json.dumps(nic))
+    try:
+        path = maintenance(repo, name, f"{{nodes: [{node}]}}")
+        repo.files[path] += "  effect: None\n"
+        printed = compare_cli(repo, capsys, what="a node's maintenance")
+        assert printed.apply_code == 0, printed.apply.get("error")
+        rules = rules_of(kubectl, name)
+        assert {n: r["spec"]["deviceSelector"] for n, r in rules.items()} == {
+            f"{name}.{node}": {"driver": "gpu.nvidia.com", "pool": node}
+        }
+
+        repo.files[path] = repo.files[path].replace(
+            f"nodes: [{node}]", f"nodes: [{node}], drivers: [gpu.nvidia.com, dra.net]"
+        )
+        printed = compare_cli(repo, capsys, what="a node's maintenance of two drivers")
+        assert printed.apply_code == 0, printed.apply.get("error")
+        rules = rules_of(kubectl, name)
+        assert {n: r["spec"]["deviceSelector"] for n, r in rules.items()} == {
+            f"{name}.{node}": {"driver": "gpu.nvidia.com", "pool": node},
+            f"{name}.dra.net.{node}": {"driver": "dra.net", "pool": node},
+        }
+        assert {r["spec"]["taint"]["effect"] for r in rules.values()} == {"None"}
+    finally:
+        for rule in rules_of(kubectl, name):
+            kubectl("delete", "devicetaintrule", rule, check=False)
+        kubectl("delete", "resourceslice", nic["metadata"]["name"], check=False)

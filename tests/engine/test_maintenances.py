@@ -118,6 +118,9 @@ def test_a_maintenance_takes_the_devices_of_its_drivers_alone() -> None:
     ]
     assert rules_of(nodes=["node-1"], devices=["eth-1"], drivers=["dra.net"]) == [("dra.net", "node-1", "eth-1")]
     assert rules_of(nodes=["node-1"], devices=["eth-1"]) == []
+    both = select(rule(nodes=["node-1"], drivers=["gpu.nvidia.com", "dra.net"]).targets, inventory, pool_nodes=POOLS)
+    names = [maintenances.rule_name("repair", t) for t in maintenances.targets(inventory, both)]
+    assert names == ["repair.dra.net.node-1", "repair.node-1"]  # two pools named after the node, two names
 
 
 def versioned(item: dict[str, Any], version: str, *, generation: int = 1) -> dict[str, Any]:
