@@ -225,7 +225,8 @@ def test_what_a_maintenance_cannot_name_is_a_row_that_says_what_to_do() -> None:
     rows = _rows(_import(_live([*rules, nothing])))
     assert rows.keys() == {f"DeviceTaintRule {r['metadata']['name']}" for r in [*rules, nothing]}
     assert (
-        "driver mellanox.com, and a GPUMaintenance takes NVIDIA's GPUs (gpu.nvidia.com)" in rows["DeviceTaintRule nic"]
+        "driver mellanox.com, and the import maps rules of NVIDIA's GPUs (gpu.nvidia.com) alone; it stays as it is. "
+        "Write a GPUMaintenance with devices.drivers: [mellanox.com] by hand" in rows["DeviceTaintRule nic"]
     )
     assert "names no pool, so it takes device gpu-0 on every node" in rows["DeviceTaintRule no-pool"]
     assert "Add driver: gpu.nvidia.com to it" in rows["DeviceTaintRule no-driver"]

@@ -71,8 +71,9 @@ def selected(rule: Obj, *, by_pool: Mapping[tuple[str, str], list[InventoryDevic
         )
     if driver != GPU_DRIVER:
         return (
-            f"it takes devices of driver {driver}, and a GPUMaintenance takes NVIDIA's GPUs ({GPU_DRIVER}) out of "
-            "service; it stays as it is"
+            f"it takes devices of driver {driver}, and the import maps rules of NVIDIA's GPUs ({GPU_DRIVER}) alone; "
+            f"it stays as it is. Write a GPUMaintenance with devices.drivers: [{driver}] by hand if fleet should "
+            "carry it"
         )
     if not pool:
         return (
