@@ -117,8 +117,9 @@ class Repo:
         gpus: int = 8,
         product: str = "NVIDIA H100 80GB HBM3",
     ) -> None:
-        sel = "".join(f"\n                {k}: {v}" for k, v in selector.items())
-        lab = "".join(f"\n                {k}: {v}" for k, v in labels.items())
+        # values quoted: a label value such as a Repo's id (``992619``, ``12e456``) is a string, not a number
+        sel = "".join(f"\n                {k}: {json.dumps(v)}" for k, v in selector.items())
+        lab = "".join(f"\n                {k}: {json.dumps(v)}" for k, v in labels.items())
         self.pools[name] = f"""\
             apiVersion: fleet.gpufleet.dev/v1alpha1
             kind: GPUNodePool

@@ -24,6 +24,7 @@ from tests.apply.repos import Repo
 from tests.changes.test_holds import budget, closed_window, gone, trainer
 from tests.changes.test_preview_is_action import in_two_waves
 from tests.conftest import Kubectl
+from tests.engine.test_maintenances import nic_slice
 from tests.waits import wait_for as waits_for
 
 pytestmark = pytest.mark.sandbox
@@ -229,17 +230,7 @@ def test_a_node_maintenance_takes_another_drivers_devices_only_where_it_names_th
     repo, node = team, "h200x8-01"
     repo.kubernetes = "1.37"
     name = f"nic-{repo.id}"
-    nic = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-nic-{repo.id}"},
-        "spec": {
-            "driver": "dra.net",
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": f"eth-{i}", "attributes": {"ifName": {"string": f"eth{i}"}}} for i in range(2)],
-        },
-    }
+    nic = nic_slice(node, 2, name=f"{node}-nic-{repo.id}")
     kubectl("apply", "-f", "-", stdin=json.dumps(nic))
     try:
         path = maintenance(repo, name, f"{{nodes: [{node}]}}")

@@ -29,12 +29,17 @@ def slice_of(node: str, gpus: int, *, taints: dict[int, dict[str, str]] | None =
         if taints and i in taints:
             device["taints"] = [taints[i]]
         devices.append(device)
+    return published(node, "gpu.nvidia.com", devices, name=f"{node}-gpu")
+
+
+def published(node: str, driver: str, devices: list[dict[str, Any]], *, name: str) -> dict[str, Any]:
+    """``driver``'s ResourceSlice of ``devices`` on ``node``, its pool named after the node (as NVIDIA's does)."""
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-gpu"},
+        "metadata": {"name": name},
         "spec": {
-            "driver": "gpu.nvidia.com",
+            "driver": driver,
             "nodeName": node,
             "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
             "devices": devices,
@@ -86,20 +91,10 @@ def test_a_pool_taken_whole_is_one_rule_else_one_rule_per_device() -> None:
     assert len(long) <= 253
 
 
-def nic_slice(node: str, nics: int) -> dict[str, Any]:
+def nic_slice(node: str, nics: int, *, name: str = "") -> dict[str, Any]:
     """A NIC driver's pool on ``node``, named after the node as NVIDIA's GPU pool is."""
     devices = [{"name": f"eth-{i}", "attributes": {"ifName": {"string": f"eth{i}"}}} for i in range(nics)]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-nic"},
-        "spec": {
-            "driver": "dra.net",
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
+    return published(node, "dra.net", devices, name=name or f"{node}-nic")
 
 
 def test_a_maintenance_takes_the_devices_of_its_drivers_alone() -> None:
