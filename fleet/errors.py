@@ -14,7 +14,13 @@ can print any of them the same way and exit 2.
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 from collections.abc import Iterator
+from types import FrameType
+
+_interrupted = False
+"""Set by ``count_interrupts``' handler once SIGINT arrived."""
 
 
 class FleetError(Exception):
@@ -47,13 +53,37 @@ def user_errors(group: BaseExceptionGroup[BaseException]) -> list[FleetError]:
     return found
 
 
+def count_interrupts() -> None:
+    """Remember SIGINT in this process before raising KeyboardInterrupt as Python does.
+
+    Where SIGINT is ignored (a job started in the background), or has a handler of its own, or off the
+    main thread, nothing changes. The ``fleetctl`` entry point installs it, and again after each async
+    run (asyncio gives SIGINT back to Python's handler), so ``interrupt_inside`` knows Ctrl-C came even
+    when a library swallowed it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return  # only the main thread sets signal handlers
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        global _interrupted
+        _interrupted = True
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, interrupt)
+
+
 def interrupt_inside(error: BaseException) -> bool:
-    """Whether Ctrl-C caused ``error``, through its chain of causes.
+    """Whether Ctrl-C caused ``error``: through its chain of causes, or SIGINT came (``count_interrupts``).
 
     A library may catch the interrupt and raise its own error from it: pydantic-core does so when
-    Ctrl-C lands while it builds a model's validator lazily, and raises a ``SchemaError``. Such an
-    error is the user's interrupt, not a bug.
+    Ctrl-C lands while it builds a model's validator lazily, and raises a ``SchemaError``. While it
+    builds a serializer it raises one whose text alone names the KeyboardInterrupt, without the
+    interrupt as its cause or context. Such an error is the user's interrupt, not a bug.
     """
+    if _interrupted:
+        return True
     seen: set[int] = set()
     cause: BaseException | None = error
     while cause is not None and id(cause) not in seen:
@@ -84,4 +114,4 @@ def unwrapped() -> Iterator[None]:
         raise error from error.__cause__
 
 
-__all__ = ["FleetError", "interrupt_inside", "unwrapped", "user_errors"]
+__all__ = ["FleetError", "count_interrupts", "interrupt_inside", "unwrapped", "user_errors"]

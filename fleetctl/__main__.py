@@ -12,6 +12,9 @@ import sys
 
 def main() -> None:
     try:
+        from fleet.errors import count_interrupts
+
+        count_interrupts()
         from fleetctl import cli
 
         code = cli.run(sys.argv[1:])

@@ -21,7 +21,7 @@ import anyio
 from fleet import engine, helm, kube
 from fleet.engine import impersonations, listings, pipelines, plancaches
 from fleet.engine.options import DriftPolicy
-from fleet.errors import unwrapped
+from fleet.errors import count_interrupts, unwrapped
 from fleet.telemetry import tracing
 
 T = TypeVar("T")
@@ -224,7 +224,10 @@ def run_async(args: argparse.Namespace, main: Callable[[argparse.Namespace], Awa
 
 def interruptible(main: Callable[[], Awaitable[T]]) -> T:
     """``anyio.run(main)``; Ctrl-C cancels it cleanly and raises KeyboardInterrupt (see ``run_async``)."""
-    return anyio.run(_interruptible, main)
+    try:
+        return anyio.run(_interruptible, main)
+    finally:
+        count_interrupts()  # asyncio hands SIGINT back to Python's own handler: count it again
 
 
 async def _interruptible(main: Callable[[], Awaitable[T]]) -> T:

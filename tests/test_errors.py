@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
 
 import anyio
 import pytest
@@ -92,3 +96,46 @@ def test_validate_ends_as_interrupted_when_a_library_wraps_ctrl_c(
     assert cli.run(["validate", str(tmp_path)]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "fleetctl validate: interrupted", err
+
+
+def test_ctrl_c_that_a_library_names_only_in_its_text_still_ends_as_interrupted(tmp_path: pathlib.Path) -> None:
+    """pydantic-core, interrupted while it builds a serializer, raises a SchemaError whose text alone
+    says KeyboardInterrupt (CI, test_interrupt_while_rendering). The entry point counts SIGINT, so such
+    an error ends as Ctrl-C does: exit 130, one line, no traceback."""
+    script = tmp_path / "fleetctl_run.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os, signal, sys, time
+            from fleetctl import __main__ as entry
+            from fleetctl.commands import validate
+
+            def build(args):
+                try:
+                    os.kill(os.getpid(), signal.SIGINT)
+                    time.sleep(5)
+                except KeyboardInterrupt:
+                    pass
+                raise RuntimeError("Error building `literal` serializer:\\n  KeyboardInterrupt: ")
+
+            validate._validate = build
+            sys.argv = ["fleetctl", "validate", sys.argv[1]]
+            entry.main()
+            """
+        )
+    )
+    run = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert (run.returncode, run.stderr.strip()) == (130, "fleetctl validate: interrupted"), run.stderr
+
+
+def test_without_sigint_an_error_naming_an_interrupt_stays_a_bug(tmp_path: pathlib.Path) -> None:
+    code = "from fleet.errors import count_interrupts, interrupt_inside; count_interrupts(); "
+    code += "print(interrupt_inside(RuntimeError('KeyboardInterrupt: ')))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert run.stdout.strip() == "False"

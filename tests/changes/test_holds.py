@@ -329,7 +329,7 @@ def test_a_held_pool_label_is_not_demanded_by_the_pools_gate_and_the_safe_part_a
         assert selecting_trainer(kubectl, ns, label={label: "l4"}) == node
 
         repo.cluster_spec = {"maintenance": closed_window()}
-        repo.pools["l4"] = repo.pools["l4"].replace(f"{label}: l4", f"{label}: l4-renamed")
+        repo.pools["l4"] = repo.pools["l4"].replace(f'{label}: "l4"', f'{label}: "l4-renamed"')
         repo.claim_template("ml", "added")
         capsys.readouterr()
         args = ["apply", str(repo.write()), "--cluster", repo.cluster, "--health-timeout", "20", "-o", "json"]

@@ -77,7 +77,7 @@ async def test_a_held_pool_label_leaves_the_controller_waiting_and_pending_not_f
                     assert selecting_trainer(kubectl, ns, label={label: "l4"}) == NODE
 
                     repo.cluster_spec = {"maintenance": closed_window()}
-                    repo.pools["l4"] = repo.pools["l4"].replace(f"{label}: l4", f"{label}: l4-renamed")
+                    repo.pools["l4"] = repo.pools["l4"].replace(f'{label}: "l4"', f'{label}: "l4-renamed"')
                     repo.claim_template("ml", "added")
                     second = remote.push(repo, message="rename the pool's label; a new template")
                     obj = await waits.eventually(lambda: synced(second), what="the second commit applied", within=90)
