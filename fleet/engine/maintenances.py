@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from fleet.engine import ownership, stages
-from fleet.engine.plans import Desired, MaintenanceRule
+from fleet.engine.plans import GPU_DRIVER, Desired, MaintenanceRule
 from fleet.lrus import LRU
 
 if TYPE_CHECKING:  # CEL and the inventory load only where a maintenance is expanded, not with a stored plan
@@ -53,8 +53,6 @@ TAINT_KEY = "fleet.gpufleet.dev/maintenance"
 REASON = "fleet.gpufleet.dev/reason"
 """The maintenance's ``reason``, as an annotation of the rule."""
 EFFECTS = ("None", "NoSchedule", "NoExecute")
-GPU_DRIVER = "gpu.nvidia.com"
-"""NVIDIA's GPU driver: its rules are named by pool alone."""
 
 Obj = Mapping[str, Any]
 

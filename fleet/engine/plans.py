@@ -13,8 +13,7 @@ part of a command's start).
   GPUs to expect. Nodes are live objects, so the rule is expanded into per-Node metadata applies by
   ``pool_objects`` once the engine has listed them; ``release`` builds the apply that gives a pool Node back.
 - ``OperatorRelease``: the GPU Operator Helm release the operator stage installs.
-- ``MaintenanceRule``: a GPUMaintenance, which devices it takes out, why and how far; expanded into
-  DeviceTaintRules from the live ResourceSlices by ``fleet.engine.maintenances``.
+- ``MaintenanceRule``: a GPUMaintenance (which devices, why, how far); ``fleet.engine.maintenances`` expands it.
 """
 
 from __future__ import annotations
@@ -27,6 +26,8 @@ from typing import Any
 from fleet.engine import normalizations, ownership, stages
 from fleet.kube import Ref
 from fleet.manifests import windows
+
+GPU_DRIVER = "gpu.nvidia.com"  # NVIDIA's GPU driver: whose devices a GPUMaintenance takes unless it names others
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +114,10 @@ class Desired:
         object.__setattr__(self, "_ref", ref)
 
     def copied(self, *, revision: str | None = None, drift: str | None = None) -> Desired:
-        """This object with another ``revision`` or ``drift``, keeping the values computed so far
-        (without ``__init__``, which would compute nothing but costs a call per field): the
-        revision annotation is left out of ``applied`` and not part of the Ref or the order; the
-        applied leaves carry over only when both revisions are set (the annotation is there
-        either way)."""
+        """This object with another ``revision`` or ``drift``, keeping the values computed so far (without
+        ``__init__``, which would compute nothing but costs a call per field): the revision annotation is
+        left out of ``applied`` and not part of the Ref or the order; the applied leaves carry over only
+        when both revisions are set (the annotation is there either way)."""
         copy = _new(Desired)  # one setter per slot, written out: a loop over them costs three times as much
         _set_body(copy, self.body)
         _set_stage(copy, self.stage)
@@ -220,7 +220,7 @@ class ChangeRules:
 
 @dataclass(frozen=True)
 class Targets:
-    """Which devices a GPUMaintenance names (its ``spec.devices``), as plain data."""
+    """Which devices a GPUMaintenance names (its ``spec.devices``), as plain data; ``drivers`` (): any driver's."""
 
     pools: tuple[str, ...] = ()
     nodes: tuple[str, ...] = ()
@@ -228,7 +228,7 @@ class Targets:
     uuids: tuple[str, ...] = ()
     selector: str = ""
     health_taints: tuple[str, ...] = ()
-    drivers: tuple[str, ...] = ("gpu.nvidia.com",)  # whose devices (a GPUMaintenance's default); (): any driver's
+    drivers: tuple[str, ...] = (GPU_DRIVER,)
 
 
 @dataclass(frozen=True)

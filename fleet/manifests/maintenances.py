@@ -41,10 +41,24 @@ UUID = re.compile(r"^(GPU|MIG)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[
 
 _QUALIFIED = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 TaintKey = Annotated[str, StringConstraints(pattern=_QUALIFIED, max_length=316)]
+DRIVER = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+"""A DRA driver's name, as a ResourceSlice's ``spec.driver``: a DNS subdomain of at most 63 characters."""
+
+
+def _driver(value: str) -> str:
+    if len(value) > 63 or not DRIVER.match(value):
+        raise PydanticCustomError(
+            "fleet_value",
+            f"{value!r} is not a DRA driver's name",
+            {"hint": "write it as the driver's ResourceSlices name it, e.g. gpu.nvidia.com "
+             "(kubectl get resourceslices -o custom-columns=DRIVER:.spec.driver)"},
+        )  # fmt: skip
+    return value
+
+
 Driver = Annotated[
-    str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", max_length=63)
+    str, AfterValidator(_driver), WithJsonSchema({"type": "string", "pattern": DRIVER.pattern, "maxLength": 63})
 ]
-"""A DRA driver's name, as a ResourceSlice's ``spec.driver`` (a DNS subdomain)."""
 GPU_DRIVER = "gpu.nvidia.com"
 """NVIDIA's GPU driver: the devices a maintenance takes unless ``devices.drivers`` names others."""
 

@@ -364,11 +364,18 @@ def test_another_drivers_devices_on_a_pools_nodes_do_not_keep_a_gpu_maintenance_
 
 
 def test_drivers_are_driver_names_and_at_least_one() -> None:
-    for bad, said in (("[]", "at least 1 item"), ("[Gpu.Nvidia.Com]", "should match pattern")):
+    long = "a" * 60 + ".com"
+    for bad, said in (
+        ("[]", "at least 1 item"),
+        ("[Gpu.Nvidia.Com]", "'Gpu.Nvidia.Com' is not a DRA driver's name"),
+        (f"[{long}]", f"'{long}' is not a DRA driver's name"),
+    ):
         text = maintenance("nic", f"devices:\n  nodes: [dgx-h100-01]\n  drivers: {bad}")
         schema = only(findings({"maintenance/nic.yaml": text}), "schema")
         assert schema.location.line == position_of(text, "drivers:")[0]
         assert said in schema.message, schema.message
+        if "DRA driver" in said:
+            assert schema.hint.startswith("write it as the driver's ResourceSlices name it, e.g. gpu.nvidia.com")
 
 
 # -- two maintenances ------------------------------------------------------------------------------
